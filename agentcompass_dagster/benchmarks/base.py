@@ -1,0 +1,83 @@
+"""The Benchmark plugin contract: load and select tasks, prepare them, collect artifacts, evaluate,
+aggregate. Evaluation is authoritative; harnesses never score."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel
+
+from agentcompass_dagster.config import BenchmarkConfig
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.metrics import accuracy_by_category
+from agentcompass_dagster.runtime.types import (
+    EvaluationMode,
+    Evaluation,
+    MetricResult,
+    PreparedTask,
+    RunResult,
+    TaskDetail,
+    TaskSpec,
+)
+
+if TYPE_CHECKING:
+    from agentcompass_dagster.config import RunRequest
+    from agentcompass_dagster.environments.base import EnvironmentSession
+
+
+class ReferenceSolution(BaseModel):
+    """What the oracle harness runs: a shell script in the task's working directory, or a final answer."""
+
+    script: str | None = None
+    answer: str | None = None
+
+
+class Benchmark(ABC):
+    supported_evaluation_modes: ClassVar[frozenset[EvaluationMode]] = frozenset(EvaluationMode)
+
+    def __init__(self, config: BenchmarkConfig) -> None:
+        self.config = config
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    @abstractmethod
+    def load_tasks(self) -> list[TaskSpec]: ...
+
+    def select_tasks(self, tasks: list[TaskSpec]) -> list[TaskSpec]:
+        """Keep the declared ``tasks`` (in declared order) and at most ``limit`` of them."""
+        selected = tasks
+        if self.config.tasks is not None:
+            by_id = {task.id: task for task in tasks}
+            unknown = [task_id for task_id in self.config.tasks if task_id not in by_id]
+            if unknown:
+                raise UserError(f"benchmark.tasks={unknown[0]!r}: no such task in benchmark {self.id!r}")
+            selected = [by_id[task_id] for task_id in dict.fromkeys(self.config.tasks)]
+        if self.config.limit is not None:
+            selected = selected[: self.config.limit]
+        return selected
+
+    def plan(self, task: TaskSpec) -> dict[str, Any]:
+        """Benchmark-specific settings recorded in the execution plan of each attempt."""
+        return {}
+
+    async def prepare_task(
+        self, task: TaskSpec, session: EnvironmentSession, request: RunRequest, benchmark_plan: dict[str, Any]
+    ) -> PreparedTask:
+        return PreparedTask(task=task, input=task.input)
+
+    async def collect_artifacts(self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession) -> RunResult:
+        return result
+
+    @abstractmethod
+    async def evaluate(
+        self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession | None
+    ) -> Evaluation: ...
+
+    def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
+        return None
+
+    def aggregate_metrics(self, details: list[TaskDetail], total: int) -> MetricResult:
+        return accuracy_by_category(details, total)

@@ -1,0 +1,73 @@
+"""The built-in `demo` benchmark: small shell tasks, each with a reference solution and a check.
+
+Each task is a directory under ``demo_tasks/``: ``task.yaml`` (id, category, instruction), an optional
+``setup/`` copied into the working directory, ``solution.sh`` and ``check.sh``. The check runs inside
+the task's environment in its working directory; exit code 0 means solved.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from agentcompass_dagster.benchmarks.base import Benchmark, ReferenceSolution
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.types import EvaluationMode, Evaluation, PreparedTask, RunResult, TaskSpec
+
+if TYPE_CHECKING:
+    from agentcompass_dagster.config import RunRequest
+    from agentcompass_dagster.environments.base import EnvironmentSession
+
+TASKS_DIR = Path(__file__).parent / "demo_tasks"
+CHECK_TIMEOUT_S = 60.0
+
+
+class DemoBenchmark(Benchmark):
+    supported_evaluation_modes = frozenset({EvaluationMode.reuse})
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.tasks_dir = Path(self.config.params.get("tasks_dir", TASKS_DIR))
+
+    def load_tasks(self) -> list[TaskSpec]:
+        if not self.tasks_dir.is_dir():
+            raise UserError(f"benchmark.params.tasks_dir={str(self.tasks_dir)!r}: not a directory")
+        tasks = []
+        for task_dir in sorted(p for p in self.tasks_dir.iterdir() if (p / "task.yaml").is_file()):
+            meta = yaml.safe_load((task_dir / "task.yaml").read_text())
+            tasks.append(
+                TaskSpec(
+                    id=str(meta["id"]),
+                    category=meta.get("category"),
+                    input=meta["instruction"],
+                    metadata={"dir": str(task_dir)},
+                )
+            )
+        return tasks
+
+    async def prepare_task(
+        self, task: TaskSpec, session: EnvironmentSession, request: RunRequest, benchmark_plan: dict[str, Any]
+    ) -> PreparedTask:
+        setup = Path(task.metadata["dir"]) / "setup"
+        if setup.is_dir():
+            await session.upload_dir(setup, session.workdir)
+        return PreparedTask(task=task, input=task.input)
+
+    def reference_solution(self, task: TaskSpec) -> ReferenceSolution:
+        return ReferenceSolution(script=(Path(task.metadata["dir"]) / "solution.sh").read_text())
+
+    async def evaluate(self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession | None) -> Evaluation:
+        if session is None:
+            return Evaluation(error="the demo check runs inside the task environment; it got none")
+        check = (Path(prepared.task.metadata["dir"]) / "check.sh").read_bytes()
+        path = f"{session.scratch}/check-{prepared.task.id}.sh"
+        await session.write_file(path, check, 0o755)
+        outcome = await session.exec(f"bash {path}", timeout_s=CHECK_TIMEOUT_S)
+        correct = outcome.exit_code == 0 and not outcome.timed_out
+        return Evaluation(
+            correct=correct,
+            score=1.0 if correct else 0.0,
+            fields={"check_exit_code": outcome.exit_code, "check_output": outcome.output[-2000:]},
+        )

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+set -eu
+seq 1 100 > numbers.txt

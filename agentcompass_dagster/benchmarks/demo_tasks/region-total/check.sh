@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+[ -f answer.txt ] || fail "answer.txt does not exist"
+ans="$(tr -d '[:space:]' < answer.txt)"
+[ -n "$ans" ] || fail "answer.txt is empty"
+case "$ans" in
+  630|630.0|630.00) ;;
+  *) fail "wrong answer: '$ans'" ;;
+esac
+echo "OK"

@@ -1,0 +1,269 @@
+"""Pydantic models of every declaration (resources/*.yaml) and of the RunRequest the runtime executes.
+
+Declarations forbid unknown fields, so a typo is an error that names the field instead of a silently
+ignored setting. Errors are turned into one line naming the file, the field and the value.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.types import EvaluationMode, NetworkPolicy
+
+KINDS = ("models", "harnesses", "environments")
+
+
+class Declaration(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BenchmarkConfig(Declaration):
+    id: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+    tasks: list[str] | None = None
+    limit: int | None = Field(default=None, ge=1)
+
+
+class ModelConfig(Declaration):
+    id: str = Field(min_length=1)
+    provider: str = "none"
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class HarnessConfig(Declaration):
+    id: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class EnvironmentConfig(Declaration):
+    id: str = Field(min_length=1)
+    provider: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    capacity: int = Field(default=0, ge=0)
+    open_qps: float = Field(default=0.0, ge=0)
+
+    @property
+    def provider_id(self) -> str:
+        return self.provider or self.id
+
+
+class AttemptsConfig(Declaration):
+    k: int = Field(default=1, ge=1, le=1000)
+    strategy: str = "avg"
+
+
+class LimitsConfig(Declaration):
+    task_concurrency: int = Field(default=4, ge=1, le=1024)
+    attempt_timeout_s: float | None = Field(default=None, gt=0)
+    orchestration_timeout_s: float | None = Field(default=None, gt=0)
+    cleanup_grace_seconds: float = Field(default=10.0, ge=0)
+
+
+class NetworkConfig(Declaration):
+    baseline: NetworkPolicy = NetworkPolicy.host
+    run: NetworkPolicy = NetworkPolicy.host
+    evaluation: NetworkPolicy = NetworkPolicy.host
+
+
+class ExecutionConfig(Declaration):
+    attempts: AttemptsConfig = Field(default_factory=AttemptsConfig)
+    max_retries: int = Field(default=0, ge=0, le=100)
+    retry_pattern_list: list[str] | None = None
+    evaluation_environment_mode: EvaluationMode = EvaluationMode.reuse
+    keep_environment: bool = False
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+
+    @field_validator("retry_pattern_list")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str] | None) -> list[str] | None:
+        for pattern in patterns or []:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return patterns
+
+
+class OutputConfig(Declaration):
+    results_dir: Path = Path("results")
+    run_name: str | None = None
+    run_id: str | None = None
+    reuse: bool = False
+    reuse_run_id: str | None = None
+
+    @model_validator(mode="after")
+    def _reuse_id_turns_reuse_on(self) -> OutputConfig:
+        """R-REUSE-1: a non-empty reuse_run_id turns reuse on."""
+        if self.reuse_run_id:
+            self.reuse = True
+        else:
+            self.reuse_run_id = None
+        return self
+
+
+class ScheduleConfig(Declaration):
+    cron: str | None = None
+
+
+class SweepConfig(Declaration):
+    """benchmarks x models, each run with one harness, environment and execution spec."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    benchmarks: list[BenchmarkConfig] = Field(min_length=1)
+    models: list[ModelConfig] = Field(min_length=1)
+    harness: HarnessConfig
+    environment: EnvironmentConfig
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> SweepConfig:
+        for field, ids in (("benchmarks", [b.id for b in self.benchmarks]), ("models", [m.id for m in self.models])):
+            seen: set[str] = set()
+            for index, item in enumerate(ids):
+                if item in seen:
+                    raise ValueError(f"{field}[{index}].id {item!r} is declared twice")
+                seen.add(item)
+        return self
+
+    def requests(self) -> list[RunRequest]:
+        output = self.output.model_copy(update={"run_name": self.output.run_name or self.name})
+        return [
+            RunRequest(
+                name=f"{benchmark.id}/{model.id}",
+                sweep=self.name,
+                benchmark=benchmark,
+                model=model,
+                harness=self.harness,
+                environment=self.environment,
+                execution=self.execution,
+                output=output,
+            )
+            for benchmark in self.benchmarks
+            for model in self.models
+        ]
+
+
+class RunRequest(Declaration):
+    """One benchmark x model of a sweep: what the runtime executes and run_info.json records."""
+
+    name: str
+    sweep: str = ""
+    benchmark: BenchmarkConfig
+    model: ModelConfig
+    harness: HarnessConfig
+    environment: EnvironmentConfig
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def to_task_payload(self) -> dict[str, Any]:
+        """The whole request; run_info.json keeps its redacted form."""
+        return self.model_dump(mode="json", exclude={"metadata"} if not self.metadata else set())
+
+    def to_persistence_params(self) -> dict[str, Any]:
+        """Only what storage and reuse need; params.json keeps its redacted form."""
+        return {
+            "benchmark": {"id": self.benchmark.id, "params": self.benchmark.params},
+            "model": {"id": self.model.id, "provider": self.model.provider, "model": self.model.model},
+            "output": self.output.model_dump(mode="json"),
+            "metadata": self.metadata,
+        }
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def validate_declaration(model: type[T], data: Any, where: str) -> T:
+    """Validate ``data`` as ``model``; a failure is one UserError line naming where, field and value."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False)[:3]:
+            message = error["msg"].removeprefix("Value error, ")
+            field = _location(tuple(error["loc"]))
+            if error["type"] == "missing":
+                problems.append(f"{field}: missing")
+            else:
+                problems.append(f"{field}={error['input']!r}: {message}")
+        more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
+        raise UserError(f"{where}: " + "; ".join(problems) + more) from None
+
+
+def load_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{path}{at}: invalid YAML: {problem}") from None
+
+
+def _resolve_reference(root: Path, kind: str, ref: Any, field: str, where: str) -> Any:
+    """A string names a declaration in resources/<kind>/<name>.yaml; harnesses and environments also
+    accept a bare plugin id with default settings."""
+    if not isinstance(ref, str):
+        return ref
+    path = root / kind / f"{ref}.yaml"
+    if path.is_file():
+        data = load_yaml(path)
+        if not isinstance(data, dict):
+            raise UserError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
+        return data
+    if kind == "models" and ref != "none":
+        known = sorted(p.stem for p in (root / kind).glob("*.yaml"))
+        raise UserError(f"{where}: {field}={ref!r}: no declaration {path} (declared models: {', '.join(known) or 'none'})")
+    return {"id": ref}
+
+
+def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
+    """Load a sweep file, resolving names of models, harnesses and environments declared beside it."""
+    path = Path(path)
+    root = Path(resources) if resources is not None else _resources_root(path)
+    data = load_yaml(path)
+    where = str(path)
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: expected a mapping of sweep fields, got {type(data).__name__}")
+    data = dict(data)
+    data.setdefault("name", path.stem)
+    if isinstance(data.get("models"), list):
+        data["models"] = [
+            _resolve_reference(root, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])
+        ]
+    for field, kind in (("harness", "harnesses"), ("environment", "environments")):
+        if field in data:
+            data[field] = _resolve_reference(root, kind, data[field], field, where)
+    return validate_declaration(SweepConfig, data, where)
+
+
+def _resources_root(sweep_path: Path) -> Path:
+    parent = sweep_path.resolve().parent
+    return parent.parent if parent.name == "sweeps" else parent

@@ -1,0 +1,1 @@
+"""Execution environments: where a task's commands run (local subprocess; sandbox and docker later)."""

@@ -1,0 +1,87 @@
+"""The Environment provider and its per-task session."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel
+
+from agentcompass_dagster.config import EnvironmentConfig
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
+
+
+class ExecResult(BaseModel):
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+class EnvironmentSession(ABC):
+    """One open environment for one task. ``workdir`` is the agent's working directory; ``scratch`` is
+    a framework-private directory (reference solutions, checks) outside it."""
+
+    workdir: str
+    scratch: str
+
+    @abstractmethod
+    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None) -> ExecResult: ...
+
+    @abstractmethod
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
+
+    @abstractmethod
+    async def read_file(self, path: str) -> bytes: ...
+
+    async def upload_dir(self, local: Path, remote: str) -> None:
+        for source in sorted(local.rglob("*")):
+            if source.is_file():
+                rel = source.relative_to(local).as_posix()
+                await self.write_file(f"{remote}/{rel}", source.read_bytes(), source.stat().st_mode & 0o777)
+
+    async def set_network_policy(self, policy: NetworkPolicy) -> None:
+        """Switch the network policy of later commands; providers that cannot switch refused the plan."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release everything; idempotent and safe after a partial open."""
+
+
+class Environment(ABC):
+    """A provider of task environments, configured by one EnvironmentConfig declaration."""
+
+    supported_policies: ClassVar[frozenset[NetworkPolicy]] = frozenset({NetworkPolicy.host})
+    can_switch_network: ClassVar[bool] = False
+
+    def __init__(self, config: EnvironmentConfig) -> None:
+        self.config = config
+
+    def validate_plan(self, plan: ExecutionPlan) -> None:
+        """Refuse a plan this provider cannot enforce (R-NET-1): it never grants wider access silently."""
+        phases = {
+            "baseline": plan.baseline_network_policy,
+            "run": plan.run_network_policy,
+            "evaluation": plan.evaluation_network_policy,
+        }
+        for phase, policy in phases.items():
+            if policy not in self.supported_policies:
+                raise UserError(
+                    f"execution.network.{phase}={policy.value!r}: environment {self.config.id!r} "
+                    f"({self.config.provider_id}) supports only {sorted(p.value for p in self.supported_policies)}"
+                )
+        if not self.can_switch_network and len(set(phases.values())) > 1:
+            raise UserError(
+                f"execution.network={ {k: v.value for k, v in phases.items()} }: environment {self.config.id!r} "
+                "cannot switch network policy between phases; declare the same policy for all three"
+            )
+
+    @abstractmethod
+    async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession: ...

@@ -1,0 +1,37 @@
+"""The `oracle` harness: runs the benchmark's reference solution. It must score 100%; anything less
+means the benchmark, the environment or the evaluation is broken."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentcompass_dagster.harnesses.base import Harness
+from agentcompass_dagster.runtime.types import PreparedTask, RunResult
+
+if TYPE_CHECKING:
+    from agentcompass_dagster.benchmarks.base import Benchmark
+    from agentcompass_dagster.environments.base import EnvironmentSession
+
+SOLUTION_TIMEOUT_S = 600.0
+
+
+class OracleHarness(Harness):
+    async def run_task(self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark) -> RunResult:
+        solution = benchmark.reference_solution(prepared.task)
+        if solution is None:
+            return RunResult(status="error", error=f"benchmark {benchmark.id!r} has no reference solution")
+        trajectory = []
+        if solution.script is not None:
+            path = f"{env.scratch}/solution-{prepared.task.id}.sh"
+            await env.write_file(path, solution.script.encode(), 0o755)
+            outcome = await env.exec(f"bash {path}", timeout_s=SOLUTION_TIMEOUT_S)
+            trajectory.append({"type": "command", "command": f"bash {path}", "exit_code": outcome.exit_code,
+                               "output": outcome.output[-4000:]})
+            if outcome.exit_code != 0:
+                return RunResult(
+                    status="error",
+                    trajectory=trajectory,
+                    duration_s=outcome.duration_s,
+                    error=f"reference solution exited with {outcome.exit_code}: {outcome.output[-500:]}",
+                )
+        return RunResult(final_answer=solution.answer, trajectory=trajectory)

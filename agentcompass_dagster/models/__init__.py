@@ -1,0 +1,1 @@
+"""Models: what a harness calls (no model; scripted and OpenAI-compatible later)."""

@@ -1,0 +1,90 @@
+"""Plugin registries for benchmarks, harnesses, environments and models.
+
+Built-ins are named by import path and imported on first use, which keeps `agentcompass --help` fast.
+Third-party packages add plugins without touching this repository by declaring an entry point:
+
+    [project.entry-points."agentcompass.benchmarks"]
+    my-bench = "my_package.bench:MyBenchmark"
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any, Generic, TypeVar
+
+from agentcompass_dagster.errors import UserError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str, group: str, builtins: dict[str, str]) -> None:
+        self.kind = kind
+        self.group = group
+        self._targets: dict[str, str | type[T]] = dict(builtins)
+        self._entry_points_loaded = False
+
+    def register(self, plugin_id: str, target: str | type[T]) -> None:
+        self._targets[plugin_id] = target
+
+    def _load_entry_points(self) -> None:
+        if self._entry_points_loaded:
+            return
+        self._entry_points_loaded = True
+        for ep in entry_points(group=self.group):
+            self._targets.setdefault(ep.name, ep.value)
+
+    def ids(self) -> list[str]:
+        self._load_entry_points()
+        return sorted(self._targets)
+
+    def get(self, plugin_id: str, field: str | None = None) -> type[T]:
+        if plugin_id not in self._targets:
+            self._load_entry_points()
+        target = self._targets.get(plugin_id)
+        name = field or f"{self.kind}.id"
+        if target is None:
+            raise UserError(f"{name}={plugin_id!r}: unknown {self.kind} (known: {', '.join(self.ids())})")
+        if isinstance(target, str):
+            target = self._import(plugin_id, target, name)
+            self._targets[plugin_id] = target
+        return target
+
+    def _import(self, plugin_id: str, target: str, field: str) -> Any:
+        module_name, _, attr = target.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split(".") if attr else []:
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise UserError(f"{field}={plugin_id!r}: the {self.kind} plugin {target!r} cannot be loaded: {exc}") from None
+        return obj
+
+
+benchmarks: Registry[Any] = Registry(
+    "benchmark",
+    "agentcompass.benchmarks",
+    {
+        "demo": "agentcompass_dagster.benchmarks.demo:DemoBenchmark",
+        "synthetic": "agentcompass_dagster.benchmarks.synthetic:SyntheticBenchmark",
+    },
+)
+harnesses: Registry[Any] = Registry(
+    "harness",
+    "agentcompass.harnesses",
+    {
+        "oracle": "agentcompass_dagster.harnesses.oracle:OracleHarness",
+        "nop": "agentcompass_dagster.harnesses.nop:NopHarness",
+    },
+)
+environments: Registry[Any] = Registry(
+    "environment",
+    "agentcompass.environments",
+    {"local": "agentcompass_dagster.environments.local:LocalEnvironment"},
+)
+models: Registry[Any] = Registry(
+    "model",
+    "agentcompass.models",
+    {"none": "agentcompass_dagster.models.base:NoModel"},
+)

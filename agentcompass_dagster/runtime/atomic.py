@@ -1,0 +1,91 @@
+"""Atomic, redacted file writes: temp file in the same directory, fsync, rename, fsync the directory.
+
+Readers never see a half-written result: a crash leaves either the old file, the new file, or a
+dot-prefixed ``.tmp`` file that no loader takes for a result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentcompass_dagster.runtime.redact import redact
+
+TMP_SUFFIX = ".tmp"
+
+
+def to_jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
+def dumps(value: Any) -> bytes:
+    """Redacted, stable JSON bytes."""
+    return (json.dumps(redact(to_jsonable(value)), indent=2, ensure_ascii=False, sort_keys=False) + "\n").encode()
+
+
+def _write_temp(path: Path, data: bytes) -> Path:
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically."""
+    tmp = _write_temp(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_create_bytes(path: Path, data: bytes) -> bool:
+    """Create ``path`` atomically unless it exists; False (and nothing written) when it does.
+
+    A hard link of the finished temp file is the no-clobber rename: two writers racing for one name
+    cannot both win, and neither overwrites the other.
+    """
+    tmp = _write_temp(path, data)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+    return True
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    atomic_write_bytes(path, dumps(value))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, redact(text).encode())

@@ -1,0 +1,44 @@
+"""The plugins one request runs with, resolved and checked against each other before anything runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentcompass_dagster import registry
+from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.errors import UserError, field_error
+
+
+@dataclass
+class Components:
+    benchmark: Any
+    harness: Any
+    environment: Any
+    model: Any
+
+
+def _construct(kind: str, cls: Any, *args: Any) -> Any:
+    try:
+        return cls(*args)
+    except UserError:
+        raise
+    except (TypeError, ValueError, KeyError) as exc:
+        raise UserError(f"{kind}: cannot be configured: {exc}") from None
+
+
+def resolve_components(request: RunRequest) -> Components:
+    """Look every plugin up in its registry and build it; unknown ids and bad params are UserErrors."""
+    benchmark_cls = registry.benchmarks.get(request.benchmark.id, "benchmark.id")
+    harness_cls = registry.harnesses.get(request.harness.id, "harness.id")
+    environment_cls = registry.environments.get(request.environment.provider_id, "environment.provider")
+    model_cls = registry.models.get(request.model.provider, "model.provider")
+    harness = _construct(f"harness {request.harness.id!r}", harness_cls, request.harness, request.model)
+    if getattr(harness, "requires_model", False) and request.model.provider == "none":
+        raise field_error("model.provider", request.model.provider, f"harness {request.harness.id!r} needs a model")
+    return Components(
+        benchmark=_construct(f"benchmark {request.benchmark.id!r}", benchmark_cls, request.benchmark),
+        harness=harness,
+        environment=_construct(f"environment {request.environment.id!r}", environment_cls, request.environment),
+        model=_construct(f"model {request.model.id!r}", model_cls, request.model),
+    )

@@ -1,0 +1,70 @@
+"""Finalisation of a request (R-FIN-1) and re-rendering a summary from the details on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentcompass_dagster import registry
+from agentcompass_dagster.config import RunRequest, validate_declaration
+from agentcompass_dagster.runtime import summary
+from agentcompass_dagster.runtime.components import Components
+from agentcompass_dagster.runtime.store import RunDir, open_run_dir
+from agentcompass_dagster.runtime.types import MetricResult, RequestResult, TaskDetail, TaskSpec
+
+
+def write_summary(
+    request: RunRequest,
+    benchmark: Any,
+    run_dir: RunDir,
+    tasks: list[TaskSpec],
+    results: dict[str, TaskDetail],
+    reused: set[str],
+    status: str,
+) -> tuple[MetricResult, str]:
+    """R-FIN-1: merge reused and new details in selected order, aggregate through the benchmark, write
+    summary.md and .summary_counts.json."""
+    details = [results[t.id] for t in tasks if t.id in results]
+    metrics = benchmark.aggregate_metrics(details, len(tasks))
+    counts = summary.count(details, [t.id for t in tasks], reused, metrics)
+    title = f"{request.benchmark.id} · {request.model.id} · {request.harness.id}"
+    markdown = summary.render(title, run_dir.run_id, status, counts, [d for d in details if d.is_error])
+    run_dir.save_results(markdown, counts)
+    return metrics, markdown
+
+
+def finalize_request(
+    request: RunRequest,
+    components: Components,
+    run_dir: RunDir,
+    tasks: list[TaskSpec],
+    results: dict[str, TaskDetail],
+    reused: set[str],
+    status: str,
+) -> RequestResult:
+    metrics, markdown = write_summary(request, components.benchmark, run_dir, tasks, results, reused, status)
+    run_dir.write_terminal_status(status)
+    return RequestResult(
+        name=request.name,
+        run_id=run_dir.run_id,
+        run_dir=str(run_dir.path),
+        status=status,  # type: ignore[arg-type]
+        metadata={"benchmark": request.benchmark.id, "model": request.model.id, "harness": request.harness.id},
+        metrics=metrics,
+        summary=markdown,
+        paths=run_dir.paths,
+    )
+
+
+def rerender_summary(path: Path) -> tuple[MetricResult, str]:
+    """`agentcompass summary RUN_DIR`: rebuild summary.md and .summary_counts.json from details/."""
+    run_dir = open_run_dir(path)
+    assert run_dir.info is not None
+    request = validate_declaration(RunRequest, run_dir.info.request, f"{path}/run_info.json request")
+    benchmark = registry.benchmarks.get(request.benchmark.id, "benchmark.id")(request.benchmark)
+    results = run_dir.load_all_details()
+    order = run_dir.info.selected_tasks or sorted(results)
+    tasks = [TaskSpec(id=task_id, category=results[task_id].category if task_id in results else None)
+             for task_id in order]
+    reused = set(run_dir.info.reused_from.task_ids) if run_dir.info.reused_from else set()
+    return write_summary(request, benchmark, run_dir, tasks, results, reused, run_dir.info.status)

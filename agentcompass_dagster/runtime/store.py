@@ -1,0 +1,407 @@
+"""The RunStore: run directories, run_info.json, params.json, details, retry details, summary, reuse.
+
+Layout (R-STORE-1): ``<results_dir>/<run_name>/<benchmark_id>/<model_id>/<run_id>/`` holding
+``run_info.json``, ``params.json``, ``details/<task>[_<category>].json``,
+``details/_error_<task>[_<category>].json``, ``retry_details/``, ``summary.md``, ``.summary_counts.json``
+and ``run.log``. Every write goes through runtime.atomic (temp file, fsync, rename) and redaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from agentcompass_dagster.config import OutputConfig, RunRequest
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.atomic import (
+    TMP_SUFFIX,
+    atomic_create_bytes,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    dumps,
+    fsync_dir,
+)
+from agentcompass_dagster.runtime.naming import file_stem, normalize_component
+from agentcompass_dagster.runtime.redact import redact_text
+from agentcompass_dagster.runtime.summary import SummaryCounts
+from agentcompass_dagster.runtime.types import SCHEMA_VERSION, ExecutionPlan, Record, TaskDetail, TaskSpec, utcnow
+
+log = logging.getLogger(__name__)
+
+RUN_INFO = "run_info.json"
+PARAMS = "params.json"
+DETAILS = "details"
+RETRY_DETAILS = "retry_details"
+SUMMARY = "summary.md"
+SUMMARY_COUNTS = ".summary_counts.json"
+RUN_LOG = "run.log"
+ANALYSIS_MD = "analysis_summary.md"
+ANALYSIS_JSON = "analysis_summary.json"
+ERROR_PREFIX = "_error_"
+RUN_INFO_FLUSH_S = 5.0
+
+
+class ReuseSource(Record):
+    run_id: str
+    path: str
+
+
+class ReusedFrom(ReuseSource):
+    tasks: int = 0
+    task_ids: list[str] = Field(default_factory=list)
+
+
+class RunInfo(Record):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    request_name: str
+    status: str = "running"
+    started_at: str = Field(default_factory=utcnow)
+    finished_at: str | None = None
+    error: str | None = None
+    request: dict[str, Any] = Field(default_factory=dict)
+    selected_tasks: list[str] = Field(default_factory=list)
+    reused_from: ReusedFrom | None = None
+    # Resolved plans are stored once by content hash; task_plans maps task -> attempt -> hash.
+    plans: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    task_plans: dict[str, dict[str, str]] = Field(default_factory=dict)
+    dagster_run_id: str | None = None
+    paths: dict[str, str] = Field(default_factory=dict)
+
+
+def detail_names(task_id: str, category: str | None) -> list[str]:
+    """Normal detail file names for a task, the one with the category first (R-REUSE-4)."""
+    stem = file_stem(task_id)
+    names = [f"{stem}_{file_stem(category)}.json"] if category else []
+    return names + [f"{stem}.json"]
+
+
+def read_detail(path: Path) -> TaskDetail | None:
+    """A detail file, or None (with a warning) when it is unreadable: it is then treated as missing."""
+    try:
+        return TaskDetail.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValidationError, ValueError) as exc:
+        log.warning("ignoring unreadable detail %s: %s", path, str(exc).splitlines()[0])
+        return None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class RunStore:
+    """All run directories below one results_dir."""
+
+    def __init__(self, results_dir: Path) -> None:
+        self.results_dir = Path(results_dir)
+
+    def root_for(self, output: OutputConfig, benchmark_id: str, model_id: str) -> Path:
+        root = self.results_dir
+        if output.run_name:
+            root = root / normalize_component(output.run_name, "output.run_name")
+        return root / normalize_component(benchmark_id, "benchmark.id") / normalize_component(model_id, "model.id")
+
+    def check_writable(self) -> None:
+        """Refuse a results_dir that cannot hold run directories, before anything runs."""
+        try:
+            self.results_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.results_dir / f".write-probe-{os.getpid()}{TMP_SUFFIX}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise UserError(f"output.results_dir={str(self.results_dir)!r}: not writable: {exc.strerror or exc}") from None
+
+    def check_run_id_free(self, root: Path, run_id: str | None) -> None:
+        """R-STORE-2: an explicit run_id whose directory exists is refused."""
+        if run_id is None:
+            return
+        path = root / normalize_component(run_id, "output.run_id")
+        if path.exists():
+            raise UserError(f"output.run_id={run_id!r}: {path} already exists; choose a new run_id or leave it empty")
+
+    def find_reuse_source(self, root: Path, output: OutputConfig) -> ReuseSource | None:
+        """R-REUSE-3: an explicit id must exist; otherwise the newest run with run_info.json, or None."""
+        if not output.reuse:
+            return None
+        if output.reuse_run_id:
+            path = root / normalize_component(output.reuse_run_id, "output.reuse_run_id")
+            if not (path / RUN_INFO).is_file():
+                raise UserError(f"output.reuse_run_id={output.reuse_run_id!r}: no run directory {path}")
+            return ReuseSource(run_id=path.name, path=str(path))
+        newest: tuple[str, str, Path] | None = None
+        for candidate in root.iterdir() if root.is_dir() else []:
+            info = _read_json(candidate / RUN_INFO)
+            if info is None:
+                continue
+            key = (str(info.get("started_at") or ""), candidate.name, candidate)
+            if newest is None or key[:2] > newest[:2]:
+                newest = key
+        return ReuseSource(run_id=newest[2].name, path=str(newest[2])) if newest else None
+
+    def reserve(self, root: Path, run_id: str | None) -> RunDir:
+        """R-STORE-2: reserve a new run directory atomically (mkdir fails if another run took it)."""
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"output.results_dir={str(self.results_dir)!r}: cannot create {root}: {exc.strerror}") from None
+        if run_id is not None:
+            path = root / normalize_component(run_id, "output.run_id")
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                raise UserError(f"output.run_id={run_id!r}: {path} already exists; choose a new run_id or leave it empty") from None
+        else:
+            base = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            for n in range(100_000):
+                path = root / (base if n == 0 else f"{base}-{n}")
+                try:
+                    os.mkdir(path)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise RuntimeError(f"no free run id below {root}")
+        os.mkdir(path / DETAILS)
+        os.mkdir(path / RETRY_DETAILS)
+        fsync_dir(root)
+        return RunDir(path)
+
+
+class RunDir:
+    """One reserved run directory and the writers of its artifacts (thread-safe)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.details_dir = self.path / DETAILS
+        self.retry_dir = self.path / RETRY_DETAILS
+        self.info: RunInfo | None = None
+        self._lock = threading.Lock()
+        self._info_dirty = False
+        self._info_written_at = 0.0
+        self._log_file: Any = None
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def paths(self) -> dict[str, str]:
+        return {
+            "run_dir": str(self.path),
+            "run_info": str(self.path / RUN_INFO),
+            "params": str(self.path / PARAMS),
+            "details": str(self.details_dir),
+            "retry_details": str(self.retry_dir),
+            "summary": str(self.path / SUMMARY),
+            "summary_counts": str(self.path / SUMMARY_COUNTS),
+            "log": str(self.path / RUN_LOG),
+        }
+
+    # run_info.json and params.json
+
+    def write_run_info(self, request: RunRequest, selected: list[str]) -> None:
+        self.info = RunInfo(
+            run_id=self.run_id,
+            request_name=request.name,
+            request=request.to_task_payload(),
+            selected_tasks=selected,
+            paths=self.paths,
+        )
+        self._flush_info()
+
+    def write_params(self, request: RunRequest) -> None:
+        atomic_write_json(self.path / PARAMS, request.to_persistence_params())
+
+    def set_reused_from(self, source: ReuseSource, task_ids: list[str]) -> None:
+        """R-REUSE-5: record the source (id and path) and which tasks came from it."""
+        with self._lock:
+            self._require_info().reused_from = ReusedFrom(
+                run_id=source.run_id, path=source.path, tasks=len(task_ids), task_ids=task_ids
+            )
+        self._flush_info()
+
+    def set_dagster_run_id(self, run_id: str) -> None:
+        with self._lock:
+            self._require_info().dagster_run_id = run_id
+        self._flush_info()
+
+    def record_resolved_execution_plan(self, plan: ExecutionPlan) -> None:
+        """Keep the plan's allow-listed view; flushed to run_info.json at most every few seconds and at
+        the end (each detail carries its own plan too, so a crash loses none)."""
+        view = plan.persisted_view()
+        digest = hashlib.sha256(json.dumps(view, sort_keys=True).encode()).hexdigest()[:16]
+        with self._lock:
+            info = self._require_info()
+            info.plans.setdefault(digest, view)
+            info.task_plans.setdefault(plan.task_id, {})[str(plan.attempt)] = digest
+            self._info_dirty = True
+
+    def flush_if_due(self) -> None:
+        if self._info_dirty and time.monotonic() - self._info_written_at >= RUN_INFO_FLUSH_S:
+            self._flush_info()
+
+    def write_terminal_status(self, status: str, error: str | None = None) -> None:
+        with self._lock:
+            info = self._require_info()
+            info.status = status
+            info.error = error
+            info.finished_at = utcnow()
+        self._flush_info()
+
+    def _require_info(self) -> RunInfo:
+        if self.info is None:
+            raise RuntimeError("run_info.json has not been written yet")
+        return self.info
+
+    def _flush_info(self) -> None:
+        with self._lock:
+            data = dumps(self._require_info())
+            self._info_dirty = False
+            self._info_written_at = time.monotonic()
+            atomic_write_bytes(self.path / RUN_INFO, data)
+
+    # details
+
+    def detail_path(self, task_id: str, category: str | None, error: bool = False) -> Path:
+        name = detail_names(task_id, category)[0]
+        return self.details_dir / (ERROR_PREFIX + name if error else name)
+
+    def save_partial_result(self, detail: TaskDetail) -> Path | None:
+        """R-STORE-6: write a task's terminal detail at once, atomically and redacted.
+
+        A normal result is never overwritten (a concurrent second writer loses and gets None), an error
+        never shadows an existing normal result, and a success removes the task's stale ``_error_`` file.
+        """
+        normal = self.detail_path(detail.task_id, detail.category)
+        error = self.detail_path(detail.task_id, detail.category, error=True)
+        data = dumps(detail)
+        if detail.is_error:
+            if normal.exists():
+                return None
+            atomic_write_bytes(error, data)
+            return error
+        created = atomic_create_bytes(normal, data)
+        if error.exists():
+            error.unlink(missing_ok=True)
+            fsync_dir(self.details_dir)
+        return normal if created else None
+
+    def save_retry_detail(self, task_id: str, attempt: int, retry: int, record: dict[str, Any]) -> Path:
+        """R-RETRY-3: a discarded runtime retry, kept outside details/ so it never counts."""
+        path = self.retry_dir / f"{file_stem(task_id)}__attempt{attempt}__retry{retry}.json"
+        atomic_write_json(path, {"task_id": task_id, "attempt": attempt, "retry": retry, **record})
+        return path
+
+    def load_detail(self, task: TaskSpec, include_errors: bool = False) -> TaskDetail | None:
+        names = detail_names(task.id, task.category)
+        if include_errors:
+            names += [ERROR_PREFIX + name for name in names]
+        for name in names:
+            detail = read_detail(self.details_dir / name)
+            if detail is not None and detail.task_id == task.id:
+                return detail
+        return None
+
+    def load_partial_results(self, tasks: list[TaskSpec], include_errors: bool = False) -> dict[str, TaskDetail]:
+        """Details on disk for these tasks, normal ones only unless include_errors."""
+        found = {}
+        for task in tasks:
+            detail = self.load_detail(task, include_errors)
+            if detail is not None:
+                found[task.id] = detail
+        return found
+
+    def load_all_details(self) -> dict[str, TaskDetail]:
+        """Every readable detail in details/, by task id; a normal detail wins over an ``_error_`` one."""
+        found: dict[str, TaskDetail] = {}
+        for path in sorted(self.details_dir.glob("*.json"), key=lambda p: not p.name.startswith(ERROR_PREFIX)):
+            if path.name.startswith("."):
+                continue
+            detail = read_detail(path)
+            if detail is not None:
+                found[detail.task_id] = detail
+        return found
+
+    def materialize_reused_details(self, source: ReuseSource, tasks: list[TaskSpec]) -> dict[str, TaskDetail]:
+        """R-REUSE-4: hard-link (or copy) the source's normal details of the selected tasks into this
+        run's details/, then load them. Missing tasks and every ``_error_`` file are ignored; the source
+        directory is only read."""
+        source_details = Path(source.path) / DETAILS
+        linked = []
+        for task in tasks:
+            for name in detail_names(task.id, task.category):
+                src = source_details / name
+                if not src.is_file():
+                    continue
+                dst = self.details_dir / name
+                try:
+                    os.link(src, dst)
+                except FileExistsError:
+                    pass
+                except OSError:
+                    shutil.copy2(src, dst)
+                linked.append(task)
+                break
+        if linked:
+            fsync_dir(self.details_dir)
+        reused = self.load_partial_results(linked)
+        for task in linked:
+            if task.id not in reused:
+                # An unreadable source detail: drop our link so the task simply runs again.
+                for name in detail_names(task.id, task.category):
+                    (self.details_dir / name).unlink(missing_ok=True)
+        return reused
+
+    # summary and analysis
+
+    def save_results(self, summary_md: str, counts: SummaryCounts) -> None:
+        atomic_write_json(self.path / SUMMARY_COUNTS, counts)
+        atomic_write_text(self.path / SUMMARY, summary_md)
+
+    def save_analysis_summary(self, markdown: str, data: dict[str, Any]) -> None:
+        atomic_write_json(self.path / ANALYSIS_JSON, data)
+        atomic_write_text(self.path / ANALYSIS_MD, markdown)
+
+    # run.log
+
+    def log(self, message: str) -> None:
+        line = f"{utcnow()} {redact_text(message)}\n"
+        with self._lock:
+            if self._log_file is None:
+                self._log_file = open(self.path / RUN_LOG, "a", buffering=1)
+            self._log_file.write(line)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+
+
+def open_run_dir(path: Path) -> RunDir:
+    """An existing run directory, read back from its run_info.json (for `summary` and tools)."""
+    path = Path(path)
+    data = _read_json(path / RUN_INFO)
+    if data is None:
+        raise UserError(f"RUN_DIR={str(path)!r}: no readable {RUN_INFO} there")
+    run_dir = RunDir(path)
+    run_dir.info = RunInfo.model_validate(data)
+    return run_dir
+

@@ -1,0 +1,260 @@
+"""The result layers of R-STORE-5 and the records the runtime passes between phases.
+
+RunResult (raw, no score) -> EvaluatedAttempt (authoritative score) -> TaskDetail (attempts "1".."k")
+-> RequestResult (validated metrics) -> OrchestrationResult (one RequestOutcome per request).
+Persisted records only grow by fields with defaults (R-COMPAT-1) and ignore unknown fields, so a run
+directory written by another version still loads.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Record(BaseModel):
+    """A persisted record: tolerant of fields added by newer versions."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class NetworkPolicy(str, Enum):
+    host = "host"
+    none = "none"
+
+
+class EvaluationMode(str, Enum):
+    reuse = "reuse"
+    none = "none"
+    fresh = "fresh"
+
+
+class TaskSpec(Record):
+    """One task as the benchmark loaded it; id is stable across loads (R-COMPAT-1)."""
+
+    id: str
+    category: str | None = None
+    input: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class PreparedTask(Record):
+    """A task made ready inside an open environment session."""
+
+    task: TaskSpec
+    input: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(Record):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost_usd=cost,
+        )
+
+
+RunStatus = Literal["completed", "error", "timeout", "cancelled"]
+
+
+class RunResult(Record):
+    """Raw outcome of running a harness on a task: no score yet."""
+
+    status: RunStatus = "completed"
+    final_answer: str | None = None
+    trajectory: list[dict[str, Any]] = Field(default_factory=list)
+    artifacts: dict[str, Any] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    duration_s: float = 0.0
+    error: str | None = None
+
+
+class Evaluation(Record):
+    """What Benchmark.evaluate decides about one attempt."""
+
+    correct: bool = False
+    score: float = 0.0
+    error: str | None = None
+    fields: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvaluatedAttempt(Record):
+    """One semantic attempt with its authoritative score, as stored under its index in a detail."""
+
+    attempt: int
+    status: RunStatus = "completed"
+    correct: bool = False
+    score: float = 0.0
+    final_answer: str | None = None
+    run_error: str | None = None
+    eval_error: str | None = None
+    benchmark_fields: dict[str, Any] = Field(default_factory=dict)
+    analysis_result: dict[str, Any] | None = None
+    trajectory: list[dict[str, Any]] = Field(default_factory=list)
+    artifacts: dict[str, Any] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    duration_s: float = 0.0
+    retries: int = 0
+    started_at: str | None = None
+    finished_at: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def error(self) -> str | None:
+        return self.run_error or self.eval_error
+
+
+class TaskDetail(Record):
+    """A task's terminal record: normal files count in metrics, ``_error_`` files are re-run by reuse."""
+
+    schema_version: int = SCHEMA_VERSION
+    task_id: str
+    category: str | None = None
+    k: int = 1
+    strategy: str = "avg"
+    attempts: dict[str, EvaluatedAttempt] = Field(default_factory=dict)
+    attempts_tried: int = 0
+    first_correct_attempt: int | None = None
+    correct: bool = False
+    score: float = 0.0
+    retry_count: int = 0
+    error: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for attempt in self.attempts.values():
+            total = total + attempt.usage
+        return total
+
+
+class MetricCounts(Record):
+    total: int = Field(ge=0)
+    evaluated: int = Field(ge=0)
+    error: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _fits(self) -> MetricCounts:
+        if self.evaluated + self.error > self.total:
+            raise ValueError(
+                f"counts.evaluated ({self.evaluated}) + counts.error ({self.error}) exceed counts.total ({self.total})"
+            )
+        return self
+
+
+class MetricResult(Record):
+    """Request-level metrics, validated (R-STORE-7)."""
+
+    schema_version: int = SCHEMA_VERSION
+    metrics: dict[str, float | None]
+    counts: MetricCounts
+    details: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = None
+
+    @field_validator("metrics")
+    @classmethod
+    def _has_a_finite_number(cls, metrics: dict[str, float | None]) -> dict[str, float | None]:
+        if not any(isinstance(v, (int, float)) and math.isfinite(v) for v in metrics.values()):
+            raise ValueError("metrics must hold at least one finite number")
+        return metrics
+
+
+class ExecutionPlan(Record):
+    """How one attempt of one task runs; built and recorded before its environment opens (R-ATT-1)."""
+
+    task_id: str
+    attempt: int
+    benchmark_id: str
+    harness_id: str
+    environment_id: str
+    model_id: str
+    evaluation_environment_mode: EvaluationMode = EvaluationMode.reuse
+    keep_environment: bool = False
+    baseline_network_policy: NetworkPolicy = NetworkPolicy.host
+    run_network_policy: NetworkPolicy = NetworkPolicy.host
+    evaluation_network_policy: NetworkPolicy = NetworkPolicy.host
+    attempt_timeout_s: float | None = None
+    max_retries: int = 0
+    retry_pattern_list: list[str] | None = None
+    benchmark_plan: dict[str, Any] = Field(default_factory=dict)
+    # Everything else a plugin may need at run time; never persisted (see persisted_view).
+    private: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    PERSISTED_FIELDS: ClassVar[tuple[str, ...]] = (
+        "benchmark_id",
+        "harness_id",
+        "environment_id",
+        "model_id",
+        "evaluation_environment_mode",
+        "keep_environment",
+        "baseline_network_policy",
+        "run_network_policy",
+        "evaluation_network_policy",
+        "attempt_timeout_s",
+        "max_retries",
+        "retry_pattern_list",
+        "benchmark_plan",
+    )
+
+    def persisted_view(self) -> dict[str, Any]:
+        """The explicit allow-list that run_info.json and details carry (R-STORE-4), never a whole dump."""
+        data = self.model_dump(mode="json", include=set(self.PERSISTED_FIELDS))
+        return {name: data[name] for name in self.PERSISTED_FIELDS}
+
+
+RequestStatus = Literal["pending", "running", "completed", "failed", "cancelled", "timeout"]
+
+
+class RequestResult(Record):
+    name: str
+    run_id: str
+    run_dir: str
+    status: RequestStatus = "completed"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    metrics: MetricResult
+    summary: str
+    paths: dict[str, str] = Field(default_factory=dict)
+    applied_recipes: list[str] = Field(default_factory=list)
+
+
+class RequestOutcome(Record):
+    name: str
+    status: RequestStatus
+    error: str | None = None
+    paths: dict[str, str] = Field(default_factory=dict)
+    result: RequestResult | None = None
+
+
+class OrchestrationResult(Record):
+    id: str
+    status: Literal["completed", "failed", "cancelled", "timeout"]
+    started_at: str
+    finished_at: str
+    outcomes: dict[str, RequestOutcome] = Field(default_factory=dict)
