@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from agentcompass_dagster.benchmarks.base import Benchmark, ReferenceSolution
+from agentcompass_dagster.config import load_yaml
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.types import EvaluationMode, Evaluation, PreparedTask, RunResult, TaskSpec
 
@@ -36,7 +35,9 @@ class DemoBenchmark(Benchmark):
             raise UserError(f"benchmark.params.tasks_dir={str(self.tasks_dir)!r}: not a directory")
         tasks = []
         for task_dir in sorted(p for p in self.tasks_dir.iterdir() if (p / "task.yaml").is_file()):
-            meta = yaml.safe_load((task_dir / "task.yaml").read_text())
+            meta = load_yaml(task_dir / "task.yaml")
+            if not isinstance(meta, dict) or "id" not in meta or "instruction" not in meta:
+                raise UserError(f"{task_dir / 'task.yaml'}: needs the fields id and instruction")
             tasks.append(
                 TaskSpec(
                     id=str(meta["id"]),

@@ -1,0 +1,62 @@
+"""Shared helpers: sweeps written to a temp directory and the CLI run in-process or as a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agentcompass_dagster.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write_sweep(directory: Path, name: str = "sweep", **fields: Any) -> Path:
+    """A sweep YAML with demo/oracle/local defaults and results under ``directory/results``."""
+    data: dict[str, Any] = {
+        "name": name,
+        "benchmarks": [{"id": "demo"}],
+        "models": ["none"],
+        "harness": "oracle",
+        "environment": "local",
+        "output": {"results_dir": str(directory / "results")},
+    }
+    data.update(fields)
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run_cli(*args: str) -> int:
+    return main([str(a) for a in args])
+
+
+def run_cli_process(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentcompass_dagster.cli", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def tree_snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file below root with its bytes, inode and mtime: to prove nothing was touched."""
+    snap = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            st = path.stat()
+            snap[str(path.relative_to(root))] = (path.read_bytes(), st.st_ino, st.st_mtime_ns)
+    return snap
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
