@@ -57,7 +57,7 @@ class Registry(Generic[T]):
             obj: Any = importlib.import_module(module_name)
             for part in attr.split(".") if attr else []:
                 obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
+        except Exception as exc:  # any failure inside a third-party module is that plugin's, not ours
             raise UserError(f"{field}={plugin_id!r}: the {self.kind} plugin {target!r} cannot be loaded: {exc}") from None
         return obj
 

@@ -97,6 +97,9 @@ def _kill_group(pid: int) -> None:
 
 class LocalEnvironment(Environment):
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
+        return await asyncio.to_thread(self._create)
+
+    def _create(self) -> LocalSession:
         root = Path(tempfile.mkdtemp(prefix="agentcompass-"))
         try:
             return LocalSession(root, self.config.env)

@@ -13,6 +13,7 @@ import logging
 import secrets
 import traceback
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -207,13 +208,8 @@ class Orchestrator:
                 error="".join(traceback.format_exception(exc)).strip(),
                 finished_at=utcnow(),
             )
-        await asyncio.to_thread(self._save, state.run_dir, detail)
+        await asyncio.to_thread(state.run_dir.save_partial_result, detail)
         return detail
-
-    @staticmethod
-    def _save(run_dir: RunDir, detail: TaskDetail) -> None:
-        run_dir.save_partial_result(detail)
-        run_dir.flush_if_due()
 
     def _schedule_finalization(self) -> None:
         earlier_drained = True
@@ -248,4 +244,13 @@ class Orchestrator:
 
 def run_requests(requests: list[RunRequest], on_task_done: ProgressCallback | None = None) -> OrchestrationResult:
     """Run an orchestration to its end from synchronous code (the CLI, Dagster ops, tests)."""
-    return asyncio.run(Orchestrator(requests, on_task_done=on_task_done).run())
+    orchestrator = Orchestrator(requests, on_task_done=on_task_done)
+
+    async def main() -> OrchestrationResult:
+        # Every task does blocking file work in threads (fsynced details, temp dirs); the default pool
+        # (cores + 4) would cap throughput below the declared task concurrency.
+        workers = 2 * orchestrator.task_concurrency + 4
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=workers))
+        return await orchestrator.run()
+
+    return asyncio.run(main())

@@ -14,7 +14,6 @@ import logging
 import os
 import shutil
 import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,6 @@ RUN_LOG = "run.log"
 ANALYSIS_MD = "analysis_summary.md"
 ANALYSIS_JSON = "analysis_summary.json"
 ERROR_PREFIX = "_error_"
-RUN_INFO_FLUSH_S = 5.0
 
 
 class ReuseSource(Record):
@@ -193,8 +191,6 @@ class RunDir:
         self.retry_dir = self.path / RETRY_DETAILS
         self.info: RunInfo | None = None
         self._lock = threading.Lock()
-        self._info_dirty = False
-        self._info_written_at = 0.0
         self._log_file: Any = None
 
     @property
@@ -243,19 +239,15 @@ class RunDir:
         self._flush_info()
 
     def record_resolved_execution_plan(self, plan: ExecutionPlan) -> None:
-        """Keep the plan's allow-listed view; flushed to run_info.json at most every few seconds and at
-        the end (each detail carries its own plan too, so a crash loses none)."""
+        """Keep the plan's allow-listed view for run_info.json. It reaches disk with the terminal status
+        (rewriting an O(N) run_info.json per task would make a sweep quadratic); each detail carries its
+        own plan as well, so a crash loses none."""
         view = plan.persisted_view()
         digest = hashlib.sha256(json.dumps(view, sort_keys=True).encode()).hexdigest()[:16]
         with self._lock:
             info = self._require_info()
             info.plans.setdefault(digest, view)
             info.task_plans.setdefault(plan.task_id, {})[str(plan.attempt)] = digest
-            self._info_dirty = True
-
-    def flush_if_due(self) -> None:
-        if self._info_dirty and time.monotonic() - self._info_written_at >= RUN_INFO_FLUSH_S:
-            self._flush_info()
 
     def write_terminal_status(self, status: str, error: str | None = None) -> None:
         with self._lock:
@@ -272,10 +264,7 @@ class RunDir:
 
     def _flush_info(self) -> None:
         with self._lock:
-            data = dumps(self._require_info())
-            self._info_dirty = False
-            self._info_written_at = time.monotonic()
-            atomic_write_bytes(self.path / RUN_INFO, data)
+            atomic_write_bytes(self.path / RUN_INFO, dumps(self._require_info()))
 
     # details
 
@@ -296,6 +285,10 @@ class RunDir:
             if normal.exists():
                 return None
             atomic_write_bytes(error, data)
+            if normal.exists():
+                # A normal result landed while we wrote: it wins, and no stale error stays beside it.
+                error.unlink(missing_ok=True)
+                return None
             return error
         created = atomic_create_bytes(normal, data)
         if error.exists():

@@ -1,0 +1,62 @@
+"""A run directory written by version 0.1.0 (tests/data/golden_run, committed) must keep working:
+a later change that breaks reading old runs fails here (R-COMPAT-1)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from agentcompass_dagster.runtime.finalize import rerender_summary
+from agentcompass_dagster.runtime.store import open_run_dir
+
+from conftest import run_cli, tree_snapshot, write_sweep
+
+GOLDEN = Path(__file__).parent / "data" / "golden_run"
+
+
+def _install_golden(tmp_path: Path) -> Path:
+    target = tmp_path / "results" / "golden" / "demo" / "none" / "golden-v0.1.0"
+    shutil.copytree(GOLDEN, target)
+    return target
+
+
+def test_golden_details_load_and_summary_rerenders_identically(tmp_path: Path) -> None:
+    """R-COMPAT-1: old details load with their file-name semantics; re-rendering gives the same summary."""
+    run_dir = _install_golden(tmp_path)
+    details = open_run_dir(run_dir).load_all_details()
+    assert sorted(details) == ["error-task", "fail-task", "pass-task"]
+    assert details["pass-task"].correct and details["pass-task"].attempts_tried == 2
+    assert not details["fail-task"].correct and not details["fail-task"].is_error
+    assert details["error-task"].is_error and "exited with 7" in (details["error-task"].error or "")
+    assert not any(p.name.startswith("error-task") for p in (run_dir / "details").iterdir())
+    metrics, markdown = rerender_summary(run_dir)
+    assert markdown == (GOLDEN / "summary.md").read_text()
+    assert json.loads((run_dir / ".summary_counts.json").read_text()) == json.loads(
+        (GOLDEN / ".summary_counts.json").read_text()
+    )
+    assert metrics.metrics["accuracy"] == 0.5 and metrics.counts.error == 1
+
+
+def test_golden_run_is_a_reuse_source(tmp_path: Path) -> None:
+    """R-COMPAT-1, R-REUSE-4: an old run serves as reuse source: its normal details are reused, its
+    _error_ task runs again, and the old directory is not written."""
+    source = _install_golden(tmp_path)
+    before = tree_snapshot(source)
+    tasks = tmp_path / "tasks"
+    for task_id, solution in (("pass-task", "ok"), ("fail-task", "ok"), ("error-task", "ok")):
+        (tasks / task_id).mkdir(parents=True)
+        (tasks / task_id / "task.yaml").write_text(f"id: {task_id}\ncategory: files\ninstruction: x\n")
+        (tasks / task_id / "solution.sh").write_text(f"echo {solution} > out.txt\n")
+        (tasks / task_id / "check.sh").write_text("grep -qx ok out.txt\n")
+    sweep = write_sweep(
+        tmp_path,
+        name="golden",
+        benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
+        output={"results_dir": str(tmp_path / "results"), "reuse_run_id": "golden-v0.1.0"},
+    )
+    assert run_cli("run", sweep) == 0
+    assert tree_snapshot(source) == before
+    (new_dir,) = [p for p in source.parent.iterdir() if p != source]
+    counts = json.loads((new_dir / ".summary_counts.json").read_text())
+    assert (counts["reused"], counts["new"], counts["correct"], counts["error"]) == (2, 1, 2, 0)

@@ -1,0 +1,309 @@
+"""Third-party plugins through Python entry points (registry.py).
+
+A package that is not part of this repository declares
+
+    [project.entry-points."agentcompass.benchmarks"]
+    tiny = "tiny_bench:TinyBenchmark"
+
+is installed for real with pip into a folder of its own, and `agentcompass run` then finds the benchmark
+by its id when that folder is on PYTHONPATH, and only then. Broken entry points are user errors: one line
+on stderr naming the plugin id, exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentcompass_dagster.runtime.types import TaskDetail
+
+TINY_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "tiny-bench"
+version = "0.1.0"
+description = "A third-party benchmark for agentcompass, written by a test."
+
+[project.entry-points."agentcompass.benchmarks"]
+tiny = "tiny_bench:TinyBenchmark"
+
+[tool.setuptools]
+packages = ["tiny_bench"]
+"""
+
+TINY_INIT = '''\
+"""Four arithmetic questions; the reference solution answers them, evaluate compares the answer."""
+
+from agentcompass_dagster.benchmarks.base import Benchmark, ReferenceSolution
+from agentcompass_dagster.runtime.types import Evaluation, TaskSpec
+
+
+class TinyBenchmark(Benchmark):
+    def load_tasks(self):
+        return [
+            TaskSpec(
+                id=f"q{i}",
+                category="even" if i % 2 == 0 else "odd",
+                input=f"What is {i} squared?",
+                metadata={"expected": str(i * i)},
+            )
+            for i in range(4)
+        ]
+
+    def reference_solution(self, task):
+        return ReferenceSolution(answer=task.metadata["expected"])
+
+    async def evaluate(self, prepared, result, session):
+        correct = (result.final_answer or "").strip() == prepared.task.metadata["expected"]
+        return Evaluation(correct=correct, score=float(correct))
+'''
+
+TINY_TASKS = {"q0": ("even", "0"), "q1": ("odd", "1"), "q2": ("even", "4"), "q3": ("odd", "9")}
+
+BROKEN_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "broken-bench"
+version = "0.1.0"
+
+[project.entry-points."agentcompass.benchmarks"]
+ghost = "no_such_plugin_module_1f3a:GhostBenchmark"
+noattr = "broken_bench:NoSuchBenchmark"
+needsdep = "broken_bench.needs_dep:NeedsDepBenchmark"
+syntaxerr = "broken_bench.syntax_error:SyntaxBenchmark"
+
+[tool.setuptools]
+packages = ["broken_bench"]
+"""
+
+BROKEN_FILES = {
+    "broken_bench/__init__.py": '"""A plugin package whose entry points all point at something unusable."""\n',
+    "broken_bench/needs_dep.py": "import not_installed_dependency_9c2e  # noqa: F401\n\n\nclass NeedsDepBenchmark:\n    pass\n",
+    "broken_bench/syntax_error.py": "class SyntaxBenchmark(:\n    pass\n",
+}
+
+
+# --- installing a package for real -------------------------------------------------------------------
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    env["PIP_NO_INPUT"] = "1"
+    env.update(extra)
+    return env
+
+
+def install_package(pkgdir: Path, site: Path) -> None:
+    """`pip install --no-deps --target site pkgdir`: a real build and install, outside the venv."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(site), str(pkgdir)],
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"pip install failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+def _write_package(root: Path, pyproject: str, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True)
+    (root / "pyproject.toml").write_text(pyproject)
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("tiny-plugin")
+    pkgdir = _write_package(base / "tiny-bench", TINY_PYPROJECT, {"tiny_bench/__init__.py": TINY_INIT})
+    site = base / "site"
+    install_package(pkgdir, site)
+    return site
+
+
+@pytest.fixture(scope="module")
+def broken_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("broken-plugin")
+    pkgdir = _write_package(base / "broken-bench", BROKEN_PYPROJECT, BROKEN_FILES)
+    site = base / "site"
+    install_package(pkgdir, site)
+    return site
+
+
+# --- running the CLI ------------------------------------------------------------------------------------
+
+
+def _sweep(directory: Path, benchmark_id: str, name: str = "plugsweep") -> Path:
+    path = directory / f"{name}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "benchmarks": [{"id": benchmark_id}],
+                "models": ["none"],
+                "harness": "oracle",
+                "environment": "local",
+                "output": {"results_dir": str(directory / "results")},
+            },
+            sort_keys=False,
+        )
+    )
+    return path
+
+
+def _run(sweep: Path, cwd: Path, site: Path | None) -> subprocess.CompletedProcess[str]:
+    env = _clean_env(PYTHONPATH=str(site)) if site is not None else _clean_env()
+    return subprocess.run(
+        [sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+# --- tests ----------------------------------------------------------------------------------------------
+
+
+def test_pip_installs_the_plugin_with_its_entry_point(tiny_site: Path) -> None:
+    """The plugin lands in its own folder, outside the venv, with the entry point in its metadata."""
+    assert (tiny_site / "tiny_bench" / "__init__.py").is_file()
+    entry_point_files = list(tiny_site.glob("tiny_bench-*.dist-info/entry_points.txt"))
+    assert len(entry_point_files) == 1
+    text = entry_point_files[0].read_text()
+    assert "[agentcompass.benchmarks]" in text
+    assert re.search(r"^tiny\s*=\s*tiny_bench:TinyBenchmark\s*$", text, re.MULTILINE)
+    # It is not in the venv: without PYTHONPATH it cannot be imported.
+    probe = subprocess.run(
+        [sys.executable, "-c", "import tiny_bench"], capture_output=True, text=True, env=_clean_env(), cwd=tiny_site.parent
+    )
+    assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr
+
+
+def test_entry_point_benchmark_runs_end_to_end(tiny_site: Path, tmp_path: Path) -> None:
+    """A benchmark registered only by an installed package's entry point is run by `agentcompass run`:
+    one detail per task under <results>/<sweep>/tiny/none/<run_id>/details, all correct."""
+    sweep = _sweep(tmp_path, "tiny")
+    proc = _run(sweep, tmp_path, tiny_site)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+
+    model_root = tmp_path / "results" / "plugsweep" / "tiny" / "none"
+    run_dirs = [p for p in model_root.iterdir() if p.is_dir()]
+    assert len(run_dirs) == 1, run_dirs
+    run_dir = run_dirs[0]
+    assert f"run directory: {run_dir}" in proc.stdout
+
+    details = run_dir / "details"
+    names = sorted(p.name for p in details.iterdir())
+    assert names == sorted(f"{task}_{cat}.json" for task, (cat, _) in TINY_TASKS.items())
+    for task_id, (category, expected) in TINY_TASKS.items():
+        detail = TaskDetail.model_validate_json((details / f"{task_id}_{category}.json").read_bytes())
+        assert detail.task_id == task_id
+        assert detail.category == category
+        assert detail.error is None
+        assert detail.correct is True and detail.score == 1.0
+        assert detail.attempts["1"].final_answer == expected
+
+    counts = json.loads((run_dir / ".summary_counts.json").read_text())
+    assert counts["total"] == 4
+    assert counts["evaluated"] == 4
+    assert counts["correct"] == 4
+    assert counts["error"] == 0
+    assert counts["missing"] == 0
+    assert counts["metrics"]["accuracy"] == 1.0
+    assert {name: (c["total"], c["correct"]) for name, c in counts["categories"].items()} == {
+        "even": (2, 2),
+        "odd": (2, 2),
+    }
+    run_info = json.loads((run_dir / "run_info.json").read_text())
+    assert run_info["status"] == "completed"
+    assert run_info["request"]["benchmark"]["id"] == "tiny"
+    assert run_info["selected_tasks"] == ["q0", "q1", "q2", "q3"]
+    assert "tiny · none · oracle" in (run_dir / "summary.md").read_text()
+
+
+def test_without_the_plugin_on_the_path_the_id_is_unknown(tiny_site: Path, tmp_path: Path) -> None:
+    """The same sweep without the plugin folder on PYTHONPATH: exit 2, one stderr line naming
+    benchmark.id='tiny' as an unknown benchmark, no traceback, nothing written."""
+    sweep = _sweep(tmp_path, "tiny")
+    proc = _run(sweep, tmp_path, None)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "benchmark.id='tiny'" in lines[0]
+    assert "unknown benchmark" in lines[0]
+    assert not (tmp_path / "results" / "plugsweep").exists()
+
+
+@pytest.mark.parametrize(
+    ("plugin_id", "target", "reason"),
+    [
+        ("ghost", "no_such_plugin_module_1f3a:GhostBenchmark", "No module named 'no_such_plugin_module_1f3a'"),
+        ("noattr", "broken_bench:NoSuchBenchmark", "NoSuchBenchmark"),
+        ("needsdep", "broken_bench.needs_dep:NeedsDepBenchmark", "No module named 'not_installed_dependency_9c2e'"),
+        ("syntaxerr", "broken_bench.syntax_error:SyntaxBenchmark", "syntax"),
+    ],
+)
+def test_entry_point_that_cannot_be_imported_is_a_user_error(
+    broken_site: Path, tmp_path: Path, plugin_id: str, target: str, reason: str
+) -> None:
+    """An entry point whose target cannot be imported: exit 2 and one stderr line that names the plugin
+    id, its target and why, never a traceback; no run directory is reserved."""
+    sweep = _sweep(tmp_path, plugin_id)
+    proc = _run(sweep, tmp_path, broken_site)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    assert line.startswith("agentcompass: error: ")
+    assert f"benchmark.id={plugin_id!r}" in line
+    assert "cannot be loaded" in line
+    assert repr(target) in line
+    assert reason.lower() in line.lower()
+    assert not (tmp_path / "results" / "plugsweep").exists()
+
+
+def test_broken_entry_points_do_not_hide_working_ones(broken_site: Path, tiny_site: Path, tmp_path: Path) -> None:
+    """Broken entry points of one installed package only matter when chosen: a sweep of the working
+    plugin beside them still runs, and `unknown benchmark` lists the ids of both packages."""
+    both = os.pathsep.join([str(tiny_site), str(broken_site)])
+    env = _clean_env(PYTHONPATH=both)
+    ok = subprocess.run(
+        [sys.executable, "-m", "agentcompass_dagster.cli", "run", str(_sweep(tmp_path, "tiny", "ok"))],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    counts = json.loads(next((tmp_path / "results" / "ok" / "tiny" / "none").glob("*/.summary_counts.json")).read_text())
+    assert counts["correct"] == 4
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "agentcompass_dagster.cli", "run", str(_sweep(tmp_path, "nosuch", "bad"))],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    line = bad.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    known = line.split("(known: ", 1)[1].rstrip(")").split(", ")
+    assert {"tiny", "ghost", "noattr", "needsdep", "syntaxerr", "demo", "synthetic"} <= set(known)
+
