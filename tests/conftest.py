@@ -31,6 +31,19 @@ def write_sweep(directory: Path, name: str = "sweep", **fields: Any) -> Path:
     return path
 
 
+def write_task(
+    tasks_dir: Path, task_id: str, solution: str = "true", check: str = "true", category: str = "files",
+    dirname: str | None = None,
+) -> Path:
+    """One task in the demo benchmark's directory format (use with params.tasks_dir)."""
+    task = tasks_dir / (dirname or task_id)
+    task.mkdir(parents=True)
+    (task / "task.yaml").write_text(yaml.safe_dump({"id": task_id, "category": category, "instruction": "x"}))
+    (task / "solution.sh").write_text(solution + "\n")
+    (task / "check.sh").write_text(check + "\n")
+    return task
+
+
 def run_cli(*args: str) -> int:
     return main([str(a) for a in args])
 

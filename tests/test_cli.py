@@ -10,15 +10,7 @@ import pytest
 
 from agentcompass_dagster.runtime.types import TaskDetail
 
-from conftest import REPO, run_cli, run_cli_process, tree_snapshot, write_sweep
-
-
-def _task(root: Path, dirname: str, task_id: str) -> None:
-    task = root / dirname
-    task.mkdir(parents=True)
-    (task / "task.yaml").write_text(f"id: {json.dumps(task_id)}\ncategory: files\ninstruction: x\n")
-    (task / "solution.sh").write_text("true\n")
-    (task / "check.sh").write_text("true\n")
+from conftest import REPO, run_cli, run_cli_process, tree_snapshot, write_sweep, write_task
 
 
 def test_default_sweep_runs_from_a_fresh_checkout(tmp_path: Path) -> None:
@@ -84,7 +76,7 @@ def test_bad_input_is_one_line_exit_2_and_touches_nothing(
     else:
         if "tasks" in fields:
             for dirname, task_id in fields.pop("tasks"):
-                _task(tmp_path / "tasks", dirname, task_id)
+                write_task(tmp_path / "tasks", task_id, dirname=dirname)
             fields["benchmarks"] = [{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}]
         if "output" in fields:
             output = {"results_dir": str(tmp_path / "results"), **fields.pop("output")}

@@ -10,7 +10,7 @@ from pathlib import Path
 from agentcompass_dagster.runtime.finalize import rerender_summary
 from agentcompass_dagster.runtime.store import open_run_dir
 
-from conftest import run_cli, tree_snapshot, write_sweep
+from conftest import run_cli, tree_snapshot, write_sweep, write_task
 
 GOLDEN = Path(__file__).parent / "data" / "golden_run"
 
@@ -44,11 +44,8 @@ def test_golden_run_is_a_reuse_source(tmp_path: Path) -> None:
     source = _install_golden(tmp_path)
     before = tree_snapshot(source)
     tasks = tmp_path / "tasks"
-    for task_id, solution in (("pass-task", "ok"), ("fail-task", "ok"), ("error-task", "ok")):
-        (tasks / task_id).mkdir(parents=True)
-        (tasks / task_id / "task.yaml").write_text(f"id: {task_id}\ncategory: files\ninstruction: x\n")
-        (tasks / task_id / "solution.sh").write_text(f"echo {solution} > out.txt\n")
-        (tasks / task_id / "check.sh").write_text("grep -qx ok out.txt\n")
+    for task_id in ("pass-task", "fail-task", "error-task"):
+        write_task(tasks, task_id, solution="echo ok > out.txt", check="grep -qx ok out.txt")
     sweep = write_sweep(
         tmp_path,
         name="golden",

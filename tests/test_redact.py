@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agentcompass_dagster.runtime.redact import REDACTED, redact, redact_text, register_secret
 
-from conftest import run_cli, write_sweep
+from conftest import run_cli, write_sweep, write_task
 
 API_KEY = "sk-abcdefghijklmnop1234"
 URL_PASSWORD = "hunter2secret"
@@ -16,11 +16,8 @@ ENV_TOKEN = "tok_9f8e7d6c5b4a"
 def test_secrets_in_the_request_never_reach_the_run_directory(tmp_path: Path) -> None:
     """R-STORE-4: an api_key field, an env value and a URL password in the request are absent from every
     file under the run directory, even where a task echoes the env value into its trajectory."""
-    task = tmp_path / "tasks" / "echo-token"
-    task.mkdir(parents=True)
-    (task / "task.yaml").write_text("id: echo-token\ncategory: files\ninstruction: write out.txt\n")
-    (task / "solution.sh").write_text('echo "token is $API_TOKEN and $SERVICE_URL"\necho ok > out.txt\n')
-    (task / "check.sh").write_text("test -f out.txt\n")
+    write_task(tmp_path / "tasks", "echo-token", solution='echo "token is $API_TOKEN and $SERVICE_URL"\necho ok > out.txt',
+               check="test -f out.txt")
     sweep = write_sweep(
         tmp_path,
         benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}],

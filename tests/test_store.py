@@ -31,7 +31,7 @@ from agentcompass_dagster.runtime.types import (
     TaskDetail,
 )
 
-from conftest import run_cli, tree_snapshot, write_sweep
+from conftest import run_cli, tree_snapshot, write_sweep, write_task
 
 
 def synthetic_request(results: Path, name: str = "syn", n: int = 6, **execution: object) -> RunRequest:
@@ -128,11 +128,7 @@ def test_artifacts_of_a_run(tmp_path: Path) -> None:
 
 def test_error_details_and_retry_details(tmp_path: Path) -> None:
     """R-STORE-3: a task that ends in error gets an _error_ detail; discarded retries go to retry_details/."""
-    demo_dir = tmp_path / "tasks" / "broken"
-    demo_dir.mkdir(parents=True)
-    (demo_dir / "task.yaml").write_text("id: broken\ncategory: files\ninstruction: do it\n")
-    (demo_dir / "solution.sh").write_text("echo failing on purpose; exit 3\n")
-    (demo_dir / "check.sh").write_text("exit 0\n")
+    write_task(tmp_path / "tasks", "broken", solution="echo failing on purpose; exit 3", check="exit 0")
     sweep = write_sweep(
         tmp_path,
         benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}],
