@@ -147,16 +147,11 @@ class Orchestrator:
     async def run(self) -> OrchestrationResult:
         started_at = utcnow()
         self.states = self.preflight()
-        for state in self.states:
-            try:
-                await asyncio.to_thread(self._prepare, state)
-            except UserError:
-                raise
-            except Exception as exc:
-                state.status, state.error = "failed", "".join(traceback.format_exception(exc)).strip()
         self._finalizing: set[int] = set()
         self._finalizers: list[asyncio.Task[None]] = []
         try:
+            for state in self.states:
+                await asyncio.to_thread(self._prepare, state)
             workers = [asyncio.create_task(self._worker()) for _ in range(self.task_concurrency)]
             await asyncio.gather(*workers)
             self._schedule_finalization()
