@@ -54,7 +54,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             OutputConfig, {**sweep.output.model_dump(exclude_unset=True), **overrides}, "command line"
         )
         sweep = sweep.model_copy(update={"output": output})
-    result = run_requests(sweep.requests())
+    if sys.stdout.isatty():
+        from agentcompass_dagster.progress import LiveProgress
+
+        with LiveProgress() as progress:
+            result = run_requests(sweep.requests(), observer=progress)
+    else:
+        result = run_requests(sweep.requests())
     for outcome in result.outcomes.values():
         if outcome.result is not None:
             print(outcome.result.summary)
@@ -62,7 +68,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"# {outcome.name}: {outcome.status}\n{outcome.error or ''}\n")
         if outcome.paths.get("run_dir"):
             print(f"run directory: {outcome.paths['run_dir']}\n")
-    return 0 if result.status == "completed" else 1
+    if result.status != "completed":
+        print(f"agentcompass: the sweep ended {result.status}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_summary(args: argparse.Namespace) -> int:

@@ -83,6 +83,7 @@ class ExecutionConfig(Declaration):
     keep_environment: bool = False
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
+    analyzers: list[str] | None = None
 
     @field_validator("retry_pattern_list")
     @classmethod

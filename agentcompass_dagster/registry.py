@@ -76,6 +76,7 @@ harnesses: Registry[Any] = Registry(
     {
         "oracle": "agentcompass_dagster.harnesses.oracle:OracleHarness",
         "nop": "agentcompass_dagster.harnesses.nop:NopHarness",
+        "scripted": "agentcompass_dagster.harnesses.scripted:ScriptedHarness",
     },
 )
 environments: Registry[Any] = Registry(
@@ -87,4 +88,12 @@ models: Registry[Any] = Registry(
     "model",
     "agentcompass.models",
     {"none": "agentcompass_dagster.models.base:NoModel"},
+)
+analyzers: Registry[Any] = Registry(
+    "analyzer",
+    "agentcompass.analyzers",
+    {
+        "error_category": "agentcompass_dagster.runtime.analysis:ErrorCategoryAnalyzer",
+        "trajectory_stats": "agentcompass_dagster.runtime.analysis:TrajectoryStatsAnalyzer",
+    },
 )

@@ -10,10 +10,11 @@ from pydantic import BaseModel
 
 from agentcompass_dagster.config import BenchmarkConfig
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.metrics import accuracy_by_category
+from agentcompass_dagster.runtime.metrics import standard_metrics
 from agentcompass_dagster.runtime.types import (
     EvaluationMode,
     Evaluation,
+    ExecutionPlan,
     MetricResult,
     PreparedTask,
     RunResult,
@@ -80,4 +81,12 @@ class Benchmark(ABC):
         return None
 
     def aggregate_metrics(self, details: list[TaskDetail], total: int) -> MetricResult:
-        return accuracy_by_category(details, total)
+        return standard_metrics(details, total)
+
+
+class HarnessFreeBenchmark(Benchmark):
+    """A benchmark that runs its tasks itself; requests name the placeholder harness ``none`` and the
+    runtime calls ``run_task`` under the same network-policy boundary as a harness (R-ATT-2)."""
+
+    @abstractmethod
+    async def run_task(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan) -> RunResult: ...

@@ -7,12 +7,14 @@ the task's environment in its working directory; exit code 0 means solved.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass_dagster.benchmarks.base import Benchmark, ReferenceSolution
 from agentcompass_dagster.config import load_yaml
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.types import EvaluationMode, Evaluation, PreparedTask, RunResult, TaskSpec
 
 if TYPE_CHECKING:
@@ -63,9 +65,9 @@ class DemoBenchmark(Benchmark):
         if session is None:
             return Evaluation(error="the demo check runs inside the task environment; it got none")
         check = (Path(prepared.task.metadata["dir"]) / "check.sh").read_bytes()
-        path = f"{session.scratch}/check-{prepared.task.id}.sh"
+        path = f"{session.scratch}/check-{file_stem(prepared.task.id)}.sh"
         await session.write_file(path, check, 0o755)
-        outcome = await session.exec(f"bash {path}", timeout_s=CHECK_TIMEOUT_S)
+        outcome = await session.exec(f"bash {shlex.quote(path)}", timeout_s=CHECK_TIMEOUT_S)
         correct = outcome.exit_code == 0 and not outcome.timed_out
         return Evaluation(
             correct=correct,

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, Awaitable, Callable, ClassVar
 
 from pydantic import BaseModel
 
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.limits import open_rate_for
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
 
 
@@ -61,6 +63,12 @@ class Environment(ABC):
     supported_policies: ClassVar[frozenset[NetworkPolicy]] = frozenset({NetworkPolicy.host})
     can_switch_network: ClassVar[bool] = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Install the provider's open-rate limit (R-LIMIT-1) on every provider's ``open``."""
+        super().__init_subclass__(**kwargs)
+        if "open" in cls.__dict__ and not getattr(cls.__dict__["open"], "_rate_limited", False):
+            cls.open = _rate_limited(cls.__dict__["open"])  # type: ignore[method-assign]
+
     def __init__(self, config: EnvironmentConfig) -> None:
         self.config = config
 
@@ -85,3 +93,15 @@ class Environment(ABC):
 
     @abstractmethod
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession: ...
+
+
+def _rate_limited(open_method: Callable[..., Awaitable[EnvironmentSession]]) -> Callable[..., Awaitable[EnvironmentSession]]:
+    @functools.wraps(open_method)
+    async def open(self: Environment, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
+        rate = open_rate_for(self.config.provider_id, self.config.open_qps)
+        if rate is not None:
+            await rate.wait()
+        return await open_method(self, plan, task)
+
+    open._rate_limited = True  # type: ignore[attr-defined]
+    return open

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from agentcompass_dagster.config import HarnessConfig, ModelConfig
-from agentcompass_dagster.runtime.types import PreparedTask, RunResult
+from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult
 
 if TYPE_CHECKING:
     from agentcompass_dagster.benchmarks.base import Benchmark
@@ -14,16 +14,19 @@ if TYPE_CHECKING:
 
 
 class HarnessSession:
-    """One task's run of a harness; ``close`` always follows ``start_session`` (R-CLEAN-1)."""
+    """One attempt's run of a harness; ``close`` always follows ``start_session`` (R-CLEAN-1)."""
 
-    def __init__(self, harness: Harness, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark) -> None:
+    def __init__(
+        self, harness: Harness, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
+    ) -> None:
         self.harness = harness
         self.prepared = prepared
         self.env = env
         self.benchmark = benchmark
+        self.plan = plan
 
     async def run(self) -> RunResult:
-        return await self.harness.run_task(self.prepared, self.env, self.benchmark)
+        return await self.harness.run_task(self.prepared, self.env, self.benchmark, self.plan)
 
     async def close(self) -> None:
         """Release what the session holds; idempotent."""
@@ -40,8 +43,16 @@ class Harness:
     def id(self) -> str:
         return self.config.id
 
-    async def start_session(self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark) -> HarnessSession:
-        return HarnessSession(self, prepared, env, benchmark)
+    def adapt_input(self, prepared: PreparedTask) -> PreparedTask:
+        """Turn the benchmark's input into what this harness expects (R-ATT-2); unchanged by default."""
+        return prepared
 
-    async def run_task(self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark) -> RunResult:
+    async def start_session(
+        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
+    ) -> HarnessSession:
+        return HarnessSession(self, prepared, env, benchmark, plan)
+
+    async def run_task(
+        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
+    ) -> RunResult:
         raise NotImplementedError(f"harness {self.id!r} implements neither run_task nor start_session")

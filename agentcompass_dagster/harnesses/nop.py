@@ -9,5 +9,5 @@ from agentcompass_dagster.runtime.types import PreparedTask, RunResult
 
 
 class NopHarness(Harness):
-    async def run_task(self, prepared: PreparedTask, env: Any, benchmark: Any) -> RunResult:
+    async def run_task(self, prepared: PreparedTask, env: Any, benchmark: Any, plan: Any) -> RunResult:
         return RunResult()

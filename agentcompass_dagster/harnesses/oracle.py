@@ -3,10 +3,12 @@ means the benchmark, the environment or the evaluation is broken."""
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 from agentcompass_dagster.harnesses.base import Harness
-from agentcompass_dagster.runtime.types import PreparedTask, RunResult
+from agentcompass_dagster.runtime.naming import file_stem
+from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult
 
 if TYPE_CHECKING:
     from agentcompass_dagster.benchmarks.base import Benchmark
@@ -15,23 +17,32 @@ if TYPE_CHECKING:
 SOLUTION_TIMEOUT_S = 600.0
 
 
+async def run_reference(prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark) -> RunResult:
+    """The reference solution's script in the working directory, and its final answer."""
+    solution = benchmark.reference_solution(prepared.task)
+    if solution is None:
+        return RunResult(status="error", error=f"benchmark {benchmark.id!r} has no reference solution")
+    trajectory = []
+    if solution.script is not None:
+        path = f"{env.scratch}/solution-{file_stem(prepared.task.id)}.sh"
+        await env.write_file(path, solution.script.encode(), 0o755)
+        command = f"bash {shlex.quote(path)}"
+        outcome = await env.exec(command, timeout_s=SOLUTION_TIMEOUT_S)
+        trajectory.append(
+            {"type": "command", "command": command, "exit_code": outcome.exit_code, "output": outcome.output[-4000:]}
+        )
+        if outcome.exit_code != 0:
+            return RunResult(
+                status="error",
+                trajectory=trajectory,
+                duration_s=outcome.duration_s,
+                error=f"reference solution exited with {outcome.exit_code}: {outcome.output[-500:]}",
+            )
+    return RunResult(final_answer=solution.answer, trajectory=trajectory)
+
+
 class OracleHarness(Harness):
-    async def run_task(self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark) -> RunResult:
-        solution = benchmark.reference_solution(prepared.task)
-        if solution is None:
-            return RunResult(status="error", error=f"benchmark {benchmark.id!r} has no reference solution")
-        trajectory = []
-        if solution.script is not None:
-            path = f"{env.scratch}/solution-{prepared.task.id}.sh"
-            await env.write_file(path, solution.script.encode(), 0o755)
-            outcome = await env.exec(f"bash {path}", timeout_s=SOLUTION_TIMEOUT_S)
-            trajectory.append({"type": "command", "command": f"bash {path}", "exit_code": outcome.exit_code,
-                               "output": outcome.output[-4000:]})
-            if outcome.exit_code != 0:
-                return RunResult(
-                    status="error",
-                    trajectory=trajectory,
-                    duration_s=outcome.duration_s,
-                    error=f"reference solution exited with {outcome.exit_code}: {outcome.output[-500:]}",
-                )
-        return RunResult(final_answer=solution.answer, trajectory=trajectory)
+    async def run_task(
+        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
+    ) -> RunResult:
+        return await run_reference(prepared, env, benchmark)

@@ -1,5 +1,12 @@
-"""One task's semantic attempts, and inside each the lifecycle of R-ATT-2..4: open the environment,
-prepare, run the harness, collect artifacts, evaluate in the plan's evaluation mode, close inside-out."""
+"""One task's semantic attempts and, inside each, the lifecycle of R-ATT-1..4 with the runtime retries
+of R-RETRY-1..3.
+
+Per attempt: plan (recorded before anything opens) -> open the task environment -> prepare -> adapt
+input -> start the harness session -> run policy -> run -> close the harness session -> collect
+artifacts (environment alive, run policy) -> evaluate in the plan's mode -> close the environment.
+Resources are released inside-out in ``finally`` blocks; a close failure is a warning in run.log and
+never hides the task's own failure (R-CLEAN-1).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +15,15 @@ import logging
 import re
 import time
 import traceback
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
 
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.environments.base import EnvironmentSession
 from agentcompass_dagster.errors import field_error
+from agentcompass_dagster.runtime.analysis import Analyzer, analyze_attempt
 from agentcompass_dagster.runtime.components import Components
+from agentcompass_dagster.runtime.limits import attempt_permit
 from agentcompass_dagster.runtime.plan import Planner
 from agentcompass_dagster.runtime.store import RunDir
 from agentcompass_dagster.runtime.types import (
@@ -39,8 +49,11 @@ def _pass_done(attempts: dict[int, EvaluatedAttempt]) -> bool:
     return any(a.correct and a.error is None for a in attempts.values())
 
 
-# A strategy says, after each attempt, whether the remaining ones may be skipped.
+# A strategy says, given the attempts so far, whether the remaining ones may be skipped (R-RETRY-1).
 STRATEGIES: dict[str, Callable[[dict[int, EvaluatedAttempt]], bool]] = {"avg": _avg_done, "pass": _pass_done}
+
+# Failure sites whose retry reruns the whole attempt in a new environment with the same plan (R-RETRY-2).
+WHOLE_ATTEMPT_SITES = frozenset({"environment", "prepare", "inference", "artifact", "general"})
 
 
 def check_strategy(name: str) -> None:
@@ -60,6 +73,23 @@ def retry_matches(error: str | None, patterns: list[str] | None) -> str | None:
     if patterns is None:
         return "*"
     return next((p for p in patterns if re.search(p, error)), None)
+
+
+@dataclass
+class RetryBudget:
+    """max_retries for one semantic attempt, shared by all of its retryable phases."""
+
+    max_retries: int
+    patterns: list[str] | None
+    used: int = 0
+
+    def take(self, error: str | None) -> str | None:
+        if self.used >= self.max_retries:
+            return None
+        matched = retry_matches(error, self.patterns)
+        if matched is not None:
+            self.used += 1
+        return matched
 
 
 def build_detail(task: TaskSpec, k: int, strategy: str, attempts: dict[int, EvaluatedAttempt]) -> TaskDetail:
@@ -84,77 +114,113 @@ def build_detail(task: TaskSpec, k: int, strategy: str, attempts: dict[int, Eval
 class TaskRunner:
     """Runs the attempts of one request's tasks; one instance per request, shared by the workers."""
 
-    def __init__(self, request: RunRequest, components: Components, run_dir: RunDir) -> None:
+    def __init__(self, request: RunRequest, components: Components, run_dir: RunDir, analyzers: list[Analyzer]) -> None:
         self.request = request
         self.components = components
         self.run_dir = run_dir
+        self.analyzers = analyzers
         self.planner = Planner(request, components)
 
     async def run_task(self, task: TaskSpec) -> TaskDetail:
-        attempts_config = self.request.execution.attempts
-        done = STRATEGIES[attempts_config.strategy]
+        """All semantic attempts the strategy needs; attempts checkpointed by an interrupted earlier run
+        with the same plan are restored, not run again (R-RETRY-4)."""
+        config = self.request.execution.attempts
+        done = STRATEGIES[config.strategy]
+        checkpoints = await asyncio.to_thread(self.run_dir.load_attempt_checkpoints, task) if config.k > 1 else {}
         attempts: dict[int, EvaluatedAttempt] = {}
-        for index in range(1, attempts_config.k + 1):
-            attempts[index] = await self.run_attempt(task, index)
+        for index in range(1, config.k + 1):
             if done(attempts):
                 break
-        return build_detail(task, attempts_config.k, attempts_config.strategy, attempts)
+            plan = self.planner.plan(task, index)
+            self.run_dir.record_resolved_execution_plan(plan)
+            checkpoint = checkpoints.get(index)
+            if checkpoint is not None and checkpoint.meta.get("resolved_execution_plan") == plan.persisted_view():
+                attempts[index] = checkpoint
+                continue
+            attempts[index] = await self.run_attempt(task, plan)
+            if config.k > 1:
+                await asyncio.to_thread(self.run_dir.save_attempt_checkpoint, task, attempts[index])
+        return build_detail(task, config.k, config.strategy, attempts)
 
-    async def run_attempt(self, task: TaskSpec, index: int) -> EvaluatedAttempt:
-        """A semantic attempt: planned once, retried whole in a new environment with the same plan."""
-        plan = self.planner.plan(task, index)
-        self.run_dir.record_resolved_execution_plan(plan)
-        retry = 0
+    async def run_attempt(self, task: TaskSpec, plan: ExecutionPlan) -> EvaluatedAttempt:
+        """One semantic attempt; runtime retries of the whole attempt reuse its plan (R-ATT-1)."""
+        budget = RetryBudget(plan.max_retries, plan.retry_pattern_list)
+        environment = self.request.environment
         while True:
-            attempt = await self._attempt_once(task, plan)
-            attempt.retries = retry
-            matched = retry_matches(attempt.error, plan.retry_pattern_list)
-            if matched is None or retry >= plan.max_retries:
+            async with attempt_permit(environment.id, environment.capacity):
+                attempt, site = await self._attempt_once(task, plan, budget)
+            whole = WHOLE_ATTEMPT_SITES | ({"evaluation"} if plan.evaluation_environment_mode is EvaluationMode.reuse else set())
+            matched = budget.take(attempt.error) if site in whole else None
+            if matched is None:
+                attempt.retries = budget.used
+                analyze_attempt(self.analyzers, task, attempt)
                 return attempt
-            retry += 1
-            await asyncio.to_thread(
-                self.run_dir.save_retry_detail,
-                task.id,
-                index,
-                retry,
-                {
-                    "phase": "evaluation" if attempt.eval_error else "run",
-                    "scope": "attempt",
-                    "matched_pattern": matched,
-                    "error": attempt.error,
-                    "plan": plan.persisted_view(),
-                },
-            )
+            await self._discard(task, plan, budget.used, site or "general", "attempt", matched, attempt.error,
+                                attempt.model_dump(mode="json"))
 
-    async def _attempt_once(self, task: TaskSpec, plan: ExecutionPlan) -> EvaluatedAttempt:
+    async def _discard(
+        self, task: TaskSpec, plan: ExecutionPlan, retry: int, phase: str, scope: str, matched: str,
+        error: str | None, discarded: dict[str, Any] | None = None,
+    ) -> None:
+        """R-RETRY-3: the discarded try goes to retry_details/, outside the countable details."""
+        record = {"phase": phase, "scope": scope, "matched_pattern": matched, "error": error,
+                  "plan": plan.persisted_view(), "discarded": discarded}
+        await asyncio.to_thread(self.run_dir.save_retry_detail, task.id, plan.attempt, retry, record)
+        self.run_dir.log(f"retry {retry} of {task.id} attempt {plan.attempt} ({phase}, scope {scope}): "
+                         f"{(error or '').splitlines()[-1][:200] if error else ''}")
+
+    async def _attempt_once(
+        self, task: TaskSpec, plan: ExecutionPlan, budget: RetryBudget
+    ) -> tuple[EvaluatedAttempt, str | None]:
+        """One try of an attempt; returns it with the site where it failed (None when it did not)."""
         started_at, started = utcnow(), time.monotonic()
         benchmark = self.components.benchmark
         session: EnvironmentSession | None = None
         result: RunResult | None = None
         evaluation: Evaluation | None = None
-        run_error: str | None = None
+        error: str | None = None
+        site: str | None = None
+        phase = "environment"
         try:
             session = await self.components.environment.open(plan, task)
+            phase = "prepare"
             prepared = await benchmark.prepare_task(task, session, self.request, plan.benchmark_plan)
-            result = await self._run_harness(prepared, session, plan)
+            phase = "inference"
+            result = await self._run(prepared, session, plan)
             if result.error is None:
+                phase = "artifact"
                 result = await benchmark.collect_artifacts(prepared, result, session)
-            if result.error is None:
-                evaluation, session = await self._evaluate(prepared, result, session, plan)
+            if result.error is not None:
+                site = phase
+            else:
+                phase = "evaluation"
+                mode = plan.evaluation_environment_mode
+                if mode is EvaluationMode.reuse:
+                    evaluation = await self._evaluate_reuse(prepared, result, session, plan)
+                else:
+                    if not plan.keep_environment:
+                        closing, session = session, None
+                        await self._close_quietly(closing, "task environment")
+                    if mode is EvaluationMode.none:
+                        evaluation = await self._evaluate_in_driver(task, prepared, result, plan, budget)
+                    else:
+                        evaluation = await self._evaluate_fresh(task, prepared, result, plan, budget)
+                if evaluation.error is not None:
+                    site = "evaluation"
         except Exception as exc:
-            run_error = _failure(exc)
+            error, site = _failure(exc), phase
         finally:
             if session is not None and not plan.keep_environment:
-                await _close_quietly(session, "task environment")
+                await self._close_quietly(session, "task environment")
         result = result or RunResult(status="error")
-        return EvaluatedAttempt(
+        attempt = EvaluatedAttempt(
             attempt=plan.attempt,
-            status=result.status if run_error is None else "error",
+            status="error" if error and result.status == "completed" else result.status,
             correct=bool(evaluation and evaluation.correct and evaluation.error is None),
             score=evaluation.score if evaluation and evaluation.error is None else 0.0,
             final_answer=result.final_answer,
-            run_error=run_error or result.error,
-            eval_error=evaluation.error if evaluation else None,
+            run_error=(error if site != "evaluation" else None) or result.error,
+            eval_error=(evaluation.error if evaluation else None) or (error if site == "evaluation" else None),
             benchmark_fields=evaluation.fields if evaluation else {},
             trajectory=result.trajectory,
             artifacts=result.artifacts,
@@ -162,46 +228,92 @@ class TaskRunner:
             duration_s=time.monotonic() - started,
             started_at=started_at,
             finished_at=utcnow(),
-            meta={"resolved_execution_plan": plan.persisted_view()},
+            meta={"resolved_execution_plan": plan.persisted_view(), **({"failure_site": site} if site else {})},
         )
+        return attempt, site
 
-    async def _run_harness(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan) -> RunResult:
-        harness_session = await self.components.harness.start_session(prepared, session, self.components.benchmark)
-        started = time.monotonic()
+    async def _run(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan) -> RunResult:
+        """R-ATT-2: the harness path, or a harness-free benchmark's own run, under the run policy."""
+        harness = self.components.harness
+        benchmark = self.components.benchmark
+        if harness is None:
+            await session.set_network_policy(plan.run_network_policy)
+            return await self._timed(benchmark.run_task(prepared, session, plan), plan)
+        prepared = harness.adapt_input(prepared)
+        harness_session = await harness.start_session(prepared, session, benchmark, plan)
         try:
             await session.set_network_policy(plan.run_network_policy)
-            try:
-                result: RunResult = await asyncio.wait_for(harness_session.run(), plan.attempt_timeout_s)
-            except asyncio.TimeoutError:
-                result = RunResult(status="timeout", error=f"attempt timed out after {plan.attempt_timeout_s}s")
+            return await self._timed(harness_session.run(), plan)
         finally:
-            await _close_quietly(harness_session, "harness session")
+            await self._close_quietly(harness_session, "harness session")
+
+    @staticmethod
+    async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan) -> RunResult:
+        started = time.monotonic()
+        try:
+            result = await asyncio.wait_for(run, plan.attempt_timeout_s)
+        except asyncio.TimeoutError:
+            result = RunResult(status="timeout", error=f"attempt timed out after {plan.attempt_timeout_s}s")
         if not result.duration_s:
             result.duration_s = time.monotonic() - started
         return result
 
-    async def _evaluate(
+    async def _evaluate_reuse(
         self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession, plan: ExecutionPlan
-    ) -> tuple[Evaluation, EnvironmentSession | None]:
-        """R-ATT-4. Returns the evaluation and the task session still open (None once closed here)."""
-        benchmark = self.components.benchmark
-        mode = plan.evaluation_environment_mode
-        if mode is EvaluationMode.reuse:
-            await session.set_network_policy(plan.evaluation_network_policy)
-            try:
-                return await _evaluate_safely(benchmark, prepared, result, session), session
-            finally:
-                await asyncio.shield(session.set_network_policy(plan.baseline_network_policy))
-        if not plan.keep_environment:
-            await _close_quietly(session, "task environment")
-        if mode is EvaluationMode.none:
-            return await _evaluate_safely(benchmark, prepared, result, None), None
-        fresh = await self.components.environment.open(plan, prepared.task)
+    ) -> Evaluation:
+        """R-ATT-4 reuse: evaluation policy, evaluate in the task session, baseline restored even when
+        cancelled (R-NET-1)."""
+        await session.set_network_policy(plan.evaluation_network_policy)
         try:
-            await fresh.set_network_policy(plan.evaluation_network_policy)
-            return await _evaluate_safely(benchmark, prepared, result, fresh), None
+            return await _evaluate_safely(self.components.benchmark, prepared, result, session)
         finally:
-            await _close_quietly(fresh, "evaluation environment")
+            await asyncio.shield(session.set_network_policy(plan.baseline_network_policy))
+
+    async def _evaluate_in_driver(
+        self, task: TaskSpec, prepared: PreparedTask, result: RunResult, plan: ExecutionPlan, budget: RetryBudget
+    ) -> Evaluation:
+        """R-ATT-4 none: evaluate here with env=None; a failure retries the evaluation only."""
+        while True:
+            evaluation = await _evaluate_safely(self.components.benchmark, prepared, result, None)
+            matched = budget.take(evaluation.error)
+            if matched is None:
+                return evaluation
+            await self._discard(task, plan, budget.used, "evaluation", "evaluate", matched, evaluation.error)
+
+    async def _evaluate_fresh(
+        self, task: TaskSpec, prepared: PreparedTask, result: RunResult, plan: ExecutionPlan, budget: RetryBudget
+    ) -> Evaluation:
+        """R-ATT-4 fresh: a new evaluation session per try, closed in its own finally; a failure reopens
+        it and retries the evaluation."""
+        while True:
+            try:
+                fresh = await self.components.environment.open(plan, task)
+                try:
+                    await fresh.set_network_policy(plan.evaluation_network_policy)
+                    try:
+                        evaluation = await _evaluate_safely(self.components.benchmark, prepared, result, fresh)
+                    finally:
+                        await asyncio.shield(fresh.set_network_policy(plan.baseline_network_policy))
+                finally:
+                    if not plan.keep_environment:
+                        await self._close_quietly(fresh, "evaluation environment")
+            except Exception as exc:
+                evaluation = Evaluation(error=_failure(exc))
+            matched = budget.take(evaluation.error)
+            if matched is None:
+                return evaluation
+            await self._discard(task, plan, budget.used, "evaluation", "evaluation_environment", matched,
+                                evaluation.error)
+
+    async def _close_quietly(self, resource: Any, what: str) -> None:
+        """R-CLEAN-1: a close failure is a warning and never hides the task's own failure; cancellation,
+        KeyboardInterrupt and SystemExit propagate."""
+        try:
+            await resource.close()
+        except Exception as exc:
+            message = f"warning: closing the {what} failed: {type(exc).__name__}: {exc}"
+            log.warning(message)
+            self.run_dir.log(message)
 
 
 async def _evaluate_safely(benchmark: Any, prepared: PreparedTask, result: RunResult, session: Any) -> Evaluation:
@@ -210,11 +322,3 @@ async def _evaluate_safely(benchmark: Any, prepared: PreparedTask, result: RunRe
     except Exception as exc:
         return Evaluation(error=_failure(exc))
     return evaluation
-
-
-async def _close_quietly(resource: Any, what: str) -> None:
-    """R-CLEAN-1: a close failure is a warning and never hides the task's own failure."""
-    try:
-        await resource.close()
-    except Exception as exc:
-        log.warning("closing the %s failed: %s", what, exc)

@@ -10,6 +10,9 @@ from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.errors import UserError, field_error
 
 
+NO_HARNESS = "none"
+
+
 @dataclass
 class Components:
     benchmark: Any
@@ -29,11 +32,19 @@ def _construct(kind: str, cls: Any, *args: Any) -> Any:
 
 def resolve_components(request: RunRequest) -> Components:
     """Look every plugin up in its registry and build it; unknown ids and bad params are UserErrors."""
+    from agentcompass_dagster.benchmarks.base import HarnessFreeBenchmark
+
     benchmark_cls = registry.benchmarks.get(request.benchmark.id, "benchmark.id")
-    harness_cls = registry.harnesses.get(request.harness.id, "harness.id")
     environment_cls = registry.environments.get(request.environment.provider_id, "environment.provider")
     model_cls = registry.models.get(request.model.provider, "model.provider")
-    harness = _construct(f"harness {request.harness.id!r}", harness_cls, request.harness, request.model)
+    harness_free = isinstance(benchmark_cls, type) and issubclass(benchmark_cls, HarnessFreeBenchmark)
+    if harness_free != (request.harness.id == NO_HARNESS):
+        problem = "is harness-free: declare harness none" if harness_free else "needs a harness"
+        raise field_error("harness.id", request.harness.id, f"benchmark {request.benchmark.id!r} {problem}")
+    harness = None
+    if not harness_free:
+        harness_cls = registry.harnesses.get(request.harness.id, "harness.id")
+        harness = _construct(f"harness {request.harness.id!r}", harness_cls, request.harness, request.model)
     if getattr(harness, "requires_model", False) and request.model.provider == "none":
         raise field_error("model.provider", request.model.provider, f"harness {request.harness.id!r} needs a model")
     return Components(

@@ -8,6 +8,7 @@ from typing import Any
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest, validate_declaration
 from agentcompass_dagster.runtime import summary
+from agentcompass_dagster.runtime.analysis import Analyzer, summarize_analysis
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.store import RunDir, open_run_dir
 from agentcompass_dagster.runtime.types import MetricResult, RequestResult, TaskDetail, TaskSpec
@@ -36,13 +37,18 @@ def write_summary(
 def finalize_request(
     request: RunRequest,
     components: Components,
+    analyzers: list[Analyzer],
     run_dir: RunDir,
     tasks: list[TaskSpec],
     results: dict[str, TaskDetail],
     reused: set[str],
     status: str,
 ) -> RequestResult:
+    """R-FIN-1: summary, optional analysis artifacts, terminal status; the result of the whole request."""
     metrics, markdown = write_summary(request, components.benchmark, run_dir, tasks, results, reused, status)
+    analysis = summarize_analysis(analyzers, [results[t.id] for t in tasks if t.id in results])
+    if analysis is not None:
+        run_dir.save_analysis_summary(*analysis)
     run_dir.write_terminal_status(status)
     return RequestResult(
         name=request.name,

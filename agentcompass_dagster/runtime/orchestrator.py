@@ -1,28 +1,42 @@
 """The Orchestrator: several named requests, one global worker pool, ordered priority (R-ORCH-1).
 
 Preflight checks every request before anything is written (plugins, plans, task ids, run ids, reuse
-sources); reuse sources are frozen before any request reserves its directory (R-REUSE-2). Workers take
-tasks from the first request that still has pending ones; a request finalises once it has no pending
-or active tasks and every earlier request has drained its queue (R-FIN-1).
+sources) and freezes the reuse sources before any request reserves its directory (R-REUSE-2). Then three
+kinds of cooperating tasks run:
+
+- preparation, in declared order and pipelined: request i is prepared once every earlier request is
+  prepared and their pending tasks number fewer than the workers;
+- ``task_concurrency`` workers, each taking the next task of the first prepared request that still has
+  pending ones (ordered priority, not round robin; running tasks may overlap later requests);
+- finalisation of a request once it has no pending or active task and every earlier request has drained
+  its queue; it may overlap other work (R-FIN-1).
+
+The deadline (``orchestration_timeout_s``) counts from the end of preflight. On timeout or outer
+cancellation the terminal states are locked, preparation and workers cancelled, their cleanup given
+``cleanup_grace_seconds``, and unfinished requests persisted as ``timeout`` / ``cancelled`` (R-CLEAN-2).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
+import signal
+import sys
+import threading
 import traceback
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.errors import UserError, field_error
+from agentcompass_dagster.runtime.analysis import Analyzer, check_analyzer_names, select_analyzers
 from agentcompass_dagster.runtime.attempt import TaskRunner, check_strategy
-from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.components import Components, resolve_components
+from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.naming import task_id_problem
 from agentcompass_dagster.runtime.plan import Planner
 from agentcompass_dagster.runtime.store import ReuseSource, RunDir, RunStore
@@ -42,6 +56,7 @@ log = logging.getLogger(__name__)
 class RequestState:
     request: RunRequest
     components: Components
+    analyzers: list[Analyzer]
     store: RunStore
     root: Path
     tasks: list[TaskSpec]
@@ -53,11 +68,25 @@ class RequestState:
     results: dict[str, TaskDetail] = field(default_factory=dict)
     reused: set[str] = field(default_factory=set)
     status: str = "pending"
+    finalizing: bool = False
     error: str | None = None
     result: RequestResult | None = None
 
+    @property
+    def prepared(self) -> bool:
+        return self.status != "pending"
 
-ProgressCallback = Callable[[RequestState, TaskDetail], None]
+
+class OrchestrationObserver:
+    """Hooks for progress displays; called on the event loop, so they must be quick."""
+
+    def request_prepared(self, state: RequestState) -> None: ...
+
+    def task_started(self, state: RequestState, task: TaskSpec) -> None: ...
+
+    def task_finished(self, state: RequestState, detail: TaskDetail) -> None: ...
+
+    def request_finished(self, state: RequestState) -> None: ...
 
 
 def validate_task_ids(benchmark_id: str, tasks: list[TaskSpec]) -> None:
@@ -72,30 +101,46 @@ def validate_task_ids(benchmark_id: str, tasks: list[TaskSpec]) -> None:
         seen.add(task.id)
 
 
+def _traceback(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, UserError) else "".join(traceback.format_exception(exc)).strip()
+
+
 class Orchestrator:
     def __init__(
         self,
         requests: list[RunRequest],
         *,
         task_concurrency: int | None = None,
-        on_task_done: ProgressCallback | None = None,
+        timeout_s: float | None = None,
+        cleanup_grace_s: float | None = None,
+        observer: OrchestrationObserver | None = None,
     ) -> None:
         if not requests:
             raise UserError("nothing to run: no requests")
         names = [r.name for r in requests]
         if len(set(names)) != len(names):
             raise UserError(f"request names must be unique, got {names}")
+        limits = [r.execution.limits for r in requests]
         self.requests = requests
-        self.task_concurrency = task_concurrency or max(r.execution.limits.task_concurrency for r in requests)
-        self.on_task_done = on_task_done
+        self.task_concurrency = task_concurrency or max(lim.task_concurrency for lim in limits)
+        timeouts = [lim.orchestration_timeout_s for lim in limits if lim.orchestration_timeout_s]
+        self.timeout_s = timeout_s if timeout_s is not None else (max(timeouts) if timeouts else None)
+        self.cleanup_grace_s = cleanup_grace_s if cleanup_grace_s is not None else max(
+            lim.cleanup_grace_seconds for lim in limits
+        )
+        self.observer = observer or OrchestrationObserver()
         self.id = f"orch-{secrets.token_hex(6)}"
         self.states: list[RequestState] = []
 
+    # preflight
+
     def preflight(self) -> list[RequestState]:
-        """Everything that can be checked before a file is written; raises UserError."""
+        """Everything that can be checked before a file is written; raises UserError. Tasks are loaded,
+        validated and selected here, once per request, so a bad task id leaves no directory behind."""
         states = []
         for request in self.requests:
             check_strategy(request.execution.attempts.strategy)
+            check_analyzer_names(request)
             components = resolve_components(request)
             tasks = components.benchmark.load_tasks()
             validate_task_ids(request.benchmark.id, tasks)
@@ -107,7 +152,7 @@ class Orchestrator:
             store.check_writable()
             root = store.root_for(request.output, request.benchmark.id, request.model.id)
             store.check_run_id_free(root, request.output.run_id)
-            states.append(RequestState(request, components, store, root, selected))
+            states.append(RequestState(request, components, select_analyzers(request), store, root, selected))
         self._freeze_reuse_sources(states)
         return states
 
@@ -126,39 +171,31 @@ class Orchestrator:
                 implicit[state.root] = state.request.name
             state.reuse_source = state.store.find_reuse_source(state.root, output)
 
-    def _prepare(self, state: RequestState) -> None:
-        """R-PREP-1: reserve the directory, write run_info and params, materialise reuse."""
-        request = state.request
-        run_dir = state.store.reserve(state.root, request.output.run_id)
-        state.run_dir = run_dir
-        run_dir.write_run_info(request, [t.id for t in state.tasks])
-        run_dir.write_params(request)
-        if state.reuse_source is not None:
-            reused = run_dir.materialize_reused_details(state.reuse_source, state.tasks)
-            state.results.update(reused)
-            state.reused = set(reused)
-            run_dir.set_reused_from(state.reuse_source, sorted(state.reused))
-            run_dir.log(f"reused {len(reused)} details from {state.reuse_source.path}")
-        state.pending = deque(t for t in state.tasks if t.id not in state.results)
-        state.runner = TaskRunner(request, state.components, run_dir)
-        state.status = "running"
-        run_dir.log(f"prepared {request.name}: {len(state.tasks)} tasks, {len(state.pending)} to run")
+    # running
 
     async def run(self) -> OrchestrationResult:
         started_at = utcnow()
         self.states = self.preflight()
-        self._finalizing: set[int] = set()
+        self._cond = asyncio.Condition()
+        self._preparation_done = False
+        self._locked = False
         self._finalizers: list[asyncio.Task[None]] = []
+        self._own = [asyncio.create_task(self._prepare_in_order())]
+        self._own += [asyncio.create_task(self._worker()) for _ in range(self.task_concurrency)]
+        status = "completed"
         try:
-            for state in self.states:
-                await asyncio.to_thread(self._prepare, state)
-            workers = [asyncio.create_task(self._worker()) for _ in range(self.task_concurrency)]
-            await asyncio.gather(*workers)
-            self._schedule_finalization()
-            await asyncio.gather(*self._finalizers)
+            async with asyncio.timeout(self.timeout_s):
+                await asyncio.gather(*self._own)
+                while unfinished := [f for f in self._finalizers if not f.done()]:
+                    await asyncio.gather(*unfinished)
+        except TimeoutError:
+            status = "timeout"
+            await self._cancel_remaining("timeout", f"orchestration timed out after {self.timeout_s}s")
         except BaseException:
-            await asyncio.shield(asyncio.to_thread(self._persist_interrupted))
+            await self._cancel_remaining("cancelled", "interrupted before all tasks finished")
             raise
+        if status == "completed" and any(s.status != "completed" for s in self.states):
+            status = "failed"
         outcomes = {
             s.request.name: RequestOutcome(
                 name=s.request.name,
@@ -169,24 +206,78 @@ class Orchestrator:
             )
             for s in self.states
         }
-        status = "completed" if all(s.status == "completed" for s in self.states) else "failed"
         return OrchestrationResult(
-            id=self.id, status=status, started_at=started_at, finished_at=utcnow(), outcomes=outcomes
+            id=self.id, status=status, started_at=started_at, finished_at=utcnow(), outcomes=outcomes  # type: ignore[arg-type]
         )
 
+    def _may_prepare(self, index: int) -> bool:
+        earlier = self.states[:index]
+        waiting = sum(len(s.pending) for s in earlier if s.status == "running")
+        return all(s.prepared for s in earlier) and waiting < self.task_concurrency
+
+    async def _prepare_in_order(self) -> None:
+        for index, state in enumerate(self.states):
+            async with self._cond:
+                await self._cond.wait_for(lambda: self._may_prepare(index))
+            try:
+                await asyncio.to_thread(self._prepare, state)
+            except Exception as exc:
+                state.status, state.error = "failed", _traceback(exc)
+                if state.run_dir is not None:
+                    await asyncio.to_thread(state.run_dir.write_terminal_status, "failed", state.error)
+            else:
+                self.observer.request_prepared(state)
+            async with self._cond:
+                self._cond.notify_all()
+            self._schedule_finalization()
+        self._preparation_done = True
+        async with self._cond:
+            self._cond.notify_all()
+
+    def _prepare(self, state: RequestState) -> None:
+        """R-PREP-1: reserve the directory, write run_info and params, materialise reuse, queue the rest."""
+        request = state.request
+        run_dir = state.store.reserve(state.root, request.output.run_id)
+        state.run_dir = run_dir
+        run_dir.write_run_info(request, [t.id for t in state.tasks])
+        run_dir.write_params(request)
+        if state.reuse_source is not None:
+            reused = run_dir.materialize_reused_details(state.reuse_source, state.tasks)
+            state.results.update(reused)
+            state.reused = set(reused)
+            run_dir.set_reused_from(state.reuse_source, sorted(state.reused))
+            checkpoints = run_dir.link_attempt_checkpoints(
+                state.reuse_source, [t for t in state.tasks if t.id not in reused]
+            )
+            run_dir.log(f"reused {len(reused)} details and {checkpoints} attempt checkpoints from "
+                        f"{state.reuse_source.path}")
+        state.runner = TaskRunner(request, state.components, run_dir, state.analyzers)
+        state.pending = deque(t for t in state.tasks if t.id not in state.results)
+        state.status = "running"
+        run_dir.log(f"prepared {request.name}: {len(state.tasks)} tasks, {len(state.pending)} to run")
+
     def _next(self) -> RequestState | None:
-        """Ordered priority: the first running request that still has pending tasks."""
+        """Ordered priority: the first prepared request that still has pending tasks."""
         return next((s for s in self.states if s.status == "running" and s.pending), None)
 
+    def _dispatch_over(self) -> bool:
+        return self._preparation_done and self._next() is None
+
     async def _worker(self) -> None:
-        while (state := self._next()) is not None:
-            task = state.pending.popleft()
-            state.active += 1
+        while True:
+            async with self._cond:
+                await self._cond.wait_for(lambda: self._next() is not None or self._dispatch_over())
+                state = self._next()
+                if state is None:
+                    return
+                task = state.pending.popleft()
+                state.active += 1
+                self._cond.notify_all()
+            self.observer.task_started(state, task)
             try:
                 detail = await self._run_one(state, task)
                 state.results[task.id] = detail
-                if self.on_task_done is not None:
-                    self.on_task_done(state, detail)
+                self.observer.task_finished(state, detail)
             finally:
                 state.active -= 1
             self._schedule_finalization()
@@ -200,52 +291,106 @@ class Orchestrator:
                 task_id=task.id,
                 category=task.category,
                 k=state.request.execution.attempts.k,
-                error="".join(traceback.format_exception(exc)).strip(),
+                error=_traceback(exc),
                 finished_at=utcnow(),
             )
-        await asyncio.to_thread(state.run_dir.save_partial_result, detail)
+        await asyncio.to_thread(_persist_detail, state.run_dir, detail)
         return detail
 
     def _schedule_finalization(self) -> None:
+        if self._locked:
+            return
         earlier_drained = True
-        for index, state in enumerate(self.states):
+        for state in self.states:
             ready = state.status == "running" and not state.pending and state.active == 0
-            if ready and earlier_drained and index not in self._finalizing:
-                self._finalizing.add(index)
-                self._finalizers.append(asyncio.create_task(asyncio.to_thread(self._finalize, state)))
-            earlier_drained = earlier_drained and not state.pending
+            if ready and earlier_drained and not state.finalizing:
+                state.finalizing = True
+                self._finalizers.append(asyncio.create_task(self._finalize(state)))
+            earlier_drained = earlier_drained and state.prepared and not state.pending
 
-    def _finalize(self, state: RequestState) -> None:
-        """R-FIN-1: merge reused and new details in selected order, aggregate, write the summary."""
+    async def _finalize(self, state: RequestState) -> None:
+        await asyncio.to_thread(self._finalize_sync, state)
+        self.observer.request_finished(state)
+
+    def _finalize_sync(self, state: RequestState) -> None:
         assert state.run_dir is not None
         try:
-            state.result = finalize_request(state.request, state.components, state.run_dir, state.tasks,
-                                            state.results, state.reused, "completed")
+            state.result = finalize_request(state.request, state.components, state.analyzers, state.run_dir,
+                                            state.tasks, state.results, state.reused, "completed")
             state.status = "completed"
         except Exception as exc:
-            state.status, state.error = "failed", "".join(traceback.format_exception(exc)).strip()
+            state.status, state.error = "failed", _traceback(exc)
             state.run_dir.write_terminal_status("failed", state.error)
         finally:
             state.run_dir.close()
 
-    def _persist_interrupted(self) -> None:
-        """Terminal state for every request an interruption left unfinished; finished details stay."""
+    # timeout and cancellation
+
+    async def _cancel_remaining(self, status: str, reason: str) -> None:
+        """R-CLEAN-2: lock terminal states, cancel preparation and workers, give their cleanup the grace
+        period, persist the terminal state of every unfinished request."""
+        self._locked = True
+        for task in self._own:
+            task.cancel()
+        waiting = [t for t in self._own + self._finalizers if not t.done()]
+        if waiting:
+            _, still_running = await asyncio.wait(waiting, timeout=self.cleanup_grace_s)
+            if still_running:
+                log.warning("%d tasks still cleaning up after the %ss grace", len(still_running), self.cleanup_grace_s)
+        await asyncio.to_thread(self._persist_unfinished, status, reason)
+
+    def _persist_unfinished(self, status: str, reason: str) -> None:
         for state in self.states:
-            if state.run_dir is not None and state.status in ("pending", "running"):
-                state.status = "cancelled"
-                state.run_dir.write_terminal_status("cancelled", "interrupted before all tasks finished")
+            if state.status not in ("pending", "running") or state.finalizing:
+                continue
+            state.status, state.error = status, reason
+            if state.run_dir is not None:
+                state.run_dir.log(f"{status}: {reason}; {len(state.results)} of {len(state.tasks)} tasks have details")
+                state.run_dir.write_terminal_status(status, reason)
                 state.run_dir.close()
 
 
-def run_requests(requests: list[RunRequest], on_task_done: ProgressCallback | None = None) -> OrchestrationResult:
-    """Run an orchestration to its end from synchronous code (the CLI, Dagster ops, tests)."""
-    orchestrator = Orchestrator(requests, on_task_done=on_task_done)
+def _persist_detail(run_dir: RunDir, detail: TaskDetail) -> None:
+    """The task's terminal detail, then its attempt checkpoints are no longer needed (R-RETRY-4)."""
+    run_dir.save_partial_result(detail)
+    run_dir.delete_attempt_checkpoints(detail.task_id)
+
+
+def run_requests(requests: list[RunRequest], observer: OrchestrationObserver | None = None) -> OrchestrationResult:
+    """Run an orchestration to its end from synchronous code (the CLI, Dagster, tests).
+
+    In the main thread, the first SIGINT or SIGTERM starts the cooperative cleanup (raised here as
+    KeyboardInterrupt once it is done); a second SIGINT exits the process at once.
+    """
+    orchestrator = Orchestrator(requests, observer=observer)
 
     async def main() -> OrchestrationResult:
+        loop = asyncio.get_running_loop()
         # Every task does blocking file work in threads (fsynced details, temp dirs); the default pool
         # (cores + 4) would cap throughput below the declared task concurrency.
-        workers = 2 * orchestrator.task_concurrency + 4
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=workers))
-        return await orchestrator.run()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=2 * orchestrator.task_concurrency + 4))
+        main_task = asyncio.current_task()
+        assert main_task is not None
+        interrupts = 0
 
-    return asyncio.run(main())
+        def interrupt() -> None:
+            nonlocal interrupts
+            interrupts += 1
+            if interrupts > 1:
+                os._exit(130)
+            print("agentcompass: stopping: cleaning up (press Ctrl-C again to exit at once)", file=sys.stderr)
+            main_task.cancel()
+
+        handled = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
+        for sig in handled:
+            loop.add_signal_handler(sig, interrupt)
+        try:
+            return await orchestrator.run()
+        finally:
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+
+    try:
+        return asyncio.run(main())
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt from None

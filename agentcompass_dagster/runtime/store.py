@@ -34,7 +34,15 @@ from agentcompass_dagster.runtime.atomic import (
 from agentcompass_dagster.runtime.naming import file_stem, normalize_component
 from agentcompass_dagster.runtime.redact import redact_text
 from agentcompass_dagster.runtime.summary import SummaryCounts
-from agentcompass_dagster.runtime.types import SCHEMA_VERSION, ExecutionPlan, Record, TaskDetail, TaskSpec, utcnow
+from agentcompass_dagster.runtime.types import (
+    SCHEMA_VERSION,
+    EvaluatedAttempt,
+    ExecutionPlan,
+    Record,
+    TaskDetail,
+    TaskSpec,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +50,7 @@ RUN_INFO = "run_info.json"
 PARAMS = "params.json"
 DETAILS = "details"
 RETRY_DETAILS = "retry_details"
+ATTEMPT_CHECKPOINTS = ".attempt_checkpoints"
 SUMMARY = "summary.md"
 SUMMARY_COUNTS = ".summary_counts.json"
 RUN_LOG = "run.log"
@@ -207,6 +216,7 @@ class RunDir:
             "retry_details": str(self.retry_dir),
             "summary": str(self.path / SUMMARY),
             "summary_counts": str(self.path / SUMMARY_COUNTS),
+            "analysis_summary": str(self.path / ANALYSIS_MD),
             "log": str(self.path / RUN_LOG),
         }
 
@@ -302,6 +312,47 @@ class RunDir:
         atomic_write_json(path, {"task_id": task_id, "attempt": attempt, "retry": retry, **record})
         return path
 
+    # attempt checkpoints (R-RETRY-4): one file per evaluated attempt of an unfinished k>1 task
+
+    def _checkpoint_dir(self, task_id: str) -> Path:
+        return self.path / ATTEMPT_CHECKPOINTS / file_stem(task_id)
+
+    def save_attempt_checkpoint(self, task: TaskSpec, attempt: EvaluatedAttempt) -> None:
+        directory = self._checkpoint_dir(task.id)
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(directory / f"{attempt.attempt}.json", attempt)
+
+    def load_attempt_checkpoints(self, task: TaskSpec) -> dict[int, EvaluatedAttempt]:
+        """Error-free checkpointed attempts of this task by index (an errored one runs again)."""
+        found = {}
+        directory = self._checkpoint_dir(task.id)
+        for path in directory.glob("*.json") if directory.is_dir() else []:
+            try:
+                attempt = EvaluatedAttempt.model_validate_json(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            if attempt.error is None and path.stem == str(attempt.attempt):
+                found[attempt.attempt] = attempt
+        return found
+
+    def delete_attempt_checkpoints(self, task_id: str) -> None:
+        shutil.rmtree(self._checkpoint_dir(task_id), ignore_errors=True)
+
+    def link_attempt_checkpoints(self, source: ReuseSource, tasks: list[TaskSpec]) -> int:
+        """Make an interrupted source run's attempt checkpoints visible here (hard links: the source is
+        only read), so its unfinished k>1 tasks run only their missing attempts."""
+        linked = 0
+        for task in tasks:
+            origin = Path(source.path) / ATTEMPT_CHECKPOINTS / file_stem(task.id)
+            if not origin.is_dir():
+                continue
+            target = self._checkpoint_dir(task.id)
+            target.mkdir(parents=True, exist_ok=True)
+            for path in origin.glob("*.json"):
+                _link_or_copy(path, target / path.name)
+                linked += 1
+        return linked
+
     def load_detail(self, task: TaskSpec, include_errors: bool = False) -> TaskDetail | None:
         names = detail_names(task.id, task.category)
         if include_errors:
@@ -343,13 +394,7 @@ class RunDir:
                 src = source_details / name
                 if not src.is_file():
                     continue
-                dst = self.details_dir / name
-                try:
-                    os.link(src, dst)
-                except FileExistsError:
-                    pass
-                except OSError:
-                    shutil.copy2(src, dst)
+                _link_or_copy(src, self.details_dir / name)
                 linked.append(task)
                 break
         if linked:
@@ -386,6 +431,16 @@ class RunDir:
             if self._log_file is not None:
                 self._log_file.close()
                 self._log_file = None
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A hard link where the filesystem allows one, else a copy; an existing target is kept."""
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        pass
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def open_run_dir(path: Path) -> RunDir:

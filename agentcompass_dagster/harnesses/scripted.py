@@ -1,0 +1,150 @@
+"""The `scripted` harness: behaviour declared per task and attempt, so every runtime path (answers,
+errors, exceptions, timeouts, retries, close failures) can be exercised without a model.
+
+    harness:
+      id: scripted
+      params:
+        default: {answer: "42"}            # what an attempt does unless a task says otherwise
+        tasks:
+          t1: {raise: "boom"}              # every attempt of t1 raises
+          t2: [{answer: "x"}, {sleep: 5}]  # attempt 1 answers, attempt 2 (and later) sleeps
+          t3: {succeed_on: 3, oracle: true}  # tries 1-2 return an error, try 3 runs the reference
+        record: /tmp/calls.jsonl           # optional: one JSON line per call (task, attempt, try, times)
+
+A step may combine: ``sleep`` first, then ``command`` (run in the environment), then the outcome:
+``raise`` (an exception), ``error`` (a returned error), ``oracle`` (the benchmark's reference solution)
+or ``answer``. ``succeed_on: n`` makes tries before the n-th (of that task and attempt, counting runtime
+retries) return the error ``error`` (default "scripted failure"). ``start_raises`` / ``close_raises``
+make the harness session's start or close raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentcompass_dagster.config import HarnessConfig, ModelConfig, validate_declaration
+from agentcompass_dagster.harnesses.base import Harness, HarnessSession
+from agentcompass_dagster.harnesses.oracle import run_reference
+from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult, Usage
+
+if TYPE_CHECKING:
+    from agentcompass_dagster.benchmarks.base import Benchmark
+    from agentcompass_dagster.environments.base import EnvironmentSession
+
+
+class ScriptStep(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    sleep: float = Field(default=0.0, ge=0)
+    command: str | None = None
+    raise_: str | None = Field(default=None, alias="raise")
+    error: str | None = None
+    oracle: bool = False
+    answer: str | None = None
+    succeed_on: int | None = Field(default=None, ge=1)
+    start_raises: str | None = None
+    close_raises: str | None = None
+    close_sleep: float = Field(default=0.0, ge=0)
+    trajectory: list[dict[str, Any]] = Field(default_factory=list)
+    usage: Usage | None = None
+
+
+class ScriptedParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    default: ScriptStep = Field(default_factory=ScriptStep)
+    tasks: dict[str, ScriptStep | list[ScriptStep]] = Field(default_factory=dict)
+    record: Path | None = None
+
+
+class ScriptedHarness(Harness):
+    def __init__(self, config: HarnessConfig, model: ModelConfig) -> None:
+        super().__init__(config, model)
+        self.params = validate_declaration(ScriptedParams, config.params, "harness.params")
+        self._tries: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+
+    def step(self, task_id: str, attempt: int) -> ScriptStep:
+        steps = self.params.tasks.get(task_id, self.params.default)
+        if isinstance(steps, list):
+            return steps[min(attempt, len(steps)) - 1] if steps else self.params.default
+        return steps
+
+    def _next_try(self, task_id: str, attempt: int) -> int:
+        with self._lock:
+            count = self._tries.get((task_id, attempt), 0) + 1
+            self._tries[(task_id, attempt)] = count
+            return count
+
+    def record(self, **event: Any) -> None:
+        if self.params.record is None:
+            return
+        line = json.dumps({"time": time.time(), **event}) + "\n"
+        with self._lock, open(self.params.record, "a") as out:
+            out.write(line)
+
+    async def start_session(
+        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
+    ) -> HarnessSession:
+        step = self.step(prepared.task.id, plan.attempt)
+        if step.start_raises:
+            raise RuntimeError(step.start_raises)
+        return ScriptedSession(self, prepared, env, benchmark, plan, step)
+
+    async def run_task(
+        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
+    ) -> RunResult:
+        task_id = prepared.task.id
+        step = self.step(task_id, plan.attempt)
+        tried = self._next_try(task_id, plan.attempt)
+        self.record(event="start", task=task_id, attempt=plan.attempt, tried=tried)
+        try:
+            return await self._perform(step, tried, prepared, env, benchmark)
+        finally:
+            self.record(event="end", task=task_id, attempt=plan.attempt, tried=tried)
+
+    async def _perform(
+        self, step: ScriptStep, tried: int, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark
+    ) -> RunResult:
+        if step.sleep:
+            await asyncio.sleep(step.sleep)
+        trajectory = list(step.trajectory)
+        if step.command is not None:
+            outcome = await env.exec(step.command)
+            trajectory.append({"type": "command", "command": step.command, "exit_code": outcome.exit_code,
+                               "output": outcome.output[-4000:]})
+        usage = step.usage or Usage()
+        if step.succeed_on is not None and tried < step.succeed_on:
+            return RunResult(status="error", error=step.error or "scripted failure", trajectory=trajectory, usage=usage)
+        if step.raise_ is not None:
+            raise RuntimeError(step.raise_)
+        if step.error is not None and step.succeed_on is None:
+            return RunResult(status="error", error=step.error, trajectory=trajectory, usage=usage)
+        if step.oracle:
+            result = await run_reference(prepared, env, benchmark)
+            result.trajectory = trajectory + result.trajectory
+            result.usage = usage
+            return result
+        return RunResult(final_answer=step.answer, trajectory=trajectory, usage=usage)
+
+
+class ScriptedSession(HarnessSession):
+    def __init__(
+        self, harness: ScriptedHarness, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark,
+        plan: ExecutionPlan, step: ScriptStep,
+    ) -> None:
+        super().__init__(harness, prepared, env, benchmark, plan)
+        self.step = step
+
+    async def close(self) -> None:
+        if self.step.close_sleep:
+            await asyncio.sleep(self.step.close_sleep)
+        if self.step.close_raises:
+            raise RuntimeError(self.step.close_raises)

@@ -1,0 +1,124 @@
+"""Process-global limits on external pressure (R-LIMIT-1).
+
+Provider capacity: at most N concurrent attempts per Environment id, held around one whole attempt try
+(released and re-acquired when a whole attempt reruns). Open rate: at most Q ``Environment.open`` calls
+per second per provider. Both are keyed process-wide, because several orchestrations (and event loops,
+e.g. Dagster steps in threads) may share one provider; 0 disables either. They are built on threading
+primitives and wake waiters through their own loop, so they are safe across event loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+
+class Capacity:
+    """A counting semaphore usable from any event loop."""
+
+    def __init__(self, permits: int) -> None:
+        self.permits = permits
+        self._in_use = 0
+        self._lock = threading.Lock()
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+
+    @property
+    def in_use(self) -> int:
+        return self._in_use
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._in_use < self.permits and not self._waiters:
+                self._in_use += 1
+                return
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            with self._lock:
+                if (loop, future) in self._waiters:
+                    self._waiters.remove((loop, future))
+                    raise
+            if future.done() and not future.cancelled():
+                # The permit reached us just as we were cancelled: pass it on.
+                self.release()
+            raise
+
+    def release(self) -> None:
+        with self._lock:
+            while self._waiters:
+                loop, future = self._waiters.popleft()
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(_grant, future, self)
+                    return
+            self._in_use -= 1
+
+
+def _grant(future: asyncio.Future[None], capacity: Capacity) -> None:
+    """Hand a permit to a waiter (the in-use count stays as it is); a waiter cancelled meanwhile
+    passes it on."""
+    if future.done():
+        capacity.release()
+    else:
+        future.set_result(None)
+
+
+class OpenRate:
+    """Spaces calls at least 1/qps seconds apart, in arrival order."""
+
+    def __init__(self, qps: float) -> None:
+        self.interval = 1.0 / qps
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    async def wait(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.interval
+        delay = slot - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+_capacities: dict[str, Capacity] = {}
+_rates: dict[str, OpenRate] = {}
+_registry_lock = threading.Lock()
+
+
+def capacity_for(environment_id: str, permits: int) -> Capacity | None:
+    if permits <= 0:
+        return None
+    with _registry_lock:
+        capacity = _capacities.setdefault(environment_id, Capacity(permits))
+        capacity.permits = permits
+        return capacity
+
+
+def open_rate_for(provider_id: str, qps: float) -> OpenRate | None:
+    if qps <= 0:
+        return None
+    with _registry_lock:
+        rate = _rates.setdefault(provider_id, OpenRate(qps))
+        rate.interval = 1.0 / qps
+        return rate
+
+
+@asynccontextmanager
+async def attempt_permit(environment_id: str, permits: int) -> AsyncIterator[None]:
+    """Hold one of the environment's capacity permits for the duration of one attempt try."""
+    capacity = capacity_for(environment_id, permits)
+    if capacity is None:
+        yield
+        return
+    await capacity.acquire()
+    try:
+        yield
+    finally:
+        capacity.release()
