@@ -49,7 +49,7 @@ _ERROR_CATEGORIES = (
     ("model_api", re.compile(r"rate ?limit|\b429\b|APIConnection|APIStatus|openai|model call", re.I)),
     ("environment", re.compile(r"environment|No space left|Permission denied|bwrap|docker|container|OSError", re.I)),
 )
-_EXCEPTION = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Exit|Interrupt))\b", re.M)
+_EXCEPTION = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Exit|Interrupt))\b")
 
 
 class ErrorCategoryAnalyzer(Analyzer):
@@ -66,12 +66,15 @@ class ErrorCategoryAnalyzer(Analyzer):
             return {"category": "timeout"}
         if attempt.eval_error and not attempt.run_error:
             return {"category": "evaluation"}
+        # A traceback's last line is the exception itself; the lines above are code, which would match
+        # anything.
+        last = attempt.error.strip().splitlines()[-1]
         for category, pattern in _ERROR_CATEGORIES:
-            if pattern.search(attempt.error):
+            if pattern.search(last):
                 return {"category": category}
-        exceptions = _EXCEPTION.findall(attempt.error)
-        if exceptions:
-            return {"category": "harness_exception", "exception": exceptions[-1]}
+        exception = _EXCEPTION.match(last)
+        if exception and "Traceback" in attempt.error:
+            return {"category": "harness_exception", "exception": exception.group(1)}
         return {"category": "returned_error"}
 
     def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.errors import field_error
 from agentcompass_dagster.runtime.components import Components
@@ -14,6 +16,9 @@ class Planner:
         self.components = components
 
     def plan(self, task: TaskSpec, attempt: int) -> ExecutionPlan:
+        return self._build(task, attempt, self.components.benchmark.plan(task))
+
+    def _build(self, task: TaskSpec, attempt: int, benchmark_plan: dict[str, Any]) -> ExecutionPlan:
         request = self.request
         execution = request.execution
         return ExecutionPlan(
@@ -31,12 +36,12 @@ class Planner:
             attempt_timeout_s=execution.limits.attempt_timeout_s,
             max_retries=execution.max_retries,
             retry_pattern_list=execution.retry_pattern_list,
-            benchmark_plan=self.components.benchmark.plan(task),
+            benchmark_plan=benchmark_plan,
         )
 
     def preflight(self, probe_task: TaskSpec) -> None:
         """Refuse, before anything runs, a plan the benchmark or environment cannot honour."""
-        plan = self.plan(probe_task, 1)
+        plan = self._build(probe_task, 1, {})
         modes = self.components.benchmark.supported_evaluation_modes
         if plan.evaluation_environment_mode not in modes:
             raise field_error(

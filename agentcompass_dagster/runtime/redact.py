@@ -19,12 +19,9 @@ _SECRET_KEY = re.compile(
     r"|private[_-]?key|access[_-]?key|session[_-]?key|cookie|bearer)",
     re.IGNORECASE,
 )
-# Keys that contain a secret-looking word but only ever hold counts or names.
-_NOT_SECRET_KEY = re.compile(
-    r"(^|_)(tokens?_(in|out|used|count|total)|(input|output|cache_read|cache_write|reasoning|max|total)_tokens?"
-    r"|api_key_env|token_budget)$",
-    re.IGNORECASE,
-)
+# Keys that contain a secret-looking word but hold counts (token usage) or the *name* of an environment
+# variable that holds the secret (api_key_env), never the secret itself.
+_NOT_SECRET_KEY = re.compile(r"(tokens|token_(count|budget|limit|usage|in|out|used|total)|_env$|_count$)", re.I)
 _SECRET_VALUE = re.compile(
     r"(sk-[A-Za-z0-9_\-]{16,}"
     r"|sk_(live|test)_[A-Za-z0-9]{16,}"

@@ -1,0 +1,385 @@
+"""R-LIMIT-1 (provider capacity and open rate) and R-CLEAN-2 (timeout and Ctrl-C clean up and keep what
+finished).
+
+The limit tests run in-process with a recording `local` environment registered under a unique provider
+id (capacity and open rate are process-global, keyed by environment / provider id), whose opens and
+closes are timestamped. The cancellation tests run the real CLI in a subprocess with its own TMPDIR and
+interrupt it with SIGINT, then look at the run directory, the temp directory and /proc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from agentcompass_dagster import registry
+from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
+from agentcompass_dagster.environments.local import LocalEnvironment
+from agentcompass_dagster.runtime.orchestrator import run_requests
+from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskDetail, TaskSpec
+
+from conftest import write_sweep
+
+Event = tuple[float, str, int]  # (time.monotonic(), "open" | "close", session number)
+
+
+# A recording environment
+
+
+class RecordingSession(EnvironmentSession):
+    """Delegates to a LocalSession; records the moment its close has finished."""
+
+    def __init__(self, inner: EnvironmentSession, events: list[Event], number: int) -> None:
+        self.inner = inner
+        self.events = events
+        self.number = number
+        self.workdir = inner.workdir
+        self.scratch = inner.scratch
+        self._closed = False
+
+    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None) -> ExecResult:
+        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd)
+
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        await self.inner.write_file(path, data, mode)
+
+    async def read_file(self, path: str) -> bytes:
+        return await self.inner.read_file(path)
+
+    async def set_network_policy(self, policy: NetworkPolicy) -> None:
+        await self.inner.set_network_policy(policy)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.inner.close()
+        self.events.append((time.monotonic(), "close", self.number))
+
+
+def recording_environment(prefix: str) -> tuple[str, list[Event]]:
+    """A LocalEnvironment subclass registered under a fresh provider id; returns the id and its events.
+
+    ``open`` records the moment it starts doing work, i.e. after the open-rate wait that
+    Environment.__init_subclass__ wraps around it. It builds the session itself rather than calling
+    ``super().open()``, which is itself rate limited."""
+    provider_id = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    events: list[Event] = []
+
+    class RecordingLocal(LocalEnvironment):
+        async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
+            number = sum(1 for e in events if e[1] == "open")
+            events.append((time.monotonic(), "open", number))
+            inner = await asyncio.to_thread(self._create)
+            return RecordingSession(inner, events, number)
+
+    registry.environments.register(provider_id, RecordingLocal)
+    return provider_id, events
+
+
+def make_request(
+    tmp_path: Path, environment: dict[str, Any], *, n_tasks: int, harness: dict[str, Any],
+    limits: dict[str, Any], name: str = "limits",
+) -> RunRequest:
+    return RunRequest.model_validate({
+        "name": name,
+        "benchmark": {"id": "synthetic", "params": {"n_tasks": n_tasks}},
+        "model": {"id": "none"},
+        "harness": {"id": "scripted", "params": harness},
+        "environment": environment,
+        "execution": {"limits": limits},
+        "output": {"results_dir": str(tmp_path / "results")},
+    })
+
+
+def intervals(events: list[Event]) -> list[tuple[float, float]]:
+    opened = {n: t for t, kind, n in events if kind == "open"}
+    closed = {n: t for t, kind, n in events if kind == "close"}
+    assert set(opened) == set(closed), f"every opened session is closed: {sorted(opened)} vs {sorted(closed)}"
+    return sorted((opened[n], closed[n]) for n in opened)
+
+
+def max_open_at_once(spans: list[tuple[float, float]]) -> int:
+    """Sweep the open/close moments; a close at the same instant as an open counts first."""
+    points = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    current = peak = 0
+    for _, delta in points:
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+# R-LIMIT-1: capacity
+
+
+def run_capacity(tmp_path: Path, capacity: int) -> list[tuple[float, float]]:
+    env_id, events = recording_environment("recording-local-capacity")
+    request = make_request(
+        tmp_path,
+        {"id": env_id, "capacity": capacity},
+        n_tasks=6,
+        harness={"default": {"sleep": 0.2, "answer": "whatever"}},
+        limits={"task_concurrency": 4},
+    )
+    result = run_requests([request])
+    assert result.status == "completed", result
+    spans = intervals(events)
+    assert len(spans) == 6, "one environment per task"
+    return spans
+
+
+def test_capacity_one_never_opens_two_environments_at_once(tmp_path: Path) -> None:
+    """R-LIMIT-1: with capacity 1 and 4 workers, the open..close intervals of the attempts never overlap."""
+    spans = run_capacity(tmp_path, capacity=1)
+    for (_, previous_close), (next_open, _) in zip(spans, spans[1:]):
+        assert next_open >= previous_close, f"an environment opened before the previous one closed: {spans}"
+    assert max_open_at_once(spans) == 1
+
+
+def test_capacity_disabled_lets_environments_overlap(tmp_path: Path) -> None:
+    """R-LIMIT-1 control: capacity 0 (disabled), same setup: the 4 workers do hold environments at once,
+    so the capacity test above can fail."""
+    spans = run_capacity(tmp_path, capacity=0)
+    assert max_open_at_once(spans) > 1, spans
+
+
+# R-LIMIT-1: open rate
+
+
+def test_open_qps_spaces_environment_opens(tmp_path: Path) -> None:
+    """R-LIMIT-1: open_qps 5 with 8 workers and 20 instant tasks: the 20 opens are spread over at least
+    19 / 5 = 3.8 s (first to last open >= 3.7 s)."""
+    env_id, events = recording_environment("recording-local-qps")
+    request = make_request(
+        tmp_path,
+        {"id": env_id, "open_qps": 5},
+        n_tasks=20,
+        harness={"default": {"answer": "whatever"}},
+        limits={"task_concurrency": 8},
+    )
+    result = run_requests([request])
+    assert result.status == "completed", result
+    opens = sorted(t for t, kind, _ in events if kind == "open")
+    assert len(opens) == 20
+    assert opens[-1] - opens[0] >= 3.7, f"20 opens at 5/s took only {opens[-1] - opens[0]:.2f}s"
+    gaps = [b - a for a, b in zip(opens, opens[1:])]
+    assert min(gaps) >= 0.19, f"two opens closer than 1/qps: {min(gaps):.3f}s"
+
+
+# R-CLEAN-2: orchestration timeout, in-process
+
+
+def leftover_temp_dirs(tmpdir: Path) -> list[str]:
+    return sorted(p.name for p in tmpdir.glob("agentcompass-*"))
+
+
+def load_details(run_dir: Path) -> dict[str, tuple[str, TaskDetail]]:
+    """Every detail file by task id, with its file name; each must parse."""
+    details = {}
+    for path in sorted((run_dir / "details").glob("*.json")):
+        detail = TaskDetail.model_validate_json(path.read_bytes())
+        details[detail.task_id] = (path.name, detail)
+    return details
+
+
+def test_orchestration_timeout_stops_tasks_keeps_finished_and_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R-CLEAN-2: orchestration_timeout_s stops the 30 s tasks, the run ends `timeout` (result and
+    run_info.json with finished_at), the quick tasks' details are kept, and no temp dir is left behind."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    env_id = f"local-timeout-{uuid.uuid4().hex[:10]}"
+    registry.environments.register(env_id, LocalEnvironment)
+    # Two workers: t0 finishes at once and its worker takes t2 (quick too), then t3; t1 blocks the other
+    # worker; t4 and t5 never start.
+    quick = {"command": "pwd"}
+    request = make_request(
+        tmp_path,
+        {"id": env_id},
+        n_tasks=6,
+        harness={
+            "default": {"sleep": 30},
+            "tasks": {"t0": {**quick, "answer": "answer-0"}, "t2": {**quick, "answer": "answer-2"}},
+        },
+        limits={"task_concurrency": 2, "orchestration_timeout_s": 1.5, "cleanup_grace_seconds": 10},
+        name="timeout",
+    )
+    started = time.monotonic()
+    result = run_requests([request])
+    elapsed = time.monotonic() - started
+
+    assert elapsed < 20, f"run_requests returned after {elapsed:.1f}s: the timeout did not stop the 30 s tasks"
+    assert result.status == "timeout"
+    outcome = result.outcomes["timeout"]
+    assert outcome.status == "timeout"
+    run_dir = Path(outcome.paths["run_dir"])
+    info = json.loads((run_dir / "run_info.json").read_text())
+    assert info["status"] == "timeout"
+    assert info["finished_at"]
+
+    details = load_details(run_dir)
+    assert sorted(details) == ["t0", "t2"], "exactly the tasks that finished have details"
+    for task_id in ("t0", "t2"):
+        name, detail = details[task_id]
+        assert not name.startswith("_error_") and detail.error is None and detail.correct, (name, detail)
+        workdir = detail.attempts["1"].trajectory[-1]["output"].strip()
+        # The environment really lived in our TMPDIR, so the leftover check below means something.
+        assert Path(workdir).parent.parent == tmpdir and Path(workdir).parent.name.startswith("agentcompass-")
+    assert leftover_temp_dirs(tmpdir) == []
+
+
+# R-CLEAN-2: SIGINT to the CLI, in a subprocess
+
+
+def processes_with(needle: str) -> list[int]:
+    """Pids of live processes whose command line contains needle."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline.replace(b"\0", b" ").decode(errors="replace"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen[bytes], err: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            pytest.fail(f"the CLI exited ({proc.returncode}) while waiting for {what}: {err.read_text()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}: {err.read_text()}")
+        time.sleep(0.05)
+
+
+def started_tasks(record: Path) -> set[str]:
+    if not record.exists():
+        return set()
+    events = [json.loads(line) for line in record.read_text().splitlines() if line.endswith("}")]
+    return {e["task"] for e in events if e["event"] == "start"}
+
+
+def start_cli(tmp_path: Path, sweep: Path, tmpdir: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    err = tmp_path / "cli.stderr"
+    with open(tmp_path / "cli.stdout", "wb") as out, open(err, "wb") as errors:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep)],
+            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=errors,
+        )
+    return proc, err
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_sigint_cancels_cleans_up_and_keeps_finished_details(tmp_path: Path) -> None:
+    """R-CLEAN-2: one SIGINT to `agentcompass run` while commands run in local environments: exit code
+    130, run_info.json `cancelled` with finished_at, the finished tasks' details intact, no agentcompass-*
+    temp dir and no `sleep` child process left."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    record = tmp_path / "calls.jsonl"
+    sleep_command = f"sleep 60.{random.randint(100000, 999999)}"  # unique: found in /proc by this string
+    sweep = write_sweep(
+        tmp_path,
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 6}}],
+        harness={"id": "scripted", "params": {
+            "default": {"command": sleep_command},
+            "tasks": {"t0": {"answer": "answer-0"}, "t1": {"answer": "answer-1"}},
+            "record": str(record),
+        }},
+        execution={"limits": {"task_concurrency": 4, "cleanup_grace_seconds": 20}},
+    )
+    sleepers = {"t2", "t3", "t4", "t5"}
+    proc, err = start_cli(tmp_path, sweep, tmpdir)
+    try:
+        wait_for(lambda: sleepers <= started_tasks(record), 60, "the sleeping tasks to start", proc, err)
+        wait_for(lambda: len(processes_with(sleep_command)) >= 4, 30, f"4 `{sleep_command}` processes", proc, err)
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the CLI did not exit within 30s of SIGINT: {err.read_text()}")
+    finally:
+        stop(proc)
+        leftovers = processes_with(sleep_command)
+        deadline = time.monotonic() + 5
+        while leftovers and time.monotonic() < deadline:  # SIGKILLed processes take a moment to vanish
+            time.sleep(0.05)
+            leftovers = processes_with(sleep_command)
+        for pid in leftovers:  # don't leave them behind if the assertion below fails
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    stderr = err.read_text()
+    assert code == 130, stderr
+    assert "stopping: cleaning up" in stderr
+    (run_dir,) = (tmp_path / "results" / "sweep" / "synthetic" / "none").iterdir()
+    info = json.loads((run_dir / "run_info.json").read_text())
+    assert info["status"] == "cancelled", info["status"]
+    assert info["finished_at"]
+    details = load_details(run_dir)
+    assert {"t0", "t1"} <= set(details), sorted(details)
+    for task_id in ("t0", "t1"):
+        name, detail = details[task_id]
+        assert not name.startswith("_error_") and detail.correct and detail.error is None, (name, detail)
+        assert detail.attempts["1"].final_answer == f"answer-{task_id[1:]}"
+    assert not any(d.correct for task_id, (_, d) in details.items() if task_id in sleepers)
+    assert leftover_temp_dirs(tmpdir) == [], "the interrupted tasks' environments were not removed"
+    assert leftovers == [], f"`{sleep_command}` processes survived the interrupted run: {leftovers}"
+
+
+def test_second_sigint_exits_at_once_during_slow_cleanup(tmp_path: Path) -> None:
+    """R-CLEAN-2: while the cooperative cleanup after a first SIGINT is slow (a harness session close
+    that sleeps 30 s, cleanup grace 60 s), a second SIGINT ends the process with exit code 130 at once
+    (bounded wait: 10 s)."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    record = tmp_path / "calls.jsonl"
+    sweep = write_sweep(
+        tmp_path,
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
+        harness={"id": "scripted", "params": {"default": {"sleep": 60, "close_sleep": 30}, "record": str(record)}},
+        execution={"limits": {"task_concurrency": 2, "cleanup_grace_seconds": 60}},
+    )
+    proc, err = start_cli(tmp_path, sweep, tmpdir)
+    try:
+        wait_for(lambda: started_tasks(record) == {"t0", "t1"}, 60, "both tasks to start", proc, err)
+        proc.send_signal(signal.SIGINT)
+        wait_for(lambda: "stopping: cleaning up" in err.read_text(), 30, "the stopping line", proc, err)
+        time.sleep(0.2)
+        assert proc.poll() is None, "the cleanup (a 30 s close) must still be running at the second SIGINT"
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a second SIGINT did not end the CLI within 10s: {err.read_text()}")
+    finally:
+        stop(proc)
+    assert code == 130, err.read_text()
