@@ -200,7 +200,7 @@ def test_interrupted_task_runs_only_missing_attempts(tmp_path: Path) -> None:
                                        limits={"orchestration_timeout_s": 1.5, "cleanup_grace_seconds": 5})])
     assert first.status == "timeout"
     source = Path(first.outcomes["r"].paths["run_dir"])
-    assert sorted(p.name for p in (source / ".attempt_checkpoints" / "t0").iterdir()) == ["1.json", "2.json"]
+    assert sorted(p.name for p in (source / ".attempt_checkpoints").iterdir()) == ["t0@1.json", "t0@2.json"]
     record.unlink()
     quick = {"record": str(record)}
     request = make_request(tmp_path, attempts={"k": 3}, harness=quick)
@@ -209,8 +209,8 @@ def test_interrupted_task_runs_only_missing_attempts(tmp_path: Path) -> None:
     starts = [json.loads(line) for line in record.read_text().splitlines() if '"start"' in line]
     assert [(s["task"], s["attempt"]) for s in starts] == [("t0", 3)]
     assert list(detail.attempts) == ["1", "2", "3"] and detail.correct
-    assert not (Path(result.run_dir) / ".attempt_checkpoints" / "t0").exists()
-    assert sorted(p.name for p in (source / ".attempt_checkpoints" / "t0").iterdir()) == ["1.json", "2.json"]
+    assert list((Path(result.run_dir) / ".attempt_checkpoints").iterdir()) == []
+    assert sorted(p.name for p in (source / ".attempt_checkpoints").iterdir()) == ["t0@1.json", "t0@2.json"]
 
 
 class ExplodingAnalyzer(Analyzer):

@@ -81,6 +81,8 @@ class Benchmark(ABC):
         return None
 
     def aggregate_metrics(self, details: list[TaskDetail], total: int) -> MetricResult:
+        """Request metrics from the task details in selected order. Details come without trajectories and
+        artifacts (those stay in details/ on disk), so metrics depend only on scores and counts."""
         return standard_metrics(details, total)
 
 

@@ -26,8 +26,8 @@ class LocalSession(EnvironmentSession):
         self.workdir = str(root / "work")
         self.scratch = str(root / "scratch")
         self.home = str(root / "home")
-        for path in (self.workdir, self.scratch, self.home):
-            os.mkdir(path)
+        os.mkdir(self.workdir)
+        self._home_made = False
         self._env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": self.home,
@@ -42,6 +42,12 @@ class LocalSession(EnvironmentSession):
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None) -> ExecResult:
         started = time.monotonic()
+        if not self._home_made:
+            # Made on first use: a task that runs no command (the common case in large sweeps of
+            # model-only tasks) pays for one directory, not three.
+            os.makedirs(self.scratch, exist_ok=True)
+            os.makedirs(self.home, exist_ok=True)
+            self._home_made = True
         proc = await asyncio.create_subprocess_exec(
             "bash",
             "-c",

@@ -30,7 +30,7 @@ def dumps(value: Any) -> bytes:
     return (json.dumps(redact(to_jsonable(value)), indent=2, ensure_ascii=False, sort_keys=False) + "\n").encode()
 
 
-def _write_temp(path: Path, data: bytes) -> Path:
+def _write_temp(path: Path, data: bytes, durable: bool = True) -> Path:
     tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
@@ -38,7 +38,8 @@ def _write_temp(path: Path, data: bytes) -> Path:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         tmp.unlink(missing_ok=True)
@@ -55,15 +56,17 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically."""
-    tmp = _write_temp(path, data)
+def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically; ``durable=False`` skips the fsyncs (for caches whose
+    loss costs recomputation, never a wrong result)."""
+    tmp = _write_temp(path, data, durable)
     try:
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def atomic_create_bytes(path: Path, data: bytes) -> bool:
@@ -83,8 +86,8 @@ def atomic_create_bytes(path: Path, data: bytes) -> bool:
     return True
 
 
-def atomic_write_json(path: Path, value: Any) -> None:
-    atomic_write_bytes(path, dumps(value))
+def atomic_write_json(path: Path, value: Any, durable: bool = True) -> None:
+    atomic_write_bytes(path, dumps(value), durable)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -126,7 +126,7 @@ class TaskRunner:
         with the same plan are restored, not run again (R-RETRY-4)."""
         config = self.request.execution.attempts
         done = STRATEGIES[config.strategy]
-        checkpoints = await asyncio.to_thread(self.run_dir.load_attempt_checkpoints, task) if config.k > 1 else {}
+        checkpoints = await asyncio.to_thread(self.run_dir.load_attempt_checkpoints, task, config.k) if config.k > 1 else {}
         attempts: dict[int, EvaluatedAttempt] = {}
         for index in range(1, config.k + 1):
             if done(attempts):

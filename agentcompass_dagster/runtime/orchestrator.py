@@ -243,7 +243,7 @@ class Orchestrator:
         run_dir.write_params(request)
         if state.reuse_source is not None:
             reused = run_dir.materialize_reused_details(state.reuse_source, state.tasks)
-            state.results.update(reused)
+            state.results.update((task_id, detail.without_bulk()) for task_id, detail in reused.items())
             state.reused = set(reused)
             run_dir.set_reused_from(state.reuse_source, sorted(state.reused))
             checkpoints = run_dir.link_attempt_checkpoints(
@@ -276,7 +276,7 @@ class Orchestrator:
             self.observer.task_started(state, task)
             try:
                 detail = await self._run_one(state, task)
-                state.results[task.id] = detail
+                state.results[task.id] = detail.without_bulk()
                 self.observer.task_finished(state, detail)
             finally:
                 state.active -= 1
@@ -356,7 +356,8 @@ class Orchestrator:
 def _persist_detail(run_dir: RunDir, detail: TaskDetail) -> None:
     """The task's terminal detail, then its attempt checkpoints are no longer needed (R-RETRY-4)."""
     run_dir.save_partial_result(detail)
-    run_dir.delete_attempt_checkpoints(detail.task_id)
+    if detail.k > 1:
+        run_dir.delete_attempt_checkpoints(detail.task_id, detail.k)
 
 
 def run_requests(requests: list[RunRequest], observer: OrchestrationObserver | None = None) -> OrchestrationResult:

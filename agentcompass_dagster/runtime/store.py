@@ -187,6 +187,7 @@ class RunStore:
                 raise RuntimeError(f"no free run id below {root}")
         os.mkdir(path / DETAILS)
         os.mkdir(path / RETRY_DETAILS)
+        os.mkdir(path / ATTEMPT_CHECKPOINTS)
         fsync_dir(root)
         return RunDir(path)
 
@@ -312,44 +313,41 @@ class RunDir:
         atomic_write_json(path, {"task_id": task_id, "attempt": attempt, "retry": retry, **record})
         return path
 
-    # attempt checkpoints (R-RETRY-4): one file per evaluated attempt of an unfinished k>1 task
+    # attempt checkpoints (R-RETRY-4): one flat file per evaluated attempt of an unfinished k>1 task,
+    # written without fsync: a checkpoint lost in a crash costs one attempt run again, never a result.
 
-    def _checkpoint_dir(self, task_id: str) -> Path:
-        return self.path / ATTEMPT_CHECKPOINTS / file_stem(task_id)
+    def _checkpoint(self, task_id: str, index: int) -> Path:
+        return self.path / ATTEMPT_CHECKPOINTS / f"{file_stem(task_id)}@{index}.json"
 
     def save_attempt_checkpoint(self, task: TaskSpec, attempt: EvaluatedAttempt) -> None:
-        directory = self._checkpoint_dir(task.id)
-        directory.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(directory / f"{attempt.attempt}.json", attempt)
+        atomic_write_json(self._checkpoint(task.id, attempt.attempt), attempt, durable=False)
 
-    def load_attempt_checkpoints(self, task: TaskSpec) -> dict[int, EvaluatedAttempt]:
+    def load_attempt_checkpoints(self, task: TaskSpec, k: int) -> dict[int, EvaluatedAttempt]:
         """Error-free checkpointed attempts of this task by index (an errored one runs again)."""
         found = {}
-        directory = self._checkpoint_dir(task.id)
-        for path in directory.glob("*.json") if directory.is_dir() else []:
+        for index in range(1, k + 1):
             try:
-                attempt = EvaluatedAttempt.model_validate_json(path.read_bytes())
+                attempt = EvaluatedAttempt.model_validate_json(self._checkpoint(task.id, index).read_bytes())
             except (OSError, ValueError):
                 continue
-            if attempt.error is None and path.stem == str(attempt.attempt):
-                found[attempt.attempt] = attempt
+            if attempt.error is None and attempt.attempt == index:
+                found[index] = attempt
         return found
 
-    def delete_attempt_checkpoints(self, task_id: str) -> None:
-        shutil.rmtree(self._checkpoint_dir(task_id), ignore_errors=True)
+    def delete_attempt_checkpoints(self, task_id: str, k: int) -> None:
+        for index in range(1, k + 1):
+            self._checkpoint(task_id, index).unlink(missing_ok=True)
 
     def link_attempt_checkpoints(self, source: ReuseSource, tasks: list[TaskSpec]) -> int:
         """Make an interrupted source run's attempt checkpoints visible here (hard links: the source is
         only read), so its unfinished k>1 tasks run only their missing attempts."""
+        origin = Path(source.path) / ATTEMPT_CHECKPOINTS
+        names = os.listdir(origin) if origin.is_dir() else []
+        wanted = {file_stem(task.id) for task in tasks}
         linked = 0
-        for task in tasks:
-            origin = Path(source.path) / ATTEMPT_CHECKPOINTS / file_stem(task.id)
-            if not origin.is_dir():
-                continue
-            target = self._checkpoint_dir(task.id)
-            target.mkdir(parents=True, exist_ok=True)
-            for path in origin.glob("*.json"):
-                _link_or_copy(path, target / path.name)
+        for name in names:
+            if name.endswith(".json") and name.rpartition("@")[0] in wanted:
+                _link_or_copy(origin / name, self.path / ATTEMPT_CHECKPOINTS / name)
                 linked += 1
         return linked
 

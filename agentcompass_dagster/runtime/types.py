@@ -147,6 +147,16 @@ class TaskDetail(Record):
     def is_error(self) -> bool:
         return self.error is not None
 
+    def without_bulk(self) -> TaskDetail:
+        """This detail without trajectories, artifacts and plans: what the orchestrator keeps in memory
+        until finalisation, so memory does not grow with trajectory size (the full record is on disk)."""
+        slim = {
+            key: attempt.model_copy(update={"trajectory": [], "artifacts": {},
+                                            "meta": {k: v for k, v in attempt.meta.items() if k != "resolved_execution_plan"}})
+            for key, attempt in self.attempts.items()
+        }
+        return self.model_copy(update={"attempts": slim})
+
     @property
     def usage(self) -> Usage:
         total = Usage()
