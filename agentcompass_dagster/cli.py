@@ -1,4 +1,4 @@
-"""The `agentcompass` command. Thin: it parses arguments, calls the runtime and prints.
+"""The `agentcompass` command. Thin: it parses arguments, calls the runtime or the Dagster layer, prints.
 
 A user mistake is one line on stderr and exit code 2, never a traceback.
 """
@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,57 +22,99 @@ DEFAULT_SWEEP = Path("resources/sweeps/demo.yaml")
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentcompass", description="Evaluate AI agents: run declared sweeps.")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a declared sweep (default: resources/sweeps/demo.yaml)")
+    run = sub.add_parser(
+        "run",
+        help="run a declared sweep (default: resources/sweeps/demo.yaml) through Dagster, only what is missing",
+    )
     run.add_argument("sweep", nargs="?", type=Path, default=DEFAULT_SWEEP, help="sweep YAML file")
     run.add_argument("--results-dir", type=Path, help="override output.results_dir")
-    run.add_argument("--run-id", help="override output.run_id (must not exist yet)")
-    run.add_argument("--reuse", action="store_true", help="reuse finished details of the newest earlier run")
-    run.add_argument("--reuse-run-id", help="reuse finished details of this earlier run id")
+    run.add_argument("--direct", action="store_true",
+                     help="run with the runtime alone, without Dagster: a new run directory every time")
+    run.add_argument("--run-id", help="with --direct: override output.run_id (must not exist yet)")
+    run.add_argument("--reuse", action="store_true", help="with --direct: reuse the newest earlier run")
+    run.add_argument("--reuse-run-id", help="with --direct: reuse this earlier run id")
     summary = sub.add_parser("summary", help="re-render summary.md of a run directory from its details")
     summary.add_argument("run_dir", type=Path)
+    ui = sub.add_parser("ui", help="start the Dagster UI (dagster dev) for workspace.yaml on 127.0.0.1")
+    ui.add_argument("--port", type=int, default=3000)
     return parser
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+def _load(args: argparse.Namespace) -> Any:
+    from agentcompass_dagster.config import OutputConfig, load_sweep, validate_declaration
+
+    sweep = load_sweep(args.sweep)
     output: dict[str, Any] = {}
     if args.results_dir is not None:
         output["results_dir"] = args.results_dir
+    direct_only = {"--run-id": args.run_id, "--reuse": args.reuse or None, "--reuse-run-id": args.reuse_run_id}
+    for flag, value in direct_only.items():
+        if value is not None and not args.direct:
+            raise UserError(f"{flag}={value!r}: applies to --direct runs; through Dagster every run reuses the newest")
     if args.run_id is not None:
         output["run_id"] = args.run_id
     if args.reuse:
         output["reuse"] = True
     if args.reuse_run_id is not None:
         output["reuse_run_id"] = args.reuse_run_id
-    return output
+    if output:
+        merged = {**sweep.output.model_dump(exclude_unset=True), **output}
+        sweep = sweep.model_copy(update={"output": validate_declaration(OutputConfig, merged, "command line")})
+    return sweep
+
+
+def _live_progress() -> Any:
+    if not sys.stdout.isatty():
+        return None
+    from agentcompass_dagster.progress import LiveProgress
+
+    return LiveProgress()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from agentcompass_dagster.config import OutputConfig, load_sweep, validate_declaration
+    sweep = _load(args)
+    return _run_direct(sweep) if args.direct else _run_dagster(sweep)
+
+
+def _run_direct(sweep: Any) -> int:
     from agentcompass_dagster.runtime.orchestrator import run_requests
 
-    sweep = load_sweep(args.sweep)
-    overrides = _overrides(args)
-    if overrides:
-        output = validate_declaration(
-            OutputConfig, {**sweep.output.model_dump(exclude_unset=True), **overrides}, "command line"
-        )
-        sweep = sweep.model_copy(update={"output": output})
-    if sys.stdout.isatty():
-        from agentcompass_dagster.progress import LiveProgress
-
-        with LiveProgress() as progress:
+    progress = _live_progress()
+    if progress is not None:
+        with progress:
             result = run_requests(sweep.requests(), observer=progress)
     else:
         result = run_requests(sweep.requests())
     for outcome in result.outcomes.values():
-        if outcome.result is not None:
-            print(outcome.result.summary)
-        else:
-            print(f"# {outcome.name}: {outcome.status}\n{outcome.error or ''}\n")
+        print(outcome.result.summary if outcome.result else f"# {outcome.name}: {outcome.status}\n{outcome.error or ''}\n")
         if outcome.paths.get("run_dir"):
             print(f"run directory: {outcome.paths['run_dir']}\n")
     if result.status != "completed":
         print(f"agentcompass: the sweep ended {result.status}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_dagster(sweep: Any) -> int:
+    from agentcompass_dagster.defs import assets
+    from agentcompass_dagster.defs.launch import launch_sweep
+
+    progress = _live_progress()
+    assets.in_process_observer = progress
+    if progress is not None:
+        with progress:
+            home, launch = launch_sweep(sweep)
+    else:
+        home, launch = launch_sweep(sweep)
+    for (benchmark, model), source in sorted(launch.newest.items()):
+        summary = Path(source.path) / "summary.md"
+        print(summary.read_text() if summary.is_file() else f"# {benchmark} · {model}: no summary yet\n")
+        print(f"run directory: {source.path}\n")
+    attempts_runs = len(launch.runs)
+    print(f"dagster: {attempts_runs} run(s) launched in {home}" if attempts_runs
+          else f"dagster: nothing to run, every task has a result ({home})")
+    if launch.failed:
+        print(f"agentcompass: failed in Dagster: {', '.join(launch.failed)}", file=sys.stderr)
         return 1
     return 0
 
@@ -83,7 +128,41 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "summary": cmd_summary}
+def cmd_ui(args: argparse.Namespace) -> int:
+    """`dagster dev` in its own process group, so Ctrl-C stops the webserver, the daemon and every code
+    server it started."""
+    from agentcompass_dagster.defs.instance import ensure_dagster_home
+
+    if not Path("workspace.yaml").is_file():
+        raise UserError(f"workspace.yaml: not found in {Path.cwd()}; run `agentcompass ui` from the project root")
+    ensure_dagster_home()
+    dagster = Path(sys.executable).with_name("dagster")
+    command = [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.port)]
+    proc = subprocess.Popen(command, start_new_session=True)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        _stop_group(proc)
+        return 130
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    for sig, wait in ((signal.SIGINT, 20), (signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            os.killpg(proc.pid, signal.SIGKILL)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
+
+
+COMMANDS = {"run": cmd_run, "summary": cmd_summary, "ui": cmd_ui}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -170,10 +170,15 @@ class RunRequest(Declaration):
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Run only these of the selected tasks; the others only carry over from the reuse source. The
+    # Dagster layer runs exactly the requested partitions this way while the new run directory still
+    # holds every finished detail.
+    run_only: list[str] | None = None
 
     def to_task_payload(self) -> dict[str, Any]:
         """The whole request; run_info.json keeps its redacted form."""
-        return self.model_dump(mode="json", exclude={"metadata"} if not self.metadata else set())
+        empty = {name for name in ("metadata", "run_only") if not getattr(self, name)}
+        return self.model_dump(mode="json", exclude=empty)
 
     def to_persistence_params(self) -> dict[str, Any]:
         """Only what storage and reuse need; params.json keeps its redacted form."""

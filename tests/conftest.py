@@ -69,6 +69,14 @@ def tree_snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
     return snap
 
 
+@pytest.fixture(autouse=True)
+def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own DAGSTER_HOME, so nothing touches the project's .dagster/."""
+    home = tmp_path / "dagster_home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
 @pytest.fixture
 def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)

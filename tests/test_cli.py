@@ -65,7 +65,7 @@ def test_bad_input_is_one_line_exit_2_and_touches_nothing(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Bad input: one line naming the field and the value, exit code 2, every existing file unchanged."""
-    assert run_cli("run", write_sweep(tmp_path, name="good")) == 0
+    assert run_cli("run", write_sweep(tmp_path, name="good"), "--direct") == 0
     (tmp_path / "FILE").write_text("a file, not a directory")
     before = tree_snapshot(tmp_path)
     spec, expected = BAD_INPUTS[case]

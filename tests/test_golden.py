@@ -57,7 +57,7 @@ def test_golden_run_is_a_reuse_source(tmp_path: Path) -> None:
         benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
         output={"results_dir": str(tmp_path / "results"), "reuse_run_id": "golden-v0.1.0"},
     )
-    assert run_cli("run", sweep) == 0
+    assert run_cli("run", sweep, "--direct") == 0
     assert tree_snapshot(source) == before
     (new_dir,) = [p for p in source.parent.iterdir() if p != source]
     counts = json.loads((new_dir / ".summary_counts.json").read_text())

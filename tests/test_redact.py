@@ -13,9 +13,10 @@ URL_PASSWORD = "hunter2secret"
 ENV_TOKEN = "tok_9f8e7d6c5b4a"
 
 
-def test_secrets_in_the_request_never_reach_the_run_directory(tmp_path: Path) -> None:
+def test_secrets_in_the_request_never_reach_the_run_directory(tmp_path: Path, dagster_home: Path) -> None:
     """R-STORE-4: an api_key field, an env value and a URL password in the request are absent from every
-    file under the run directory, even where a task echoes the env value into its trajectory."""
+    file under the run directory (and from Dagster's storage), even where a task echoes the env value
+    into its trajectory."""
     write_task(tmp_path / "tasks", "echo-token", solution='echo "token is $API_TOKEN and $SERVICE_URL"\necho ok > out.txt',
                check="test -f out.txt")
     sweep = write_sweep(
@@ -29,6 +30,9 @@ def test_secrets_in_the_request_never_reach_the_run_directory(tmp_path: Path) ->
     )
     assert run_cli("run", sweep) == 0
     files = [p for p in (tmp_path / "results").rglob("*") if p.is_file()]
+    dagster_files = [p for p in dagster_home.rglob("*") if p.is_file()]
+    assert dagster_files, "the run went through Dagster"
+    files += dagster_files
     assert len(files) >= 6
     for path in files:
         data = path.read_bytes()

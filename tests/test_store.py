@@ -73,10 +73,10 @@ def test_run_directory_layout_and_normalisation(tmp_path: Path) -> None:
 def test_explicit_run_id_refused_when_it_exists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """R-STORE-2: an explicit run_id whose directory exists is refused, and nothing in it changes."""
     sweep = write_sweep(tmp_path, output={"results_dir": str(tmp_path / "results"), "run_id": "r1"})
-    assert run_cli("run", sweep) == 0
+    assert run_cli("run", sweep, "--direct") == 0
     before = tree_snapshot(tmp_path / "results")
     capsys.readouterr()
-    assert run_cli("run", sweep) == 2
+    assert run_cli("run", sweep, "--direct") == 2
     err = capsys.readouterr().err.strip()
     assert "output.run_id='r1'" in err and "already exists" in err and len(err.splitlines()) == 1
     assert tree_snapshot(tmp_path / "results") == before
@@ -240,7 +240,7 @@ def test_reuse_reruns_exactly_missing_and_error_tasks(tmp_path: Path) -> None:
     expected_rerun = {p.name for p in details[:3]}
     before = tree_snapshot(source)
 
-    assert run_cli("run", sweep, "--reuse") == 0
+    assert run_cli("run", sweep, "--direct", "--reuse") == 0
     assert tree_snapshot(source) == before
     (new_dir,) = [p for p in source.parent.iterdir() if p != source]
     info = json.loads((new_dir / "run_info.json").read_text())

@@ -1,40 +1,52 @@
-"""The Dagster layer: a thin, declarative mapping of the sweeps in resources/ onto Dagster objects.
+"""The Dagster layer: a thin, declarative mapping of the sweeps in resources/ onto Dagster.
 
-For now each sweep is one asset ``<sweep>/results`` that runs the sweep through the runtime and shows
-its metrics as metadata; the per-benchmark, per-task partitioned assets build on this.
+For each benchmark B of a sweep S: assets S/B/tasks -> S/B/attempts (partitioned by model x task) ->
+S/B/metrics with two asset checks; per sweep one job, a schedule when it declares a cron, a sensor for
+new tasks, and the harness and environment as ConfigurableResources.
 """
 
-from __future__ import annotations
-
+import warnings
 from pathlib import Path
 
 import dagster as dg
 
 from agentcompass_dagster.config import SweepConfig, load_sweep
+from agentcompass_dagster.defs.assets import attempts_asset, metrics_asset, tasks_asset
+from agentcompass_dagster.defs.automation import new_tasks_sensor, sweep_schedule
+from agentcompass_dagster.defs.checks import counts_check, secrets_check
+from agentcompass_dagster.defs.partitions import identifier
+from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
+from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.errors import UserError
 
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
-def sweep_asset(sweep: SweepConfig) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=[sweep.name, "results"],
-        group_name=sweep.name.replace("-", "_"),
-        description=sweep.description or f"Run the sweep {sweep.name!r} and aggregate its metrics.",
+
+def sweep_definitions(sweep: SweepConfig) -> dg.Definitions:
+    assets: list[dg.AssetsDefinition] = []
+    checks: list[dg.AssetChecksDefinition] = []
+    for sb in sweep_benchmarks(sweep):
+        assets += [tasks_asset(sb), attempts_asset(sb), metrics_asset(sb)]
+        checks += [counts_check(sb), secrets_check(sb)]
+    first = sweep_benchmarks(sweep)[0]
+    job = dg.define_asset_job(
+        identifier(sweep.name, "job"),
+        selection=dg.AssetSelection.groups(first.group),
+        description=f"Materialize sweep {sweep.name!r}.",
     )
-    def _results() -> dg.MaterializeResult:
-        from agentcompass_dagster.runtime.orchestrator import run_requests
-
-        result = run_requests(sweep.requests())
-        metadata: dict[str, dg.RawMetadataValue] = {"status": result.status}
-        for name, outcome in result.outcomes.items():
-            if outcome.result is not None:
-                metadata[f"{name} accuracy"] = outcome.result.metrics.metrics.get("accuracy")
-                metadata[f"{name} run_dir"] = dg.MetadataValue.path(outcome.result.run_dir)
-                metadata[f"{name} summary"] = dg.MetadataValue.md(outcome.result.summary)
-        if result.status != "completed":
-            raise dg.Failure(description=f"sweep {sweep.name!r} ended {result.status}", metadata=metadata)
-        return dg.MaterializeResult(metadata=metadata)
-
-    return _results
+    schedules = [sweep_schedule(sweep, job)] if sweep.schedule.cron else []
+    return dg.Definitions(
+        assets=assets,
+        asset_checks=checks,
+        jobs=[job],
+        schedules=schedules,
+        sensors=[new_tasks_sensor(sweep, job)],
+        resources={
+            first.harness_resource_key: HarnessResource.declared(sweep.harness),
+            first.environment_resource_key: EnvironmentResource.declared(sweep.environment),
+        },
+    )
 
 
 def build_definitions(resources: Path) -> dg.Definitions:
@@ -42,8 +54,10 @@ def build_definitions(resources: Path) -> dg.Definitions:
     one message naming the file, the field and the value."""
     sweeps_dir = Path(resources) / "sweeps"
     sweeps = [load_sweep(path, resources) for path in sorted(sweeps_dir.glob("*.yaml"))]
-    names = [s.name for s in sweeps]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise UserError(f"{sweeps_dir}: sweep name={duplicates[0]!r} is declared twice")
-    return dg.Definitions(assets=[sweep_asset(s) for s in sweeps])
+    groups: dict[str, str] = {}
+    for sweep in sweeps:
+        group = identifier(sweep.name)
+        if group in groups:
+            raise UserError(f"{sweeps_dir}: sweep name={sweep.name!r} clashes with {groups[group]!r}")
+        groups[group] = sweep.name
+    return dg.Definitions.merge(*(sweep_definitions(sweep) for sweep in sweeps))

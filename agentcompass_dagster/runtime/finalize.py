@@ -10,6 +10,7 @@ from agentcompass_dagster.config import RunRequest, validate_declaration
 from agentcompass_dagster.runtime import summary
 from agentcompass_dagster.runtime.analysis import Analyzer, summarize_analysis
 from agentcompass_dagster.runtime.components import Components
+from agentcompass_dagster.runtime.parquet import write_run_parquet
 from agentcompass_dagster.runtime.store import RunDir, open_run_dir
 from agentcompass_dagster.runtime.types import MetricResult, RequestResult, TaskDetail, TaskSpec
 
@@ -24,13 +25,16 @@ def write_summary(
     status: str,
 ) -> tuple[MetricResult, str]:
     """R-FIN-1: merge reused and new details in selected order, aggregate through the benchmark, write
-    summary.md and .summary_counts.json."""
+    summary.md, .summary_counts.json, metrics.parquet and task_results.parquet."""
     details = [results[t.id] for t in tasks if t.id in results]
     metrics = benchmark.aggregate_metrics(details, len(tasks))
     counts = summary.count(details, [t.id for t in tasks], reused, metrics)
     title = f"{request.benchmark.id} · {request.model.id} · {request.harness.id}"
     markdown = summary.render(title, run_dir.run_id, status, counts, [d for d in details if d.is_error])
     run_dir.save_results(markdown, counts)
+    identity = {"sweep": request.sweep, "benchmark": request.benchmark.id, "model": request.model.id,
+                "harness": request.harness.id, "run_id": run_dir.run_id}
+    write_run_parquet(run_dir.path, identity, metrics, details, reused)
     return metrics, markdown
 
 

@@ -30,6 +30,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.errors import UserError, field_error
@@ -89,6 +90,29 @@ class OrchestrationObserver:
     def request_finished(self, state: RequestState) -> None: ...
 
 
+class Observers(OrchestrationObserver):
+    """Several observers as one."""
+
+    def __init__(self, *observers: OrchestrationObserver | None) -> None:
+        self.observers = [o for o in observers if o is not None]
+
+    def request_prepared(self, state: RequestState) -> None:
+        for observer in self.observers:
+            observer.request_prepared(state)
+
+    def task_started(self, state: RequestState, task: TaskSpec) -> None:
+        for observer in self.observers:
+            observer.task_started(state, task)
+
+    def task_finished(self, state: RequestState, detail: TaskDetail) -> None:
+        for observer in self.observers:
+            observer.task_finished(state, detail)
+
+    def request_finished(self, state: RequestState) -> None:
+        for observer in self.observers:
+            observer.request_finished(state)
+
+
 def validate_task_ids(benchmark_id: str, tasks: list[TaskSpec]) -> None:
     """R-PREP-1: unique, well-formed ids; a bad one is a user-facing error naming it."""
     seen: set[str] = set()
@@ -99,6 +123,16 @@ def validate_task_ids(benchmark_id: str, tasks: list[TaskSpec]) -> None:
         if task.id in seen:
             raise UserError(f"benchmark {benchmark_id!r}: task id={task.id!r} is duplicated")
         seen.add(task.id)
+
+
+def load_selected_tasks(benchmark_id: str, benchmark: Any) -> list[TaskSpec]:
+    """Load the benchmark's tasks, validate their ids and apply the declared selection."""
+    tasks = benchmark.load_tasks()
+    validate_task_ids(benchmark_id, tasks)
+    selected: list[TaskSpec] = benchmark.select_tasks(tasks)
+    if not selected:
+        raise field_error("benchmark.tasks", benchmark.config.tasks, "selects no task")
+    return selected
 
 
 def _traceback(exc: BaseException) -> str:
@@ -142,11 +176,7 @@ class Orchestrator:
             check_strategy(request.execution.attempts.strategy)
             check_analyzer_names(request)
             components = resolve_components(request)
-            tasks = components.benchmark.load_tasks()
-            validate_task_ids(request.benchmark.id, tasks)
-            selected = components.benchmark.select_tasks(tasks)
-            if not selected:
-                raise field_error("benchmark.tasks", request.benchmark.tasks, "selects no task")
+            selected = load_selected_tasks(request.benchmark.id, components.benchmark)
             Planner(request, components).preflight(selected[0])
             store = RunStore(request.output.results_dir)
             store.check_writable()
@@ -251,8 +281,14 @@ class Orchestrator:
             )
             run_dir.log(f"reused {len(reused)} details and {checkpoints} attempt checkpoints from "
                         f"{state.reuse_source.path}")
+        dagster_run_id = request.metadata.get("dagster_run_id")
+        if dagster_run_id:
+            run_dir.set_dagster_run_id(str(dagster_run_id))
         state.runner = TaskRunner(request, state.components, run_dir, state.analyzers)
-        state.pending = deque(t for t in state.tasks if t.id not in state.results)
+        wanted = set(request.run_only) if request.run_only is not None else None
+        state.pending = deque(
+            t for t in state.tasks if t.id not in state.results and (wanted is None or t.id in wanted)
+        )
         state.status = "running"
         run_dir.log(f"prepared {request.name}: {len(state.tasks)} tasks, {len(state.pending)} to run")
 

@@ -1,0 +1,187 @@
+"""The three assets of each benchmark of a sweep: tasks -> attempts (model x task) -> metrics."""
+
+import io
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from agentcompass_dagster.defs.partitions import split_key
+from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
+from agentcompass_dagster.defs.sweep import SweepBenchmark
+from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write_text
+from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Observers, RequestState, run_requests
+from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE
+from agentcompass_dagster.runtime.types import TaskDetail
+
+TASKS_FILE = "tasks.parquet"
+SUMMARY_FILE = "summary.md"
+
+# Set by the CLI for runs it executes in its own process, so its live progress display sees the tasks.
+in_process_observer: OrchestrationObserver | None = None
+
+
+def tasks_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=sb.key("tasks"),
+        group_name=sb.group,
+        description=f"The selected tasks of benchmark {sb.benchmark.id!r}; one attempts partition per task.",
+    )
+    def tasks(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        import pandas as pd
+
+        specs = sb.load_tasks()
+        keys = sb.task_keys(specs)
+        known = set(context.instance.get_dynamic_partitions(sb.partitions_name))
+        new = [key for key in keys if key not in known]
+        if new:
+            context.instance.add_dynamic_partitions(sb.partitions_name, new)
+        sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
+        frame = pd.DataFrame(
+            {
+                "task_id": [t.id for t in specs],
+                "partition_key": list(keys),
+                "category": [t.category for t in specs],
+            }
+        )
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        atomic_write_bytes(sb.benchmark_dir / TASKS_FILE, buffer.getvalue())
+        return dg.MaterializeResult(
+            metadata={"tasks": len(specs), "new partitions": len(new),
+                      "path": dg.MetadataValue.path(str(sb.benchmark_dir / TASKS_FILE))}
+        )
+
+    return tasks
+
+
+class _Finished(OrchestrationObserver):
+    """Which tasks of each model ended with a normal detail, where it lies, and whether it was reused."""
+
+    def __init__(self) -> None:
+        self.normal: dict[tuple[str, str], tuple[TaskDetail, str, bool]] = {}
+
+    def request_prepared(self, state: RequestState) -> None:
+        assert state.run_dir is not None
+        for task_id in state.reused:
+            detail = state.results[task_id]
+            path = str(state.run_dir.detail_path(task_id, detail.category))
+            self.normal[(state.request.model.id, task_id)] = (detail, path, True)
+
+    def task_finished(self, state: RequestState, detail: TaskDetail) -> None:
+        assert state.run_dir is not None
+        if not detail.is_error:
+            path = str(state.run_dir.detail_path(detail.task_id, detail.category))
+            self.normal[(state.request.model.id, detail.task_id)] = (detail, path, False)
+
+
+def attempts_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=sb.key("attempts"),
+        group_name=sb.group,
+        deps=[sb.key("tasks")],
+        partitions_def=sb.partitions,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        required_resource_keys={sb.harness_resource_key, sb.environment_resource_key},
+        description=(
+            f"Every task of {sb.benchmark.id!r} for every model, k attempts each (inside the task's detail). "
+            "A partition is materialized once its task has a normal detail; tasks that end in error stay "
+            "missing and run again."
+        ),
+    )
+    def attempts(context: dg.AssetExecutionContext) -> None:
+        harness: HarnessResource = getattr(context.resources, sb.harness_resource_key)
+        environment: EnvironmentResource = getattr(context.resources, sb.environment_resource_key)
+        tasks = sb.task_keys(sb.load_tasks())
+        wanted: dict[str, list[str]] = {}
+        for key in context.partition_keys:
+            model_key, task_key = split_key(key)
+            if task_key in tasks and model_key in sb.model_keys:
+                wanted.setdefault(sb.model_keys[model_key], []).append(tasks[task_key].id)
+        finished = _Finished()
+        requests = sb.requests(wanted, harness.config(), environment.config(), context.run_id)
+        result = run_requests(requests, observer=Observers(finished, in_process_observer))
+        materialized = context.instance.get_materialized_partitions(context.asset_key)
+        model_key_of = {model_id: key for key, model_id in sb.model_keys.items()}
+        task_key_of = {task.id: key for key, task in tasks.items()}
+        requested = {(model_id, task_id) for model_id, task_ids in wanted.items() for task_id in task_ids}
+        for (model_id, task_id), (detail, path, reused) in finished.normal.items():
+            key = dg.MultiPartitionKey({"model": model_key_of[model_id], "task": task_key_of[task_id]})
+            if (model_id, task_id) not in requested or (reused and key in materialized):
+                continue
+            context.log_event(dg.AssetMaterialization(asset_key=context.asset_key, partition=key,
+                                                      metadata=_detail_metadata(detail, path)))
+        failed = {name: o.error for name, o in result.outcomes.items() if o.status != "completed"}
+        if failed:
+            raise dg.Failure(description=f"requests did not complete: {sorted(failed)}",
+                             metadata={name: str(error)[-2000:] for name, error in failed.items()})
+
+    return attempts
+
+
+def _detail_metadata(detail: TaskDetail, path: str) -> dict[str, Any]:
+    usage = detail.usage
+    return {
+        "task_id": detail.task_id,
+        "correct": detail.correct,
+        "score": detail.score,
+        "attempts": detail.attempts_tried,
+        "tokens": usage.input_tokens + usage.output_tokens,
+        "cost_usd": usage.cost_usd,
+        "detail": dg.MetadataValue.path(path),
+    }
+
+
+def metrics_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=sb.key("metrics"),
+        group_name=sb.group,
+        deps=[sb.key("attempts")],
+        description=f"Metrics of {sb.benchmark.id!r} per model, from each model's newest run directory.",
+    )
+    def metrics(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        import pandas as pd
+
+        newest = sb.newest_runs()
+        frames = {name: [] for name in (METRICS_FILE, TASK_RESULTS_FILE)}
+        for source in newest.values():
+            for name, parts in frames.items():
+                path = Path(source.path) / name
+                if path.is_file():
+                    parts.append(pd.read_parquet(path))
+        metric_rows = pd.concat(frames[METRICS_FILE], ignore_index=True) if frames[METRICS_FILE] else pd.DataFrame()
+        task_rows = pd.concat(frames[TASK_RESULTS_FILE], ignore_index=True) if frames[TASK_RESULTS_FILE] else pd.DataFrame()
+        table = _markdown_table(metric_rows)
+        sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
+        for name, frame in ((METRICS_FILE, metric_rows), (TASK_RESULTS_FILE, task_rows)):
+            buffer = io.BytesIO()
+            frame.to_parquet(buffer, index=False)
+            atomic_write_bytes(sb.benchmark_dir / name, buffer.getvalue())
+        summary = f"# {sb.sweep.name} · {sb.benchmark.id}\n\n{table}\n"
+        atomic_write_text(sb.benchmark_dir / SUMMARY_FILE, summary)
+        return dg.MaterializeResult(
+            metadata={
+                "summary": dg.MetadataValue.md(table),
+                "models": len(newest),
+                "runs": dg.MetadataValue.json({model: source.path for model, source in newest.items()}),
+                "metrics": dg.MetadataValue.path(str(sb.benchmark_dir / METRICS_FILE)),
+            }
+        )
+
+    return metrics
+
+
+def _markdown_table(metrics: Any) -> str:
+    """Models as rows, metrics as columns, with the counts the values are over."""
+    if metrics.empty:
+        return "_no finished run yet_"
+    wide = metrics.pivot_table(index="model", columns="metric", values="value", aggfunc="first", sort=False)
+    counts = metrics.groupby("model", sort=False)[["n", "total", "errors"]].first()
+    columns = list(wide.columns)
+    lines = ["| model | " + " | ".join(columns) + " | evaluated | total | errors |",
+             "|---" * (len(columns) + 4) + "|"]
+    for model, row in wide.iterrows():
+        values = " | ".join("n/a" if row[c] != row[c] else f"{row[c]:.4f}" for c in columns)
+        c = counts.loc[model]
+        lines.append(f"| {model} | {values} | {c['n']} | {c['total']} | {c['errors']} |")
+    return "\n".join(lines)

@@ -1,0 +1,52 @@
+"""The pandas API over the Parquet outputs of a results directory.
+
+    from agentcompass_dagster.results import load_metrics, load_task_results
+    metrics = load_metrics("results")                      # every run, one row per metric
+    latest = load_metrics("results", latest=True)          # the newest run per sweep x benchmark x model
+    latest.pivot_table(index="model", columns="metric", values="value")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE, metrics_schema, task_results_schema
+from agentcompass_dagster.runtime.store import RUN_INFO
+
+IDENTITY = ["sweep", "benchmark", "model"]
+
+
+def _run_files(results_dir: Path, name: str) -> list[Path]:
+    """Run-level files only: each sits beside a run_info.json."""
+    return sorted(p for p in Path(results_dir).rglob(name) if (p.parent / RUN_INFO).is_file())
+
+
+def _load(results_dir: str | Path, name: str, schema: pa.Schema) -> pd.DataFrame:
+    tables = [pq.read_table(path).select(schema.names).cast(schema) for path in _run_files(Path(results_dir), name)]
+    return pa.concat_tables(tables).to_pandas() if tables else schema.empty_table().to_pandas()
+
+
+def _keep_latest(frame: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the newest run (by the time its metrics were written) of each sweep x benchmark x model."""
+    if metrics.empty:
+        return frame.iloc[0:0]
+    newest = metrics.loc[metrics.groupby(IDENTITY)["timestamp"].idxmax(), [*IDENTITY, "run_id"]]
+    return frame.merge(newest, on=[*IDENTITY, "run_id"]).reset_index(drop=True)
+
+
+def load_metrics(results_dir: str | Path, latest: bool = False) -> pd.DataFrame:
+    """One row per run x metric: sweep, benchmark, model, harness, run_id, metric, value, n, total,
+    errors, timestamp. ``latest`` keeps only the newest run of each sweep x benchmark x model."""
+    metrics = _load(results_dir, METRICS_FILE, metrics_schema())
+    return _keep_latest(metrics, metrics) if latest else metrics
+
+
+def load_task_results(results_dir: str | Path, latest: bool = False) -> pd.DataFrame:
+    """One row per run x task x attempt: ids, category, attempt, correct, score, tokens, cost, duration,
+    error, reused."""
+    tasks = _load(results_dir, TASK_RESULTS_FILE, task_results_schema())
+    return _keep_latest(tasks, _load(results_dir, METRICS_FILE, metrics_schema())) if latest else tasks
