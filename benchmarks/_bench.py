@@ -1,8 +1,10 @@
-"""Helpers shared by the by-hand benchmarks in this directory (``bench_store.py``, ``bench_engine.py``).
+"""Helpers shared by the by-hand benchmarks in this directory (``bench_store.py``, ``bench_engine.py``,
+``bench_dagster.py``).
 
-A measurement is one ``run_requests`` call of the ``synthetic`` benchmark with the ``local`` environment,
-made in a fresh child process (the calling script re-invoked with its hidden ``--child`` option) so that
-each one reports its own peak RSS. The child prints its Measurement as the last line of stdout.
+A measurement is made in a fresh child process (the calling script re-invoked with its hidden ``--child``
+option) so that each one reports its own peak RSS; the child prints its result as one JSON object on the
+last line of stdout. A Measurement is one ``run_requests`` call of the ``synthetic`` benchmark with the
+``local`` environment.
 """
 
 from __future__ import annotations
@@ -111,15 +113,21 @@ def normal_details(run_dir: Path) -> list[Path]:
 
 def check_run(m: Measurement, harness: str) -> list[str]:
     """What must hold for any measurement to mean anything: accuracy, N normal details, summary counts."""
-    n, counts = m.n, m.counts
+    return check_run_dir(Path(m.run_dir), m.n, harness, reused=m.phase != "run", accuracy=m.accuracy, counts=m.counts)
+
+
+def check_run_dir(run_dir: Path, n: int, harness: str, *, reused: bool, accuracy: float | None,
+                  counts: dict[str, Any]) -> list[str]:
+    """A finished run directory of N tasks: the harness's expected accuracy, N normal details in
+    details/, and summary counts that say every task was new (or, with ``reused``, every one reused)."""
     problems = []
     expected_accuracy = EXPECTED_ACCURACY[harness]
-    if m.accuracy != expected_accuracy:
-        problems.append(f"accuracy {m.accuracy} != {expected_accuracy}")
-    if (details := len(normal_details(Path(m.run_dir)))) != n:
+    if accuracy != expected_accuracy:
+        problems.append(f"accuracy {accuracy} != {expected_accuracy}")
+    if (details := len(normal_details(run_dir))) != n:
         problems.append(f"details/ holds {details} normal details, expected {n}")
     expected = {"total": n, "evaluated": n, "error": 0, "missing": 0}
-    expected |= {"new": n, "reused": 0} if m.phase == "run" else {"new": 0, "reused": n}
+    expected |= {"new": 0, "reused": n} if reused else {"new": n, "reused": 0}
     for key, value in expected.items():
         if counts.get(key) != value:
             problems.append(f"{SUMMARY_COUNTS}: {key}={counts.get(key)}, expected {value}")
@@ -146,18 +154,37 @@ def measure(request: RunRequest, phase: str) -> Measurement:
     return m
 
 
-def run_child(script: str, child_args: list[str], n: int, phase: str, k: int) -> Measurement:
-    """Re-invoke ``script`` with ``child_args`` and read its Measurement from the last stdout line."""
+@dataclass
+class ChildOutput:
+    """The JSON object a child printed on its last stdout line (None when it failed: see ``error``)."""
+
+    data: dict[str, Any] | None
+    seconds: float  # wall time of the whole child process: interpreter start, imports, work, exit
+    error: str = ""
+
+
+def run_child_json(script: str, child_args: list[str]) -> ChildOutput:
+    """Re-invoke ``script`` with ``child_args``, time it, and read the JSON object on its last stdout line.
+    The child's stderr is passed through."""
     command = [sys.executable, str(Path(script).resolve()), *child_args]
+    started = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
     lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        sys.stderr.write(proc.stderr)
-        return Measurement(n=n, phase=phase, k=k, seconds=0.0, peak_rss_mb=0.0, rss_after_import_mb=0.0,
-                           problems=[f"child exited with {proc.returncode}: {proc.stderr.strip()[-500:]}"])
     if proc.stderr.strip():
         sys.stderr.write(proc.stderr)
-    return Measurement.from_json(json.loads(lines[-1]))
+    if proc.returncode != 0 or not lines:
+        return ChildOutput(None, seconds, f"child exited with {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    return ChildOutput(json.loads(lines[-1]), seconds)
+
+
+def run_child(script: str, child_args: list[str], n: int, phase: str, k: int) -> Measurement:
+    """Re-invoke ``script`` with ``child_args`` and read its Measurement from the last stdout line."""
+    out = run_child_json(script, child_args)
+    if out.data is None:
+        return Measurement(n=n, phase=phase, k=k, seconds=0.0, peak_rss_mb=0.0, rss_after_import_mb=0.0,
+                           problems=[out.error])
+    return Measurement.from_json(out.data)
 
 
 @contextmanager

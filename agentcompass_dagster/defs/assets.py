@@ -2,7 +2,7 @@
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import dagster as dg
 
@@ -82,6 +82,7 @@ def attempts_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
         deps=[sb.key("tasks")],
         partitions_def=sb.partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        output_required=False,
         required_resource_keys={sb.harness_resource_key, sb.environment_resource_key},
         description=(
             f"Every task of {sb.benchmark.id!r} for every model, k attempts each (inside the task's detail). "
@@ -89,7 +90,9 @@ def attempts_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
             "missing and run again."
         ),
     )
-    def attempts(context: dg.AssetExecutionContext) -> None:
+    def attempts(context: dg.AssetExecutionContext) -> Iterator[dg.AssetMaterialization]:
+        # A generator that yields only per-partition materializations: the partitions of the range whose
+        # task did not end with a normal detail stay unmaterialized (returning would mark the whole range).
         harness: HarnessResource = getattr(context.resources, sb.harness_resource_key)
         environment: EnvironmentResource = getattr(context.resources, sb.environment_resource_key)
         tasks = sb.task_keys(sb.load_tasks())
@@ -99,7 +102,7 @@ def attempts_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
             if task_key in tasks and model_key in sb.model_keys:
                 wanted.setdefault(sb.model_keys[model_key], []).append(tasks[task_key].id)
         finished = _Finished()
-        requests = sb.requests(wanted, harness.config(), environment.config(), context.run_id)
+        requests = sb.requests(wanted, harness.config(), environment.config(), context.run.run_id)
         result = run_requests(requests, observer=Observers(finished, in_process_observer))
         materialized = context.instance.get_materialized_partitions(context.asset_key)
         model_key_of = {model_id: key for key, model_id in sb.model_keys.items()}
@@ -109,8 +112,8 @@ def attempts_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
             key = dg.MultiPartitionKey({"model": model_key_of[model_id], "task": task_key_of[task_id]})
             if (model_id, task_id) not in requested or (reused and key in materialized):
                 continue
-            context.log_event(dg.AssetMaterialization(asset_key=context.asset_key, partition=key,
-                                                      metadata=_detail_metadata(detail, path)))
+            yield dg.AssetMaterialization(asset_key=context.asset_key, partition=key,
+                                          metadata=_detail_metadata(detail, path))
         failed = {name: o.error for name, o in result.outcomes.items() if o.status != "completed"}
         if failed:
             raise dg.Failure(description=f"requests did not complete: {sorted(failed)}",

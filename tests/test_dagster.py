@@ -1,0 +1,254 @@
+"""The Dagster pipeline on a real SQLite instance in a temp DAGSTER_HOME: the asset graph, reuse as
+skipping, partition keys, the schedule, the sensor, checks and the Parquet outputs."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.defs import build_definitions, sweep_definitions
+from agentcompass_dagster.defs.instance import ensure_dagster_home
+from agentcompass_dagster.defs.launch import launch_sweep
+from agentcompass_dagster.defs.partitions import missing_ranges, partition_key
+from agentcompass_dagster.defs.sweep import sweep_benchmarks
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.results import load_metrics, load_task_results
+
+from conftest import REPO, run_cli, write_sweep, write_task
+
+ATTEMPTS = dg.AssetKey(["lab", "demo", "attempts"])
+
+
+def lab_sweep(tmp_path: Path, models: list[str], tasks_dir: Path | None = None, **fields: Any) -> Path:
+    benchmark: dict[str, Any] = {"id": "demo"}
+    if tasks_dir is not None:
+        benchmark["params"] = {"tasks_dir": str(tasks_dir)}
+    return write_sweep(tmp_path, name="lab", benchmarks=[benchmark],
+                       models=[{"id": m, "provider": "none"} for m in models], **fields)
+
+
+def materialized(home: Path, key: dg.AssetKey = ATTEMPTS) -> set[str]:
+    with dg.DagsterInstance.get() as instance:
+        return set(instance.get_materialized_partitions(key))
+
+
+def partition_metadata(partition: str) -> dict[str, Any]:
+    with dg.DagsterInstance.get() as instance:
+        result = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=ATTEMPTS, asset_partitions=[partition]), limit=1)
+    (record,) = result.records
+    assert record.asset_materialization is not None
+    return {name: value.value for name, value in record.asset_materialization.metadata.items()}
+
+
+def run_count() -> int:
+    with dg.DagsterInstance.get() as instance:
+        return len(instance.get_runs())
+
+
+def newest_counts(tmp_path: Path, model: str) -> dict[str, Any]:
+    root = tmp_path / "results" / "lab" / "demo" / model
+    newest = max(root.iterdir(), key=lambda p: json.loads((p / "run_info.json").read_text())["started_at"])
+    return json.loads((newest / ".summary_counts.json").read_text())
+
+
+def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path) -> None:
+    """definitions.py and workspace.yaml load; each benchmark has tasks -> attempts -> metrics, with checks,
+    a job, a sensor and the harness and environment resources."""
+    defs = runpy.run_path(str(REPO / "definitions.py"))["defs"]
+    graph = defs.resolve_asset_graph()
+    tasks, attempts, metrics = (dg.AssetKey(["demo", "demo", kind]) for kind in ("tasks", "attempts", "metrics"))
+    assert graph.get(attempts).parent_keys == {tasks}
+    assert graph.get(metrics).parent_keys == {attempts}
+    assert isinstance(graph.get(attempts).partitions_def, dg.MultiPartitionsDefinition)
+    checks = {key.name for key in graph.asset_check_keys if key.asset_key == metrics}
+    assert checks == {"counts_match_denominators", "no_secret_in_run_dirs"}
+    assert defs.resolve_job_def("demo__job") is not None
+    assert defs.resolve_sensor_def("demo__new_tasks") is not None
+    assert {"demo__harness", "demo__environment"} <= set(defs.resources or {})
+    ensure_dagster_home(dagster_home)
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("dagster")), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Validation successful" in proc.stderr + proc.stdout
+
+
+def test_invalid_declaration_stops_loading(tmp_path: Path) -> None:
+    """An invalid sweep declaration stops the definitions from loading with one line naming file and field."""
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "bad.yaml").write_text("benchmarks: [{id: demo}]\nmodels: [none]\nharness: oracle\n")
+    with pytest.raises(UserError, match=r"bad.yaml: environment: missing"):
+        build_definitions(tmp_path)
+    (tmp_path / "sweeps" / "bad.yaml").write_text(
+        "benchmarks: [{id: demo}]\nmodels: [none]\nharness: oracle\nenvironment: local\n"
+        "execution: {attempts: {k: zero}}\n")
+    with pytest.raises(UserError, match=r"bad.yaml: execution.attempts.k='zero'"):
+        build_definitions(tmp_path)
+
+
+def test_reuse_is_skipping(tmp_path: Path, dagster_home: Path) -> None:
+    """Two models: one materialization per (model, task) with a normal detail; a second run launches
+    nothing; a new model runs only its partitions; a new task runs only itself; a task that ends in error
+    is not materialized and is the only one run again."""
+    tasks = tmp_path / "tasks"
+    for name in ("alpha", "beta", "gamma"):
+        write_task(tasks, name, solution="echo ok > out.txt", check="grep -qx ok out.txt")
+    flag = tmp_path / "flag"
+    write_task(tasks, "flaky", solution=f"test -f {flag} || exit 3\necho ok > out.txt", check="grep -qx ok out.txt")
+    sweep = lab_sweep(tmp_path, ["m1", "m2"], tasks)
+    assert run_cli("run", sweep) == 0  # a task ending in error is a result (an _error_ detail), not a failed run
+    done = materialized(dagster_home)
+    assert done == {f"{m}|{t}" for m in ("m1", "m2") for t in ("alpha", "beta", "gamma")}
+    metadata = partition_metadata("m1|alpha")
+    assert metadata["correct"] is True and metadata["task_id"] == "alpha" and metadata["attempts"] == 1
+
+    flag.write_text("")
+    runs = run_count()
+    assert run_cli("run", sweep) == 0
+    assert materialized(dagster_home) == done | {"m1|flaky", "m2|flaky"}
+    for model in ("m1", "m2"):
+        counts = newest_counts(tmp_path, model)
+        assert (counts["new"], counts["reused"], counts["total"], counts["correct"]) == (1, 3, 4, 4)
+    assert run_count() > runs
+
+    runs = run_count()
+    assert run_cli("run", sweep) == 0
+    assert run_count() == runs
+
+    sweep = lab_sweep(tmp_path, ["m1", "m2", "m3"], tasks)
+    assert run_cli("run", sweep) == 0
+    assert newest_counts(tmp_path, "m3")["new"] == 4
+    assert newest_counts(tmp_path, "m1")["new"] == 1  # unchanged: m1 did not run again
+
+    write_task(tasks, "delta", solution="echo ok > out.txt", check="grep -qx ok out.txt")
+    assert run_cli("run", sweep) == 0
+    for model in ("m1", "m2", "m3"):
+        counts = newest_counts(tmp_path, model)
+        assert (counts["new"], counts["reused"], counts["total"]) == (1, 4, 5)
+    assert len(materialized(dagster_home)) == 15
+
+
+def test_schedule_requests_only_missing_ranges(tmp_path: Path, dagster_home: Path) -> None:
+    """The schedule's tick, evaluated against the instance, requests only the missing key ranges."""
+    tasks = tmp_path / "tasks"
+    for name in ("a1", "a2", "a3", "a4"):
+        write_task(tasks, name, solution="echo ok > out.txt", check="grep -qx ok out.txt")
+    path = lab_sweep(tmp_path, ["m1", "m2"], tasks, schedule={"cron": "0 3 * * *"})
+    sweep = load_sweep(path)
+    launch_sweep(sweep)
+    with dg.DagsterInstance.get() as instance:
+        key = dg.AssetKey(["lab", "demo", "attempts"])
+        records = instance.get_materialized_partitions(key)
+        assert len(records) == 8
+        write_task(tasks, "a5", solution="echo ok > out.txt", check="grep -qx ok out.txt")
+        sb = sweep_benchmarks(sweep)[0]
+        instance.add_dynamic_partitions(sb.partitions_name, ["a5"])
+        defs = sweep_definitions(sweep)
+        schedule = defs.resolve_schedule_def("lab__schedule")
+        tick = datetime(2026, 1, 1, 3, tzinfo=timezone.utc)
+        with dg.build_schedule_context(instance=instance, scheduled_execution_time=tick) as context:
+            requests = list(schedule.evaluate_tick(context).run_requests or [])
+    assert [{k: v for k, v in r.tags.items() if "range" in k} for r in requests] == [{
+        "dagster/asset_partition_range_start": "m1|a5",
+        "dagster/asset_partition_range_end": "m2|a5",
+    }]
+    assert all(r.asset_selection == [key] for r in requests)
+
+
+def test_missing_ranges_are_few_and_never_share_a_model() -> None:
+    """A sparse missing set becomes a few runs (one span per model, equal spans merged), never one per task."""
+    models, tasks = ["m1", "m2", "m3"], [f"t{i}" for i in range(10)]
+    done = {f"{m}|{t}" for m in models for t in tasks} - {"m1|t2", "m1|t7", "m2|t2", "m2|t7", "m3|t9"}
+    ranges = missing_ranges(models, tasks, done)
+    assert [(r.model_start, r.model_end, r.task_start, r.task_end) for r in ranges] == [
+        ("m1", "m2", "t2", "t7"), ("m3", "m3", "t9", "t9")]
+    assert missing_ranges(models, tasks, {f"{m}|{t}" for m in models for t in tasks}) == []
+
+
+def test_sensor_adds_new_tasks_and_requests_them(tmp_path: Path, dagster_home: Path) -> None:
+    """The sensor notices a new task in the benchmark's source, adds its partition and requests it."""
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "one", solution="echo ok > out.txt", check="grep -qx ok out.txt")
+    sweep = load_sweep(lab_sweep(tmp_path, ["m1"], tasks))
+    launch_sweep(sweep)
+    write_task(tasks, "two", solution="echo ok > out.txt", check="grep -qx ok out.txt")
+    sensor = sweep_definitions(sweep).resolve_sensor_def("lab__new_tasks")
+    with dg.DagsterInstance.get() as instance, dg.build_sensor_context(instance=instance) as context:
+        result = sensor(context)
+        assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["two"]]
+        assert [{k: v for k, v in r.tags.items() if "range" in k} for r in result.run_requests] == [{
+            "dagster/asset_partition_range_start": "m1|two", "dagster/asset_partition_range_end": "m1|two"}]
+
+
+UNSAFE_IDS = ["a|b", "a,b", "x...y", "with space", "dir/sub/task", "z" * 300, "café", "a~b"]
+
+
+def test_partition_keys_are_safe_stable_and_distinct() -> None:
+    """Task ids with |, ",", "...", spaces, slashes or 300 characters become valid, stable, distinct keys."""
+    keys = [partition_key(task_id) for task_id in UNSAFE_IDS]
+    assert len(set(keys)) == len(keys)
+    assert keys == [partition_key(task_id) for task_id in UNSAFE_IDS]
+    for key in keys:
+        assert len(key) <= 64 and not any(bad in key for bad in ("|", ",", "...", " ", "/", "\n"))
+    assert partition_key("create-hello") == "create-hello"
+    assert partition_key("a~b") != "a~b"
+
+
+def test_unsafe_task_ids_run_through_dagster(tmp_path: Path, dagster_home: Path) -> None:
+    """Tasks with unsafe ids run as partitions; the original id stays in the materialization metadata."""
+    tasks = tmp_path / "tasks"
+    for index, task_id in enumerate(UNSAFE_IDS[:6]):
+        write_task(tasks, task_id, solution="echo ok > out.txt", check="grep -qx ok out.txt", dirname=f"d{index}")
+    assert run_cli("run", lab_sweep(tmp_path, ["m1"], tasks)) == 0
+    done = materialized(dagster_home)
+    assert done == {f"m1|{partition_key(t)}" for t in UNSAFE_IDS[:6]}
+    assert partition_metadata(f"m1|{partition_key('dir/sub/task')}")["task_id"] == "dir/sub/task"
+
+
+def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) -> None:
+    """load_metrics() gives the accuracy summary.md shows; Parquet column types are stable; the metrics
+    asset carries the markdown table and its checks pass."""
+    sweep = lab_sweep(tmp_path, ["m1", "m2"], harness="oracle")
+    assert run_cli("run", sweep) == 0
+    metrics = load_metrics(tmp_path / "results", latest=True)
+    accuracy = metrics[metrics["metric"] == "accuracy"].set_index("model")["value"].to_dict()
+    assert accuracy == {"m1": 1.0, "m2": 1.0}
+    summary = next((tmp_path / "results" / "lab" / "demo" / "m1").glob("*/summary.md")).read_text()
+    assert "| accuracy | 1.0000 |" in summary
+    assert {c: str(t) for c, t in metrics.dtypes.items()} == {
+        "sweep": "str", "benchmark": "str", "model": "str", "harness": "str", "run_id": "str", "metric": "str",
+        "value": "float64", "n": "int64", "total": "int64", "errors": "int64", "timestamp": "datetime64[us, UTC]"}
+    tasks = load_task_results(tmp_path / "results")
+    assert len(tasks) == 2 * 18 and tasks["correct"].all() and str(tasks["attempt"].dtype) == "int64"
+    with dg.DagsterInstance.get() as instance:
+        metrics_key = dg.AssetKey(["lab", "demo", "metrics"])
+        event = instance.get_latest_materialization_event(metrics_key)
+        assert event is not None
+        table = event.asset_materialization.metadata["summary"].value
+        assert "| m1 |" in table and "| m2 |" in table and "1.0000" in table
+        checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [dg.AssetCheckKey(metrics_key, "counts_match_denominators"), dg.AssetCheckKey(metrics_key, "no_secret_in_run_dirs")])
+        assert len(checks) == 2
+        for record in checks.values():
+            evaluation = record.event.dagster_event.event_specific_data  # type: ignore[union-attr]
+            assert evaluation.passed
+    assert (tmp_path / "results" / "lab" / "demo" / "metrics.parquet").is_file()
+
+
+def test_dagster_mode_refuses_explicit_run_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Through Dagster the runs name themselves: an explicit output.run_id is a clear error, not ignored."""
+    sweep = write_sweep(tmp_path, output={"results_dir": str(tmp_path / "results"), "run_id": "fixed"})
+    assert run_cli("run", sweep) == 2
+    assert "output.run_id='fixed'" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "dagster_home").exists()
