@@ -49,7 +49,9 @@ async def _site(name: str) -> None:
         raise RuntimeError(f"injected {name} failure")
 
 
-class RecordingSession(EnvironmentSession):
+class DelegatingSession(EnvironmentSession):
+    """An environment session that passes every call to an inner one; tests override what they record."""
+
     def __init__(self, inner: EnvironmentSession, number: int) -> None:
         self.inner = inner
         self.number = number
@@ -65,6 +67,14 @@ class RecordingSession(EnvironmentSession):
     async def read_file(self, path: str) -> bytes:
         return await self.inner.read_file(path)
 
+    async def set_network_policy(self, policy: NetworkPolicy) -> None:
+        await self.inner.set_network_policy(policy)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class RecordingSession(DelegatingSession):
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
         EVENTS.append(f"policy:{self.number}:{policy.value}")
 

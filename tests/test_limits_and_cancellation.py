@@ -26,12 +26,13 @@ import pytest
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
+from agentcompass_dagster.environments.base import EnvironmentSession
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskDetail, TaskSpec
+from agentcompass_dagster.runtime.types import ExecutionPlan, TaskDetail, TaskSpec
 
 from conftest import write_sweep
+from lifecycle import DelegatingSession
 
 Event = tuple[float, str, int]  # (time.monotonic(), "open" | "close", session number)
 
@@ -50,28 +51,13 @@ def private_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # A recording environment
 
 
-class RecordingSession(EnvironmentSession):
-    """Delegates to a LocalSession; records the moment its close has finished."""
+class RecordingSession(DelegatingSession):
+    """Records the moment its close has finished."""
 
     def __init__(self, inner: EnvironmentSession, events: list[Event], number: int) -> None:
-        self.inner = inner
+        super().__init__(inner, number)
         self.events = events
-        self.number = number
-        self.workdir = inner.workdir
-        self.scratch = inner.scratch
         self._closed = False
-
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None) -> ExecResult:
-        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd)
-
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        await self.inner.write_file(path, data, mode)
-
-    async def read_file(self, path: str) -> bytes:
-        return await self.inner.read_file(path)
-
-    async def set_network_policy(self, policy: NetworkPolicy) -> None:
-        await self.inner.set_network_policy(policy)
 
     async def close(self) -> None:
         if self._closed:
