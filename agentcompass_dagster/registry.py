@@ -82,7 +82,11 @@ harnesses: Registry[Any] = Registry(
 environments: Registry[Any] = Registry(
     "environment",
     "agentcompass.environments",
-    {"local": "agentcompass_dagster.environments.local:LocalEnvironment"},
+    {
+        "local": "agentcompass_dagster.environments.local:LocalEnvironment",
+        "sandbox": "agentcompass_dagster.environments.sandbox:SandboxEnvironment",
+        "docker": "agentcompass_dagster.environments.docker:DockerEnvironment",
+    },
 )
 models: Registry[Any] = Registry(
     "model",
