@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Start a Docker engine for the tests (unless one answers already) and make the test image
+# agentcompass-test:bookworm from a Debian root filesystem (debootstrap; cached in $STATE between runs).
+# Source it: it exports DOCKER_HOST. No image registry is reachable here, so the image is imported.
+set -uo pipefail
+STATE=${AGENTCOMPASS_DOCKER_STATE:-/var/lib/agentcompass-ci}
+SOCK=$STATE/docker.sock
+IMAGE=agentcompass-test:bookworm
+mkdir -p "$STATE"
+export DOCKER_HOST=unix://$SOCK
+
+if ! docker info >/dev/null 2>&1; then
+  nohup dockerd --storage-driver=vfs --iptables=false --bridge=none --data-root "$STATE/data" \
+    --exec-root "$STATE/exec" --pidfile "$STATE/dockerd.pid" -H "$DOCKER_HOST" >"$STATE/dockerd.log" 2>&1 &
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+fi
+if ! docker info >/dev/null 2>&1; then
+  echo "docker: no engine could be started (see $STATE/dockerd.log); docker tests will be skipped" >&2
+  return 0 2>/dev/null || exit 0
+fi
+
+if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  if [ ! -s "$STATE/rootfs.tar" ]; then
+    rm -rf "$STATE/rootfs"
+    debootstrap --variant=minbase --include=python3 bookworm "$STATE/rootfs" >"$STATE/debootstrap.log" 2>&1 \
+      && tar -C "$STATE/rootfs" -cf "$STATE/rootfs.tar.tmp" . && mv "$STATE/rootfs.tar.tmp" "$STATE/rootfs.tar"
+    rm -rf "$STATE/rootfs"
+  fi
+  if [ -s "$STATE/rootfs.tar" ]; then
+    docker import "$STATE/rootfs.tar" "$IMAGE" >/dev/null
+  else
+    echo "docker: could not build $IMAGE (see $STATE/debootstrap.log); docker tests will be skipped" >&2
+  fi
+fi

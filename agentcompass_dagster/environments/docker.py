@@ -1,0 +1,214 @@
+"""The `docker` environment: one container per task attempt on a Docker engine, `docker exec` per command.
+
+    environment:
+      id: docker
+      params: {image: "python:3.12-slim", memory_mb: 2048, cpus: 2, pids_limit: 256,
+               mounts: [{source: /data/x, target: /data, read_only: true}]}
+
+The container runs with the plan's baseline network (`none`, or `host`); a running container cannot
+change network, so a plan whose phases differ is refused (R-NET-1). Containers carry labels naming this
+process; at the first open, containers left by a process that no longer runs (a killed run) are removed.
+Close removes the container and is idempotent, also after a failed start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import secrets
+import shlex
+import socket
+import tarfile
+import threading
+import time
+from pathlib import PurePosixPath
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
+from agentcompass_dagster.environments.base import Environment, EnvironmentSession, ExecResult
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
+
+LABEL = "agentcompass"
+OUTPUT_LIMIT = 1_000_000
+WORKDIR, SCRATCH, HOME = "/work", "/scratch", "/root"
+
+
+class Mount(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    target: str
+    read_only: bool = True
+
+
+class DockerParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    image: str
+    memory_mb: int | None = Field(default=None, ge=16)
+    cpus: float | None = Field(default=None, gt=0)
+    pids_limit: int | None = Field(default=None, ge=1)
+    mounts: list[Mount] = Field(default_factory=list)
+
+
+def _client() -> Any:
+    import docker
+
+    return docker.from_env()
+
+
+class DockerSession(EnvironmentSession):
+    workdir = WORKDIR
+    scratch = SCRATCH
+
+    def __init__(self, container: Any, env: dict[str, str]) -> None:
+        self.container = container
+        self.env = {"HOME": HOME, "LANG": "C.UTF-8", **env}
+        self._closed = False
+
+    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None) -> ExecResult:
+        started = time.monotonic()
+        script = f"timeout -s KILL {timeout_s} bash -c {shlex.quote(command)}" if timeout_s else command
+        result = await asyncio.to_thread(
+            self.container.exec_run, ["bash", "-c", script], workdir=cwd or WORKDIR, environment=self.env, demux=True
+        )
+        stdout, stderr = result.output if result.output else (b"", b"")
+        timed_out = bool(timeout_s) and result.exit_code == 137 and time.monotonic() - started >= timeout_s
+        return ExecResult(
+            exit_code=result.exit_code if result.exit_code is not None else -1,
+            stdout=(stdout or b"")[:OUTPUT_LIMIT].decode(errors="replace"),
+            stderr=(stderr or b"")[:OUTPUT_LIMIT].decode(errors="replace")
+            + (f"\n[docker] killed: the command passed its time limit of {timeout_s}s\n" if timed_out else ""),
+            duration_s=time.monotonic() - started,
+            timed_out=timed_out,
+        )
+
+    def _absolute(self, path: str) -> PurePosixPath:
+        return PurePosixPath(path) if path.startswith("/") else PurePosixPath(WORKDIR) / path
+
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        target = self._absolute(path)
+        volume = next((v for v in (WORKDIR, SCRATCH, HOME) if target.is_relative_to(v)), None)
+        if volume is None:
+            raise PermissionError(f"{path}: only files under {WORKDIR}, {SCRATCH} or {HOME} can be written")
+        buffer = io.BytesIO()
+        relative = target.relative_to(volume)
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            for parent in reversed(relative.parents[:-1]):
+                directory = tarfile.TarInfo(str(parent))
+                directory.type, directory.mode = tarfile.DIRTYPE, 0o755
+                archive.addfile(directory)
+            info = tarfile.TarInfo(str(relative))
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            archive.addfile(info, io.BytesIO(data))
+        await asyncio.to_thread(self.container.put_archive, volume, buffer.getvalue())
+
+    async def read_file(self, path: str) -> bytes:
+        stream, _ = await asyncio.to_thread(self.container.get_archive, str(self._absolute(path)))
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+            member = archive.next()
+            extracted = archive.extractfile(member) if member is not None else None
+            if extracted is None:
+                raise FileNotFoundError(path)
+            return extracted.read()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.shield(asyncio.to_thread(_remove, self.container))
+
+
+def _remove(container: Any) -> None:
+    import docker.errors
+
+    try:
+        container.remove(force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+
+
+_swept = False
+_sweep_lock = threading.Lock()
+
+
+def remove_stale_containers(client: Any) -> int:
+    """Remove containers of this host whose owning process is gone (SIGKILLed runs)."""
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}.host={socket.gethostname()}"}):
+        pid = container.labels.get(f"{LABEL}.pid", "")
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            _remove(container)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class DockerEnvironment(Environment):
+    supported_policies = frozenset({NetworkPolicy.none, NetworkPolicy.host})
+    can_switch_network = False
+
+    def __init__(self, config: EnvironmentConfig) -> None:
+        super().__init__(config)
+        self.params = validate_declaration(DockerParams, config.params, "environment.params")
+
+    def validate_plan(self, plan: ExecutionPlan) -> None:
+        super().validate_plan(plan)
+        try:
+            client = _client()
+            client.images.get(self.params.image)
+        except Exception as exc:
+            raise UserError(f"environment.params.image={self.params.image!r}: not usable on the Docker engine at "
+                            f"{os.environ.get('DOCKER_HOST', 'the default socket')}: {str(exc).splitlines()[0]}") from None
+
+    async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
+        return await asyncio.to_thread(self._start, plan.baseline_network_policy)
+
+    def _start(self, policy: NetworkPolicy) -> DockerSession:
+        global _swept
+        client = _client()
+        with _sweep_lock:
+            if not _swept:
+                _swept = True
+                remove_stale_containers(client)
+        params = self.params
+        name = f"agentcompass-{os.getpid()}-{secrets.token_hex(4)}"
+        container = None
+        try:
+            container = client.containers.create(
+                params.image,
+                command=["sleep", "infinity"],
+                name=name,
+                network_mode=policy.value,
+                labels={LABEL: "1", f"{LABEL}.host": socket.gethostname(), f"{LABEL}.pid": str(os.getpid()),
+                        f"{LABEL}.environment": self.config.id},
+                mem_limit=f"{params.memory_mb}m" if params.memory_mb else None,
+                nano_cpus=int(params.cpus * 1e9) if params.cpus else None,
+                pids_limit=params.pids_limit,
+                # The image's files stay read-only; the task writes only its own volumes and a private /tmp.
+                read_only=True,
+                volumes=[WORKDIR, SCRATCH, HOME, *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}"
+                                                  for m in params.mounts)],
+                tmpfs={"/tmp": ""},
+                working_dir=WORKDIR,
+                environment=self.config.env,
+            )
+            container.start()
+            return DockerSession(container, self.config.env)
+        except BaseException:
+            if container is not None:
+                _remove(container)
+            raise
