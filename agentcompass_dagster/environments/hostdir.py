@@ -8,6 +8,7 @@ group of their own, killed whole on timeout or cancellation.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import shutil
 import signal
@@ -54,6 +55,7 @@ class HostDirSession(EnvironmentSession):
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         timed_out = False
         try:
@@ -89,6 +91,13 @@ class HostDirSession(EnvironmentSession):
         self._closed = True
         # Shielded: a cancellation arriving now must not drop the removal queued in the thread pool.
         await asyncio.shield(asyncio.to_thread(shutil.rmtree, self.root, True))
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel kills it when the runtime dies, even by SIGKILL (the
+    sandbox's bwrap then takes its whole namespace down with it)."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _kill_group(pid: int) -> None:

@@ -1,0 +1,285 @@
+"""Real isolation: the bubblewrap sandbox and the Docker environment (R-NET-1, R-LIMIT-1, R-CLEAN-1).
+
+Docker tests talk to the engine at DOCKER_HOST (started by .ci/run through .ci/docker.sh) and use the
+locally imported image agentcompass-test:bookworm; they are skipped, with the reason shown, only when no
+engine answers or the image is missing.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
+
+from conftest import write_sweep, write_task
+
+IMAGE = "agentcompass-test:bookworm"
+SANDBOX_ROOT = Path("/var/tmp/agentcompass-sandbox")
+
+
+def _docker_problem() -> str | None:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        client.images.get(IMAGE)
+    except Exception as exc:
+        return f"no Docker engine with {IMAGE} at {os.environ.get('DOCKER_HOST', 'the default socket')}: {exc}"
+    return None
+
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+DOCKER_PROBLEM = _docker_problem()
+needs_docker = pytest.mark.skipif(DOCKER_PROBLEM is not None, reason=DOCKER_PROBLEM or "")
+
+SANDBOX = {"id": "sandbox"}
+DOCKER = {"id": "docker", "params": {"image": IMAGE}}
+ALL_NONE = {"baseline": "none", "run": "none", "evaluation": "none"}
+
+
+@pytest.fixture
+def host_server() -> Iterator[int]:
+    """An HTTP server on the host's 127.0.0.1."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def reach(port: int) -> str:
+    return f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null"
+
+
+def run(tmp_path: Path, name: str, environment: dict[str, Any], **fields: Any) -> Any:
+    result = run_requests(load_sweep(write_sweep(tmp_path, name=name, environment=environment, **fields)).requests())
+    (outcome,) = result.outcomes.values()
+    assert outcome.result is not None, outcome.error
+    return outcome.result
+
+
+def counts(result: Any) -> dict[str, Any]:
+    return json.loads((Path(result.run_dir) / ".summary_counts.json").read_text())
+
+
+@needs_bwrap
+def test_sandbox_switches_network_per_phase(tmp_path: Path, host_server: int) -> None:
+    """R-NET-1: in the sandbox the run phase (policy none) cannot reach a server on the host's 127.0.0.1,
+    and the evaluation phase (policy host) can, within one attempt."""
+    write_task(tmp_path / "tasks", "net",
+               solution=f"if {reach(host_server)}; then echo reachable; else echo blocked; fi > net.txt",
+               check=f"grep -qx blocked net.txt && {reach(host_server)}")
+    result = run(tmp_path, "net", SANDBOX, benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}],
+                 execution={"network": {"baseline": "host", "run": "none", "evaluation": "host"}})
+    assert counts(result)["correct"] == 1
+
+
+@needs_bwrap
+def test_sandbox_host_network_reaches_the_host(tmp_path: Path, host_server: int) -> None:
+    """R-NET-1: with the host policy in every phase a sandboxed command reaches the host's server."""
+    write_task(tmp_path / "tasks", "net", solution=f"{reach(host_server)} && echo ok > out.txt",
+               check="grep -qx ok out.txt")
+    result = run(tmp_path, "hostnet", SANDBOX, benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}])
+    assert counts(result)["correct"] == 1
+
+
+@needs_docker
+def test_docker_none_network_cannot_reach_the_host(tmp_path: Path, host_server: int) -> None:
+    """R-NET-1: a container with network none cannot reach a server on the host's 127.0.0.1."""
+    write_task(tmp_path / "tasks", "net",
+               solution=f"if {reach(host_server)}; then echo reachable; else echo blocked; fi > net.txt",
+               check="grep -qx blocked net.txt")
+    result = run(tmp_path, "dnet", DOCKER, benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}],
+                 execution={"network": ALL_NONE})
+    assert counts(result)["correct"] == 1
+
+
+@needs_docker
+def test_docker_refuses_a_network_switch(tmp_path: Path) -> None:
+    """R-NET-1: a running container cannot change network, so a plan whose phases differ is refused
+    before anything runs; it is never widened."""
+    sweep = load_sweep(write_sweep(tmp_path, name="switch", environment=DOCKER,
+                                   execution={"network": {"baseline": "none", "run": "none", "evaluation": "host"}}))
+    with pytest.raises(UserError, match="cannot switch network policy"):
+        Orchestrator(sweep.requests()).preflight()
+
+
+@needs_bwrap
+def test_demo_passes_with_the_oracle_in_the_sandbox(tmp_path: Path) -> None:
+    """The demo benchmark scores 1.0 with the oracle in the sandbox (network none in every phase), and
+    no task directory is left behind."""
+    before = set(SANDBOX_ROOT.iterdir()) if SANDBOX_ROOT.is_dir() else set()
+    result = run(tmp_path, "sbdemo", SANDBOX, execution={"network": ALL_NONE})
+    assert result.metrics.metrics["accuracy"] == 1.0 and result.metrics.counts.evaluated >= 12
+    assert set(SANDBOX_ROOT.iterdir()) - before == set()
+
+
+@needs_docker
+def test_demo_passes_with_the_oracle_in_docker(tmp_path: Path) -> None:
+    """The demo benchmark scores 1.0 with the oracle in Docker, and no container is left behind."""
+    import docker
+
+    client = docker.from_env()
+    result = run(tmp_path, "dkdemo", DOCKER, execution={"network": ALL_NONE, "limits": {"task_concurrency": 2}})
+    assert result.metrics.metrics["accuracy"] == 1.0
+    assert client.containers.list(all=True, filters={"label": f"agentcompass.pid={os.getpid()}"}) == []
+
+
+ESCAPES = "touch /usr/agentcompass-x; echo $? > codes; touch ~/../../etc/agentcompass-x; echo $? >> codes; " \
+          "echo x > /etc/agentcompass-x; echo $? >> codes"
+
+
+@pytest.mark.parametrize("environment", [pytest.param(SANDBOX, marks=needs_bwrap, id="sandbox"),
+                                         pytest.param(DOCKER, marks=needs_docker, id="docker")])
+def test_writes_outside_the_working_directory_fail(tmp_path: Path, environment: dict[str, Any]) -> None:
+    """Writes outside the task's directories (/usr/x, ~/../../etc/x, /etc/x) fail inside the environment
+    and the host file system is unchanged."""
+    write_task(tmp_path / "tasks", "escape", solution=ESCAPES, check="test \"$(cat codes | tr -d '\\n')\" = 111")
+    result = run(tmp_path, f"escape-{environment['id']}", environment,
+                 benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}],
+                 execution={"network": ALL_NONE})
+    assert counts(result)["correct"] == 1
+    for path in ("/usr/agentcompass-x", "/etc/agentcompass-x"):
+        assert not Path(path).exists()
+
+
+@needs_bwrap
+def test_sandbox_limits_give_clear_errors(tmp_path: Path) -> None:
+    """R-LIMIT-1 (per command): wall time and memory limits end the command with a message that says so."""
+    import asyncio
+
+    from agentcompass_dagster.config import EnvironmentConfig
+    from agentcompass_dagster.environments.sandbox import SandboxEnvironment
+    from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+
+    environment = SandboxEnvironment(EnvironmentConfig(id="sandbox", params={"memory_mb": 64}))
+    plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="sandbox", model_id="m")
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        session = await environment.open(plan, TaskSpec(id="t"))
+        try:
+            slow = await session.exec("sleep 30", timeout_s=0.5)
+            hungry = await session.exec("python3 -c 'x = bytearray(512 * 1024 * 1024)'")
+            fine = await session.exec("echo fine")
+        finally:
+            await session.close()
+        return slow, hungry, fine
+
+    slow, hungry, fine = asyncio.run(scenario())
+    assert slow.timed_out and "time limit of 0.5s" in slow.stderr
+    assert hungry.exit_code != 0 and "memory limit of 64 MB" in hungry.stderr
+    assert fine.stdout == "fine\n"
+
+
+@needs_docker
+def test_capacity_two_means_two_containers_at_most(tmp_path: Path) -> None:
+    """R-LIMIT-1: provider capacity 2 with 6 workers: never more than 2 containers exist at once."""
+    import docker
+
+    client = docker.from_env()
+    label = f"agentcompass.environment=cap-{os.getpid()}"
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.append(len(client.containers.list(all=True, filters={"label": label})))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        environment = {**DOCKER, "id": f"cap-{os.getpid()}", "provider": "docker", "capacity": 2}
+        result = run(tmp_path, "cap", environment, benchmarks=[{"id": "synthetic", "params": {"n_tasks": 6}}],
+                     harness={"id": "scripted", "params": {"default": {"command": "sleep 1", "oracle": True}}},
+                     execution={"network": ALL_NONE, "limits": {"task_concurrency": 6}})
+    finally:
+        stop.set()
+        watcher.join()
+    assert counts(result)["correct"] == 6
+    assert max(seen) == 2
+
+
+def _start_cli(tmp_path: Path, sweep: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", "--direct", str(sweep)],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@needs_docker
+def test_containers_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> None:
+    """R-CLEAN-1: SIGKILL of the parent leaves its containers; the next run removes them at start, so none
+    of the first run's containers exists after the second finishes."""
+    import docker
+
+    client = docker.from_env()
+    slow = write_sweep(tmp_path, name="killed", environment=DOCKER, benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
+                       harness={"id": "scripted", "params": {"default": {"sleep": 120}}}, execution={"network": ALL_NONE})
+    proc = _start_cli(tmp_path, slow)
+    label = f"agentcompass.pid={proc.pid}"
+    try:
+        deadline = time.monotonic() + 60
+        while not client.containers.list(all=True, filters={"label": label}):
+            assert time.monotonic() < deadline and proc.poll() is None, "the first run started no container"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert client.containers.list(all=True, filters={"label": label})
+    quick = write_sweep(tmp_path, name="next", environment=DOCKER, benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}],
+                        execution={"network": ALL_NONE})
+    second = _start_cli(tmp_path, quick)
+    assert second.wait(timeout=120) == 0, second.stderr.read() if second.stderr else ""
+    assert client.containers.list(all=True, filters={"label": label}) == []
+
+
+@needs_bwrap
+def test_sandbox_leaves_nothing_after_a_killed_run(tmp_path: Path) -> None:
+    """R-CLEAN-1: a SIGKILLed run's sandboxed commands die with it, and the next run removes its task
+    directories."""
+    marker = f"sleep 77.{os.getpid()}"
+    sweep = write_sweep(tmp_path, name="sbkill", environment=SANDBOX, benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
+                        harness={"id": "scripted", "params": {"default": {"command": marker}}})
+    proc = _start_cli(tmp_path, sweep)
+    try:
+        deadline = time.monotonic() + 60
+        while not _processes(marker):
+            assert time.monotonic() < deadline and proc.poll() is None, "the sandboxed command never started"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while _processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes(marker) == []
+    assert [p for p in SANDBOX_ROOT.iterdir() if p.name.startswith(f"{proc.pid}-")]
+    quick = write_sweep(tmp_path, name="after", environment=SANDBOX, benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}])
+    assert _start_cli(tmp_path, quick).wait(timeout=60) == 0
+    assert [p for p in SANDBOX_ROOT.iterdir() if p.name.startswith(f"{proc.pid}-")] == []
+
+
+def _processes(needle: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
