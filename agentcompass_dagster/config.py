@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -117,6 +117,23 @@ class ScheduleConfig(Declaration):
     cron: str | None = None
 
 
+class DagsterDeployment(Declaration):
+    """How Dagster executes the sweep's job: steps in this process tree (default), or each step in its own
+    container through dagster-docker's docker_executor, for users who outgrow one machine. The image must
+    hold this project (pip install agentcompass-dagster) and its resources/."""
+
+    executor: Literal["default", "docker"] = "default"
+    image: str | None = None
+    network: str | None = None
+    env_vars: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _docker_needs_an_image(self) -> DagsterDeployment:
+        if self.executor == "docker" and not self.image:
+            raise ValueError("executor 'docker' needs an image that holds this project")
+        return self
+
+
 class SweepConfig(Declaration):
     """benchmarks x models, each run with one harness, environment and execution spec."""
 
@@ -129,6 +146,7 @@ class SweepConfig(Declaration):
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    dagster: DagsterDeployment = Field(default_factory=DagsterDeployment)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> SweepConfig:

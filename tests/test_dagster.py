@@ -252,3 +252,16 @@ def test_dagster_mode_refuses_explicit_run_ids(tmp_path: Path, capsys: pytest.Ca
     assert run_cli("run", sweep) == 2
     assert "output.run_id='fixed'" in capsys.readouterr().err
     assert not (tmp_path / "results").exists() and not (tmp_path / "dagster_home").exists()
+
+
+def test_a_sweep_can_run_its_steps_in_docker_containers(tmp_path: Path) -> None:
+    """The dagster-docker deployment path: `dagster: {executor: docker, image: ...}` gives the sweep's job
+    dagster-docker's docker_executor with that image, so each step runs in its own container."""
+    path = write_sweep(tmp_path, name="boxed", dagster={"executor": "docker", "image": "agentcompass:latest",
+                                                       "network": "evalnet", "env_vars": ["OPENAI_API_KEY"]})
+    job = sweep_definitions(load_sweep(path)).resolve_job_def("boxed__job")
+    assert job.executor_def.name == "boxed__docker_executor"
+    config = job.executor_def.apply_config_mapping({}).value["config"]
+    assert (config["image"], config["network"], config["env_vars"]) == ("agentcompass:latest", "evalnet", ["OPENAI_API_KEY"])
+    with pytest.raises(UserError, match="needs an image"):
+        load_sweep(write_sweep(tmp_path, name="noimage", dagster={"executor": "docker"}))

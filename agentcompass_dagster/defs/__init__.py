@@ -34,6 +34,7 @@ def sweep_definitions(sweep: SweepConfig) -> dg.Definitions:
         identifier(sweep.name, "job"),
         selection=dg.AssetSelection.groups(first.group),
         description=f"Materialize sweep {sweep.name!r}.",
+        executor_def=_executor(sweep),
     )
     schedules = [sweep_schedule(sweep, job)] if sweep.schedule.cron else []
     return dg.Definitions(
@@ -47,6 +48,19 @@ def sweep_definitions(sweep: SweepConfig) -> dg.Definitions:
             first.environment_resource_key: EnvironmentResource.declared(sweep.environment),
         },
     )
+
+
+def _executor(sweep: SweepConfig) -> dg.ExecutorDefinition | None:
+    """dagster-docker's docker_executor when the sweep asks for container steps, else Dagster's default."""
+    deployment = sweep.dagster
+    if deployment.executor != "docker":
+        return None
+    from dagster_docker import docker_executor
+
+    config: dict[str, object] = {"image": deployment.image, "env_vars": deployment.env_vars}
+    if deployment.network:
+        config["network"] = deployment.network
+    return docker_executor.configured(config, name=identifier(sweep.name, "docker_executor"))
 
 
 def build_definitions(resources: Path) -> dg.Definitions:
