@@ -1,5 +1,5 @@
 """Helpers shared by the by-hand benchmarks in this directory (``bench_store.py``, ``bench_engine.py``,
-``bench_dagster.py``).
+``bench_dagster.py``, ``bench_environments.py``).
 
 A measurement is made in a fresh child process (the calling script re-invoked with its hidden ``--child``
 option) so that each one reports its own peak RSS; the child prints its result as one JSON object on the
@@ -134,22 +134,42 @@ def check_run_dir(run_dir: Path, n: int, harness: str, *, reused: bool, accuracy
     return problems
 
 
-def measure(request: RunRequest, phase: str) -> Measurement:
-    """Run one request in this process, which must be a fresh child, and check it with check_run. The
-    peak RSS is taken before the checks, which read the run directory back."""
-    rss_after_import = max_rss_mb()
+@dataclass
+class RequestRun:
+    """One request run and timed by ``run_request``; ``error`` says why it has no result."""
+
+    seconds: float
+    run_dir: str = ""
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+def run_request(request: RunRequest) -> RequestRun:
+    """Run one request through ``run_requests`` in this process and time it; read back its metrics and
+    its summary counts."""
     started = time.perf_counter()
     result = run_requests([request])
     seconds = time.perf_counter() - started
-    m = Measurement(n=request.benchmark.params["n_tasks"], phase=phase, k=request.execution.attempts.k,
-                    seconds=seconds, peak_rss_mb=max_rss_mb(), rss_after_import_mb=rss_after_import)
     outcome = result.outcomes[request.name]
     if result.status != "completed" or outcome.result is None:
-        m.problems.append(f"orchestration {result.status}, request {outcome.status}: {outcome.error}")
+        return RequestRun(seconds, error=f"orchestration {result.status}, request {outcome.status}: {outcome.error}")
+    run_dir = outcome.result.run_dir
+    return RequestRun(seconds, run_dir, dict(outcome.result.metrics.metrics),
+                      json.loads((Path(run_dir) / SUMMARY_COUNTS).read_text()))
+
+
+def measure(request: RunRequest, phase: str) -> Measurement:
+    """Run one request in this process, which must be a fresh child, and check it with check_run. The
+    peak RSS is taken before the checks, which list details/."""
+    rss_after_import = max_rss_mb()
+    run = run_request(request)
+    m = Measurement(n=request.benchmark.params["n_tasks"], phase=phase, k=request.execution.attempts.k,
+                    seconds=run.seconds, peak_rss_mb=max_rss_mb(), rss_after_import_mb=rss_after_import,
+                    run_dir=run.run_dir, metrics=run.metrics, counts=run.counts)
+    if run.error:
+        m.problems.append(run.error)
         return m
-    m.run_dir = outcome.result.run_dir
-    m.metrics = dict(outcome.result.metrics.metrics)
-    m.counts = json.loads((Path(m.run_dir) / SUMMARY_COUNTS).read_text())
     m.problems = check_run(m, request.harness.id)
     return m
 
