@@ -139,11 +139,19 @@ def cmd_ui(args: argparse.Namespace) -> int:
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.port)]
     proc = subprocess.Popen(command, start_new_session=True)
+    # dagster dev leads its own process group (webserver, daemon, code servers): stop all of it however
+    # this process is asked to stop, not only on Ctrl-C.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
         return proc.wait()
     except KeyboardInterrupt:
         _stop_group(proc)
         return 130
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:

@@ -49,7 +49,7 @@ def tasks_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
         atomic_write_bytes(sb.benchmark_dir / TASKS_FILE, buffer.getvalue())
         return dg.MaterializeResult(
             metadata={"tasks": len(specs), "new partitions": len(new),
-                      "path": dg.MetadataValue.path(str(sb.benchmark_dir / TASKS_FILE))}
+                      "path": dg.MetadataValue.path(str((sb.benchmark_dir / TASKS_FILE).resolve()))}
         )
 
     return tasks
@@ -131,7 +131,7 @@ def _detail_metadata(detail: TaskDetail, path: str) -> dict[str, Any]:
         "attempts": detail.attempts_tried,
         "tokens": usage.input_tokens + usage.output_tokens,
         "cost_usd": usage.cost_usd,
-        "detail": dg.MetadataValue.path(path),
+        "detail": dg.MetadataValue.path(str(Path(path).resolve())),
     }
 
 
@@ -166,8 +166,8 @@ def metrics_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
             metadata={
                 "summary": dg.MetadataValue.md(table),
                 "models": len(newest),
-                "runs": dg.MetadataValue.json({model: source.path for model, source in newest.items()}),
-                "metrics": dg.MetadataValue.path(str(sb.benchmark_dir / METRICS_FILE)),
+                "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
+                "metrics": dg.MetadataValue.path(str((sb.benchmark_dir / METRICS_FILE).resolve())),
             }
         )
 
