@@ -68,6 +68,7 @@ benchmarks: Registry[Any] = Registry(
     {
         "demo": "agentcompass_dagster.benchmarks.demo:DemoBenchmark",
         "synthetic": "agentcompass_dagster.benchmarks.synthetic:SyntheticBenchmark",
+        "humaneval": "agentcompass_dagster.benchmarks.humaneval:HumanEvalBenchmark",
     },
 )
 harnesses: Registry[Any] = Registry(
@@ -77,6 +78,7 @@ harnesses: Registry[Any] = Registry(
         "oracle": "agentcompass_dagster.harnesses.oracle:OracleHarness",
         "nop": "agentcompass_dagster.harnesses.nop:NopHarness",
         "scripted": "agentcompass_dagster.harnesses.scripted:ScriptedHarness",
+        "completions": "agentcompass_dagster.harnesses.completions:CompletionsHarness",
     },
 )
 environments: Registry[Any] = Registry(

@@ -164,12 +164,19 @@ class DockerEnvironment(Environment):
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
         self.params = validate_declaration(DockerParams, config.params, "environment.params")
+        self._docker: Any = None
+
+    @property
+    def client(self) -> Any:
+        """One client (and connection pool) per environment, made on first use."""
+        if self._docker is None:
+            self._docker = _client()
+        return self._docker
 
     def validate_plan(self, plan: ExecutionPlan) -> None:
         super().validate_plan(plan)
         try:
-            client = _client()
-            client.images.get(self.params.image)
+            self.client.images.get(self.params.image)
         except Exception as exc:
             raise UserError(f"environment.params.image={self.params.image!r}: not usable on the Docker engine at "
                             f"{os.environ.get('DOCKER_HOST', 'the default socket')}: {str(exc).splitlines()[0]}") from None
@@ -179,7 +186,7 @@ class DockerEnvironment(Environment):
 
     def _start(self, policy: NetworkPolicy) -> DockerSession:
         global _swept
-        client = _client()
+        client = self.client
         with _sweep_lock:
             if not _swept:
                 _swept = True
