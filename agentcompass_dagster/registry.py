@@ -69,6 +69,7 @@ benchmarks: Registry[Any] = Registry(
         "demo": "agentcompass_dagster.benchmarks.demo:DemoBenchmark",
         "synthetic": "agentcompass_dagster.benchmarks.synthetic:SyntheticBenchmark",
         "humaneval": "agentcompass_dagster.benchmarks.humaneval:HumanEvalBenchmark",
+        "harbor": "agentcompass_dagster.benchmarks.harbor_tasks:HarborTasksBenchmark",
     },
 )
 harnesses: Registry[Any] = Registry(

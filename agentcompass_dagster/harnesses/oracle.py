@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from agentcompass_dagster.environments.base import EnvironmentSession
 
 SOLUTION_TIMEOUT_S = 600.0
+# Reference scripts find the task's private files (e.g. a solution's data) under this variable.
+SCRATCH_VARIABLE = "AGENTCOMPASS_SCRATCH"
 
 
 async def run_reference(prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark) -> RunResult:
@@ -26,7 +28,7 @@ async def run_reference(prepared: PreparedTask, env: EnvironmentSession, benchma
     if solution.script is not None:
         path = f"{env.scratch}/solution-{file_stem(prepared.task.id)}.sh"
         await env.write_file(path, solution.script.encode(), 0o755)
-        command = f"bash {shlex.quote(path)}"
+        command = f"{SCRATCH_VARIABLE}={shlex.quote(env.scratch)} bash {shlex.quote(path)}"
         outcome = await env.exec(command, timeout_s=SOLUTION_TIMEOUT_S)
         trajectory.append(
             {"type": "command", "command": command, "exit_code": outcome.exit_code, "output": outcome.output[-4000:]}

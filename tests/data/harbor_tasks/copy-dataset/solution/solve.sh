@@ -1,0 +1,1 @@
+wc -w < /solution/text.txt | tr -d " " > count.txt

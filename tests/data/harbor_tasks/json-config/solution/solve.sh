@@ -1,0 +1,1 @@
+printf '{"name": "harbor", "workers": 4, "debug": false}\n' > config.json
