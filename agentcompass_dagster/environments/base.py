@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Awaitable, Callable, ClassVar
@@ -105,3 +106,14 @@ def _rate_limited(open_method: Callable[..., Awaitable[EnvironmentSession]]) -> 
 
     open._rate_limited = True  # type: ignore[attr-defined]
     return open
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this machine still runs: a resource labelled with a dead owner is stale."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

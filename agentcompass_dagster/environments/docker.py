@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
-from agentcompass_dagster.environments.base import Environment, EnvironmentSession, ExecResult
+from agentcompass_dagster.environments.base import Environment, EnvironmentSession, ExecResult, process_alive
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
 
@@ -141,20 +141,10 @@ def remove_stale_containers(client: Any) -> int:
     removed = 0
     for container in client.containers.list(all=True, filters={"label": f"{LABEL}.host={socket.gethostname()}"}):
         pid = container.labels.get(f"{LABEL}.pid", "")
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             _remove(container)
             removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class DockerEnvironment(Environment):

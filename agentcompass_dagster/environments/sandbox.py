@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
-from agentcompass_dagster.environments.base import Environment, EnvironmentSession, ExecResult
+from agentcompass_dagster.environments.base import Environment, EnvironmentSession, ExecResult, process_alive
 from agentcompass_dagster.environments.hostdir import HostDirSession
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
@@ -97,18 +97,8 @@ def _remove_stale(root_dir: Path) -> None:
         _swept.add(root_dir)
     for entry in root_dir.iterdir() if root_dir.is_dir() else []:
         pid = entry.name.partition("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class SandboxEnvironment(Environment):
