@@ -221,8 +221,8 @@ def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) ->
     asset carries the markdown table and its checks pass."""
     sweep = lab_sweep(tmp_path, ["m1", "m2"], harness="oracle")
     assert run_cli("run", sweep) == 0
-    demo_tasks = sweep_benchmarks(load_sweep(sweep))[0].task_keys(sweep_benchmarks(load_sweep(sweep))[0].load_tasks())
-    assert materialized(dagster_home) == {f"{m}|{t}" for m in ("m1", "m2") for t in demo_tasks}
+    (demo,) = sweep_benchmarks(load_sweep(sweep))
+    assert materialized(dagster_home) == {f"{m}|{t}" for m in ("m1", "m2") for t in demo.task_keys(demo.load_tasks())}
     metrics = load_metrics(tmp_path / "results", latest=True)
     accuracy = metrics[metrics["metric"] == "accuracy"].set_index("model")["value"].to_dict()
     assert accuracy == {"m1": 1.0, "m2": 1.0}
