@@ -13,6 +13,7 @@ from typing import Any
 
 import dagster as dg
 import pytest
+import yaml
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs import build_definitions, sweep_definitions
@@ -267,3 +268,12 @@ def test_a_sweep_can_run_its_steps_in_docker_containers(tmp_path: Path) -> None:
     assert (config["image"], config["network"], config["env_vars"]) == ("agentcompass:latest", "evalnet", ["OPENAI_API_KEY"])
     with pytest.raises(UserError, match="needs an image"):
         load_sweep(write_sweep(tmp_path, name="noimage", dagster={"executor": "docker"}))
+
+
+def test_generated_instance_is_sqlite_without_telemetry(tmp_path: Path) -> None:
+    """The CLI's DAGSTER_HOME gets a dagster.yaml with telemetry off and one consolidated SQLite event log."""
+    home = ensure_dagster_home(tmp_path / "home")
+    assert yaml.safe_load((home / "dagster.yaml").read_text())["telemetry"] == {"enabled": False}
+    with dg.DagsterInstance.get() as instance:
+        assert type(instance.event_log_storage).__name__ == "ConsolidatedSqliteEventLogStorage"
+        assert Path(instance.root_directory) == home
