@@ -25,8 +25,15 @@ def _run_files(results_dir: Path, name: str) -> list[Path]:
     return sorted(p for p in Path(results_dir).rglob(name) if (p.parent / RUN_INFO).is_file())
 
 
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The table in the current schema; columns added since it was written are null (R-COMPAT-1)."""
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 def _load(results_dir: str | Path, name: str, schema: pa.Schema) -> pd.DataFrame:
-    tables = [pq.read_table(path).select(schema.names).cast(schema) for path in _run_files(Path(results_dir), name)]
+    tables = [_conform(pq.read_table(path), schema) for path in _run_files(Path(results_dir), name)]
     return pa.concat_tables(tables).to_pandas() if tables else schema.empty_table().to_pandas()
 
 

@@ -231,7 +231,8 @@ def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) ->
     assert "| accuracy | 1.0000 |" in summary
     assert {c: str(t) for c, t in metrics.dtypes.items()} == {
         "sweep": "str", "benchmark": "str", "model": "str", "harness": "str", "run_id": "str", "metric": "str",
-        "value": "float64", "n": "int64", "total": "int64", "errors": "int64", "timestamp": "datetime64[us, UTC]"}
+        "value": "float64", "n": "int64", "total": "int64", "errors": "int64", "timestamp": "datetime64[us, UTC]",
+        "stderr": "float64", "ci_low": "float64", "ci_high": "float64"}
     tasks = load_task_results(tmp_path / "results")
     assert len(tasks) == 2 * 18 and tasks["correct"].all() and str(tasks["attempt"].dtype) == "int64"
     with dg.DagsterInstance.get() as instance:

@@ -26,6 +26,7 @@ def metrics_schema() -> pa.Schema:
         ("sweep", pa.string()), ("benchmark", pa.string()), ("model", pa.string()), ("harness", pa.string()),
         ("run_id", pa.string()), ("metric", pa.string()), ("value", pa.float64()), ("n", pa.int64()),
         ("total", pa.int64()), ("errors", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("stderr", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
     ])
 
 
@@ -61,9 +62,11 @@ def write_run_parquet(
     """``identity`` holds sweep, benchmark, model, harness and run_id, repeated on every row."""
     now = datetime.now(timezone.utc)
     counts = metrics.counts
+    uncertainty = (metrics.details or {}).get("uncertainty", {})
     metric_rows = [
         {**identity, "metric": name, "value": value, "n": counts.evaluated, "total": counts.total,
-         "errors": counts.error, "timestamp": now}
+         "errors": counts.error, "timestamp": now, **{key: uncertainty.get(name, {}).get(key)
+                                                      for key in ("stderr", "ci_low", "ci_high")}}
         for name, value in metrics.metrics.items()
     ]
     task_rows = []

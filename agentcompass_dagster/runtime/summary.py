@@ -29,6 +29,7 @@ class SummaryCounts(Record):
     new: int
     categories: dict[str, CategoryCounts] = Field(default_factory=dict)
     metrics: dict[str, float | None] = Field(default_factory=dict)
+    uncertainty: dict[str, dict[str, float]] = Field(default_factory=dict)
     usage: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -63,6 +64,7 @@ def count(details: list[TaskDetail], selected: list[str], reused: set[str], metr
         new=sum(task_id not in reused for task_id in by_id),
         categories=dict(sorted(categories.items())),
         metrics=metrics.metrics,
+        uncertainty=(metrics.details or {}).get("uncertainty", {}),
         usage=usage,
     )
 
@@ -84,6 +86,12 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
         "|---|---|",
     ]
     lines += [f"| {name} | {_fmt(value)} |" for name, value in counts.metrics.items()]
+    if counts.uncertainty:
+        lines += ["", "| metric | stderr | 95% CI (bootstrap over tasks) | tasks |", "|---|---|---|---|"]
+        lines += [
+            f"| {name} | {u['stderr']:.4f} | [{u['ci_low']:.4f}, {u['ci_high']:.4f}] | {int(u['n'])} |"
+            for name, u in counts.uncertainty.items()
+        ]
     if counts.categories:
         lines += ["", "| category | tasks | evaluated | correct | errors |", "|---|---|---|---|---|"]
         lines += [
