@@ -57,3 +57,9 @@ def load_task_results(results_dir: str | Path, latest: bool = False) -> pd.DataF
     error, reused."""
     tasks = _load(results_dir, TASK_RESULTS_FILE, task_results_schema())
     return _keep_latest(tasks, _load(results_dir, METRICS_FILE, metrics_schema())) if latest else tasks
+
+
+def load_comparisons(results_dir: str | Path) -> pd.DataFrame:
+    """Every paired model comparison of every sweep x benchmark (from the Dagster comparison asset)."""
+    frames = [pd.read_parquet(path) for path in sorted(Path(results_dir).rglob("comparison.parquet"))]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

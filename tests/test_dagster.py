@@ -278,3 +278,27 @@ def test_generated_instance_is_sqlite_without_telemetry(tmp_path: Path) -> None:
     with dg.DagsterInstance.get() as instance:
         assert type(instance.event_log_storage).__name__ == "ConsolidatedSqliteEventLogStorage"
         assert Path(instance.root_directory) == home
+
+
+def test_comparison_asset_compares_every_pair_of_models(tmp_path: Path, dagster_home: Path) -> None:
+    """The comparison asset writes comparison.parquet and a markdown table: a clearly weaker model is
+    named, identical models show no difference, p-values are exact McNemar on the discordant tasks."""
+    from scipy.stats import binomtest
+
+    from agentcompass_dagster.results import load_comparisons
+
+    weak = {f"t{i:02d}": {"answer": "wrong"} for i in range(12)}
+    sweep = write_sweep(tmp_path, name="pair", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 30}}],
+                        models=[{"id": m, "provider": "none"} for m in ("strong", "twin", "weak")],
+                        harness={"id": "scripted", "params": {"default": {"oracle": True}, "by_model": {"weak": weak}}})
+    assert run_cli("run", sweep) == 0
+    frame = load_comparisons(tmp_path / "results").set_index(["model_a", "model_b"])
+    strong_weak = frame.loc[("strong", "weak")]
+    assert (strong_weak["n"], strong_weak["only_a"], strong_weak["only_b"]) == (30, 12, 0)
+    assert strong_weak["p_value"] == pytest.approx(binomtest(12, 12, 0.5).pvalue)
+    assert strong_weak["diff"] == pytest.approx(12 / 30) and strong_weak["verdict"] == "strong better"
+    twins = frame.loc[("strong", "twin")]
+    assert (twins["diff"], twins["p_value"], twins["verdict"]) == (0.0, 1.0, "no detectable difference")
+    with dg.DagsterInstance.get() as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey(["pair", "synthetic", "comparison"]))
+        assert event is not None and "strong better" in event.asset_materialization.metadata["comparisons"].value

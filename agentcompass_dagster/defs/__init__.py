@@ -1,7 +1,7 @@
 """The Dagster layer: a thin, declarative mapping of the sweeps in resources/ onto Dagster.
 
 For each benchmark B of a sweep S: assets S/B/tasks -> S/B/attempts (partitioned by model x task) ->
-S/B/metrics with two asset checks; per sweep one job, a schedule when it declares a cron, a sensor for
+S/B/metrics with two asset checks -> S/B/comparison (paired model comparisons); per sweep one job, a schedule when it declares a cron, a sensor for
 new tasks, and the harness and environment as ConfigurableResources.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 
 from agentcompass_dagster.config import SweepConfig, load_sweep
-from agentcompass_dagster.defs.assets import attempts_asset, metrics_asset, tasks_asset
+from agentcompass_dagster.defs.assets import attempts_asset, comparison_asset, metrics_asset, tasks_asset
 from agentcompass_dagster.defs.automation import new_tasks_sensor, sweep_schedule
 from agentcompass_dagster.defs.checks import counts_check, secrets_check
 from agentcompass_dagster.defs.partitions import identifier
@@ -27,7 +27,7 @@ def sweep_definitions(sweep: SweepConfig) -> dg.Definitions:
     assets: list[dg.AssetsDefinition] = []
     checks: list[dg.AssetChecksDefinition] = []
     for sb in sweep_benchmarks(sweep):
-        assets += [tasks_asset(sb), attempts_asset(sb), metrics_asset(sb)]
+        assets += [tasks_asset(sb), attempts_asset(sb), metrics_asset(sb), comparison_asset(sb)]
         checks += [counts_check(sb), secrets_check(sb)]
     first = sweep_benchmarks(sweep)[0]
     job = dg.define_asset_job(

@@ -12,6 +12,7 @@ from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write_text
 from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Observers, RequestState, run_requests
 from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE
+from agentcompass_dagster.runtime.stats import paired_comparison
 from agentcompass_dagster.runtime.types import TaskDetail
 
 TASKS_FILE = "tasks.parquet"
@@ -187,4 +188,75 @@ def _markdown_table(metrics: Any) -> str:
         values = " | ".join("n/a" if row[c] != row[c] else f"{row[c]:.4f}" for c in columns)
         c = counts.loc[model]
         lines.append(f"| {model} | {values} | {c['n']} | {c['total']} | {c['errors']} |")
+    return "\n".join(lines)
+
+
+COMPARISON_FILE = "comparison.parquet"
+
+
+def comparison_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=sb.key("comparison"),
+        group_name=sb.group,
+        deps=[sb.key("metrics")],
+        description=f"Every pair of models on the {sb.benchmark.id!r} tasks both finished: the difference in "
+        "accuracy with a paired bootstrap 95% interval and the exact McNemar test.",
+    )
+    def comparison() -> dg.MaterializeResult:
+        import pandas as pd
+
+        scores = _task_scores(sb)
+        rows = []
+        models = [m.id for m in sb.sweep.models if m.id in scores]
+        for index, a in enumerate(models):
+            for b in models[index + 1:]:
+                result = paired_comparison(scores[a], scores[b])
+                if result is None:
+                    continue
+                rows.append({"sweep": sb.sweep.name, "benchmark": sb.benchmark.id, "model_a": a, "model_b": b,
+                             "n": result.n, "accuracy_a": result.mean_a, "accuracy_b": result.mean_b,
+                             "diff": result.diff, "ci_low": result.ci_low, "ci_high": result.ci_high,
+                             "only_a": result.only_a, "only_b": result.only_b, "p_value": result.p_value,
+                             "verdict": result.verdict(a, b)})
+        frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+        sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        atomic_write_bytes(sb.benchmark_dir / COMPARISON_FILE, buffer.getvalue())
+        table = comparison_table(frame)
+        atomic_write_text(sb.benchmark_dir / "comparison.md", f"# {sb.sweep.name} · {sb.benchmark.id}: comparisons\n\n{table}\n")
+        return dg.MaterializeResult(metadata={"comparisons": dg.MetadataValue.md(table), "pairs": len(rows)})
+
+    return comparison
+
+
+COMPARISON_COLUMNS = ["sweep", "benchmark", "model_a", "model_b", "n", "accuracy_a", "accuracy_b", "diff", "ci_low",
+                      "ci_high", "only_a", "only_b", "p_value", "verdict"]
+
+
+def _task_scores(sb: SweepBenchmark) -> dict[str, dict[str, float]]:
+    """Model -> task -> mean correctness over attempts, for tasks that finished without error."""
+    import pandas as pd
+
+    scores: dict[str, dict[str, float]] = {}
+    for model, source in sb.newest_runs().items():
+        path = Path(source.path) / TASK_RESULTS_FILE
+        if not path.is_file():
+            continue
+        rows = pd.read_parquet(path, columns=["task_id", "correct", "error"])
+        finished = rows.groupby("task_id")["error"].apply(lambda e: e.isna().all())
+        means = rows.groupby("task_id")["correct"].mean()
+        scores[model] = {task: float(means[task]) for task in means.index if finished[task]}
+    return scores
+
+
+def comparison_table(frame: Any) -> str:
+    if frame.empty:
+        return "_fewer than two models with finished tasks_"
+    lines = ["| model A | model B | tasks | accuracy A | accuracy B | A - B [95% CI] | only A | only B | McNemar p | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in frame.itertuples():
+        lines.append(f"| {row.model_a} | {row.model_b} | {row.n} | {row.accuracy_a:.4f} | {row.accuracy_b:.4f} | "
+                     f"{row.diff:+.4f} [{row.ci_low:+.4f}, {row.ci_high:+.4f}] | {row.only_a} | {row.only_b} | "
+                     f"{row.p_value:.4g} | {row.verdict} |")
     return "\n".join(lines)

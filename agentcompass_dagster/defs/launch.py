@@ -2,8 +2,8 @@
 is missing, so the UI shows every run afterwards.
 
 Per benchmark: the tasks asset when the task set changed (new partitions), one attempts run per range
-of missing partitions, then the metrics asset (with its checks) when anything ran or it never did. A
-sweep whose partitions are all materialized launches nothing.
+of missing partitions, then the metrics asset (with its checks) and the comparison asset when anything
+ran or they never did. A sweep whose partitions are all materialized launches nothing.
 """
 
 from dataclasses import dataclass, field
@@ -63,8 +63,9 @@ def materialize_sweep(sweep: SweepConfig, instance: dg.DagsterInstance) -> Sweep
         for request in missing_run_requests(sb, instance, keys):
             _execute(defs, instance, sb.key("attempts"), dict(request.tags), launch)
             ran = True
-        if ran or instance.get_latest_materialization_event(sb.key("metrics")) is None:
-            _execute(defs, instance, sb.key("metrics"), {}, launch)
+        for kind in ("metrics", "comparison"):
+            if ran or instance.get_latest_materialization_event(sb.key(kind)) is None:
+                _execute(defs, instance, sb.key(kind), {}, launch)
         launch.newest.update({(sb.benchmark.id, model): source for model, source in sb.newest_runs().items()})
     return launch
 

@@ -9,6 +9,7 @@ errors, exceptions, timeouts, retries, close failures) can be exercised without 
           t1: {raise: "boom"}              # every attempt of t1 raises
           t2: [{answer: "x"}, {sleep: 5}]  # attempt 1 answers, attempt 2 (and later) sleeps
           t3: {succeed_on: 3, oracle: true}  # tries 1-2 return an error, try 3 runs the reference
+        by_model: {m2: {t1: {error: x}}}    # optional: per model id, replaces `tasks`
         record: /tmp/calls.jsonl           # optional: one JSON line per call (task, attempt, try, times)
 
 A step may combine: ``sleep`` first, then ``command`` (run in the environment), then the outcome:
@@ -61,6 +62,8 @@ class ScriptedParams(BaseModel):
 
     default: ScriptStep = Field(default_factory=ScriptStep)
     tasks: dict[str, ScriptStep | list[ScriptStep]] = Field(default_factory=dict)
+    # Per model id, steps that replace ``tasks`` (to play two models that differ on the same tasks).
+    by_model: dict[str, dict[str, ScriptStep | list[ScriptStep]]] = Field(default_factory=dict)
     record: Path | None = None
 
 
@@ -72,7 +75,7 @@ class ScriptedHarness(Harness):
         self._lock = threading.Lock()
 
     def step(self, task_id: str, attempt: int) -> ScriptStep:
-        steps = self.params.tasks.get(task_id, self.params.default)
+        steps = self.params.by_model.get(self.model.id, self.params.tasks).get(task_id, self.params.default)
         if isinstance(steps, list):
             return steps[min(attempt, len(steps)) - 1] if steps else self.params.default
         return steps
