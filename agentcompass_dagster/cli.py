@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--reuse-run-id", help="with --direct: reuse this earlier run id")
     summary = sub.add_parser("summary", help="re-render summary.md of a run directory from its details")
     summary.add_argument("run_dir", type=Path)
+    report = sub.add_parser("report", help="write one self-contained HTML report of a results directory")
+    report.add_argument("results_dir", type=Path)
+    report.add_argument("-o", "--output", type=Path, help="the HTML file (default: RESULTS_DIR/report.html)")
     ui = sub.add_parser("ui", help="start the Dagster UI (dagster dev) for workspace.yaml on 127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     return parser
@@ -128,6 +131,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from agentcompass_dagster.report import write_report
+
+    path = write_report(args.results_dir, args.output)
+    print(f"written: {path}")
+    return 0
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     """`dagster dev` in its own process group, so Ctrl-C stops the webserver, the daemon and every code
     server it started."""
@@ -170,7 +181,7 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
             return
 
 
-COMMANDS = {"run": cmd_run, "summary": cmd_summary, "ui": cmd_ui}
+COMMANDS = {"run": cmd_run, "summary": cmd_summary, "report": cmd_report, "ui": cmd_ui}
 
 
 def main(argv: list[str] | None = None) -> int:
