@@ -1,5 +1,6 @@
 """The three assets of each benchmark of a sweep: tasks -> attempts (model x task) -> metrics."""
 
+import base64
 import io
 from pathlib import Path
 from typing import Any, Iterator
@@ -9,6 +10,7 @@ import dagster as dg
 from agentcompass_dagster.defs.partitions import split_key
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.sweep import SweepBenchmark
+from agentcompass_dagster.plots import accuracy_with_ci
 from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write_text
 from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Observers, RequestState, run_requests
 from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE
@@ -163,9 +165,12 @@ def metrics_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
             atomic_write_bytes(sb.benchmark_dir / name, buffer.getvalue())
         summary = f"# {sb.sweep.name} · {sb.benchmark.id}\n\n{table}\n"
         atomic_write_text(sb.benchmark_dir / SUMMARY_FILE, summary)
+        plot = accuracy_with_ci(metric_rows)
+        atomic_write_bytes(sb.benchmark_dir / "accuracy.png", plot)
         return dg.MaterializeResult(
             metadata={
                 "summary": dg.MetadataValue.md(table),
+                "plot": dg.MetadataValue.md(f"![accuracy per model](data:image/png;base64,{base64.b64encode(plot).decode()})"),
                 "models": len(newest),
                 "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
                 "metrics": dg.MetadataValue.path(str((sb.benchmark_dir / METRICS_FILE).resolve())),
@@ -235,7 +240,7 @@ COMPARISON_COLUMNS = ["sweep", "benchmark", "model_a", "model_b", "n", "accuracy
 
 
 def _task_scores(sb: SweepBenchmark) -> dict[str, dict[str, float]]:
-    """Model -> task -> mean correctness over attempts, for tasks that finished without error."""
+    """Model -> task -> mean score over attempts (what accuracy averages), for tasks without error."""
     import pandas as pd
 
     scores: dict[str, dict[str, float]] = {}
@@ -243,9 +248,9 @@ def _task_scores(sb: SweepBenchmark) -> dict[str, dict[str, float]]:
         path = Path(source.path) / TASK_RESULTS_FILE
         if not path.is_file():
             continue
-        rows = pd.read_parquet(path, columns=["task_id", "correct", "error"])
+        rows = pd.read_parquet(path, columns=["task_id", "score", "error"])
         finished = rows.groupby("task_id")["error"].apply(lambda e: e.isna().all())
-        means = rows.groupby("task_id")["correct"].mean()
+        means = rows.groupby("task_id")["score"].mean()
         scores[model] = {task: float(means[task]) for task in means.index if finished[task]}
     return scores
 

@@ -15,8 +15,8 @@ MAX_FINDINGS = 20
 
 def counts_check(sb: SweepBenchmark) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=sb.key("metrics"), name="counts_match_denominators",
-                    description="In each model's newest run: evaluated + errors + missing = selected tasks, "
-                    "and every metric row carries those counts.")
+                    description="In each model's newest run: evaluated + errors + missing = selected tasks, and "
+                    "every metric row carries those counts (accuracy per category: its category's tasks).")
     def counts_match_denominators() -> dg.AssetCheckResult:
         import pandas as pd
 
@@ -31,10 +31,12 @@ def counts_check(sb: SweepBenchmark) -> dg.AssetChecksDefinition:
                 problems.append(f"{model}: evaluated {counts['evaluated']} + errors {counts['error']} + missing "
                                 f"{counts['missing']} != total {counts['total']}")
             if (run / METRICS_FILE).is_file():
-                rows = pd.read_parquet(run / METRICS_FILE)
-                if not ((rows["n"] == counts["evaluated"]) & (rows["total"] == counts["total"])
-                        & (rows["errors"] == counts["error"])).all():
-                    problems.append(f"{model}: metrics.parquet counts differ from {SUMMARY_COUNTS}")
+                rows = pd.read_parquet(run / METRICS_FILE).set_index("metric")
+                per_category = {f"accuracy/{name}": c["evaluated"] for name, c in counts["categories"].items()}
+                expected_n = {"accuracy": counts["evaluated"], **per_category}
+                wrong_n = [m for m, n in expected_n.items() if m in rows.index and rows.loc[m, "n"] != n]
+                if wrong_n or not ((rows["total"] == counts["total"]) & (rows["errors"] == counts["error"])).all():
+                    problems.append(f"{model}: metrics.parquet counts differ from {SUMMARY_COUNTS} ({wrong_n})")
         return dg.AssetCheckResult(passed=not problems, metadata={"problems": dg.MetadataValue.json(problems)})
 
     return counts_match_denominators

@@ -64,7 +64,8 @@ def write_run_parquet(
     counts = metrics.counts
     uncertainty = (metrics.details or {}).get("uncertainty", {})
     metric_rows = [
-        {**identity, "metric": name, "value": value, "n": counts.evaluated, "total": counts.total,
+        {**identity, "metric": name, "value": value, "n": uncertainty.get(name, {}).get("n", counts.evaluated),
+         "total": counts.total,
          "errors": counts.error, "timestamp": now, **{key: uncertainty.get(name, {}).get(key)
                                                       for key in ("stderr", "ci_low", "ci_high")}}
         for name, value in metrics.metrics.items()
