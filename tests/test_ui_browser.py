@@ -151,7 +151,7 @@ def _browse(base: str, task_keys: list[str], shots: Path) -> dict[str, list[str]
 
             # The catalog lists every asset by its full key, each linking to its own page.
             page.goto(f"{base}/assets", wait_until="networkidle")
-            for kind in ("tasks", "attempts", "metrics"):
+            for kind in ("tasks", "attempts", "metrics", "comparison"):
                 link = page.locator(f"a[href='/assets/demo/demo/{kind}']").first
                 expect(link).to_be_visible()
                 expect(link).to_contain_text(f"demo / demo / {kind}")
@@ -166,15 +166,16 @@ def _browse(base: str, task_keys: list[str], shots: Path) -> dict[str, list[str]
                 skip.click()
                 expect(page.get_by_text("Join the Dagster community")).to_be_hidden()
 
-            # The sweep's group: tasks -> attempts -> metrics, all materialized, every partition filled.
+            # The sweep's group: tasks -> attempts -> metrics -> comparison, all materialized, every
+            # partition filled.
             page.goto(f"{base}/locations/definitions.py/asset-groups/demo", wait_until="networkidle")
             graph = page.locator("svg")
-            for kind in ("tasks", "attempts", "metrics"):
+            for kind in ("tasks", "attempts", "metrics", "comparison"):
                 expect(graph.get_by_text(kind, exact=True).first).to_be_visible()
             expect(graph.get_by_text(f"{len(task_keys)} partitions", exact=True)).to_be_visible()
             expect(graph.get_by_text("100% filled", exact=True)).to_be_visible()
             expect(graph.get_by_text("2 / 2 Passed")).to_be_visible()  # counts and secrets checks
-            expect(graph.get_by_text("Materialized", exact=True)).to_have_count(2)  # tasks, metrics
+            expect(graph.get_by_text("Materialized", exact=True)).to_have_count(3)  # tasks, metrics, comparison
             page.wait_for_timeout(500)  # the graph zooms to fit once laid out
             page.screenshot(path=str(shots / "graph.png"))
 

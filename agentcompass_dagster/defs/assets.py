@@ -10,7 +10,7 @@ import dagster as dg
 from agentcompass_dagster.defs.partitions import split_key
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.plots import accuracy_with_ci
+from agentcompass_dagster.plots import accuracy_with_ci, category_heatmap, cost_vs_accuracy
 from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write_text
 from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Observers, RequestState, run_requests
 from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE
@@ -165,12 +165,16 @@ def metrics_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
             atomic_write_bytes(sb.benchmark_dir / name, buffer.getvalue())
         summary = f"# {sb.sweep.name} · {sb.benchmark.id}\n\n{table}\n"
         atomic_write_text(sb.benchmark_dir / SUMMARY_FILE, summary)
-        plot = accuracy_with_ci(metric_rows)
-        atomic_write_bytes(sb.benchmark_dir / "accuracy.png", plot)
+        plots = {"accuracy per model": accuracy_with_ci(metric_rows),
+                 "accuracy per category": category_heatmap(metric_rows),
+                 "cost against accuracy": cost_vs_accuracy(metric_rows, task_rows)}
+        for title, png in plots.items():
+            atomic_write_bytes(sb.benchmark_dir / f"{title.replace(' ', '_')}.png", png)
         return dg.MaterializeResult(
             metadata={
                 "summary": dg.MetadataValue.md(table),
-                "plot": dg.MetadataValue.md(f"![accuracy per model](data:image/png;base64,{base64.b64encode(plot).decode()})"),
+                **{f"plot: {title}": dg.MetadataValue.md(f"![{title}](data:image/png;base64,{base64.b64encode(png).decode()})")
+                   for title, png in plots.items()},
                 "models": len(newest),
                 "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
                 "metrics": dg.MetadataValue.path(str((sb.benchmark_dir / METRICS_FILE).resolve())),
