@@ -248,7 +248,7 @@ class Orchestrator:
     async def _prepare_in_order(self) -> None:
         for index, state in enumerate(self.states):
             async with self._cond:
-                await self._cond.wait_for(lambda: self._may_prepare(index))
+                await self._cond.wait_for(lambda i=index: self._may_prepare(i))
             try:
                 await asyncio.to_thread(self._prepare, state)
             except Exception as exc:
