@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,12 @@ import yaml
 from agentcompass_dagster.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+# Headless Debian Chromium without its background connections (this machine's network is closed).
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
 
 
 def write_sweep(directory: Path, name: str = "sweep", **fields: Any) -> Path:
@@ -59,6 +68,21 @@ def run_cli_process(*args: str, cwd: Path, env: dict[str, str] | None = None) ->
     )
 
 
+def processes_with(needle: str) -> list[int]:
+    """Pids of live processes whose command line contains needle."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline.replace(b"\0", b" ").decode(errors="replace"):
+            pids.append(int(entry.name))
+    return pids
+
+
 def tree_snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
     """Every file below root with its bytes, inode and mtime: to prove nothing was touched."""
     snap = {}
@@ -81,3 +105,12 @@ def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture
+def host_server() -> Iterator[int]:
+    """An HTTP server on the host's 127.0.0.1; yields its port."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()

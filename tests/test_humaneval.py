@@ -3,10 +3,8 @@ package's own estimator, and hostile completions are contained and scored wrong.
 
 from __future__ import annotations
 
-import http.server
 import json
 import shutil
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -66,14 +64,6 @@ def test_pass_at_k_equals_the_packages_estimator(tmp_path: Path) -> None:
     for k in (1, 2, 5):
         expected = estimate_pass_at_k(5, np.array(correct_counts), k).mean()
         assert metrics[f"pass@{k}"] == pytest.approx(expected), k
-
-
-@pytest.fixture
-def host_server() -> Any:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
 
 
 def test_hostile_completions_are_contained_and_scored_wrong(tmp_path: Path, host_server: int) -> None:

@@ -7,7 +7,6 @@ engine answers or the image is missing.
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import shutil
@@ -17,7 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -25,7 +24,7 @@ from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
 
-from conftest import write_sweep, write_task
+from conftest import processes_with, write_sweep, write_task
 
 IMAGE = "agentcompass-test:bookworm"
 SANDBOX_ROOT = Path("/var/tmp/agentcompass-sandbox")
@@ -50,16 +49,6 @@ needs_docker = pytest.mark.skipif(DOCKER_PROBLEM is not None, reason=DOCKER_PROB
 SANDBOX = {"id": "sandbox"}
 DOCKER = {"id": "docker", "params": {"image": IMAGE}}
 ALL_NONE = {"baseline": "none", "run": "none", "evaluation": "none"}
-
-
-@pytest.fixture
-def host_server() -> Iterator[int]:
-    """An HTTP server on the host's 127.0.0.1."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
 
 
 def reach(port: int) -> str:
@@ -256,29 +245,17 @@ def test_sandbox_leaves_nothing_after_a_killed_run(tmp_path: Path) -> None:
     proc = _start_cli(tmp_path, sweep)
     try:
         deadline = time.monotonic() + 60
-        while not _processes(marker):
+        while not processes_with(marker):
             assert time.monotonic() < deadline and proc.poll() is None, "the sandboxed command never started"
             time.sleep(0.1)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     deadline = time.monotonic() + 10
-    while _processes(marker) and time.monotonic() < deadline:
+    while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _processes(marker) == []
+    assert processes_with(marker) == []
     assert [p for p in SANDBOX_ROOT.iterdir() if p.name.startswith(f"{proc.pid}-")]
     quick = write_sweep(tmp_path, name="after", environment=SANDBOX, benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}])
     assert _start_cli(tmp_path, quick).wait(timeout=60) == 0
     assert [p for p in SANDBOX_ROOT.iterdir() if p.name.startswith(f"{proc.pid}-")] == []
-
-
-def _processes(needle: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if needle in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found

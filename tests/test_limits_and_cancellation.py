@@ -31,7 +31,7 @@ from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.runtime.orchestrator import run_requests
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskDetail, TaskSpec
 
-from conftest import write_sweep
+from conftest import processes_with, write_sweep
 from lifecycle import DelegatingSession
 
 Event = tuple[float, str, int]  # (time.monotonic(), "open" | "close", session number)
@@ -274,21 +274,6 @@ def test_timeout_gives_a_slow_environment_close_its_grace(tmp_path: Path, privat
 
 
 # R-CLEAN-2: SIGINT to the CLI, in a subprocess
-
-
-def processes_with(needle: str) -> list[int]:
-    """Pids of live processes whose command line contains needle."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if needle in cmdline.replace(b"\0", b" ").decode(errors="replace"):
-            pids.append(int(entry.name))
-    return pids
 
 
 def wait_for(

@@ -26,13 +26,8 @@ from agentcompass_dagster import plots
 from agentcompass_dagster.results import load_metrics, load_task_results
 from agentcompass_dagster.runtime.stats import paired_comparison
 
-from conftest import run_cli
+from conftest import CHROMIUM, CHROMIUM_ARGS, run_cli
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 SOLVED_BY_M2 = ["create-hello", "fix-calc", "csv-to-json", "count-errors"]
 FAILING = "sort-unique"
 ERROR_TEXT = "boom <b>&amp; friends</b>"

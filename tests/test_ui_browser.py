@@ -24,13 +24,8 @@ import pytest
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 
-from conftest import REPO, run_cli_process
+from conftest import CHROMIUM, CHROMIUM_ARGS, REPO, run_cli_process
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 START_TIMEOUT_S = 90
 STOP_TIMEOUT_S = 60

@@ -47,15 +47,20 @@ def tasks_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
                 "category": [t.category for t in specs],
             }
         )
-        buffer = io.BytesIO()
-        frame.to_parquet(buffer, index=False)
-        atomic_write_bytes(sb.benchmark_dir / TASKS_FILE, buffer.getvalue())
+        write_frame(sb.benchmark_dir / TASKS_FILE, frame)
         return dg.MaterializeResult(
             metadata={"tasks": len(specs), "new partitions": len(new),
                       "path": dg.MetadataValue.path(str((sb.benchmark_dir / TASKS_FILE).resolve()))}
         )
 
     return tasks
+
+
+def write_frame(path: Path, frame: Any) -> None:
+    """A DataFrame as Parquet, written atomically."""
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 class _Finished(OrchestrationObserver):
@@ -159,10 +164,8 @@ def metrics_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
         task_rows = pd.concat(frames[TASK_RESULTS_FILE], ignore_index=True) if frames[TASK_RESULTS_FILE] else pd.DataFrame()
         table = _markdown_table(metric_rows)
         sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
-        for name, frame in ((METRICS_FILE, metric_rows), (TASK_RESULTS_FILE, task_rows)):
-            buffer = io.BytesIO()
-            frame.to_parquet(buffer, index=False)
-            atomic_write_bytes(sb.benchmark_dir / name, buffer.getvalue())
+        write_frame(sb.benchmark_dir / METRICS_FILE, metric_rows)
+        write_frame(sb.benchmark_dir / TASK_RESULTS_FILE, task_rows)
         summary = f"# {sb.sweep.name} · {sb.benchmark.id}\n\n{table}\n"
         atomic_write_text(sb.benchmark_dir / SUMMARY_FILE, summary)
         plots = {"accuracy per model": accuracy_with_ci(metric_rows),
@@ -229,9 +232,7 @@ def comparison_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
                              "verdict": result.verdict(a, b)})
         frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
         sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
-        buffer = io.BytesIO()
-        frame.to_parquet(buffer, index=False)
-        atomic_write_bytes(sb.benchmark_dir / COMPARISON_FILE, buffer.getvalue())
+        write_frame(sb.benchmark_dir / COMPARISON_FILE, frame)
         table = comparison_table(frame)
         atomic_write_text(sb.benchmark_dir / "comparison.md", f"# {sb.sweep.name} · {sb.benchmark.id}: comparisons\n\n{table}\n")
         return dg.MaterializeResult(metadata={"comparisons": dg.MetadataValue.md(table), "pairs": len(rows)})
