@@ -33,6 +33,29 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", help="with --direct: override output.run_id (must not exist yet)")
     run.add_argument("--reuse", action="store_true", help="with --direct: reuse the newest earlier run")
     run.add_argument("--reuse-run-id", help="with --direct: reuse this earlier run id")
+    resume = sub.add_parser("resume", help="continue an interrupted run: finished tasks are kept, unfinished "
+                            "agent attempts continue from their activity logs and checkpoints")
+    resume.add_argument("run_dir", type=Path)
+    resume.add_argument("--task", help="resume only this task")
+    fork = sub.add_parser("fork", help="continue an agent attempt from one of its checkpoints with another "
+                          "solver model, in a new run (kept out of from-scratch statistics)")
+    fork.add_argument("run_dir", type=Path)
+    fork.add_argument("--task", required=True)
+    fork.add_argument("--checkpoint", type=int, required=True, help="the checkpoint sequence number to fork at")
+    fork.add_argument("--model", required=True, help="the new solver model's id, declared in --sweep")
+    fork.add_argument("--sweep", type=Path, required=True, help="the sweep file declaring the model")
+    fork.add_argument("--attempt", type=int, default=1)
+    replay = sub.add_parser("replay", help="re-run an attempt's recorded terminal actions in a clean environment "
+                            "and report the first difference (exit code 1 when there is one)")
+    replay.add_argument("run_dir", type=Path)
+    replay.add_argument("--task", required=True)
+    replay.add_argument("--attempt", type=int, default=1)
+    replay.add_argument("--score", action="store_true", help="also evaluate the replayed state")
+    dispatch = sub.add_parser("dispatch", help="run one prompt through the tool agent, fail-closed: prints the "
+                              "receipt JSON; exit 0 ok, 2 spec, 3 agent, 4 output, 5 evidence")
+    dispatch.add_argument("spec", type=Path, help="dispatch spec YAML file")
+    dispatch.add_argument("--run-id", help="override the spec's run_id (must not exist yet)")
+    dispatch.add_argument("--runs-dir", type=Path, help="override the spec's runs_dir")
     summary = sub.add_parser("summary", help="re-render summary.md of a run directory from its details")
     summary.add_argument("run_dir", type=Path)
     report = sub.add_parser("report", help="write one self-contained HTML report of a results directory")
@@ -44,7 +67,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from agentcompass_dagster.config import OutputConfig, load_sweep, validate_declaration
+    from agentcompass_dagster.config import (
+        OutputConfig,
+        load_sweep,
+        validate_declaration,
+    )
 
     sweep = load_sweep(args.sweep)
     output: dict[str, Any] = {}
@@ -76,18 +103,18 @@ def _live_progress() -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     sweep = _load(args)
-    return _run_direct(sweep) if args.direct else _run_dagster(sweep)
+    return _run_direct(sweep.requests()) if args.direct else _run_dagster(sweep)
 
 
-def _run_direct(sweep: Any) -> int:
+def _run_direct(requests: list[Any]) -> int:
     from agentcompass_dagster.runtime.orchestrator import run_requests
 
     progress = _live_progress()
     if progress is not None:
         with progress:
-            result = run_requests(sweep.requests(), observer=progress)
+            result = run_requests(requests, observer=progress)
     else:
-        result = run_requests(sweep.requests())
+        result = run_requests(requests)
     for outcome in result.outcomes.values():
         print(outcome.result.summary if outcome.result else f"# {outcome.name}: {outcome.status}\n{outcome.error or ''}\n")
         if outcome.paths.get("run_dir"):
@@ -120,6 +147,49 @@ def _run_dagster(sweep: Any) -> int:
         print(f"agentcompass: failed in Dagster: {', '.join(launch.failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from agentcompass_dagster.durable.resume import resume_request
+
+    return _run_direct([resume_request(args.run_dir, args.task)])
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    from agentcompass_dagster.config import load_sweep
+    from agentcompass_dagster.durable.fork import prepare_fork
+
+    request = prepare_fork(args.run_dir, args.task, args.checkpoint, args.model, load_sweep(args.sweep), args.attempt)
+    return _run_direct([request])
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from agentcompass_dagster.durable.replay import replay
+
+    report = replay(args.run_dir, args.task, args.attempt, args.score)
+    matched = sum(step.matches for step in report.steps)
+    print(f"replay of {args.task} attempt {args.attempt}: {report.status}, {matched}/{len(report.steps)} actions matched")
+    if report.first_difference:
+        diff = report.first_difference
+        print(f"first difference at step {diff['step']}: {diff['command']}\n"
+              f"  expected (exit {diff['expected']['exit_code']}): {diff['expected']['output'][:500]!r}\n"
+              f"  actual   (exit {diff['actual']['exit_code']}): {diff['actual']['output'][:500]!r}")
+    for path in report.artifact_differences:
+        print(f"artifact differs: {path}")
+    if report.evaluation is not None:
+        print(f"evaluation of the replayed state: correct={report.evaluation.get('correct')}")
+    print(f"report: {report.path}")
+    return 0 if report.status == "matched" else 1
+
+
+def cmd_dispatch(args: argparse.Namespace) -> int:
+    import json
+
+    from agentcompass_dagster.dispatch import run_dispatch
+
+    receipt, code = run_dispatch(args.spec, run_id=args.run_id, runs_dir=args.runs_dir)
+    print(json.dumps(receipt, indent=2, ensure_ascii=False))
+    return code
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
@@ -181,7 +251,7 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
             return
 
 
-COMMANDS = {"run": cmd_run, "summary": cmd_summary, "report": cmd_report, "ui": cmd_ui}
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "fork": cmd_fork, "replay": cmd_replay, "dispatch": cmd_dispatch, "summary": cmd_summary, "report": cmd_report, "ui": cmd_ui}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -251,7 +251,7 @@ def load_yaml(path: Path) -> Any:
         raise UserError(f"{path}{at}: invalid YAML: {problem}") from None
 
 
-def _resolve_reference(root: Path, kind: str, ref: Any, field: str, where: str) -> Any:
+def resolve_reference(root: Path, kind: str, ref: Any, field: str, where: str) -> Any:
     """A string names a declaration in resources/<kind>/<name>.yaml; harnesses and environments also
     accept a bare plugin id with default settings."""
     if not isinstance(ref, str):
@@ -280,11 +280,11 @@ def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
     data.setdefault("name", path.stem)
     if isinstance(data.get("models"), list):
         data["models"] = [
-            _resolve_reference(root, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])
+            resolve_reference(root, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])
         ]
     for field, kind in (("harness", "harnesses"), ("environment", "environments")):
         if field in data:
-            data[field] = _resolve_reference(root, kind, data[field], field, where)
+            data[field] = resolve_reference(root, kind, data[field], field, where)
     return validate_declaration(SweepConfig, data, where)
 
 

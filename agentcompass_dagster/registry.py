@@ -80,6 +80,8 @@ harnesses: Registry[Any] = Registry(
         "nop": "agentcompass_dagster.harnesses.nop:NopHarness",
         "scripted": "agentcompass_dagster.harnesses.scripted:ScriptedHarness",
         "completions": "agentcompass_dagster.harnesses.completions:CompletionsHarness",
+        "tool_agent": "agentcompass_dagster.harnesses.tool_agent:ToolAgentHarness",
+        "miniswe": "agentcompass_dagster.harnesses.miniswe:MiniSweHarness",
     },
 )
 environments: Registry[Any] = Registry(
@@ -94,7 +96,11 @@ environments: Registry[Any] = Registry(
 models: Registry[Any] = Registry(
     "model",
     "agentcompass.models",
-    {"none": "agentcompass_dagster.models.base:NoModel"},
+    {
+        "none": "agentcompass_dagster.models.base:NoModel",
+        "openai_compat": "agentcompass_dagster.models.openai_compat:OpenAICompatModel",
+        "scripted": "agentcompass_dagster.models.scripted:ScriptedModel",
+    },
 )
 analyzers: Registry[Any] = Registry(
     "analyzer",

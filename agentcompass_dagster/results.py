@@ -8,21 +8,34 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE, metrics_schema, task_results_schema
+from agentcompass_dagster.runtime.parquet import (
+    METRICS_FILE,
+    TASK_RESULTS_FILE,
+    metrics_schema,
+    task_results_schema,
+)
 from agentcompass_dagster.runtime.store import RUN_INFO
 
 IDENTITY = ["sweep", "benchmark", "model"]
 
 
-def _run_files(results_dir: Path, name: str) -> list[Path]:
-    """Run-level files only: each sits beside a run_info.json."""
-    return sorted(p for p in Path(results_dir).rglob(name) if (p.parent / RUN_INFO).is_file())
+def _run_files(results_dir: Path, name: str, include_forks: bool = False) -> list[Path]:
+    """Run-level files only: each sits beside a run_info.json. Forks share their parent's turns up to
+    the cut, so they are not from-scratch samples and stay out unless asked for (R-FORK-1)."""
+    return sorted(p for p in Path(results_dir).rglob(name)
+                  if (p.parent / RUN_INFO).is_file() and (include_forks or not _is_fork(p.parent)))
+
+
+def _is_fork(run_dir: Path) -> bool:
+    request = json.loads((run_dir / RUN_INFO).read_text()).get("request", {})
+    return bool(request.get("metadata", {}).get("lineage"))
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -32,8 +45,8 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _load(results_dir: str | Path, name: str, schema: pa.Schema) -> pd.DataFrame:
-    tables = [_conform(pq.read_table(path), schema) for path in _run_files(Path(results_dir), name)]
+def _load(results_dir: str | Path, name: str, schema: pa.Schema, include_forks: bool = False) -> pd.DataFrame:
+    tables = [_conform(pq.read_table(path), schema) for path in _run_files(Path(results_dir), name, include_forks)]
     return pa.concat_tables(tables).to_pandas() if tables else schema.empty_table().to_pandas()
 
 
@@ -45,18 +58,19 @@ def _keep_latest(frame: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     return frame.merge(newest, on=[*IDENTITY, "run_id"]).reset_index(drop=True)
 
 
-def load_metrics(results_dir: str | Path, latest: bool = False) -> pd.DataFrame:
+def load_metrics(results_dir: str | Path, latest: bool = False, include_forks: bool = False) -> pd.DataFrame:
     """One row per run x metric: sweep, benchmark, model, harness, run_id, metric, value, n, total,
-    errors, timestamp. ``latest`` keeps only the newest run of each sweep x benchmark x model."""
-    metrics = _load(results_dir, METRICS_FILE, metrics_schema())
+    errors, timestamp. ``latest`` keeps only the newest run of each sweep x benchmark x model;
+    ``include_forks`` adds forked runs, which are left out of from-scratch statistics by default."""
+    metrics = _load(results_dir, METRICS_FILE, metrics_schema(), include_forks)
     return _keep_latest(metrics, metrics) if latest else metrics
 
 
-def load_task_results(results_dir: str | Path, latest: bool = False) -> pd.DataFrame:
+def load_task_results(results_dir: str | Path, latest: bool = False, include_forks: bool = False) -> pd.DataFrame:
     """One row per run x task x attempt: ids, category, attempt, correct, score, tokens, cost, duration,
     error, reused."""
-    tasks = _load(results_dir, TASK_RESULTS_FILE, task_results_schema())
-    return _keep_latest(tasks, _load(results_dir, METRICS_FILE, metrics_schema())) if latest else tasks
+    tasks = _load(results_dir, TASK_RESULTS_FILE, task_results_schema(), include_forks)
+    return _keep_latest(tasks, _load(results_dir, METRICS_FILE, metrics_schema(), include_forks)) if latest else tasks
 
 
 def load_comparisons(results_dir: str | Path) -> pd.DataFrame:

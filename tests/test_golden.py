@@ -33,10 +33,11 @@ def test_golden_details_load_and_summary_rerenders_identically(tmp_path: Path) -
     metrics, markdown = rerender_summary(run_dir)
     old_counts = json.loads((GOLDEN / ".summary_counts.json").read_text())
     new_counts = json.loads((run_dir / ".summary_counts.json").read_text())
-    # Newer versions may add metrics; every number the old version reported must stay the same.
-    assert old_counts["metrics"].items() <= new_counts["metrics"].items()
-    assert {k: v for k, v in old_counts.items() if k != "metrics"} == {
-        k: v for k, v in new_counts.items() if k in old_counts and k != "metrics"
+    # Newer versions may add metrics and usage figures; every number the old version reported must stay.
+    for grown in ("metrics", "usage"):
+        assert old_counts[grown].items() <= new_counts[grown].items()
+    assert {k: v for k, v in old_counts.items() if k not in ("metrics", "usage")} == {
+        k: v for k, v in new_counts.items() if k in old_counts and k not in ("metrics", "usage")
     }
     old_lines = [line for line in (GOLDEN / "summary.md").read_text().splitlines() if line.startswith("|")]
     assert set(old_lines) <= set(markdown.splitlines())

@@ -62,3 +62,13 @@ def test_redaction_by_key_shape_and_registered_value() -> None:
     assert redact_text("echo plain-value-123") == f"echo {REDACTED}"
     register_secret("another-secret-value")
     assert redact({"log": ["x another-secret-value y"]}) == {"log": [f"x {REDACTED} y"]}
+
+
+def test_prose_about_bearer_and_basic_is_not_a_secret() -> None:
+    """R-STORE-4 / R-DISP-3: prose that mentions the words is kept (a fail-closed dispatch would refuse
+    it), while header-style credentials are still scrubbed."""
+    from agentcompass_dagster.runtime.redact import redact_text
+
+    prose = "It needs a basic understanding of bearer tokens. Basic usage first."
+    assert redact_text(prose) == prose
+    assert redact_text("Authorization: Basic dXNlcjpwYXNz") == "Authorization: Basic [REDACTED]"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable, ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -52,6 +53,20 @@ class EnvironmentSession(ABC):
 
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
         """Switch the network policy of later commands; providers that cannot switch refused the plan."""
+
+    def checkpoint_roots(self) -> dict[str, Path] | None:
+        """Host directories that hold the session's managed files (working dir, home), for durable
+        checkpoints; None where they are not reachable through this machine's filesystem."""
+        return None
+
+    def handle(self) -> dict[str, Any] | None:
+        """What a later process needs to find this environment again after a crash (R-RESUME-1)."""
+        return None
+
+    async def adopt(self, handle: dict[str, Any]) -> bool:
+        """Take over the managed files of the environment ``handle`` names, if it is still there and
+        idle; False when it is gone or not this provider's."""
+        return False
 
     @abstractmethod
     async def close(self) -> None:

@@ -10,14 +10,18 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import secrets
 import shutil
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
 
 OUTPUT_LIMIT = 1_000_000
+IDENTITY_FILE = ".identity"
+MANAGED = ("work", "home")
 
 
 class HostDirSession(EnvironmentSession):
@@ -60,7 +64,7 @@ class HostDirSession(EnvironmentSession):
         timed_out = False
         try:
             stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             timed_out = True
             _kill_group(proc.pid)
             stdout, stderr = await proc.communicate()
@@ -85,12 +89,49 @@ class HostDirSession(EnvironmentSession):
     async def read_file(self, path: str) -> bytes:
         return self._resolve(path).read_bytes()
 
+    def checkpoint_roots(self) -> dict[str, Path] | None:
+        return {"work": Path(self.workdir), "home": Path(self.home)}
+
+    def handle(self) -> dict[str, Any] | None:
+        """The session's directory and a token written into it, so a directory that was removed and
+        re-created under the same name is not mistaken for this environment."""
+        token_path = self.root / IDENTITY_FILE
+        try:
+            token = token_path.read_text()
+        except FileNotFoundError:
+            token = secrets.token_hex(8)
+            token_path.write_text(token)
+        return {"kind": "hostdir", "root": str(self.root), "identity": token, "pid": os.getpid()}
+
+    async def adopt(self, handle: dict[str, Any]) -> bool:
+        old = Path(handle.get("root", ""))
+        if handle.get("kind") != "hostdir" or old == self.root or not probe_hostdir(handle):
+            return False
+        os.makedirs(self.home, exist_ok=True)
+        for name in MANAGED:
+            mine, theirs = self.root / name, old / name
+            if theirs.is_dir():
+                aside = self.root / f".{name}.replaced"
+                os.rename(mine, aside)
+                os.rename(theirs, mine)
+                shutil.rmtree(aside, ignore_errors=True)
+        await asyncio.to_thread(shutil.rmtree, old, True)
+        return True
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         # Shielded: a cancellation arriving now must not drop the removal queued in the thread pool.
         await asyncio.shield(asyncio.to_thread(shutil.rmtree, self.root, True))
+
+
+def probe_hostdir(handle: dict[str, Any]) -> bool:
+    """Whether the directory ``handle`` names still holds that environment."""
+    try:
+        return (Path(handle["root"]) / IDENTITY_FILE).read_text() == handle.get("identity")
+    except (KeyError, OSError):
+        return False
 
 
 def _die_with_parent() -> None:

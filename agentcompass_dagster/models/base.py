@@ -1,13 +1,90 @@
-"""The Model plugin contract."""
+"""The Model plugin contract: one chat-completion turn with tool calls, in the OpenAI message format.
+
+A model is built once per request from its ModelConfig. Harnesses call ``complete`` from a worker thread
+(the SDKs are synchronous), passing a ``CallContext`` that names the task, the attempt and the turn, so
+a scripted model can answer deterministically and a resumed attempt gets the same answer for the same turn.
+"""
 
 from __future__ import annotations
 
-from agentcompass_dagster.config import ModelConfig
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentcompass_dagster.config import ModelConfig, validate_declaration
+from agentcompass_dagster.models.usage import Price
+
+
+class ToolCall(BaseModel):
+    """A tool call as the model sent it; ``arguments`` stays the raw text so malformed JSON is visible."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    arguments: str = ""
+
+    def parsed_arguments(self) -> dict[str, Any] | None:
+        """The arguments as a JSON object, or None when the model sent anything else."""
+        try:
+            value = json.loads(self.arguments or "{}")
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
+class ModelTurn(BaseModel):
+    """One model response. ``usage`` keeps the provider's own keys (see ``models.usage``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: dict[str, Any] = Field(default_factory=dict)
+    cost_usd: float | None = None
+    model_id: str | None = None
+    stop_reason: str | None = None
+    duration_s: float = 0.0
+
+    def assistant_message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return message
+
+
+class CallContext(BaseModel):
+    task_id: str = ""
+    attempt: int = 1
+    turn: int = 0
+
+
+class ModelError(RuntimeError):
+    """A model call that failed after the client's own retries; ``retryable`` says whether a later try
+    of the whole attempt may succeed (rate limits, outages) or not (bad key, bad request)."""
+
+    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
 
 
 class Model:
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
+        raw_price = config.params.get("price")
+        self.price = None if raw_price is None else validate_declaration(Price, raw_price, "model.params.price")
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext) -> ModelTurn:
+        raise ModelError(f"model {self.id!r} (provider {self.config.provider!r}) cannot be called")
 
 
 class NoModel(Model):

@@ -15,8 +15,10 @@ import logging
 import re
 import time
 import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.environments.base import EnvironmentSession
@@ -25,7 +27,7 @@ from agentcompass_dagster.runtime.analysis import Analyzer, analyze_attempt
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.limits import attempt_permit
 from agentcompass_dagster.runtime.plan import Planner
-from agentcompass_dagster.runtime.store import RunDir
+from agentcompass_dagster.runtime.store import RunDir, copy_durable
 from agentcompass_dagster.runtime.types import (
     EvaluatedAttempt,
     Evaluation,
@@ -228,7 +230,8 @@ class TaskRunner:
             duration_s=time.monotonic() - started,
             started_at=started_at,
             finished_at=utcnow(),
-            meta={"resolved_execution_plan": plan.persisted_view(), **({"failure_site": site} if site else {})},
+            meta={"resolved_execution_plan": plan.persisted_view(), **({"failure_site": site} if site else {}),
+                  **({"lineage": self.request.metadata["lineage"]} if "lineage" in self.request.metadata else {})},
         )
         return attempt, site
 
@@ -240,6 +243,12 @@ class TaskRunner:
             await session.set_network_policy(plan.run_network_policy)
             return await self._timed(benchmark.run_task(prepared, session, plan), plan)
         prepared = harness.adapt_input(prepared)
+        durable = self.run_dir.durable_dir(prepared.task.id, plan.attempt)
+        seed = self.request.metadata.get("durable_seed")
+        if seed and not durable.exists():
+            # A fork starts from its parent's history and checkpoints (R-FORK-1).
+            await asyncio.to_thread(copy_durable, Path(seed), durable)
+        plan.private["durable_dir"] = str(durable)
         harness_session = await harness.start_session(prepared, session, benchmark, plan)
         try:
             await session.set_network_policy(plan.run_network_policy)
@@ -252,7 +261,7 @@ class TaskRunner:
         started = time.monotonic()
         try:
             result = await asyncio.wait_for(run, plan.attempt_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             result = RunResult(status="timeout", error=f"attempt timed out after {plan.attempt_timeout_s}s")
         if not result.duration_s:
             result.duration_s = time.monotonic() - started

@@ -21,7 +21,7 @@ class Components:
     model: Any
 
 
-def _construct(kind: str, cls: Any, *args: Any) -> Any:
+def construct_plugin(kind: str, cls: Any, *args: Any) -> Any:
     try:
         return cls(*args)
     except UserError:
@@ -44,12 +44,12 @@ def resolve_components(request: RunRequest) -> Components:
     harness = None
     if not harness_free:
         harness_cls = registry.harnesses.get(request.harness.id, "harness.id")
-        harness = _construct(f"harness {request.harness.id!r}", harness_cls, request.harness, request.model)
+        harness = construct_plugin(f"harness {request.harness.id!r}", harness_cls, request.harness, request.model)
     if getattr(harness, "requires_model", False) and request.model.provider == "none":
         raise field_error("model.provider", request.model.provider, f"harness {request.harness.id!r} needs a model")
     return Components(
-        benchmark=_construct(f"benchmark {request.benchmark.id!r}", benchmark_cls, request.benchmark),
+        benchmark=construct_plugin(f"benchmark {request.benchmark.id!r}", benchmark_cls, request.benchmark),
         harness=harness,
-        environment=_construct(f"environment {request.environment.id!r}", environment_cls, request.environment),
-        model=_construct(f"model {request.model.id!r}", model_cls, request.model),
+        environment=construct_plugin(f"environment {request.environment.id!r}", environment_cls, request.environment),
+        model=construct_plugin(f"model {request.model.id!r}", model_cls, request.model),
     )

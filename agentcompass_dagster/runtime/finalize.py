@@ -12,7 +12,12 @@ from agentcompass_dagster.runtime.analysis import Analyzer, summarize_analysis
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.parquet import write_run_parquet
 from agentcompass_dagster.runtime.store import RunDir, open_run_dir
-from agentcompass_dagster.runtime.types import MetricResult, RequestResult, TaskDetail, TaskSpec
+from agentcompass_dagster.runtime.types import (
+    MetricResult,
+    RequestResult,
+    TaskDetail,
+    TaskSpec,
+)
 
 
 def write_summary(
@@ -30,6 +35,11 @@ def write_summary(
     metrics = benchmark.aggregate_metrics(details, len(tasks))
     counts = summary.count(details, [t.id for t in tasks], reused, metrics)
     title = f"{request.benchmark.id} · {request.model.id} · {request.harness.id}"
+    lineage = request.metadata.get("lineage")
+    if lineage:
+        # Forks and replays are shown apart: their turns are not a from-scratch sample (R-FORK-1).
+        title = (f"{lineage['kind']} of run {lineage['parent_run_id']} (task {lineage['task_id']}, checkpoint "
+                 f"{lineage['checkpoint_seq']}, model {lineage['parent_model']} -> {lineage['model']}) · {title}")
     markdown = summary.render(title, run_dir.run_id, status, counts, [d for d in details if d.is_error])
     run_dir.save_results(markdown, counts)
     identity = {"sweep": request.sweep, "benchmark": request.benchmark.id, "model": request.model.id,

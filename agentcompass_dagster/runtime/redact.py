@@ -34,7 +34,11 @@ _SECRET_VALUE = re.compile(
     r"|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{5,}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)"
 )
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}")
+# "Bearer" as an HTTP header writes it is always followed by a credential; after a lowercase "bearer" or
+# any "basic" only a word with a digit, an inner capital or base64 padding counts, so prose ("a basic
+# understanding", "bearer tokens") is left alone.
+_BEARER = re.compile(r"\b(Bearer|BEARER)\s+[A-Za-z0-9._~+/=\-]{8,}"
+                     r"|\b([Bb]earer|[Bb]asic|BASIC)\s+(?=[A-Za-z0-9._~+/=\-]*(\d|[a-z][A-Z]|=))[A-Za-z0-9._~+/=\-]{8,}")
 _URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
 _MIN_REGISTERED = 6
 
@@ -66,7 +70,7 @@ def redact_text(text: str) -> str:
     if "://" in text:
         text = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
     text = _SECRET_VALUE.sub(REDACTED, text)
-    return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+    return _BEARER.sub(lambda m: f"{m.group(1) or m.group(2)} {REDACTED}", text)
 
 
 def redact(value: Any) -> Any:

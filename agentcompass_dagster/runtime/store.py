@@ -14,7 +14,7 @@ import logging
 import os
 import shutil
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ PARAMS = "params.json"
 DETAILS = "details"
 RETRY_DETAILS = "retry_details"
 ATTEMPT_CHECKPOINTS = ".attempt_checkpoints"
+DURABLE = ".durable"
 SUMMARY = "summary.md"
 SUMMARY_COUNTS = ".summary_counts.json"
 RUN_LOG = "run.log"
@@ -175,7 +176,7 @@ class RunStore:
             except FileExistsError:
                 raise UserError(f"output.run_id={run_id!r}: {path} already exists; choose a new run_id or leave it empty") from None
         else:
-            base = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            base = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
             for n in range(100_000):
                 path = root / (base if n == 0 else f"{base}-{n}")
                 try:
@@ -339,17 +340,29 @@ class RunDir:
             self._checkpoint(task_id, index).unlink(missing_ok=True)
 
     def link_attempt_checkpoints(self, source: ReuseSource, tasks: list[TaskSpec]) -> int:
-        """Make an interrupted source run's attempt checkpoints visible here (hard links: the source is
-        only read), so its unfinished k>1 tasks run only their missing attempts."""
+        """Make an interrupted source run's attempt checkpoints and durable attempt logs visible here,
+        so its unfinished tasks run only their missing attempts and unfinished agent attempts resume
+        (R-RESUME-3). The source is only read: immutable files are hard-linked, activity logs (which
+        the resumed attempt appends to) are copied."""
+        wanted = {file_stem(task.id) for task in tasks}
         origin = Path(source.path) / ATTEMPT_CHECKPOINTS
         names = os.listdir(origin) if origin.is_dir() else []
-        wanted = {file_stem(task.id) for task in tasks}
         linked = 0
         for name in names:
             if name.endswith(".json") and name.rpartition("@")[0] in wanted:
                 _link_or_copy(origin / name, self.path / ATTEMPT_CHECKPOINTS / name)
                 linked += 1
+        durable = Path(source.path) / DURABLE
+        for name in os.listdir(durable) if durable.is_dir() else []:
+            stem, _, attempt = name.rpartition("@")
+            if stem in wanted and attempt.isdigit():
+                copy_durable(durable / name, self.path / DURABLE / name)
+                linked += 1
         return linked
+
+    def durable_dir(self, task_id: str, attempt: int) -> Path:
+        """Where an agent attempt keeps its activity log and checkpoints."""
+        return self.path / DURABLE / f"{file_stem(task_id)}@{attempt}"
 
     def load_detail(self, task: TaskSpec, include_errors: bool = False) -> TaskDetail | None:
         names = detail_names(task.id, task.category)
@@ -441,6 +454,17 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
+def copy_durable(source: Path, target: Path) -> None:
+    for directory, _, files in os.walk(source):
+        relative = Path(directory).relative_to(source)
+        (target / relative).mkdir(parents=True, exist_ok=True)
+        for name in files:
+            if name.endswith(".jsonl"):
+                shutil.copy2(Path(directory) / name, target / relative / name)
+            else:
+                _link_or_copy(Path(directory) / name, target / relative / name)
+
+
 def open_run_dir(path: Path) -> RunDir:
     """An existing run directory, read back from its run_info.json (for `summary` and tools)."""
     path = Path(path)
@@ -451,3 +475,19 @@ def open_run_dir(path: Path) -> RunDir:
     run_dir.info = RunInfo.model_validate(data)
     return run_dir
 
+
+
+def load_run_request(path: Path) -> tuple[RunDir, RunRequest, Path]:
+    """An existing run directory, the request it ran (from run_info.json) and its results_dir, so the
+    run can be resumed, forked or replayed with the configuration it was made with."""
+    run_dir = open_run_dir(path)
+    assert run_dir.info is not None
+    try:
+        request = RunRequest.model_validate(run_dir.info.request)
+    except ValidationError as exc:
+        raise UserError(f"RUN_DIR={str(path)!r}: its run_info.json request cannot be read back: "
+                        f"{exc.errors(include_url=False)[0]['msg']}") from None
+    results_dir = Path(path).resolve().parent.parent.parent
+    if request.output.run_name:
+        results_dir = results_dir.parent
+    return run_dir, request, results_dir

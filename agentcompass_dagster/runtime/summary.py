@@ -44,11 +44,12 @@ def count(details: list[TaskDetail], selected: list[str], reused: set[str], metr
         else:
             group.evaluated += 1
             group.correct += detail.correct
-    usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "cost_complete": True}
+    usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "cost_complete": True, "duration_s": 0.0}
     for detail in details:
         total = detail.usage
         usage["input_tokens"] += total.input_tokens
         usage["output_tokens"] += total.output_tokens
+        usage["duration_s"] += sum(a.duration_s for a in detail.attempts.values())
         if total.cost_usd is None:
             usage["cost_complete"] = False
         else:
@@ -86,6 +87,12 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
         "|---|---|",
     ]
     lines += [f"| {name} | {_fmt(value)} |" for name, value in counts.metrics.items()]
+    usage = counts.usage
+    if usage.get("input_tokens") or usage.get("output_tokens") or usage.get("cost_usd"):
+        cost = f"${usage['cost_usd']:.4f}" if usage.get("cost_complete", True) else (
+            f"${usage['cost_usd']:.4f} known, incomplete (some model turns had no price)")
+        lines += ["", f"Usage: {usage['input_tokens']:,} input tokens · {usage['output_tokens']:,} output tokens · "
+                      f"cost {cost} · {usage.get('duration_s', 0.0):.1f}s in attempts"]
     if counts.uncertainty:
         lines += ["", "| metric | stderr | 95% CI (bootstrap over tasks) | tasks |", "|---|---|---|---|"]
         lines += [

@@ -1,0 +1,1 @@
+"""Durable long runs: activity log, checkpoints, resume, fork, replay."""

@@ -1,0 +1,143 @@
+"""The activity log of one attempt (R-LOG-1, R-LOG-2): ``activity.jsonl``, append-only and fsynced.
+
+Every external operation (model call, tool call) gets an ``in_flight`` record before it starts and a
+``completed`` record after it, carrying the step's sequence number, its output and the checkpoint saved
+for it; the checkpoint is written before the completed record, so a completed step always has its files.
+A crash leaves at most one in-flight step without a completion: that is what resume must decide about.
+Sessions, phases and context compactions are logged the same way.
+
+Reading tolerates exactly one kind of damage: a torn last line (the crash hit the append). A corrupt
+line anywhere before it means the file was damaged some other way and is an error, not something to skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentcompass_dagster.runtime.redact import redact
+
+Kind = Literal["session", "phase", "model_call", "tool_call", "compaction"]
+Status = Literal["in_flight", "completed", "aborted", "interrupted"]
+ACTIVITY_FILE = "activity.jsonl"
+
+
+class ActivityError(Exception):
+    pass
+
+
+class ActivityRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    kind: Kind
+    status: Status
+    seq: int | None = None
+    checkpoint_seq: int | None = None
+    at: float = Field(default_factory=time.time)
+    # Time the attempt has been running, summed over every process that worked on it (R-RESUME-3).
+    elapsed_s: float = 0.0
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ActivityLog:
+    def __init__(self, path: Path, *, redacted: bool = True) -> None:
+        self.path = Path(path)
+        self.redacted = redacted
+        self._records: list[ActivityRecord] | None = None
+
+    def records(self) -> list[ActivityRecord]:
+        if self._records is None:
+            self._records = read_activity(self.path)
+        return self._records
+
+    def append(self, record: ActivityRecord) -> ActivityRecord:
+        records = self.records()
+        if record.status == "completed" and record.kind in ("model_call", "tool_call", "compaction") and record.seq is None:
+            record.seq = self.next_seq()
+        payload = record.model_dump(mode="json")
+        if self.redacted:
+            payload = redact(payload)
+        line = (json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            _drop_torn_tail(fd)
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        records.append(record)
+        return record
+
+    def next_seq(self) -> int:
+        return 1 + max((r.seq for r in self.records() if r.seq is not None), default=0)
+
+    def completed(self, request_id: str) -> ActivityRecord | None:
+        for record in reversed(self.records()):
+            if record.id == request_id and record.status in ("completed", "interrupted"):
+                return record
+        return None
+
+    def last_checkpoint_seq(self) -> int | None:
+        for record in reversed(self.records()):
+            if record.checkpoint_seq is not None:
+                return record.checkpoint_seq
+        return None
+
+    def in_flight(self) -> list[ActivityRecord]:
+        """In-flight records of external operations that never got a completed, aborted or interrupted one."""
+        closed = {r.id for r in self.records() if r.status != "in_flight"}
+        return [r for r in self.records() if r.status == "in_flight" and r.id not in closed
+                and r.kind in ("model_call", "tool_call")]
+
+    def elapsed_s(self) -> float:
+        records = self.records()
+        return records[-1].elapsed_s if records else 0.0
+
+
+def _drop_torn_tail(fd: int) -> None:
+    """Cut a torn last line left by a crashed writer; read_activity already ignores it, and a record
+    appended after it would otherwise turn it into a corrupt line in the middle."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = max(0, size - (1 << 20))
+    cut = os.pread(fd, size - start, start).rfind(b"\n")
+    if cut < 0 and start:
+        start, cut = 0, os.pread(fd, size, 0).rfind(b"\n")
+    os.ftruncate(fd, start + cut + 1)
+
+
+def read_activity(path: Path) -> list[ActivityRecord]:
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = raw.split(b"\n")
+    records: list[ActivityRecord] = []
+    # Only an unterminated last line can be torn; every terminated line was fsynced whole.
+    last = len(lines) - 1
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(ActivityRecord.model_validate(json.loads(line)))
+        except (ValueError, ValidationError) as exc:
+            if number - 1 == last:
+                break
+            raise ActivityError(f"{path}: line {number} is corrupt ({type(exc).__name__}); "
+                                "the activity log was damaged, not torn by a crash") from None
+    return records

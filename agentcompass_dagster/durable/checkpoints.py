@@ -1,0 +1,564 @@
+"""Content-addressed checkpoints of an attempt's managed roots: working dir, agent home, artifact dirs
+(R-CKPT-1, R-CKPT-2).
+
+Layout below the store root::
+
+    blobs/<2 hex>/<62 hex>     zlib-compressed content, named by the SHA-256 of the (filtered) content
+    manifests/<seq:08d>.json   one Manifest per checkpoint
+    clock                      a marker touched to read the filesystem clock (Manifest.clock_ns)
+
+A blob is created once (no-clobber link of a finished temp file) and never changed, so checkpoints share
+every unchanged file and two files with one content share one blob. The manifest is the commit point: it
+is written atomically after every blob it names is durable, so a crash mid-capture leaves at most
+unreferenced blobs and dot-prefixed temp files.
+
+Capture cost grows with what changed: a file whose (size, mtime_ns, inode, ctime_ns) equal those in the
+reference manifest keeps its digest without being opened. Stated limit: a content change that leaves size,
+mtime_ns, inode and ctime_ns all identical is not seen. ctime cannot be set from user space, so that takes
+clock tampering or writing to the block device. A change within the same filesystem clock tick as the
+capture that read the file is caught by the racy-git rule (Manifest.clock_ns).
+
+Managed files are the regular files below a root minus credential paths. Symlinks and special files are
+never followed or read (Manifest.skipped); credential paths are never read (Manifest.excluded); text in
+redacted roots (the agent's home by default) is stored redacted, so it is restored redacted. Restore
+replaces the managed files of each root with the checkpoint's, keeps unmanaged entries, and swaps the
+rebuilt tree in with one rename per root.
+
+Other limits: kept per file are content, permission bits and mtime, and per directory its mode (so empty
+directories come back); ownership, xattrs, ACLs, hard-link identity and directory mtimes are not. Restore
+replaces the root directory's inode (its path and mode stay): a process whose cwd is inside a root must
+be restarted. Roots must not nest or contain the store, and each root's parent must be writable and on
+the root's filesystem (a root that is a mount point cannot be swapped). A store is used by one thread.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import errno
+import hashlib
+import io
+import logging
+import os
+import re
+import secrets
+import shutil
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from stat import S_IMODE, S_ISREG
+from typing import Any, Literal
+
+from pydantic import Field
+
+from agentcompass_dagster.runtime.atomic import (
+    TMP_SUFFIX,
+    atomic_write_bytes,
+    fsync_dir,
+)
+from agentcompass_dagster.runtime.redact import redact_text
+from agentcompass_dagster.runtime.types import Record, utcnow
+
+log = logging.getLogger(__name__)
+
+BLOBS = "blobs"
+MANIFESTS = "manifests"
+CLOCK = "clock"
+CHUNK = 1 << 20
+# A checkpoint follows every step, so compression speed matters more than ratio.
+COMPRESS_LEVEL = 1
+
+# Credential stores that tools and SDKs keep in a home directory, some also in a checkout. Checkpoints
+# outlive the run and are copied into forks, so credentials must never reach one; the environment
+# provisions them again when an attempt resumes. A pattern matches the trailing components of a path
+# relative to its root (".ssh" at any depth), and "*" never crosses a "/".
+CREDENTIAL_DIRS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".config/gcloud", ".config/gh")
+CREDENTIAL_FILES = (
+    ".netrc", ".git-credentials", ".pgpass", ".pypirc", ".docker/config.json", ".env",
+    "*.pem", "*.key", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+)
+
+
+def _trailing(patterns: Iterable[str]) -> re.Pattern[str]:
+    alternatives = ("[^/]*".join(re.escape(part) for part in pattern.split("*")) for pattern in patterns)
+    return re.compile(rf"(?:^|/)(?:{'|'.join(alternatives)})$")
+
+
+_CREDENTIAL_DIR = _trailing(CREDENTIAL_DIRS)
+_CREDENTIAL_FILE = _trailing(CREDENTIAL_FILES)
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)  # glibc >= 2.28
+if _renameat2 is not None:
+    _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    _renameat2.restype = ctypes.c_int
+
+
+class CheckpointError(Exception):
+    """A checkpoint cannot be captured or restored as asked; restore leaves the roots untouched."""
+
+
+class FileEntry(Record):
+    digest: str
+    size: int  # bytes stored and restored: after redaction in a redacted root
+    mode: int  # permission bits
+    mtime_ns: int
+    # size, mtime_ns, inode, ctime_ns of the file as it was read: a file still showing them is unchanged
+    stat: tuple[int, int, int, int]
+
+
+class Manifest(Record):
+    seq: int
+    created_at: str
+    roots: dict[str, dict[str, FileEntry]]  # root name -> path relative to the root -> file
+    dirs: dict[str, dict[str, int]] = Field(default_factory=dict)  # root name -> relative path -> mode
+    redacted_roots: list[str] = Field(default_factory=list)
+    excluded: int = 0  # credential paths left out (an excluded directory counts once)
+    skipped: int = 0  # symlinks, special files and non-UTF-8 names left out
+    # The store's filesystem clock once every file was read. A file whose ctime is not older may have
+    # changed again within the same clock tick without its stat changing, so the next capture reads it.
+    clock_ns: int = 0
+
+
+@dataclass
+class CaptureStats:
+    files_read: int = 0
+    files_reused: int = 0  # digest taken from the reference manifest without opening the file
+    bytes_read: int = 0
+    blobs_written: int = 0
+    bytes_written: int = 0  # compressed bytes of the new blobs
+
+
+Kind = Literal["dir", "file", "excluded", "skipped"]
+
+
+class CheckpointStore:
+    """Checkpoints below ``root``; see the module docstring for the layout and the guarantees."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._blobs = self.root / BLOBS
+        self._manifests = self.root / MANIFESTS
+        self._clock_path = self.root / CLOCK
+        for directory in (self._blobs, self._manifests):
+            directory.mkdir(parents=True, exist_ok=True)
+        self._clock_path.touch(exist_ok=True)
+        # The manifest last captured or restored, with the stat of the files as they are now on disk.
+        self._reference: Manifest | None = None
+        self.last_capture_stats: CaptureStats | None = None
+
+    def seqs(self) -> list[int]:
+        with os.scandir(self._manifests) as entries:
+            return sorted(int(e.name[:-5]) for e in entries if e.name.endswith(".json") and e.name[:-5].isdigit())
+
+    def latest(self) -> int | None:
+        seqs = self.seqs()
+        return seqs[-1] if seqs else None
+
+    def manifest(self, seq: int) -> Manifest:
+        try:
+            return Manifest.model_validate_json(self._manifest_path(seq).read_bytes())
+        except FileNotFoundError:
+            raise CheckpointError(f"no checkpoint {seq} in {self.root}") from None
+
+    def stored_bytes(self) -> int:
+        """Bytes of all blobs and manifests (apparent sizes; temp files left by a crash not counted)."""
+        total = sum(_sizes(self._manifests))
+        with os.scandir(self._blobs) as subdirs:
+            for subdir in subdirs:
+                if subdir.is_dir(follow_symlinks=False):
+                    total += sum(_sizes(Path(subdir.path)))
+        return total
+
+    def capture(
+        self, seq: int, roots: dict[str, Path], *, redact_roots: frozenset[str] = frozenset({"home"})
+    ) -> Manifest:
+        """Save the managed files of ``roots`` as checkpoint ``seq`` (an existing one is replaced).
+
+        Only files whose stat differs from the reference manifest's are read: the reference is the
+        manifest this store last captured or restored, else the latest on disk before ``seq``. Any
+        manifest is a sound reference, since the stat tuple, not the seq, vouches for a digest.
+        """
+        for root in roots.values():
+            self._check_disjoint(Path(root))
+        reference = self._reference if self._reference is not None else self._latest_before(seq)
+        stats = CaptureStats()
+        touched: set[Path] = set()
+        manifest = Manifest(seq=seq, created_at=utcnow(), roots={},
+                            redacted_roots=sorted(redact_roots & roots.keys()))
+        for name, root in roots.items():
+            redacted = name in redact_roots
+            known: dict[str, FileEntry] = {}
+            if reference is not None and (name in reference.redacted_roots) == redacted:
+                known = reference.roots.get(name, {})
+            clock = reference.clock_ns if reference is not None else 0
+            files: dict[str, FileEntry] = {}
+            modes: dict[str, int] = {}
+            manifest.roots[name], manifest.dirs[name] = files, modes
+            if not os.path.lexists(root):
+                continue
+            if not os.path.isdir(root):
+                raise CheckpointError(f"root {name} is not a directory: {root}")
+            for rel, entry, kind in _walk(str(root)):
+                if kind == "dir":
+                    modes[rel] = S_IMODE(entry.stat(follow_symlinks=False).st_mode)
+                elif kind == "excluded":
+                    manifest.excluded += 1
+                elif kind == "skipped":
+                    manifest.skipped += 1
+                else:
+                    st = entry.stat(follow_symlinks=False)
+                    old = known.get(rel)
+                    if old is not None and old.stat == _stat_key(st) and old.stat[3] < clock:
+                        files[rel] = old
+                        stats.files_reused += 1
+                    elif (new := self._capture_file(entry.path, redacted, stats, touched)) is not None:
+                        files[rel] = new
+                    else:
+                        manifest.skipped += 1
+        manifest.clock_ns = self._clock()
+        for subdir in touched:
+            fsync_dir(subdir)
+        # Not atomic_write_json: its redaction would rewrite paths and entries whose names look secret
+        # (a file called tokenizer.json). File contents are filtered before they are hashed instead.
+        atomic_write_bytes(self._manifest_path(seq), manifest.model_dump_json().encode())
+        self._reference = manifest
+        self.last_capture_stats = stats
+        return manifest
+
+    def restore(self, seq: int, roots: dict[str, Path]) -> None:
+        """Make the managed files of each root exactly those of checkpoint ``seq`` (R-CKPT-2).
+
+        Managed files the checkpoint does not list are removed; unmanaged entries (credential paths,
+        symlinks, special files) are kept unless a checkpoint path takes their place, so credentials the
+        environment provisioned survive. Each root is rebuilt beside itself and swapped in with
+        renameat2(RENAME_EXCHANGE); a missing or corrupt blob raises CheckpointError before any root
+        changes. A root that does not exist is created.
+        """
+        manifest = self.manifest(seq)
+        if unknown := sorted(roots.keys() - manifest.roots.keys()):
+            raise CheckpointError(f"checkpoint {seq} has no root named {', '.join(unknown)}")
+        targets = {name: Path(os.path.realpath(root)) for name, root in roots.items()}
+        for target in targets.values():
+            self._check_disjoint(target)
+        for name in targets:
+            for rel, entry in manifest.roots[name].items():
+                if not self._blob_path(entry.digest).is_file():
+                    raise CheckpointError(
+                        f"checkpoint {seq}: blob {entry.digest} of {name}/{rel} is missing "
+                        f"({self._blob_path(entry.digest)})"
+                    )
+        for name, target in targets.items():
+            if os.path.lexists(target) and not os.path.isdir(target):
+                raise CheckpointError(f"root {name} is not a directory: {target}")
+        existed = {name: os.path.isdir(target) for name, target in targets.items()}
+        staged: dict[str, Path] = {}
+        fresh: dict[str, dict[str, FileEntry]] = {}
+        try:
+            for name, target in targets.items():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                staged[name] = target.with_name(f"{target.name}.restore-{secrets.token_hex(4)}")
+                os.mkdir(staged[name])
+                fresh[name] = self._stage(manifest, name, target, staged[name])
+            clock = self._clock()
+            swapped: list[str] = []
+            try:
+                for name, target in targets.items():
+                    if existed[name]:
+                        _swap(staged[name], target)
+                    else:
+                        os.rename(staged[name], target)
+                    swapped.append(name)
+            except BaseException:
+                for name in reversed(swapped):
+                    if existed[name]:
+                        _swap(staged[name], targets[name])
+                    else:
+                        os.rename(targets[name], staged[name])
+                raise
+        finally:
+            # After the swaps these hold the previous trees; after a failure, the unused new ones.
+            for path in staged.values():
+                if os.path.lexists(path):
+                    _remove_tree(path)
+        self._reference = manifest.model_copy(update={"roots": {**manifest.roots, **fresh}, "clock_ns": clock})
+
+    def _latest_before(self, seq: int) -> Manifest | None:
+        earlier = [s for s in self.seqs() if s < seq]
+        return self.manifest(earlier[-1]) if earlier else None
+
+    def _manifest_path(self, seq: int) -> Path:
+        return self._manifests / f"{seq:08d}.json"
+
+    def _blob_path(self, digest: str) -> Path:
+        return self._blobs / digest[:2] / digest[2:]
+
+    def _clock(self) -> int:
+        """The ctime a file changed at this moment gets: the filesystem's coarse clock, not time.time."""
+        os.utime(self._clock_path)
+        return os.stat(self._clock_path).st_ctime_ns
+
+    def _check_disjoint(self, root: Path) -> None:
+        store, managed = os.path.realpath(self.root), os.path.realpath(root)
+        if store == managed or store.startswith(managed + os.sep) or managed.startswith(store + os.sep):
+            raise CheckpointError(f"the checkpoint store {self.root} and the managed root {root} overlap")
+
+    def _capture_file(self, path: str, redacted: bool, stats: CaptureStats, touched: set[Path]) -> FileEntry | None:
+        """Store one file's content; None when it vanished or stopped being a regular file since the
+        directory was listed."""
+        try:
+            # O_NOFOLLOW and O_NONBLOCK: a symlink or FIFO swapped in after the listing is neither
+            # followed nor waited on; it fails the regular-file test below.
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return None
+            raise
+        with open(fd, "rb", buffering=0) as source:
+            st = os.fstat(fd)
+            if not S_ISREG(st.st_mode):
+                return None
+            digest, size = self._put(_content(source, redacted), stats, touched)
+        stats.files_read += 1
+        stats.bytes_read += st.st_size
+        # The stat taken before reading: a write during the read changes it, so the next capture rereads.
+        return FileEntry(digest=digest, size=size, mode=S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns,
+                         stat=_stat_key(st))
+
+    def _put(self, chunks: Iterable[bytes], stats: CaptureStats, touched: set[Path]) -> tuple[str, int]:
+        """Stream content into a blob unless one with its digest exists; (digest, size).
+
+        Streamed through a temp file, so a large file never sits in memory whole.
+        """
+        digest, packer, size = hashlib.sha256(), zlib.compressobj(COMPRESS_LEVEL), 0
+        tmp = self._blobs / f".{secrets.token_hex(8)}{TMP_SUFFIX}"
+        try:
+            with open(tmp, "xb") as out:
+                for chunk in chunks:
+                    digest.update(chunk)
+                    size += len(chunk)
+                    out.write(packer.compress(chunk))
+                out.write(packer.flush())
+                name = digest.hexdigest()
+                blob = self._blob_path(name)
+                if blob.exists():
+                    return name, size
+                out.flush()
+                os.fsync(out.fileno())
+                written = out.tell()
+            if not blob.parent.is_dir():
+                blob.parent.mkdir(exist_ok=True)
+                fsync_dir(self._blobs)
+            try:
+                os.link(tmp, blob)  # no clobber: a blob, once named, never changes
+            except FileExistsError:
+                return name, size
+            touched.add(blob.parent)
+            stats.blobs_written += 1
+            stats.bytes_written += written
+            return name, size
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _stage(self, manifest: Manifest, name: str, live: Path, staged: Path) -> dict[str, FileEntry]:
+        """Build root ``name`` of the checkpoint in ``staged`` and carry over ``live``'s unmanaged
+        entries; the entries with the stat of the files just written."""
+        files, modes = manifest.roots[name], manifest.dirs.get(name, {})
+        for rel in modes:
+            os.makedirs(staged / rel, exist_ok=True)
+        fresh: dict[str, FileEntry] = {}
+        for rel, entry in files.items():  # every parent directory is in modes, made above
+            fresh[rel] = self._write(staged / rel, entry, f"{name}/{rel}")
+        if os.path.isdir(live):
+            _carry_over(live, staged, files, modes)
+        # Deepest first, so a directory that loses its write or search bit no longer needs either.
+        for rel in sorted(modes, key=lambda r: r.count("/"), reverse=True):
+            os.chmod(staged / rel, modes[rel])
+        if os.path.isdir(live):
+            os.chmod(staged, S_IMODE(os.stat(live).st_mode))
+        return fresh
+
+    def _write(self, path: Path, entry: FileEntry, where: str) -> FileEntry:
+        digest = hashlib.sha256()
+        with open(path, "xb") as out:
+            for chunk in self._blob_content(entry.digest, where):
+                digest.update(chunk)
+                out.write(chunk)
+            if digest.hexdigest() != entry.digest:
+                raise CheckpointError(f"blob {entry.digest} of {where} is corrupt ({self._blob_path(entry.digest)})")
+            out.flush()  # before utime: a later flush would set the mtime again
+            os.fchmod(out.fileno(), entry.mode)
+            os.utime(out.fileno(), ns=(entry.mtime_ns, entry.mtime_ns))
+            st = os.fstat(out.fileno())
+        return entry.model_copy(update={"stat": _stat_key(st)})
+
+    def _blob_content(self, digest: str, where: str) -> Iterator[bytes]:
+        path = self._blob_path(digest)
+        unpacker = zlib.decompressobj()
+        try:
+            with open(path, "rb") as blob:
+                while packed := blob.read(CHUNK):
+                    while packed:
+                        # Bounded output: a blob of a long run of one byte must not inflate in one go.
+                        yield unpacker.decompress(packed, CHUNK)
+                        packed = unpacker.unconsumed_tail
+            yield unpacker.flush()
+        except (OSError, zlib.error) as exc:
+            raise CheckpointError(f"blob {digest} of {where} is unreadable ({path}): {exc}") from exc
+        if not unpacker.eof or unpacker.unused_data:
+            raise CheckpointError(f"blob {digest} of {where} is truncated or has trailing data ({path})")
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns
+
+
+def _sizes(directory: Path) -> Iterator[int]:
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
+                yield entry.stat(follow_symlinks=False).st_size
+
+
+def _content(source: io.FileIO, redacted: bool) -> Iterator[bytes]:
+    """The content to store: the file's bytes or, in a redacted root, its UTF-8 text redacted."""
+    head = source.read(CHUNK)
+    if redacted and _may_be_text(head):
+        whole = head + source.read()
+        try:
+            text = whole.decode()
+        except UnicodeDecodeError:
+            yield whole
+        else:
+            yield redact_text(text).encode()
+        return
+    yield head
+    while chunk := source.read(CHUNK):
+        yield chunk
+
+
+def _may_be_text(head: bytes) -> bool:
+    """Whether the first chunk decodes as UTF-8, allowing a character cut at its end; binaries in a
+    redacted root are then streamed instead of read whole."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _is_utf8(name: str) -> bool:
+    if name.isascii():
+        return True
+    try:
+        name.encode()
+    except UnicodeEncodeError:  # undecodable bytes, surrogate-escaped by os.scandir; JSON cannot hold them
+        return False
+    return True
+
+
+def _walk(root: str) -> Iterator[tuple[str, os.DirEntry[str], Kind]]:
+    """Every entry below ``root`` as (path relative to root, entry, kind), parents before children.
+
+    "file" is a managed regular file, "excluded" a credential path (an excluded directory is not
+    entered), "skipped" a symlink, special file or non-UTF-8 name; nothing is followed.
+    """
+    pending = [""]
+    while pending:
+        prefix = pending.pop()
+        with os.scandir(os.path.join(root, prefix)) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                kind: Kind
+                if not _is_utf8(entry.name):
+                    kind = "skipped"
+                elif entry.is_dir(follow_symlinks=False):
+                    kind = "excluded" if _CREDENTIAL_DIR.search(rel) else "dir"
+                elif entry.is_file(follow_symlinks=False):
+                    kind = "excluded" if _CREDENTIAL_FILE.search(rel) else "file"
+                else:
+                    kind = "skipped"
+                yield rel, entry, kind
+                if kind == "dir":
+                    pending.append(rel + "/")
+
+
+def _carry_over(live: Path, staged: Path, files: dict[str, FileEntry], dirs: dict[str, int]) -> None:
+    """Hard-link ``live``'s unmanaged entries into ``staged``: a checkpoint neither saves nor removes them.
+    Where one collides with a checkpoint path, the checkpoint wins."""
+    for rel, entry, kind in _walk(str(live)):
+        if kind in ("dir", "file") or _collides(rel, files, dirs):
+            continue
+        dest = staged / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if entry.is_dir(follow_symlinks=False):
+            _link_tree(entry.path, str(dest))
+        else:
+            os.link(entry.path, dest, follow_symlinks=False)
+
+
+def _collides(rel: str, files: dict[str, FileEntry], dirs: dict[str, int]) -> bool:
+    if rel in files or rel in dirs:
+        return True
+    parent = rel
+    while "/" in parent:
+        parent = parent.rsplit("/", 1)[0]
+        if parent in files:
+            return True
+    return False
+
+
+def _link_tree(source: str, dest: str) -> None:
+    """Recreate source's directories at dest and hard-link everything else; nothing is followed."""
+    os.mkdir(dest)
+    with os.scandir(source) as entries:
+        for entry in entries:
+            target = os.path.join(dest, entry.name)
+            if entry.is_dir(follow_symlinks=False):
+                _link_tree(entry.path, target)
+            else:
+                os.link(entry.path, target, follow_symlinks=False)
+    os.chmod(dest, S_IMODE(os.lstat(source).st_mode))
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap a and b in one atomic step; False where the kernel, libc or filesystem cannot."""
+    if _renameat2 is None:
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def _swap(a: Path, b: Path) -> None:
+    """Exchange the trees at a and b."""
+    if _exchange(a, b):
+        return
+    # Three renames: not atomic, b is briefly absent. Only where renameat2 is missing.
+    aside = b.with_name(f"{b.name}.swap-{secrets.token_hex(4)}")
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a tree, logging rather than raising: a restore has committed or failed by now."""
+
+    def unlock(function: Callable[..., Any], failed: str, exc_info: Any) -> None:
+        # A read-only directory (Go's module cache, say) keeps its entries from an owner without root.
+        if function not in (os.unlink, os.rmdir):
+            raise exc_info[1]
+        os.chmod(os.path.dirname(failed), 0o700)
+        function(failed)
+
+    try:
+        shutil.rmtree(path, onerror=unlock)
+    except OSError as exc:
+        log.warning("could not remove %s: %s", path, exc)

@@ -1,0 +1,188 @@
+"""Resume an unfinished attempt from its activity log (R-RESUME-1, R-RESUME-2).
+
+The harness calls ``prepare_resume`` when it finds a log. A finished log, or one written under another
+configuration, is archived and the attempt starts over. Otherwise the old environment is classified:
+
+- busy: a command of the old environment still runs; wait for it up to ``resume_wait_s``, and if it
+  still runs, stop and leave the attempt unfinished rather than run a second copy beside it;
+- attached: the old environment is still there (same identity token) and either the in-flight command
+  finished after the parent died (its exit code and output are collected and recorded, with a
+  checkpoint) or its files are at the log's last checkpoint; its files are adopted;
+- rebuilt: otherwise the fresh environment (set up again by the benchmark) gets the latest checkpoint.
+
+Then every step still in flight is settled: a model call is marked aborted and will be sent again; a
+tool call is re-run only when it is replay-safe, otherwise the model is told it was interrupted, with
+whatever output it had produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.durable.activity import (
+    ACTIVITY_FILE,
+    ActivityLog,
+    ActivityRecord,
+)
+from agentcompass_dagster.environments.base import process_alive
+from agentcompass_dagster.environments.hostdir import probe_hostdir
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.models.base import ToolCall
+from agentcompass_dagster.runtime.store import load_run_request
+
+if TYPE_CHECKING:
+    from agentcompass_dagster.harnesses.tool_agent import AgentRun
+
+CALLS_DIR = ".agentcompass/calls"
+CURSOR_FILE = ".agentcompass/cursor"
+
+
+@dataclass
+class ResumeDecision:
+    classification: str
+    busy: bool = False
+    reason: str | None = None
+
+
+async def prepare_resume(run: AgentRun) -> ResumeDecision:
+    records = run.log.records()
+    sessions = [r for r in records if r.kind == "session"]
+    # A fork's seed names its lineage instead of a fingerprint: its configuration was checked when it was made.
+    seeded = bool(sessions) and sessions[0].data.get("seed") is True
+    first = sessions[0].data.get("fingerprint") if sessions else None
+    if (sessions and sessions[-1].status == "completed") or (not seeded and first != run.fingerprint):
+        archive(run)
+        return ResumeDecision("fresh")
+    handle = next((s.data.get("handle") for s in reversed(sessions) if s.status == "in_flight"), None)
+    in_flight = run.log.in_flight()
+    decision, finished, partial = await classify_environment(run, handle, in_flight)
+    if decision.busy:
+        return decision
+    for record in in_flight:
+        if record.kind == "model_call":
+            run._append(ActivityRecord(id=record.id, kind="model_call", status="aborted",
+                                       data={**record.data, "reason": "interrupted by a crash; sent again"}))
+            continue
+        call = record.data["call"]
+        if record.id in finished:
+            exit_code, output = finished[record.id]
+            await run._complete_tool(record.id, {
+                "turn": record.data["turn"], "call": call, "command": _command(record),
+                "exit_code": exit_code, "output": output, "observation": run.observation(exit_code, output),
+                "recovered": True,
+            })
+        elif run.replay_safe(ToolCall.model_validate(call)):
+            run._append(ActivityRecord(id=record.id, kind="tool_call", status="aborted",
+                                       data={**record.data, "reason": "interrupted; replay-safe, so run again"}))
+        else:
+            output = partial.get(record.id, "")
+            note = ("[interrupted: the command was running when the agent process stopped; it was not run "
+                    "again because it is not declared replay-safe. Output it had produced:]\n")
+            await run._complete_tool(record.id, {
+                "turn": record.data["turn"], "call": call, "command": _command(record),
+                "exit_code": None, "output": output, "interrupted": True,
+                "observation": run.observation(None, note + output),
+            }, status="interrupted")
+    return decision
+
+
+async def classify_environment(
+    run: AgentRun, handle: dict[str, Any] | None, in_flight: list[ActivityRecord]
+) -> tuple[ResumeDecision, dict[str, tuple[int, str]], dict[str, str]]:
+    """Busy, attached or rebuilt; with the commands that finished after the crash and partial outputs."""
+    tools = [r for r in in_flight if r.kind == "tool_call"]
+    finished: dict[str, tuple[int, str]] = {}
+    partial: dict[str, str] = {}
+    if handle is not None and handle.get("kind") == "hostdir" and probe_hostdir(handle):
+        calls = Path(handle["root"]) / "scratch" / CALLS_DIR
+        deadline = time.monotonic() + run.params.resume_wait_s
+        for record in tools:
+            while _running(calls, record.id):
+                if time.monotonic() >= deadline:
+                    return (ResumeDecision("busy", busy=True, reason=(
+                        f"cannot resume: command {record.id} still runs in the old environment after "
+                        f"{run.params.resume_wait_s}s; the attempt stays unfinished")), {}, {})
+                await asyncio.sleep(0.1)
+            exit_code = _read(calls / f"{record.id}.exit")
+            output = _read(calls / f"{record.id}.out") or ""
+            if exit_code is not None and exit_code.strip().lstrip("-").isdigit():
+                finished[record.id] = (int(exit_code), output)
+            else:
+                partial[record.id] = output
+        cursor = _read(Path(handle["root"]) / "scratch" / CURSOR_FILE)
+        last = run.log.last_checkpoint_seq()
+        at_checkpoint = (cursor.strip() if cursor else None) == (str(last) if last is not None else None)
+        if (finished or at_checkpoint) and await run.env.adopt(handle):
+            return ResumeDecision("attached"), finished, partial
+        await asyncio.to_thread(shutil.rmtree, Path(handle["root"]), True)
+    await rebuild(run)
+    return ResumeDecision("rebuilt"), {}, partial
+
+
+async def rebuild(run: AgentRun) -> None:
+    """Restore the latest checkpoint into the fresh environment the benchmark has just set up."""
+    seq = run.log.last_checkpoint_seq()
+    if seq is None:
+        return
+    roots = run.env.checkpoint_roots()
+    if run.store is None or roots is None:
+        raise RuntimeError("cannot resume: the attempt has checkpoints but this environment exposes no "
+                           "files to restore them into")
+    await asyncio.to_thread(run.store.restore, seq, roots)
+
+
+def archive(run: AgentRun) -> None:
+    """Move a finished or foreign log (and its checkpoints) aside; nothing is deleted."""
+    n = 1
+    while (aside := run.dir.with_name(f"{run.dir.name}.try{n}")).exists():
+        n += 1
+    os.rename(run.dir, aside)
+    run.dir.mkdir(parents=True)
+    run.log = ActivityLog(run.dir / ACTIVITY_FILE, redacted=run.log.redacted)
+    run._elapsed_before, run._started = 0.0, time.monotonic()
+    if run.store is not None:
+        run.store = type(run.store)(run.dir / "checkpoints")
+
+
+def _running(calls: Path, key: str) -> bool:
+    if (calls / f"{key}.exit").exists():
+        return False
+    pid = _read(calls / f"{key}.pid")
+    return bool(pid and pid.strip().isdigit() and process_alive(int(pid)))
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _command(record: ActivityRecord) -> str | None:
+    command = (ToolCall.model_validate(record.data["call"]).parsed_arguments() or {}).get("command")
+    return command if isinstance(command, str) else None
+
+
+def resume_request(path: Path, task_id: str | None = None) -> RunRequest:
+    """The request that resumes an interrupted run: a new run directory reusing the old one's finished
+    details (R-RESUME-3) and continuing its unfinished attempts from their activity logs."""
+    run_dir, request, results_dir = load_run_request(path)
+    assert run_dir.info is not None
+    finished = {task for task, detail in run_dir.load_all_details().items() if not detail.is_error}
+    unfinished = [task for task in run_dir.info.selected_tasks if task not in finished]
+    if task_id is not None and task_id not in run_dir.info.selected_tasks:
+        raise UserError(f"--task={task_id!r}: not a task of {path} (it has {len(run_dir.info.selected_tasks)})")
+    if not unfinished or (task_id is not None and task_id not in unfinished):
+        raise UserError(f"RUN_DIR={str(path)!r}: nothing to resume, "
+                        + (f"task {task_id!r} has finished" if task_id else "every task has finished"))
+    output = request.output.model_copy(update={"results_dir": results_dir, "reuse": True,
+                                               "reuse_run_id": run_dir.run_id, "run_id": None})
+    return request.model_copy(update={"output": output, "run_only": [task_id] if task_id else None,
+                                      "metadata": {**request.metadata, "resumed_from": run_dir.run_id}})

@@ -1,0 +1,191 @@
+"""The `openai_compat` model: chat completions with tool calls through the official `openai` SDK, against
+any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, Ollama).
+
+    model:
+      id: qwen-local
+      provider: openai_compat
+      model: qwen2.5-coder:7b               # the served model name (required)
+      base_url: http://127.0.0.1:11434/v1   # optional: else the SDK's default (OPENAI_BASE_URL, else OpenAI)
+      api_key_env: OPENAI_API_KEY           # optional: the variable that holds the key
+      params:
+        timeout_s: 120                      # per HTTP request
+        max_retries: 3                      # the SDK's retries of 408, 409, 429, 5xx, timeouts, connection errors
+        temperature: 0.0
+        max_tokens: 4096
+        extra_body: {top_k: 20}             # merged into the request body, for server-specific options
+        price: {input: 0.15, output: 0.6}   # USD per million tokens, when the provider reports no cost
+
+The key is read only from the variable ``api_key_env`` names: declarations are copied into run records, so
+a key written there would be too. Without ``api_key_env`` a placeholder is sent, as local servers need none.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentcompass_dagster.config import ModelConfig, validate_declaration
+from agentcompass_dagster.errors import UserError, field_error
+from agentcompass_dagster.models.base import (
+    CallContext,
+    Model,
+    ModelError,
+    ModelTurn,
+    ToolCall,
+)
+from agentcompass_dagster.models.usage import Price
+
+if TYPE_CHECKING:
+    from openai import APIStatusError
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletionMessageToolCallUnion
+
+# The SDK refuses to send a request without a key; servers that check none accept any.
+PLACEHOLDER_KEY = "no-key"
+# Long error bodies (a proxy's HTML page) would bury the status line.
+MAX_DETAIL = 500
+
+
+class OpenAICompatParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    price: Price | None = None
+
+
+class OpenAICompatModel(Model):
+    """One SDK client per model, shared by the worker threads that call ``complete``."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        if "api_key" in config.params:
+            raise UserError("model.params.api_key: keys are not accepted in declarations, which are copied into "
+                            "run records; put the key in an environment variable and name it in model.api_key_env")
+        super().__init__(config)
+        self.params = validate_declaration(OpenAICompatParams, config.params, "model.params")
+        if not config.model:
+            raise field_error("model.model", config.model, "provider 'openai_compat' needs the served model's name")
+        self._api_key = _read_key(config.api_key_env)
+        # Imported here: the SDK takes about half a second to import, which `agentcompass --help` should not pay.
+        import openai
+
+        self._client = openai.OpenAI(
+            api_key=self._api_key or PLACEHOLDER_KEY,
+            base_url=config.base_url,
+            timeout=self.params.timeout_s,
+            max_retries=self.params.max_retries,
+        )
+        self.base_url = str(self._client.base_url)
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext) -> ModelTurn:
+        import openai
+
+        request: dict[str, Any] = {"model": self.config.model, "messages": messages}
+        if tools:
+            request["tools"] = tools
+        if self.params.temperature is not None:
+            request["temperature"] = self.params.temperature
+        if self.params.max_tokens is not None:
+            request["max_tokens"] = self.params.max_tokens
+        if self.params.extra_body:
+            request["extra_body"] = self.params.extra_body
+        started = time.monotonic()
+        try:
+            response = self._client.chat.completions.create(**request)
+        except openai.APITimeoutError:
+            raise self._error(f"no response within timeout_s={self.params.timeout_s:g}", retryable=True) from None
+        except openai.APIConnectionError:
+            raise self._error("cannot connect", retryable=True) from None
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            transient = status in (408, 409, 429) or status >= 500
+            raise self._error(_status_problem(exc), retryable=transient, status=status) from None
+        except (openai.OpenAIError, ValueError) as exc:
+            # ValueError: the SDK lets a body that is not JSON escape as json.JSONDecodeError.
+            raise self._error(f"unusable response: {exc}") from None
+        duration = time.monotonic() - started
+        if not response.choices:
+            error = getattr(response, "error", None)
+            raise self._error(f"the response has no choices{f': {error}' if error else ''}")
+        choice = response.choices[0]
+        usage = flat_usage(response.usage)
+        return ModelTurn(
+            content=choice.message.content,
+            tool_calls=[self._tool_call(call, i, context) for i, call in enumerate(choice.message.tool_calls or [])],
+            usage=usage,
+            cost_usd=_provider_cost(usage),
+            model_id=response.model or self.config.model,
+            stop_reason=choice.finish_reason,
+            duration_s=duration,
+        )
+
+    def _tool_call(self, call: ChatCompletionMessageToolCallUnion, index: int, context: CallContext) -> ToolCall:
+        function = getattr(call, "function", None)
+        if function is None:
+            raise self._error(f"tool call {index} is of type {getattr(call, 'type', None)!r}; only function tools "
+                              "are sent")
+        arguments = function.arguments
+        if not isinstance(arguments, str):
+            # Some servers send the arguments as a JSON object instead of its text.
+            arguments = "" if arguments is None else json.dumps(arguments)
+        # Some local servers send no id; the transcript needs one to pair the tool result with the call.
+        return ToolCall(id=call.id or f"call_{context.turn}_{index}", name=function.name or "", arguments=arguments)
+
+    def _error(self, problem: str, *, retryable: bool = False, status: int | None = None) -> ModelError:
+        if len(problem) > MAX_DETAIL:
+            problem = problem[:MAX_DETAIL] + "..."
+        if self._api_key:
+            # Some servers echo the key they rejected.
+            problem = problem.replace(self._api_key, "***")
+        hint = ""
+        if status in (401, 403) and not self.config.api_key_env:
+            hint = " (no api_key_env is declared, so no key was sent)"
+        return ModelError(f"model {self.id!r} ({self.config.model} at {self.base_url}): {problem}{hint}",
+                          retryable=retryable, status=status)
+
+
+def _status_problem(exc: APIStatusError) -> str:
+    """The status with the server's error message, or with its raw text when the body is not JSON."""
+    detail = exc.message.removeprefix(f"Error code: {exc.status_code}").removeprefix(" - ")
+    if not detail and isinstance(exc.body, str):
+        detail = exc.body.strip()
+    return f"HTTP {exc.status_code}: {detail}" if detail else f"HTTP {exc.status_code}"
+
+
+def _read_key(variable: str | None) -> str | None:
+    if not variable:
+        return None
+    key = os.environ.get(variable, "").strip()
+    if not key:
+        raise field_error("model.api_key_env", variable, f"the environment variable {variable} is not set or empty")
+    return key
+
+
+def flat_usage(usage: CompletionUsage | None) -> dict[str, Any]:
+    """The usage object's scalar fields (provider extras such as OpenRouter's ``cost`` included), with
+    ``cached_tokens`` and ``reasoning_tokens`` lifted out of their detail objects for ``turn_usage``."""
+    if usage is None:
+        return {}
+    raw = usage.model_dump(exclude_none=True)
+    flat = {key: value for key, value in raw.items() if not isinstance(value, (dict, list))}
+    for details, key in (("prompt_tokens_details", "cached_tokens"), ("completion_tokens_details", "reasoning_tokens")):
+        section = raw.get(details)
+        if isinstance(section, dict) and section.get(key) is not None:
+            flat[key] = section[key]
+    return flat
+
+
+def _provider_cost(usage: dict[str, Any]) -> float | None:
+    cost = usage.get("cost")
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0:
+        return None
+    return float(cost)
+

@@ -1,0 +1,97 @@
+"""Token usage and cost over model turns (R-DISP-4).
+
+Providers name usage fields differently (OpenAI ``prompt_tokens`` with ``cached_tokens`` inside it,
+Anthropic ``input_tokens`` beside ``cache_read_input_tokens``, pi ``input`` beside ``cacheRead``). Input
+totals include cache reads and writes exactly once;
+missing, non-numeric and negative values count 0, so one dirty turn cannot poison a total. Cost is the
+provider's when it reports one, else the price table's; a turn with neither makes the total incomplete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentcompass_dagster.runtime.types import Usage
+
+_OUTPUT = ("output", "output_tokens", "completion_tokens")
+_CACHE_READ = ("cacheRead", "cache_read_input_tokens", "cached_tokens", "cache_read_tokens")
+_CACHE_WRITE = ("cacheWrite", "cache_creation_input_tokens", "cache_write_tokens")
+_REASONING = ("reasoning", "reasoning_tokens")
+
+
+class Price(BaseModel):
+    """USD per million tokens. Cache prices default to the input price."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+
+
+def usage_int(usage: Mapping[str, Any], *keys: str) -> int:
+    """The first present key's value as a non-negative int; dirty values count 0."""
+    for key in keys:
+        if key not in usage:
+            continue
+        value = usage.get(key)
+        if isinstance(value, bool):
+            return 0
+        try:
+            return max(0, int(value or 0))
+        except (TypeError, ValueError, OverflowError):
+            return 0
+    return 0
+
+
+def turn_usage(raw: Mapping[str, Any], cost_usd: float | None = None, price: Price | None = None) -> Usage:
+    """One turn's usage; ``cost_usd`` is the provider's figure, else the price table's, else unknown."""
+    cache_read = usage_int(raw, *_CACHE_READ)
+    cache_write = usage_int(raw, *_CACHE_WRITE)
+    if "input" in raw or "input_tokens" in raw:
+        fresh_input = usage_int(raw, "input", "input_tokens")
+    else:
+        # OpenAI's prompt_tokens already contains the cached part; Anthropic's and pi's input does not.
+        fresh_input = max(0, usage_int(raw, "prompt_tokens") - cache_read - cache_write)
+    usage = Usage(
+        input_tokens=fresh_input + cache_read + cache_write,
+        output_tokens=usage_int(raw, *_OUTPUT),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        reasoning_tokens=usage_int(raw, *_REASONING),
+        cost_usd=None,
+    )
+    if cost_usd is not None and cost_usd >= 0:
+        usage.cost_usd = float(cost_usd)
+    elif price is not None:
+        usage.cost_usd = (
+            fresh_input * price.input
+            + cache_read * (price.input if price.cache_read is None else price.cache_read)
+            + cache_write * (price.input if price.cache_write is None else price.cache_write)
+            + usage.output_tokens * price.output
+        ) / 1_000_000
+    return usage
+
+
+def usage_totals(turns: Iterable[Usage]) -> tuple[Usage, bool]:
+    """Sum of turn usages and whether the cost is complete: with any turn's cost unknown the total cost
+    is None, not a partial sum that would read as the whole (R-DISP-4)."""
+    total = Usage(cost_usd=None)
+    known = 0.0
+    complete = True
+    for usage in turns:
+        total.input_tokens += usage.input_tokens
+        total.output_tokens += usage.output_tokens
+        total.cache_read_tokens += usage.cache_read_tokens
+        total.cache_write_tokens += usage.cache_write_tokens
+        total.reasoning_tokens += usage.reasoning_tokens
+        if usage.cost_usd is None:
+            complete = False
+        else:
+            known += usage.cost_usd
+    total.cost_usd = known if complete else None
+    return total, complete

@@ -1,0 +1,383 @@
+"""Durable agent attempts: the activity log, resume after kill -9, fork onto another model, replay.
+
+The runs are real: `agentcompass run --direct` as a subprocess, killed with SIGKILL at a chosen or
+random moment, then `agentcompass resume`. Side effects of tool calls are counted in files outside the
+environment, so a completed call that ran twice would show."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import REPO, run_cli, write_sweep
+
+from agentcompass_dagster.benchmarks.demo import TASKS_DIR
+from agentcompass_dagster.durable.activity import (
+    ActivityError,
+    ActivityLog,
+    ActivityRecord,
+    read_activity,
+)
+from agentcompass_dagster.durable.checkpoints import CheckpointStore
+
+SOLUTION = (TASKS_DIR / "count-errors" / "solution.sh").read_text()
+
+
+def bash(command: str, **turn: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10}, "cost_usd": 0.01, **turn}
+
+
+def submit(answer: str = "done") -> dict[str, Any]:
+    return {"tool_calls": [{"name": "submit", "arguments": {"answer": answer}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10}, "cost_usd": 0.01}
+
+
+def sweep_file(tmp_path: Path, turns: dict[str, list[dict[str, Any]]], name: str = "sweep",
+               models: list[dict[str, Any]] | None = None, **params: Any) -> Path:
+    record = tmp_path / "model-calls.jsonl"
+    model = {"id": "solver-a", "provider": "scripted", "params": {"turns": turns, "record": str(record)}}
+    return write_sweep(tmp_path, name=name, benchmarks=[{"id": "demo", "tasks": sorted(t for t in turns if t != "*")}],
+                       models=models or [model], harness={"id": "tool_agent", "params": params},
+                       execution={"limits": {"task_concurrency": 1}})
+
+
+def start(sweep: Path, cwd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), "--direct"],
+                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def records(tmp_path: Path, task: str = "count-errors") -> list[ActivityRecord]:
+    logs = sorted((tmp_path / "results").rglob(f"{task}@1/activity.jsonl"), key=lambda p: p.stat().st_mtime)
+    return read_activity(logs[-1]) if logs else []
+
+
+def has(tmp_path: Path, record_id: str, status: str = "in_flight") -> Callable[[], bool]:
+    return lambda: any(r.id == record_id and r.status == status for r in records(tmp_path))
+
+
+def kill(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def run_dirs(tmp_path: Path) -> list[Path]:
+    return sorted(p.parent for p in (tmp_path / "results").rglob("run_info.json"))
+
+
+def resume(run_dir: Path, *extra: str) -> int:
+    return run_cli("resume", run_dir, *extra)
+
+
+def final_detail(tmp_path: Path, task: str = "count-errors") -> dict[str, Any]:
+    newest = run_dirs(tmp_path)[-1]
+    return json.loads(next((newest / "details").glob(f"*{task}*.json")).read_text())
+
+
+def model_calls(tmp_path: Path) -> list[tuple[str, int]]:
+    lines = (tmp_path / "model-calls.jsonl").read_text().splitlines()
+    return [(c["task_id"], c["turn"]) for c in map(json.loads, lines)]
+
+
+# --- the activity log ----------------------------------------------------------------------------
+
+
+def test_activity_log_orders_in_flight_checkpoint_completed(tmp_path: Path) -> None:
+    """R-LOG-1: every model and tool call has an in_flight record before a completed one carrying its
+    seq, output and checkpoint_seq; the checkpoint named by a completed record exists on disk; the
+    session is logged; the file is append-only JSON lines."""
+    sweep = sweep_file(tmp_path, {"count-errors": [bash("echo hi > note.txt"), bash(SOLUTION), submit()]})
+    assert run_cli("run", sweep, "--direct") == 0
+    log = records(tmp_path)
+    store = CheckpointStore(next((tmp_path / "results").rglob("count-errors@1")) / "checkpoints")
+    for record in log:
+        if record.status == "completed" and record.kind in ("model_call", "tool_call"):
+            first = next(i for i, r in enumerate(log) if r.id == record.id)
+            assert log[first].status == "in_flight" and first < log.index(record)
+            assert record.seq is not None
+    tools = [r for r in log if r.kind == "tool_call" and r.status == "completed" and r.data.get("command")]
+    assert [r.data["output"] for r in tools][:1] == [""] and tools[1].data["exit_code"] == 0
+    for record in tools:
+        assert record.checkpoint_seq == record.seq and record.checkpoint_seq in store.seqs()
+    assert store.manifest(tools[0].checkpoint_seq).roots["work"]["note.txt"].size == 3
+    assert log[0].kind == "session" and log[-1].kind == "session" and log[-1].status == "completed"
+
+
+def test_torn_last_line_is_dropped_and_a_corrupt_earlier_line_is_an_error(tmp_path: Path) -> None:
+    """R-LOG-1: a crash mid-append leaves a torn last line, which reading drops and the next append cuts;
+    a damaged line before the end is reported, never skipped."""
+    path = tmp_path / "activity.jsonl"
+    log = ActivityLog(path)
+    log.append(ActivityRecord(id="model-0", kind="model_call", status="in_flight"))
+    with path.open("ab") as handle:
+        handle.write(b'{"id": "model-0", "kind": "model_c')
+    assert [r.id for r in read_activity(path)] == ["model-0"]
+    ActivityLog(path).append(ActivityRecord(id="model-0", kind="model_call", status="completed"))
+    assert [(r.id, r.status, r.seq) for r in read_activity(path)] == [("model-0", "in_flight", None),
+                                                                      ("model-0", "completed", 1)]
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(lines[0][:10] + b"\n" + lines[1])
+    with pytest.raises(ActivityError, match="line 1 is corrupt"):
+        read_activity(path)
+
+
+# --- resume --------------------------------------------------------------------------------------
+
+
+def test_kill_during_a_tool_call_resume_attaches_and_collects_the_finished_command(tmp_path: Path) -> None:
+    """R-RESUME-1 (attached): the parent dies while a command runs; the command finishes in the still
+    existing environment; resume waits for it, records its exit code and output and continues — the
+    command ran once, earlier calls were not repeated."""
+    side = tmp_path / "side.log"
+    turns = {"count-errors": [bash(f"echo one >> {side}"), bash(f"echo two >> {side}; sleep 1.5; echo late-output"),
+                              bash(SOLUTION), submit()]}
+    proc = start(sweep_file(tmp_path, turns), tmp_path)
+    wait_for(lambda: side.exists() and "two" in side.read_text())
+    kill(proc)
+    assert resume(run_dirs(tmp_path)[0]) == 0
+    detail = final_detail(tmp_path)
+    assert detail["correct"]
+    assert side.read_text().splitlines() == ["one", "two"]
+    recovered = next(s for s in detail["attempts"]["1"]["trajectory"] if s.get("recovered"))
+    assert recovered["output"].strip() == "late-output" and recovered["exit_code"] == 0
+    assert detail["attempts"]["1"]["artifacts"]["agent"]["resumed"] == "attached"
+    assert model_calls(tmp_path).count(("count-errors", 0)) == 1
+
+
+def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinished(tmp_path: Path) -> None:
+    """R-RESUME-1 (busy): a command still running in the old environment past resume_wait_s stops the
+    resume without starting a second copy; once it has ended, a later resume attaches."""
+    side = tmp_path / "side.log"
+    turns = {"count-errors": [bash(f"echo start >> {side}; sleep 3; echo end >> {side}"), bash(SOLUTION), submit()]}
+    proc = start(sweep_file(tmp_path, turns, resume_wait_s=0.3), tmp_path)
+    wait_for(lambda: side.exists() and "start" in side.read_text())
+    kill(proc)
+    first = run_dirs(tmp_path)[0]
+    assert resume(first) == 0
+    busy = final_detail(tmp_path)
+    assert "still runs in the old environment" in busy["error"]
+    assert records(tmp_path)[-1].kind != "session" or records(tmp_path)[-1].status != "completed"
+    wait_for(lambda: "end" in side.read_text(), timeout=10)
+    assert resume(run_dirs(tmp_path)[-1]) == 0
+    detail = final_detail(tmp_path)
+    assert detail["correct"] and side.read_text().splitlines() == ["start", "end"]
+
+
+def test_kill_during_a_model_call_marks_it_aborted_and_sends_it_again(tmp_path: Path) -> None:
+    """R-RESUME-2: an interrupted model call is recorded as aborted and re-sent; completed steps before
+    it are never executed again (the loop continues from the log)."""
+    side = tmp_path / "side.log"
+    turns = {"count-errors": [bash(f"echo one >> {side}"), {**bash(SOLUTION), "sleep": 1.0}, submit()]}
+    proc = start(sweep_file(tmp_path, turns), tmp_path)
+    wait_for(has(tmp_path, "model-1"))
+    kill(proc)
+    assert resume(run_dirs(tmp_path)[0]) == 0
+    detail = final_detail(tmp_path)
+    assert detail["correct"] and side.read_text().splitlines() == ["one"]
+    calls = model_calls(tmp_path)
+    assert calls.count(("count-errors", 0)) == 1 and calls.count(("count-errors", 1)) == 2
+    aborted = [s for s in detail["attempts"]["1"]["trajectory"] if s.get("status") == "aborted"]
+    assert [s["type"] for s in aborted] == ["model_call"]
+    # Usage counts completed turns only: the aborted call returned nothing to pay for.
+    assert detail["attempts"]["1"]["usage"]["input_tokens"] == 300
+
+
+@pytest.mark.parametrize("replay_safe", [False, True], ids=["reported", "rerun"])
+def test_lost_environment_is_rebuilt_from_the_checkpoint(tmp_path: Path, replay_safe: bool) -> None:
+    """R-RESUME-1 (rebuild) and R-RESUME-2: with the environment gone, resume sets the task up again and
+    restores the latest checkpoint; the interrupted command is re-run only when declared replay-safe,
+    otherwise the model is told it was interrupted."""
+    side = tmp_path / "side.log"
+    turns = {"count-errors": [bash("echo progress > progress.txt"), bash(f"echo slow >> {side}; sleep 2"),
+                              bash("cat progress.txt"), bash(SOLUTION), submit()]}
+    params = {"replay_safe_commands": ["^echo slow"]} if replay_safe else {}
+    proc = start(sweep_file(tmp_path, turns, **params), tmp_path)
+    wait_for(lambda: side.exists() and side.read_text() == "slow\n")
+    handle = next(r.data["handle"] for r in records(tmp_path) if r.kind == "session")
+    kill(proc)
+    shutil.rmtree(handle["root"])
+    assert resume(run_dirs(tmp_path)[0]) == 0
+    detail = final_detail(tmp_path)
+    steps = detail["attempts"]["1"]["trajectory"]
+    assert detail["correct"] and detail["attempts"]["1"]["artifacts"]["agent"]["resumed"] == "rebuilt"
+    cat = next(s for s in steps if s.get("command") == "cat progress.txt")
+    assert cat["output"] == "progress\n", "the checkpointed file was not restored"
+    statuses = [s["status"] for s in steps if (s.get("command") or "").startswith("echo slow")]
+    if replay_safe:
+        assert statuses == ["aborted", "completed"] and side.read_text().splitlines() == ["slow", "slow"]
+    else:
+        interrupted = next(s for s in steps if s.get("status") == "interrupted")
+        assert statuses == ["interrupted"] and "[interrupted" in interrupted["observation"]
+        assert side.read_text().splitlines() == ["slow"]
+
+
+def test_limits_count_what_was_spent_before_the_crash(tmp_path: Path) -> None:
+    """R-RESUME-3: turns, tokens, cost and time spent before the crash count against the limits of the
+    resumed attempt; finished tasks of the resumed sweep keep their results."""
+    turns = {"count-errors": [submit()],
+             "create-hello": [bash("true"), {**bash("true"), "sleep": 1.0}, bash("true"), bash("true"), submit()]}
+    proc = start(sweep_file(tmp_path, turns, max_turns=4, max_cost_usd=0.025), tmp_path)
+    in_flight = lambda: any(r.id == "model-1" for r in records(tmp_path, "create-hello"))
+    wait_for(in_flight)
+    pre_crash = records(tmp_path, "create-hello")[-1].elapsed_s
+    kill(proc)
+    first = run_dirs(tmp_path)[0]
+    assert [p.name for p in (first / "details").glob("*.json")] == ["count-errors_qa.json"]
+    assert resume(first) == 0
+    detail = final_detail(tmp_path, "create-hello")
+    # Two turns before the crash at $0.01 each plus one after pass max_cost_usd=0.025 before max_turns.
+    assert "limit max_cost_usd=0.025 reached ($0.0300 spent)" in detail["attempts"]["1"]["run_error"]
+    log = records(tmp_path, "create-hello")
+    resumed_session = [r for r in log if r.kind == "session" and r.status == "in_flight"][-1]
+    assert resumed_session.elapsed_s >= pre_crash
+    info = json.loads((run_dirs(tmp_path)[-1] / "run_info.json").read_text())
+    assert info["reused_from"]["task_ids"] == ["count-errors"]
+
+
+def test_random_kill_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+    """Acceptance: kill -9 of a running sweep at a random moment, then resume: the final details equal
+    an uninterrupted run's with the same scripted model, no completed tool call ran twice, and the
+    budget counters include the pre-crash spend."""
+    rng = random.Random(os.getpid())
+
+    def script(side: Path) -> dict[str, list[dict[str, Any]]]:
+        turns = {}
+        for task in ("count-errors", "create-hello", "sort-unique"):
+            solution = (TASKS_DIR / task / "solution.sh").read_text()
+            turns[task] = [bash(f"echo {task}-{i} >> {side}.{task}-{i}; sleep 0.05; echo step {i}", sleep=0.03)
+                           for i in range(4)] + [bash(solution), submit()]
+        return turns
+
+    def normalized(root: Path) -> dict[str, Any]:
+        out = {}
+        for path in root.rglob("details/*.json"):
+            detail = json.loads(path.read_text())
+            attempt = detail["attempts"]["1"]
+            steps = [(s["type"], s.get("command"), s.get("exit_code"), s.get("output"), s.get("answer"))
+                     for s in attempt["trajectory"] if s.get("status", "completed") == "completed"]
+            out[detail["task_id"]] = (detail["correct"], attempt["final_answer"], steps, attempt["usage"])
+        return out
+
+    side = tmp_path / "side"
+    baseline_dir = tmp_path / "baseline"
+    baseline_dir.mkdir()
+    assert run_cli("run", sweep_file(baseline_dir, script(side), replay_safe_commands=["^echo "]), "--direct") == 0
+    for path in tmp_path.glob("side.*"):
+        path.unlink()
+    crash_dir = tmp_path / "crash"
+    crash_dir.mkdir()
+    proc = start(sweep_file(crash_dir, script(side), replay_safe_commands=["^echo "]), crash_dir)
+    wait_for(lambda: any((crash_dir / "results").rglob("activity.jsonl")))
+    time.sleep(rng.uniform(0.0, 1.5))
+    kill(proc)
+    completed_before = {r.data["command"].split(" >> ")[0].split()[1] for path in (crash_dir / "results").rglob("activity.jsonl")
+                        for r in read_activity(path) if r.kind == "tool_call" and r.status == "completed"
+                        and r.data.get("command", "").startswith("echo ")}
+    newest = run_dirs(crash_dir)[-1]
+    if any(newest.glob("details/*.json")) and len(list(newest.glob("details/*.json"))) == 3:
+        pytest.skip("the random kill came after the sweep had finished")
+    assert resume(newest) == 0
+    crashed = normalized(run_dirs(crash_dir)[-1])
+    assert crashed.keys() == normalized(baseline_dir / "results").keys()
+    for task, (correct, answer, steps, usage) in normalized(baseline_dir / "results").items():
+        assert crashed[task][:3] == (correct, answer, steps), task
+        assert crashed[task][3]["input_tokens"] == usage["input_tokens"]
+    for marker in completed_before:
+        assert Path(f"{side}.{marker}").read_text().splitlines() == [marker], f"{marker} ran twice"
+
+
+# --- fork ----------------------------------------------------------------------------------------
+
+
+def test_fork_continues_from_the_checkpoint_with_another_model(tmp_path: Path) -> None:
+    """R-FORK-1: the fork gets a fresh environment with the checkpoint's files and the conversation up to
+    the cut, continues with the new model, records lineage and the shared prefix's usage apart, and is
+    left out of from-scratch statistics; a fork that also changes the harness is refused."""
+    from agentcompass_dagster.results import load_task_results
+
+    a_turns = {"count-errors": [bash("echo draft > draft.txt"), bash("echo wrong > answer.txt"), submit()]}
+    # Turn 0 is the shared prefix; the fork asks solver-b from turn 1 on.
+    b_turns = {"count-errors": [submit("never asked"), bash("cat draft.txt && " + SOLUTION.strip().splitlines()[-1]),
+                                submit()]}
+    models = [{"id": "solver-a", "provider": "scripted", "params": {"turns": a_turns}},
+              {"id": "solver-b", "provider": "scripted", "params": {"turns": b_turns}}]
+    sweep = sweep_file(tmp_path, a_turns, models=models[:1])
+    assert run_cli("run", sweep, "--direct") == 0
+    parent = run_dirs(tmp_path)[0]
+    assert not final_detail(tmp_path)["correct"]
+    cut = next(r.seq for r in records(tmp_path) if r.kind == "tool_call" and r.status == "completed")
+    both = sweep_file(tmp_path, a_turns, name="both", models=models)
+    assert run_cli("fork", parent, "--task", "count-errors", "--checkpoint", cut, "--model", "solver-b",
+                   "--sweep", both) == 0
+    fork_dir = next(p for p in run_dirs(tmp_path) if ".forks" in str(p))
+    detail = json.loads(next((fork_dir / "details").glob("*.json")).read_text())
+    attempt = detail["attempts"]["1"]
+    assert detail["correct"]
+    draft = next(s for s in attempt["trajectory"] if (s.get("command") or "").startswith("cat draft.txt"))
+    assert draft["output"].startswith("draft\n"), "the fork did not get the checkpoint's files"
+    assert [s.get("inherited") for s in attempt["trajectory"] if s["type"] == "model_call"] == [True, None, None]
+    assert attempt["meta"]["lineage"]["parent_run_id"] == parent.name
+    assert attempt["meta"]["lineage"]["checkpoint_seq"] == cut
+    assert attempt["artifacts"]["agent"]["shared_prefix_usage"]["input_tokens"] == 100
+    assert attempt["usage"]["input_tokens"] == 200
+    assert (fork_dir / "summary.md").read_text().startswith(f"# fork of run {parent.name}")
+    assert set(load_task_results(tmp_path / "results")["run_id"]) == {parent.name}
+    assert fork_dir.name in set(load_task_results(tmp_path / "results", include_forks=True)["run_id"])
+
+    other = yaml.safe_load(both.read_text())
+    other["harness"] = {"id": "tool_agent", "params": {"max_turns": 5}}
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(other))
+    assert run_cli("fork", parent, "--task", "count-errors", "--checkpoint", cut, "--model", "solver-b",
+                   "--sweep", changed) == 2
+
+
+# --- replay --------------------------------------------------------------------------------------
+
+
+def test_replay_matches_an_unchanged_task_and_stops_at_the_first_difference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """R-REPLAY-1: the recorded terminal actions re-run in a clean environment; unchanged, every step and
+    the artifacts match and the new state can be scored; after a file the task depends on changes, the
+    replay stops at the first differing step and reports command, expected and actual output."""
+    tasks_dir = tmp_path / "tasks"
+    shutil.copytree(TASKS_DIR / "count-errors", tasks_dir / "count-errors")
+    turns = {"count-errors": [bash("wc -l < app.log"), bash(SOLUTION), bash("cat answer.txt"), submit()]}
+    sweep = sweep_file(tmp_path, turns)
+    data = yaml.safe_load(sweep.read_text())
+    data["benchmarks"] = [{"id": "demo", "params": {"tasks_dir": str(tasks_dir)}}]
+    sweep.write_text(yaml.safe_dump(data))
+    assert run_cli("run", sweep, "--direct") == 0
+    run_dir = run_dirs(tmp_path)[0]
+    assert run_cli("replay", run_dir, "--task", "count-errors", "--score") == 0
+    report = json.loads(next((run_dir / "replays").glob("*.json")).read_text())
+    assert report["status"] == "matched" and len(report["steps"]) == 3 and report["artifacts_compared"]
+    assert report["evaluation"]["correct"] and report["lineage"]["parent_run_id"] == run_dir.name
+    log = tasks_dir / "count-errors" / "setup" / "app.log"
+    log.write_text(log.read_text() + "2024-03-02 10:00:00 ERROR one more\n")
+    capsys.readouterr()
+    assert run_cli("replay", run_dir, "--task", "count-errors") == 1
+    out = capsys.readouterr().out
+    assert "first difference at step 1: wc -l < app.log" in out
+    reports = sorted((run_dir / "replays").glob("*.json"))
+    diverged = json.loads(reports[-1].read_text()) if len(reports) > 1 else None
+    assert diverged is not None and diverged["first_difference"]["step"] == 1
+    assert len(diverged["steps"]) == 1

@@ -1,0 +1,132 @@
+"""The `miniswe` harness: mini-swe-agent's loop over the scripted model and the local environment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from conftest import run_cli, write_sweep
+
+from agentcompass_dagster import registry
+from agentcompass_dagster.harnesses.miniswe import quiet_import
+from agentcompass_dagster.models.base import CallContext, ModelTurn
+from agentcompass_dagster.models.scripted import ScriptedModel
+
+with quiet_import():
+    pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed (extra 'miniswe')")
+
+
+class RecordingModel(ScriptedModel):
+    """The scripted model, keeping the messages of every call (the sweep runs in this process)."""
+
+    calls: ClassVar[dict[tuple[str, int], list[dict[str, Any]]]] = {}
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext) -> ModelTurn:
+        self.calls[(context.task_id, context.turn)] = messages
+        return super().complete(messages, tools, context)
+
+
+registry.models.register("recording-scripted", RecordingModel)
+
+SOLVE = "awk '$3 == \"ERROR\" {n++} END {print n+0}' app.log > answer.txt; cat answer.txt"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def _bash(command: str, **turn: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}], **turn}
+
+
+def _run(tmp_path: Path, tasks: list[str], turns: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    sweep = write_sweep(
+        tmp_path, name="mini",
+        benchmarks=[{"id": "demo", "tasks": tasks}],
+        models=[{"id": "scripted-mini", "provider": "recording-scripted",
+                 "params": {"price": {"input": 1.0, "output": 2.0}, "turns": turns}}],
+        harness={"id": "miniswe", "params": {"step_limit": 6}},
+    )
+    RecordingModel.calls.clear()
+    assert run_cli("run", str(sweep), "--direct") == 0
+    details = {}
+    for path in (tmp_path / "results").rglob("details/*.json"):
+        detail = json.loads(path.read_text())
+        details[detail["task_id"]] = detail
+    assert sorted(details) == sorted(tasks)
+    return details
+
+
+def test_reference_commands_solve_the_task_and_land_in_the_trajectory(tmp_path: Path) -> None:
+    details = _run(tmp_path, ["count-errors"], {"count-errors": [
+        _bash(SOLVE, content="Counting the ERROR lines.", usage={"prompt_tokens": 100, "completion_tokens": 20}),
+        _bash(SUBMIT, usage={"prompt_tokens": 150, "completion_tokens": 5}),
+    ]})
+    detail = details["count-errors"]
+    assert detail["error"] is None and detail["correct"] is True
+    attempt = detail["attempts"]["1"]
+    assert attempt["status"] == "completed" and attempt["run_error"] is None
+    assert attempt["final_answer"] == ""
+
+    steps = attempt["trajectory"]
+    assert [s["type"] for s in steps] == ["message", "message", "model_call", "tool_call", "model_call", "tool_call"]
+    assert [s["role"] for s in steps[:2]] == ["system", "user"]
+    assert "How many log lines have the level" in steps[1]["content"]
+    first_call, solve, second_call, submit = steps[2:]
+    assert first_call["turn"] == 0 and first_call["content"] == "Counting the ERROR lines."
+    assert first_call["model_id"] == "scripted-mini"
+    assert first_call["tool_calls"] == [{"id": "call_0_0", "name": "bash", "arguments": json.dumps({"command": SOLVE})}]
+    assert solve["command"] == SOLVE and solve["exit_code"] == 0 and solve["output"] == "5\n"
+    assert solve["call"]["id"] == "call_0_0" and solve["turn"] == 0
+    assert '"returncode": 0' in solve["observation"] and '"output": "5\\n"' in solve["observation"]
+    assert submit["command"] == SUBMIT and submit["exit_code"] == 0 and submit["turn"] == 1
+    assert submit["output"] == "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n"
+
+    # Per-turn usage priced at $1/$2 per million tokens, and the attempt's sum.
+    assert first_call["usage"]["input_tokens"] == 100 and first_call["usage"]["cost_usd"] == pytest.approx(140e-6)
+    assert second_call["usage"]["output_tokens"] == 5 and second_call["usage"]["cost_usd"] == pytest.approx(160e-6)
+    usage = attempt["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (250, 25)
+    assert usage["cost_usd"] == pytest.approx(300e-6)
+
+    # The model layer gets plain OpenAI chat messages: mini's "extra" bookkeeping stays with mini.
+    second = RecordingModel.calls[("count-errors", 1)]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
+    assert all(set(m) <= {"role", "content", "tool_calls", "tool_call_id"} for m in second)
+    assert second[2]["tool_calls"][0]["function"] == {"name": "bash", "arguments": json.dumps({"command": SOLVE})}
+    assert second[3]["tool_call_id"] == "call_0_0" and second[3]["content"] == solve["observation"]
+
+    mini = attempt["artifacts"]["miniswe"]
+    assert mini["info"]["exit_status"] == "Submitted"
+    assert mini["info"]["model_stats"] == {"instance_cost": pytest.approx(300e-6), "api_calls": 2}
+    assert [m["role"] for m in mini["messages"]] == ["system", "user", "assistant", "tool", "assistant", "exit"]
+    assert mini["messages"][2]["extra"]["actions"] == [{"command": SOLVE, "tool_call_id": "call_0_0"}]
+    assert mini["messages"][3]["extra"]["raw_output"] == "5\n"
+
+
+def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path) -> None:
+    """One task recovers after a malformed call; the other sends nothing but malformed calls, and mini
+    ends it after its limit of consecutive format errors: both attempts end cleanly with a detail."""
+    bad = {"tool_calls": [{"name": "bash", "arguments": '{"command": "ls'}], "usage": {"prompt_tokens": 10}}
+    details = _run(tmp_path, ["count-errors", "create-hello"], {
+        "count-errors": [bad, _bash(SOLVE), _bash(SUBMIT)],
+        "create-hello": [bad, bad, bad],
+    })
+
+    recovered = details["count-errors"]
+    assert recovered["correct"] is True and recovered["error"] is None
+    steps = recovered["attempts"]["1"]["trajectory"]
+    assert [s["type"] for s in steps[2:4]] == ["model_call", "message"]
+    assert steps[2]["tool_calls"][0]["arguments"] == '{"command": "ls'
+    feedback = steps[3]
+    assert feedback["role"] == "user" and "Error parsing tool call arguments" in feedback["content"]
+    assert [s.get("command") for s in steps if s["type"] == "tool_call"] == [SOLVE, SUBMIT]
+    assert recovered["attempts"]["1"]["usage"]["input_tokens"] == 10
+    # The unparsable call is not sent back to the model, only mini's feedback on it.
+    assert [m["role"] for m in RecordingModel.calls[("count-errors", 1)]] == ["system", "user", "user"]
+
+    failed = details["create-hello"]
+    attempt = failed["attempts"]["1"]
+    assert failed["correct"] is False and attempt["status"] == "error"
+    assert failed["error"] == attempt["run_error"] == "mini-swe-agent exited: RepeatedFormatError: RepeatedFormatError"
+    assert [s["type"] for s in attempt["trajectory"][2:]] == ["model_call", "message"] * 3
+    assert attempt["artifacts"]["miniswe"]["info"]["exit_status"] == "RepeatedFormatError"

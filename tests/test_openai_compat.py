@@ -1,0 +1,275 @@
+"""The openai_compat model against a local OpenAI-compatible server, through the real `openai` SDK."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, completion, fake_openai_server, tool_call  # noqa: F401
+
+from agentcompass_dagster.config import ModelConfig
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.models.base import CallContext, ModelError
+from agentcompass_dagster.models.openai_compat import PLACEHOLDER_KEY, OpenAICompatModel
+from agentcompass_dagster.models.usage import turn_usage
+from agentcompass_dagster.registry import models
+
+KEY_ENV = "AGENTCOMPASS_TEST_OPENAI_KEY"
+KEY = "sk-test-0123456789abcdef"
+MESSAGES = [{"role": "user", "content": "count the errors"}]
+BASH = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}
+
+
+def make_model(server: FakeOpenAI | None, api_key_env: str | None = None, model: str | None = "served-model",
+               base_url: str | None = None, **params: Any) -> OpenAICompatModel:
+    """A model with fast SDK retries unless the test sets max_retries."""
+    params.setdefault("max_retries", 2)
+    url = base_url or (server.base_url if server is not None else None)
+    return OpenAICompatModel(ModelConfig(id="compat", provider="openai_compat", model=model, base_url=url,
+                                         api_key_env=api_key_env, params=params))
+
+
+def complete(model: OpenAICompatModel, tools: list[dict[str, Any]] | None = None) -> Any:
+    return model.complete(MESSAGES, tools or [], CallContext(task_id="t", turn=0))
+
+
+def test_a_text_turn(fake_openai: FakeOpenAI) -> None:
+    fake_openai.reply(content="There are 3 errors.", model="served-model-2024")
+    turn = complete(make_model(fake_openai))
+    assert turn.content == "There are 3 errors."
+    assert turn.tool_calls == []
+    assert turn.stop_reason == "stop"
+    assert turn.model_id == "served-model-2024"
+    assert turn.duration_s > 0
+    path, _, body = fake_openai.requests[0]
+    assert path == "/v1/chat/completions"
+    # Unset options are left out, not sent as null, which some servers reject.
+    assert body == {"model": "served-model", "messages": MESSAGES}
+
+
+def test_options_and_tools_reach_the_request(fake_openai: FakeOpenAI) -> None:
+    fake_openai.reply(content="ok")
+    complete(make_model(fake_openai, temperature=0.0, max_tokens=64, extra_body={"top_k": 20}), tools=[BASH])
+    body = fake_openai.requests[0].body
+    assert body["temperature"] == 0.0
+    assert body["max_tokens"] == 64
+    assert body["top_k"] == 20
+    assert body["tools"] == [BASH]
+
+
+def test_a_rate_limit_is_retried_by_the_sdk(fake_openai: FakeOpenAI) -> None:
+    fake_openai.push(429, {"error": {"message": "slow down", "type": "rate_limit"}})
+    fake_openai.reply(content="done")
+    turn = complete(make_model(fake_openai))
+    assert turn.content == "done"
+    assert len(fake_openai.requests) == 2
+    assert [r.headers["x-stainless-retry-count"] for r in fake_openai.requests] == ["0", "1"]
+
+
+def test_a_server_error_after_the_retries_is_retryable(fake_openai: FakeOpenAI) -> None:
+    for _ in range(2):
+        fake_openai.push(503, {"error": {"message": "overloaded"}})
+    with pytest.raises(ModelError) as caught:
+        complete(make_model(fake_openai, max_retries=1))
+    assert len(fake_openai.requests) == 2
+    assert caught.value.status == 503
+    assert caught.value.retryable is True
+    assert "overloaded" in str(caught.value)
+
+
+def test_a_rejected_key_is_not_retried_and_never_shown(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    fake_openai.push(401, {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}})
+    model = make_model(fake_openai, api_key_env=KEY_ENV)
+    with pytest.raises(ModelError) as caught:
+        complete(model)
+    error = caught.value
+    assert len(fake_openai.requests) == 1
+    assert (error.status, error.retryable) == (401, False)
+    message = str(error)
+    assert KEY not in message
+    assert "'compat'" in message and fake_openai.base_url in message and "HTTP 401" in message
+
+
+@pytest.mark.parametrize("status", [400, 403, 404])
+def test_client_errors_are_not_retryable(fake_openai: FakeOpenAI, status: int) -> None:
+    fake_openai.push(status, {"error": {"message": "no"}})
+    with pytest.raises(ModelError) as caught:
+        complete(make_model(fake_openai))
+    assert (caught.value.status, caught.value.retryable) == (status, False)
+    assert len(fake_openai.requests) == 1
+
+
+def test_an_error_body_that_is_not_json_is_shown(fake_openai: FakeOpenAI) -> None:
+    fake_openai.push(404, "model 'served-model' not found")
+    with pytest.raises(ModelError, match="HTTP 404: model 'served-model' not found"):
+        complete(make_model(fake_openai))
+
+
+def test_a_success_body_that_is_not_json_is_a_model_error(fake_openai: FakeOpenAI) -> None:
+    fake_openai.push(200, "<html>proxy login</html>")
+    with pytest.raises(ModelError, match="unusable response") as caught:
+        complete(make_model(fake_openai))
+    assert caught.value.retryable is False
+
+
+def test_a_response_without_choices_is_a_model_error(fake_openai: FakeOpenAI) -> None:
+    fake_openai.push(200, {"error": {"message": "upstream failed"}})
+    with pytest.raises(ModelError, match="no choices.*upstream failed"):
+        complete(make_model(fake_openai))
+
+
+def test_tool_call_arguments_come_back_verbatim(fake_openai: FakeOpenAI) -> None:
+    malformed = '{"command": "grep -c ERROR log.txt'
+    valid = '{"answer":  "3"}'
+    fake_openai.reply(tool_calls=[tool_call("bash", malformed, "call_a"), tool_call("submit", valid, "call_b")])
+    turn = complete(make_model(fake_openai), tools=[BASH])
+    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [
+        ("call_a", "bash", malformed), ("call_b", "submit", valid)]
+    assert turn.stop_reason == "tool_calls"
+    assert turn.assistant_message()["tool_calls"][0]["function"]["arguments"] == malformed
+
+
+def test_tool_calls_without_id_or_with_object_arguments_are_normalised(fake_openai: FakeOpenAI) -> None:
+    fake_openai.reply(tool_calls=[{"type": "function", "function": {"name": "bash", "arguments": {"command": "ls"}}}])
+    [call] = complete(make_model(fake_openai)).tool_calls
+    assert (call.id, call.name, call.arguments) == ("call_0_0", "bash", '{"command": "ls"}')
+
+
+def test_the_key_comes_from_the_named_variable(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ambient-must-not-be-sent")
+    fake_openai.reply(content="ok")
+    complete(make_model(fake_openai, api_key_env=KEY_ENV))
+    assert fake_openai.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_without_api_key_env_a_placeholder_is_sent(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ambient-must-not-be-sent")
+    fake_openai.reply(content="ok")
+    complete(make_model(fake_openai))
+    assert fake_openai.requests[0].headers["authorization"] == f"Bearer {PLACEHOLDER_KEY}"
+
+
+@pytest.mark.parametrize("value", [None, "", "  "])
+def test_a_missing_key_variable_fails_at_construction(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+    if value is None:
+        monkeypatch.delenv(KEY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(KEY_ENV, value)
+    with pytest.raises(UserError, match=f"model.api_key_env='{KEY_ENV}'.*{KEY_ENV} is not set or empty"):
+        make_model(None, api_key_env=KEY_ENV, base_url="http://127.0.0.1:9/v1")
+
+
+def test_a_key_in_the_declaration_is_refused() -> None:
+    with pytest.raises(UserError, match="model.params.api_key.*api_key_env") as caught:
+        make_model(None, base_url="http://127.0.0.1:9/v1", api_key=KEY)
+    assert KEY not in str(caught.value)
+
+
+def test_the_served_model_name_is_required() -> None:
+    with pytest.raises(UserError, match="model.model=None"):
+        make_model(None, model=None, base_url="http://127.0.0.1:9/v1")
+
+
+def test_unknown_params_are_refused() -> None:
+    with pytest.raises(UserError, match="model.params: temprature"):
+        make_model(None, base_url="http://127.0.0.1:9/v1", temprature=0.2)
+
+
+def test_a_slow_server_times_out_as_retryable(fake_openai: FakeOpenAI) -> None:
+    fake_openai.push(200, completion(content="too late"), delay_s=10)
+    started = time.monotonic()
+    with pytest.raises(ModelError, match="no response within timeout_s=0.3") as caught:
+        complete(make_model(fake_openai, timeout_s=0.3, max_retries=0))
+    assert time.monotonic() - started < 3
+    assert caught.value.retryable is True
+    assert len(fake_openai.requests) == 1
+
+
+def test_an_unreachable_server_is_retryable() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(ModelError, match="cannot connect") as caught:
+        complete(make_model(None, base_url=f"http://127.0.0.1:{port}/v1", max_retries=0))
+    assert caught.value.retryable is True
+    assert f"127.0.0.1:{port}" in str(caught.value)
+
+
+OPENAI_USAGE = {
+    "prompt_tokens": 1000,
+    "completion_tokens": 200,
+    "total_tokens": 1200,
+    "prompt_tokens_details": {"cached_tokens": 800, "audio_tokens": 0},
+    "completion_tokens_details": {"reasoning_tokens": 150},
+}
+
+
+def test_usage_details_are_flattened(fake_openai: FakeOpenAI) -> None:
+    """R-DISP-4: cached and reasoning tokens reach turn_usage under keys it reads."""
+    fake_openai.reply(content="ok", usage=OPENAI_USAGE)
+    turn = complete(make_model(fake_openai))
+    assert turn.usage == {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
+                          "cached_tokens": 800, "reasoning_tokens": 150}
+    assert turn.cost_usd is None
+    usage = turn_usage(turn.usage, turn.cost_usd)
+    assert (usage.output_tokens, usage.cache_read_tokens, usage.reasoning_tokens) == (200, 800, 150)
+    assert usage.cost_usd is None
+
+
+def test_input_tokens_include_the_cache_once(fake_openai: FakeOpenAI) -> None:
+    """R-DISP-4: input includes cache reads; OpenAI's prompt_tokens already count them."""
+    fake_openai.reply(content="ok", usage=OPENAI_USAGE)
+    model = make_model(fake_openai, price={"input": 1.0, "output": 2.0, "cache_read": 0.5})
+    turn = complete(model)
+    usage = turn_usage(turn.usage, turn.cost_usd, model.price)
+    assert usage.input_tokens == 1000
+    assert usage.cost_usd == pytest.approx((200 * 1.0 + 800 * 0.5 + 200 * 2.0) / 1e6)
+
+
+def test_the_price_table_prices_a_turn_without_provider_cost(fake_openai: FakeOpenAI) -> None:
+    """R-DISP-4: with no cost from the provider, the declared price table gives it."""
+    fake_openai.reply(content="ok", usage={"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500})
+    model = make_model(fake_openai, price={"input": 1.0, "output": 2.0})
+    turn = complete(model)
+    assert turn.cost_usd is None
+    usage = turn_usage(turn.usage, turn.cost_usd, model.price)
+    assert (usage.input_tokens, usage.output_tokens) == (1000, 500)
+    assert usage.cost_usd == pytest.approx(0.002)
+
+
+def test_a_provider_cost_wins_over_the_price_table(fake_openai: FakeOpenAI) -> None:
+    """R-DISP-4: a cost the provider reports (OpenRouter's usage.cost) is the turn's cost."""
+    fake_openai.reply(content="ok", usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
+                                           "cost": 0.0123, "cost_details": {"upstream_inference_cost": 0.01}})
+    model = make_model(fake_openai, price={"input": 1.0, "output": 2.0})
+    turn = complete(model)
+    assert turn.cost_usd == pytest.approx(0.0123)
+    assert "cost_details" not in turn.usage
+    assert turn_usage(turn.usage, turn.cost_usd, model.price).cost_usd == pytest.approx(0.0123)
+
+
+def test_the_registry_names_the_provider() -> None:
+    assert models.get("openai_compat") is OpenAICompatModel
+
+
+def test_importing_the_plugin_does_not_import_the_sdk() -> None:
+    code = ("import sys, agentcompass_dagster.models.openai_compat, agentcompass_dagster.registry; "
+            "sys.exit('openai' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
+
+
+def test_worker_threads_share_one_model(fake_openai: FakeOpenAI) -> None:
+    model = make_model(fake_openai)
+    for _ in range(8):
+        fake_openai.reply(content="ok")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        turns = list(pool.map(lambda _: complete(model), range(8)))
+    assert [t.content for t in turns] == ["ok"] * 8
+    assert len(fake_openai.requests) == 8

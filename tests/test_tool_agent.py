@@ -1,0 +1,119 @@
+"""The tool_agent harness driven by the scripted model: solving the demo tasks, failing cleanly, limits,
+context compaction, and usage flowing into details, task_results.parquet and the summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_cli, write_sweep
+
+from agentcompass_dagster.benchmarks.demo import TASKS_DIR as DEMO_TASKS_DIR
+from agentcompass_dagster.durable.activity import read_activity
+from agentcompass_dagster.harnesses.tool_agent import DEFAULT_SYSTEM_PROMPT, AgentState
+from agentcompass_dagster.results import load_task_results
+
+DEMO_IDS = sorted(p.name for p in DEMO_TASKS_DIR.iterdir() if (p / "task.yaml").is_file())
+
+
+def bash(command: str, **turn: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}], **turn}
+
+
+def submit(answer: str = "done", **turn: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "submit", "arguments": {"answer": answer}}], **turn}
+
+
+def reference_turns(task_id: str) -> list[dict[str, Any]]:
+    solution = (DEMO_TASKS_DIR / task_id / "solution.sh").read_text()
+    return [bash(solution, usage={"prompt_tokens": 100, "completion_tokens": 20}),
+            submit(usage={"prompt_tokens": 150, "completion_tokens": 5, "cached_tokens": 50})]
+
+
+def agent_sweep(tmp_path: Path, turns: dict[str, list[dict[str, Any]]], tasks: list[str] | None = None,
+                price: dict[str, float] | None = None, **params: Any) -> Path:
+    model: dict[str, Any] = {"id": "scripted", "provider": "scripted", "params": {"turns": turns}}
+    if price:
+        model["params"]["price"] = price
+    return write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": tasks or sorted(turns)}], models=[model],
+                       harness={"id": "tool_agent", "params": params},
+                       execution={"limits": {"task_concurrency": 4}})
+
+
+def details(tmp_path: Path) -> dict[str, dict[str, Any]]:
+    found = {}
+    for path in (tmp_path / "results").rglob("details/*.json"):
+        data = json.loads(path.read_text())
+        found[data["task_id"]] = data
+    return found
+
+
+def test_tool_agent_solves_every_demo_task_with_the_reference_commands(tmp_path: Path) -> None:
+    """The scripted model issues each task's reference commands through the bash tool, then submits."""
+    sweep = agent_sweep(tmp_path, {t: reference_turns(t) for t in DEMO_IDS}, price={"input": 1.0, "output": 2.0})
+    assert run_cli("run", sweep, "--direct") == 0
+    found = details(tmp_path)
+    assert sorted(found) == DEMO_IDS
+    assert all(d["correct"] for d in found.values()), [t for t, d in found.items() if not d["correct"]]
+    attempt = found["count-errors"]["attempts"]["1"]
+    steps = attempt["trajectory"]
+    assert [s["type"] for s in steps] == ["message", "message", "model_call", "tool_call", "model_call", "tool_call"]
+    assert steps[0]["content"] == DEFAULT_SYSTEM_PROMPT and "app.log" in steps[1]["content"]
+    assert steps[3]["exit_code"] == 0 and "ERROR" in steps[3]["command"] and steps[3]["observation"].startswith("exit code: 0")
+    assert steps[5]["answer"] == "done"
+    # 100+150 prompt tokens (50 of the second turn cached, counted once); cost at $1/$2 per Mtok.
+    assert attempt["usage"]["input_tokens"] == 250 and attempt["usage"]["output_tokens"] == 25
+    assert attempt["usage"]["cache_read_tokens"] == 50
+    assert attempt["usage"]["cost_usd"] == pytest.approx((250 * 1.0 + 25 * 2.0) / 1e6)
+    frame = load_task_results(tmp_path / "results")
+    assert len(frame) == len(DEMO_IDS) and (frame["input_tokens"] == 250).all() and (frame["duration_s"] > 0).all()
+    assert frame["cost_usd"].sum() == pytest.approx(len(DEMO_IDS) * 300 / 1e6)
+    summary = next((tmp_path / "results").rglob("summary.md")).read_text()
+    assert f"Usage: {250 * len(DEMO_IDS):,} input tokens · {25 * len(DEMO_IDS):,} output tokens" in summary
+
+
+@pytest.mark.parametrize(
+    ("turns", "params", "error"),
+    [
+        ([{"tool_calls": [{"name": "bash", "arguments": '{"command": "ls"'}]}], {}, "malformed arguments for 'bash'"),
+        ([{"tool_calls": [{"name": "bash", "arguments": {"cmd": "ls"}}]}], {}, "expected a JSON object with a string 'command'"),
+        ([{"tool_calls": [{"name": "python", "arguments": {"code": "1"}}]}], {}, "unknown tool 'python'"),
+        ([bash("true")] * 5, {"max_turns": 3}, "limit max_turns=3 reached after 3 model calls"),
+        ([bash("true", usage={"prompt_tokens": 600, "completion_tokens": 10})] * 5, {"max_tokens": 1000},
+         "limit max_tokens=1000 reached (1220 tokens used)"),
+        ([bash("true", cost_usd=0.4)] * 5, {"max_cost_usd": 1.0}, "limit max_cost_usd=1.0 reached ($1.2000 spent)"),
+        ([bash("sleep 0.4")] * 5, {"max_wall_s": 0.5}, "limit max_wall_s=0.5 reached"),
+        ([{"fail": "upstream said no"}], {}, "model call failed: upstream said no"),
+    ],
+    ids=["malformed-json", "missing-command", "unknown-tool", "max-turns", "max-tokens", "max-cost", "max-wall", "model-error"],
+)
+def test_tool_agent_fails_cleanly(tmp_path: Path, turns: list[dict[str, Any]], params: dict[str, Any], error: str) -> None:
+    """A broken tool protocol or a passed limit ends the attempt with an error naming it; the detail
+    keeps the trajectory up to that point, and the activity log ends with the finished session."""
+    sweep = agent_sweep(tmp_path, {"count-errors": turns}, **params)
+    assert run_cli("run", sweep, "--direct") == 0
+    detail = details(tmp_path)["count-errors"]
+    attempt = detail["attempts"]["1"]
+    assert error in attempt["run_error"] and not detail["correct"]
+    assert any(step["type"] == "model_call" for step in attempt["trajectory"]) or "model call failed" in error
+    log = read_activity(next((tmp_path / "results").rglob("activity.jsonl")))
+    assert log[-1].kind == "session" and log[-1].status == "completed" and error in log[-1].data["error"]
+
+
+def test_compaction_replaces_older_turns_with_a_recorded_summary(tmp_path: Path) -> None:
+    """R-LOG-2: past the token budget, older turns become one summary message; the compaction is logged
+    and rebuilding the context from the log gives the summary plus later messages, not the replaced ones."""
+    turns = [bash(f"echo step-{i} && printf '%0400d' 0") for i in range(8)] + [submit()]
+    sweep = agent_sweep(tmp_path, {"count-errors": turns}, compact_at_tokens=600, keep_recent_messages=4)
+    assert run_cli("run", sweep, "--direct") == 0
+    attempt = details(tmp_path)["count-errors"]["attempts"]["1"]
+    compactions = [s for s in attempt["trajectory"] if s["type"] == "compaction"]
+    assert compactions and "echo step-0" in compactions[0]["summary"]
+    records = read_activity(next((tmp_path / "results").rglob("activity.jsonl")))
+    state = AgentState.from_log(records, DEFAULT_SYSTEM_PROMPT, "prompt")
+    contents = [json.dumps(m) for m in state.messages]
+    assert state.messages[2]["content"].startswith("Summary of")
+    assert not any("step-0" in c for c in contents[3:]), "a summarised turn came back after the summary"
+    assert state.turns == 9 and state.final_answer == "done"
