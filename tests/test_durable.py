@@ -53,9 +53,10 @@ def sweep_file(tmp_path: Path, turns: dict[str, list[dict[str, Any]]], name: str
                        execution={"limits": {"task_concurrency": 1}})
 
 
-def start(sweep: Path, cwd: Path) -> subprocess.Popen[str]:
+def start(sweep: Path, cwd: Path, *, dagster: bool = False) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), "--direct"],
+    mode = [] if dagster else ["--direct"]
+    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), *mode],
                             cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -303,6 +304,33 @@ def test_random_kill_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> 
         assert crashed[task][3]["input_tokens"] == usage["input_tokens"]
     for marker in completed_before:
         assert Path(f"{side}.{marker}").read_text().splitlines() == [marker], f"{marker} ran twice"
+
+
+def test_re_running_a_killed_dagster_launch_resumes_its_unfinished_attempt(tmp_path: Path) -> None:
+    """R-RESUME-3 through Dagster: after the process running a Dagster launch is killed mid-attempt,
+    launching the sweep again materialises only the missing partitions, and the unfinished attempt
+    resumes from its activity log instead of starting over."""
+    import dagster as dg
+
+    from agentcompass_dagster.defs.instance import ensure_dagster_home
+
+    side = tmp_path / "side.log"
+    turns = {"count-errors": [bash(f"echo one >> {side}"), bash(f"echo two >> {side}; sleep 1"),
+                              bash(SOLUTION), submit()],
+             "create-hello": [submit()]}
+    sweep = sweep_file(tmp_path, turns)
+    proc = start(sweep, tmp_path, dagster=True)
+    wait_for(lambda: side.exists() and "two" in side.read_text(), timeout=120)
+    kill(proc)
+    assert run_cli("run", sweep) == 0
+    detail = final_detail(tmp_path)
+    assert detail["correct"] and detail["attempts"]["1"]["artifacts"]["agent"]["resumed"] == "attached"
+    assert side.read_text().splitlines() == ["one", "two"]
+    assert model_calls(tmp_path).count(("count-errors", 0)) == 1
+    ensure_dagster_home(None)
+    with dg.DagsterInstance.get() as instance:
+        done = instance.get_materialized_partitions(dg.AssetKey(["sweep", "demo", "attempts"]))
+    assert done == {"solver-a|count-errors", "solver-a|create-hello"}
 
 
 # --- fork ----------------------------------------------------------------------------------------

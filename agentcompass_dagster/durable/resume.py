@@ -44,6 +44,11 @@ CALLS_DIR = ".agentcompass/calls"
 CURSOR_FILE = ".agentcompass/cursor"
 
 
+class CannotRestore(Exception):
+    """Commands ran, but no checkpoint holds their files (checkpoints off, or an environment whose files
+    this machine cannot reach, such as docker's)."""
+
+
 @dataclass
 class ResumeDecision:
     classification: str
@@ -62,7 +67,12 @@ async def prepare_resume(run: AgentRun) -> ResumeDecision:
         return ResumeDecision("fresh")
     handle = next((s.data.get("handle") for s in reversed(sessions) if s.status == "in_flight"), None)
     in_flight = run.log.in_flight()
-    decision, finished, partial = await classify_environment(run, handle, in_flight)
+    try:
+        decision, finished, partial = await classify_environment(run, handle, in_flight)
+    except CannotRestore:
+        # Continuing the conversation without the files it produced would mislead the model: start over.
+        archive(run)
+        return ResumeDecision("fresh")
     if decision.busy:
         return decision
     for record in in_flight:
@@ -129,12 +139,13 @@ async def classify_environment(
 async def rebuild(run: AgentRun) -> None:
     """Restore the latest checkpoint into the fresh environment the benchmark has just set up."""
     seq = run.log.last_checkpoint_seq()
-    if seq is None:
-        return
     roots = run.env.checkpoint_roots()
-    if run.store is None or roots is None:
-        raise RuntimeError("cannot resume: the attempt has checkpoints but this environment exposes no "
-                           "files to restore them into")
+    if seq is None or run.store is None or roots is None:
+        changed_files = any(r.kind == "tool_call" and r.status == "completed" and r.data.get("command")
+                            for r in run.log.records())
+        if changed_files:
+            raise CannotRestore
+        return
     await asyncio.to_thread(run.store.restore, seq, roots)
 
 
