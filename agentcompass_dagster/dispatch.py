@@ -62,8 +62,8 @@ from agentcompass_dagster.config import (
     EnvironmentConfig,
     HarnessConfig,
     ModelConfig,
-    resolve_reference,
     load_yaml,
+    resolve_reference,
     validate_declaration,
 )
 from agentcompass_dagster.durable.activity import (
@@ -78,10 +78,9 @@ from agentcompass_dagster.harnesses.tool_agent import (
     AgentOutcome,
     AgentRun,
     ToolAgentParams,
-    build_model,
     fingerprint,
 )
-from agentcompass_dagster.models.base import Model, ModelTurn, ToolCall
+from agentcompass_dagster.models.base import Model, ModelTurn, ToolCall, build_model
 from agentcompass_dagster.models.usage import usage_totals
 from agentcompass_dagster.runtime.atomic import (
     atomic_write_json,

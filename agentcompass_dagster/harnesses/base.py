@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from agentcompass_dagster.config import HarnessConfig, ModelConfig
+from pydantic import BaseModel
+
+from agentcompass_dagster.config import HarnessConfig, ModelConfig, validate_declaration
+from agentcompass_dagster.models.base import build_model
 from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult
 
 if TYPE_CHECKING:
@@ -56,3 +59,15 @@ class Harness:
         self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
     ) -> RunResult:
         raise NotImplementedError(f"harness {self.id!r} implements neither run_task nor start_session")
+
+
+class AgentHarness(Harness):
+    """A harness that drives a model: its params are validated and its model client built once."""
+
+    requires_model = True
+    params_model: ClassVar[type[BaseModel]]
+
+    def __init__(self, config: HarnessConfig, model: ModelConfig) -> None:
+        super().__init__(config, model)
+        self.params = validate_declaration(self.params_model, config.params, "harness.params")
+        self.model_client = build_model(model)

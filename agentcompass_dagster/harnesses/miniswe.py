@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentcompass_dagster.config import HarnessConfig, ModelConfig, validate_declaration
+from agentcompass_dagster.config import validate_declaration
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.harnesses.base import Harness
-from agentcompass_dagster.harnesses.tool_agent import BASH_TOOL, build_model
+from agentcompass_dagster.harnesses.base import AgentHarness
+from agentcompass_dagster.harnesses.tool_agent import BASH_TOOL
 from agentcompass_dagster.models.base import CallContext, Model, ModelError, ToolCall
 from agentcompass_dagster.models.usage import turn_usage, usage_totals
 from agentcompass_dagster.runtime.types import (
@@ -293,13 +293,9 @@ def trajectory(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return steps
 
 
-class MiniSweHarness(Harness):
-    requires_model = True
-
-    def __init__(self, config: HarnessConfig, model: ModelConfig) -> None:
-        super().__init__(config, model)
-        self.params = validate_declaration(MiniSweParams, config.params, "harness.params")
-        self.model_client = build_model(model)
+class MiniSweHarness(AgentHarness):
+    params_model = MiniSweParams
+    params: MiniSweParams
 
     async def run_task(
         self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan

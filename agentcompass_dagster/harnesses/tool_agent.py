@@ -32,15 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.config import HarnessConfig, ModelConfig, validate_declaration
+from agentcompass_dagster.config import HarnessConfig, ModelConfig
 from agentcompass_dagster.durable.activity import (
     ACTIVITY_FILE,
     ActivityLog,
     ActivityRecord,
 )
 from agentcompass_dagster.durable.resume import CALLS_DIR, CURSOR_FILE, prepare_resume
-from agentcompass_dagster.harnesses.base import Harness
+from agentcompass_dagster.harnesses.base import AgentHarness
 from agentcompass_dagster.models.base import (
     CallContext,
     Model,
@@ -429,17 +428,9 @@ def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[
     return steps
 
 
-def build_model(config: ModelConfig) -> Model:
-    return registry.models.get(config.provider, "model.provider")(config)
-
-
-class ToolAgentHarness(Harness):
-    requires_model = True
-
-    def __init__(self, config: HarnessConfig, model: ModelConfig) -> None:
-        super().__init__(config, model)
-        self.params = validate_declaration(ToolAgentParams, config.params, "harness.params")
-        self.model_client = build_model(model)
+class ToolAgentHarness(AgentHarness):
+    params_model = ToolAgentParams
+    params: ToolAgentParams
 
     async def run_task(
         self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan

@@ -89,3 +89,10 @@ class Model:
 
 class NoModel(Model):
     """For harnesses that call no model (oracle, nop): the model id only names the results directory."""
+
+
+def build_model(config: ModelConfig) -> Model:
+    """The model plugin a declaration names, built once per harness."""
+    from agentcompass_dagster import registry
+
+    return registry.models.get(config.provider, "model.provider")(config)
