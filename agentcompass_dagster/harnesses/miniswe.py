@@ -62,8 +62,9 @@ class MiniSweParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     config: str | None = None
-    # None keeps the config's value (mini: 0 = unlimited steps, $3 of cost, no wall-time limit).
-    step_limit: int | None = Field(default=None, ge=0)
+    # mini's own config allows unlimited steps and $3 of cost, but a model without a price reports $0,
+    # so the step limit is finite by default here (0 = unlimited). None elsewhere keeps the config's value.
+    step_limit: int | None = Field(default=100, ge=0)
     cost_limit: float | None = Field(default=None, ge=0)
     wall_time_limit_seconds: int | None = Field(default=None, ge=0)
     # None: the config's environment.timeout, else mini's local-environment default.
