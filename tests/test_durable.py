@@ -45,12 +45,12 @@ def submit(answer: str = "done") -> dict[str, Any]:
 
 
 def sweep_file(tmp_path: Path, turns: dict[str, list[dict[str, Any]]], name: str = "sweep",
-               models: list[dict[str, Any]] | None = None, **params: Any) -> Path:
+               models: list[dict[str, Any]] | None = None, environment: str = "local", **params: Any) -> Path:
     record = tmp_path / "model-calls.jsonl"
     model = {"id": "solver-a", "provider": "scripted", "params": {"turns": turns, "record": str(record)}}
     return write_sweep(tmp_path, name=name, benchmarks=[{"id": "demo", "tasks": sorted(t for t in turns if t != "*")}],
                        models=models or [model], harness={"id": "tool_agent", "params": params},
-                       execution={"limits": {"task_concurrency": 1}})
+                       environment=environment, execution={"limits": {"task_concurrency": 1}})
 
 
 def start(sweep: Path, cwd: Path, *, dagster: bool = False) -> subprocess.Popen[str]:
@@ -229,6 +229,23 @@ def test_lost_environment_is_rebuilt_from_the_checkpoint(tmp_path: Path, replay_
         interrupted = next(s for s in steps if s.get("status") == "interrupted")
         assert statuses == ["interrupted"] and "[interrupted" in interrupted["observation"]
         assert side.read_text().splitlines() == ["slow"]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+def test_a_killed_sandbox_attempt_is_rebuilt_from_its_checkpoint(tmp_path: Path) -> None:
+    """R-RESUME-1 (rebuild) in the bubblewrap sandbox: its commands die with the parent and a new run
+    removes the dead run's sandbox, so resume sets the task up again and restores the latest checkpoint."""
+    turns = {"count-errors": [bash("echo progress > progress.txt"), bash("sleep 30"),
+                              bash("cat progress.txt"), bash(SOLUTION), submit()]}
+    proc = start(sweep_file(tmp_path, turns, environment="sandbox"), tmp_path)
+    wait_for(has(tmp_path, "1.0"))
+    kill(proc)
+    assert resume(run_dirs(tmp_path)[0]) == 0
+    detail = final_detail(tmp_path)
+    steps = detail["attempts"]["1"]["trajectory"]
+    assert detail["correct"] and detail["attempts"]["1"]["artifacts"]["agent"]["resumed"] == "rebuilt"
+    assert next(s for s in steps if s.get("command") == "cat progress.txt")["output"] == "progress\n"
+    assert [s["status"] for s in steps if s.get("command") == "sleep 30"] == ["interrupted"]
 
 
 def test_limits_count_what_was_spent_before_the_crash(tmp_path: Path) -> None:
