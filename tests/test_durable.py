@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO, run_cli, write_sweep
+from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import (
@@ -348,6 +349,31 @@ def test_re_running_a_killed_dagster_launch_resumes_its_unfinished_attempt(tmp_p
     with dg.DagsterInstance.get() as instance:
         done = instance.get_materialized_partitions(dg.AssetKey(["sweep", "demo", "attempts"]))
     assert done == {"solver-a|count-errors", "solver-a|create-hello"}
+
+
+def test_resume_after_compaction_sends_the_summary_not_the_summarised_turns(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """R-LOG-2 across a crash, against a real endpoint: the resumed attempt rebuilds its context from the
+    latest compaction summary plus later messages; the turns the summary replaced are never sent again."""
+    steps = [f"echo step-{i}; printf '%0300d' 0" for i in range(4)] + ["echo step-4; sleep 1", SOLUTION]
+    for i, command in enumerate(steps):
+        fake_openai.reply(tool_calls=[tool_call("bash", json.dumps({"command": command}), f"call_{i}")])
+    fake_openai.reply(tool_calls=[tool_call("submit", json.dumps({"answer": "done"}), "call_end")])
+    model = {"id": "served", "provider": "openai_compat", "model": "m", "base_url": fake_openai.base_url,
+             "params": {"max_retries": 0}}
+    sweep = sweep_file(tmp_path, {"count-errors": []}, models=[model], compact_at_tokens=300, keep_recent_messages=2)
+    proc = start(sweep, tmp_path)
+    wait_for(has(tmp_path, "4.0"))
+    kill(proc)
+    assert any(r.kind == "compaction" for r in records(tmp_path))
+    assert resume(run_dirs(tmp_path)[0]) == 0
+    assert final_detail(tmp_path)["correct"]
+    assert len(fake_openai.requests) == len(steps) + 1, "a completed model call was sent again"
+    last = fake_openai.requests[-1].body["messages"]
+    summary = last[2]["content"]
+    assert last[2]["role"] == "user" and summary.startswith("Summary of")
+    assert all(f"echo step-{i}" in summary for i in range(5))
+    assert [m["role"] for m in last[3:]] == ["assistant", "tool"], "a summarised turn was sent again"
+    assert "awk" in json.dumps(last[3]) and "step-" not in json.dumps(last[3:])
 
 
 # --- fork ----------------------------------------------------------------------------------------

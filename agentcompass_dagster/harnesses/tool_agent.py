@@ -395,20 +395,27 @@ class AgentRun:
         )
 
 
+SUMMARY_HEADER = "Summary of earlier turns (older messages were compacted):"
+SUMMARY_LINES = 60
+
+
 def summarize(messages: list[dict[str, Any]]) -> str:
     """A deterministic summary of replaced turns: what was run and how it ended. Deterministic so a
-    resumed attempt and an uninterrupted one compact to the same context."""
-    lines = [f"Summary of {len(messages)} earlier messages (older turns were compacted):"]
+    resumed attempt and an uninterrupted one compact to the same context. An earlier summary among the
+    replaced messages is folded in line by line; only the newest lines are kept, so it stays bounded."""
+    lines: list[str] = []
     for message in messages:
-        if message["role"] == "assistant":
+        content = message.get("content") or ""
+        if message["role"] == "user" and content.startswith(SUMMARY_HEADER):
+            lines += content.splitlines()[1:]
+        elif message["role"] == "assistant":
             for call in message.get("tool_calls") or []:
                 lines.append(f"- called {call['function']['name']} {call['function']['arguments'][:300]}")
         elif message["role"] == "tool":
-            first = message["content"].splitlines()[:3]
-            lines.append("  -> " + " | ".join(first)[:300])
+            lines.append("  -> " + " | ".join(content.splitlines()[:3])[:300])
         elif message["role"] == "user":
-            lines.append(f"- note: {message['content'][:300]}")
-    return "\n".join(lines)
+            lines.append(f"- note: {content[:300]}")
+    return "\n".join([SUMMARY_HEADER, *lines[-SUMMARY_LINES:]])
 
 
 def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[dict[str, Any]]:
