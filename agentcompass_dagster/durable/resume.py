@@ -77,25 +77,25 @@ async def prepare_resume(run: AgentRun) -> ResumeDecision:
         return decision
     for record in in_flight:
         if record.kind == "model_call":
-            run._append(ActivityRecord(id=record.id, kind="model_call", status="aborted",
+            run.append(ActivityRecord(id=record.id, kind="model_call", status="aborted",
                                        data={**record.data, "reason": "interrupted by a crash; sent again"}))
             continue
         call = record.data["call"]
         if record.id in finished:
             exit_code, output = finished[record.id]
-            await run._complete_tool(record.id, {
+            await run.complete_tool(record.id, {
                 "turn": record.data["turn"], "call": call, "command": _command(record),
                 "exit_code": exit_code, "output": output, "observation": run.observation(exit_code, output),
                 "recovered": True,
             })
         elif run.replay_safe(ToolCall.model_validate(call)):
-            run._append(ActivityRecord(id=record.id, kind="tool_call", status="aborted",
+            run.append(ActivityRecord(id=record.id, kind="tool_call", status="aborted",
                                        data={**record.data, "reason": "interrupted; replay-safe, so run again"}))
         else:
             output = partial.get(record.id, "")
             note = ("[interrupted: the command was running when the agent process stopped; it was not run "
                     "again because it is not declared replay-safe. Output it had produced:]\n")
-            await run._complete_tool(record.id, {
+            await run.complete_tool(record.id, {
                 "turn": record.data["turn"], "call": call, "command": _command(record),
                 "exit_code": None, "output": output, "interrupted": True,
                 "observation": run.observation(None, note + output),
@@ -157,7 +157,7 @@ def archive(run: AgentRun) -> None:
     os.rename(run.dir, aside)
     run.dir.mkdir(parents=True)
     run.log = ActivityLog(run.dir / ACTIVITY_FILE, redacted=run.log.redacted)
-    run._elapsed_before, run._started = 0.0, time.monotonic()
+    run.restart_clock(0.0)
     if run.store is not None:
         run.store = type(run.store)(run.dir / "checkpoints")
 

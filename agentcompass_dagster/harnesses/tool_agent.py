@@ -209,16 +209,19 @@ class AgentRun:
         self.log = ActivityLog(durable_dir / ACTIVITY_FILE, redacted=log_redacted)
         self.on_record = on_record
         self.store: Any = None
-        self._started = time.monotonic()
-        self._elapsed_before = 0.0
+        self.restart_clock(0.0)
         self._safe = [re.compile(p) for p in params.replay_safe_commands]
 
     # --- the log ---------------------------------------------------------------------------------
 
+    def restart_clock(self, elapsed_before: float) -> None:
+        """Count time from now on top of what earlier processes spent on this attempt (R-RESUME-3)."""
+        self._elapsed_before, self._started = elapsed_before, time.monotonic()
+
     def elapsed(self) -> float:
         return self._elapsed_before + time.monotonic() - self._started
 
-    def _append(self, record: ActivityRecord) -> ActivityRecord:
+    def append(self, record: ActivityRecord) -> ActivityRecord:
         record.elapsed_s = self.elapsed()
         self.log.append(record)
         if self.on_record is not None:
@@ -237,14 +240,14 @@ class AgentRun:
 
             self.store = CheckpointStore(self.dir / "checkpoints")
         resumed = None
-        self._elapsed_before, self._started = self.log.elapsed_s(), time.monotonic()
+        self.restart_clock(self.log.elapsed_s())
         if self.log.records():
             decision = await prepare_resume(self)
             if decision.busy:
                 return self._outcome(AgentState.from_log(self.log.records(), self.params.system_prompt, self.prompt),
                                      error=decision.reason, status="error", resumed="busy")
             resumed = decision.classification
-        self._append(ActivityRecord(id="session", kind="session", status="in_flight",
+        self.append(ActivityRecord(id="session", kind="session", status="in_flight",
                                     data={"fingerprint": self.fingerprint, "handle": self.env.handle(),
                                           "resumed": resumed}))
         state = AgentState.from_log(self.log.records(), self.params.system_prompt, self.prompt)
@@ -261,11 +264,11 @@ class AgentRun:
         except AgentFailure as exc:
             state.error = str(exc)
         except ModelError as exc:
-            self._append(ActivityRecord(id=f"model-{state.turns}", kind="model_call", status="aborted",
+            self.append(ActivityRecord(id=f"model-{state.turns}", kind="model_call", status="aborted",
                                         data={"turn": state.turns, "error": str(exc)}))
             state.error = f"model call failed: {exc}"
         status = "completed" if state.error is None else "error"
-        self._append(ActivityRecord(id="session", kind="session", status="completed",
+        self.append(ActivityRecord(id="session", kind="session", status="completed",
                                     data={"status": status, "error": state.error, "final_answer": state.final_answer}))
         return self._outcome(state, error=state.error, status=status, resumed=resumed)
 
@@ -285,11 +288,11 @@ class AgentRun:
 
     async def _model_step(self, state: AgentState) -> None:
         request_id = f"model-{state.turns}"
-        self._append(ActivityRecord(id=request_id, kind="model_call", status="in_flight", data={"turn": state.turns}))
+        self.append(ActivityRecord(id=request_id, kind="model_call", status="in_flight", data={"turn": state.turns}))
         context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=state.turns)
         turn = await asyncio.to_thread(self.model.complete, list(state.messages), TOOLS, context)
         usage = turn_usage(turn.usage, turn.cost_usd, self.model.price)
-        self._append(ActivityRecord(id=request_id, kind="model_call", status="completed",
+        self.append(ActivityRecord(id=request_id, kind="model_call", status="completed",
                                     checkpoint_seq=self.log.last_checkpoint_seq(),
                                     data={"turn": state.turns, "response": turn.model_dump(mode="json"),
                                           "usage": usage.model_dump(mode="json")}))
@@ -297,7 +300,7 @@ class AgentRun:
     async def _tool_step(self, key: str, call: ToolCall, turn: int) -> None:
         arguments = call.parsed_arguments()
         command = arguments.get("command") if call.name == "bash" and arguments else None
-        self._append(ActivityRecord(id=key, kind="tool_call", status="in_flight",
+        self.append(ActivityRecord(id=key, kind="tool_call", status="in_flight",
                                     data={"turn": turn, "call": call.model_dump(), "command": command}))
         data: dict[str, Any] = {"turn": turn, "call": call.model_dump()}
         if call.name not in ("bash", "submit"):
@@ -312,7 +315,7 @@ class AgentRun:
             data.update(answer=arguments["answer"], observation="submitted")
         else:
             data.update(await self.execute(key, arguments["command"]))
-        await self._complete_tool(key, data)
+        await self.complete_tool(key, data)
 
     async def execute(self, key: str, command: str) -> dict[str, Any]:
         """Run a bash command so that its pid, output and exit code also land in the environment's
@@ -341,14 +344,14 @@ class AgentRun:
             output = output[: limit // 2] + f"\n[... {len(output) - limit} characters cut ...]\n" + output[-limit // 2:]
         return f"exit code: {exit_code}\n{output}"
 
-    async def _complete_tool(self, key: str, data: dict[str, Any], status: str = "completed") -> None:
+    async def complete_tool(self, key: str, data: dict[str, Any], status: str = "completed") -> None:
         """R-LOG-1: the checkpoint is saved before the completed record that names it."""
         seq = self.log.next_seq()
         checkpoint_seq = self.log.last_checkpoint_seq()
         if self.store is not None and data.get("command") is not None:
             await asyncio.to_thread(self.store.capture, seq, self.env.checkpoint_roots())
             checkpoint_seq = seq
-        self._append(ActivityRecord(id=key, kind="tool_call", status=status, seq=seq,  # type: ignore[arg-type]
+        self.append(ActivityRecord(id=key, kind="tool_call", status=status, seq=seq,  # type: ignore[arg-type]
                                     checkpoint_seq=checkpoint_seq, data=data))
         if checkpoint_seq == seq:
             await self.env.write_file(f"{self.env.scratch}/{CURSOR_FILE}", str(seq).encode())
@@ -367,7 +370,7 @@ class AgentRun:
         if end - start < 2:
             return
         summary = summarize(state.messages[start:end])
-        self._append(ActivityRecord(id=f"compaction-{state.compactions}", kind="compaction", status="completed",
+        self.append(ActivityRecord(id=f"compaction-{state.compactions}", kind="compaction", status="completed",
                                     checkpoint_seq=self.log.last_checkpoint_seq(),
                                     data={"start": start, "count": end - start, "summary": summary}))
         state.messages[start:end] = [{"role": "user", "content": summary}]
