@@ -130,3 +130,15 @@ def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path
     assert failed["error"] == attempt["run_error"] == "mini-swe-agent exited: RepeatedFormatError: RepeatedFormatError"
     assert [s["type"] for s in attempt["trajectory"][2:]] == ["model_call", "message"] * 3
     assert attempt["artifacts"]["miniswe"]["info"]["exit_status"] == "RepeatedFormatError"
+
+
+def test_replay_re_runs_a_miniswe_trajectory(tmp_path: Path) -> None:
+    """R-REPLAY-1 for mini-swe-agent trajectories: its recorded commands re-run in a clean environment
+    and match, including the submitting command; no model is asked."""
+    _run(tmp_path, ["count-errors"], {"count-errors": [_bash("wc -l < app.log"), _bash(SOLVE), _bash(SUBMIT)]})
+    run_dir = next((tmp_path / "results").rglob("run_info.json")).parent
+    calls = len(RecordingModel.calls)
+    assert run_cli("replay", str(run_dir), "--task", "count-errors", "--score") == 0
+    report = json.loads(next((run_dir / "replays").glob("*.json")).read_text())
+    assert report["status"] == "matched" and len(report["steps"]) == 3 and report["evaluation"]["correct"]
+    assert len(RecordingModel.calls) == calls
