@@ -25,14 +25,17 @@ A trial is recovered when resume exits 0, the final detail is correct and its co
 turns; tool commands, exit codes, outputs, answers) equal those of an uninterrupted baseline run. A
 non-replay-safe command that was in flight at the crash and is reported to the model as interrupted is
 expected behaviour (R-RESUME-2): it is left out of the comparison. Also counted per scenario: model
-calls re-sent because they were in flight (expected) apart from repeats of completed turns (a bug), side
-effects of completed commands seen twice (a bug) apart from any other repeated side effect, and the
-resume classification of the final detail. Recovery time is the resume process's wall time and the time
+calls re-sent because they were in flight at the crash (expected) apart from repeats of turns completed
+before it (a bug) and any other repeat; side effects of commands completed before the crash seen twice (a
+bug) apart from any other repeated side effect (the marker commands are not replay-safe, so also
+unexpected); and the resume classification of the final detail (attached, rebuilt, or fresh: the log was
+archived and the attempt started over). Recovery time is the resume process's wall time and the time
 from its start to the resumed attempt's first new completed (or interrupted) step record.
 
 Run it from the repository root:
 
     python benchmarks/fault_injection.py [--trials 50] [--scenarios a,b] [--seed 0] [--files 2000]
+                                         [--steps 3] [--model-sleep 0.1] [--command-sleep 0.1]
                                          [--dir DIR] [--json PATH]
 
 Without --dir the trials run in a temp directory that is removed afterwards; with it, a fresh
@@ -57,7 +60,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +112,6 @@ class Live:
 
     def __init__(self, directory: Path, script: Script) -> None:
         self.dir = directory
-        self.script = script
         self.side = directory / "side"
         self.side.mkdir(parents=True)
         (directory / "tmp").mkdir()
@@ -181,12 +183,13 @@ class Live:
         self.wait(seen)
         return found[0]
 
-    def handle_root(self) -> Path:
+    def session(self) -> tuple[ActivityRecord, Path]:
+        """The first session record and the directory of its environment."""
         session = self.wait_record("session", "in_flight")
-        return Path(session.data["handle"]["root"])
+        return session, Path(session.data["handle"]["root"])
 
     def calls(self) -> Path:
-        return self.handle_root() / "scratch" / CALLS_DIR
+        return self.session()[1] / "scratch" / CALLS_DIR
 
     def run_dirs(self) -> list[Path]:
         return sorted(p.parent for p in self.results.rglob("run_info.json"))
@@ -238,19 +241,25 @@ class Baseline:
 
 
 def run_baseline(directory: Path, script: Script) -> Baseline:
-    live = Live(directory, script)
-    live.start()
-    assert live.proc is not None
-    if live.proc.wait(timeout=TIMEOUT_S) != 0:
-        raise TrialError(f"the baseline run failed: {(directory / 'run.stderr').read_text()[-2000:]}")
-    detail = final_detail(live.run_dirs()[-1])
-    if detail is None or not detail["correct"]:
-        raise TrialError("the baseline run did not solve the task")
-    steps, _ = completed_steps(detail, live.side)
-    records = live.records()
-    submit = next(r for r in records if r.id == f"{script.steps + 1}.0" and r.status == "completed")
-    return Baseline(steps=steps, span_s=submit.at - records[0].at,
-                    completed_records=sum(r.status == "completed" for r in records))
+    """Two uninterrupted runs that must agree; the second, with warm caches, sets the timings."""
+    found: list[Baseline] = []
+    for name in ("warm-up", "baseline"):
+        live = Live(directory / name, script)
+        live.start()
+        assert live.proc is not None
+        if live.proc.wait(timeout=TIMEOUT_S) != 0:
+            raise TrialError(f"the {name} run failed: {(live.dir / 'run.stderr').read_text()[-2000:]}")
+        detail = final_detail(live.run_dirs()[-1])
+        if detail is None or not detail["correct"]:
+            raise TrialError(f"the {name} run did not solve the task")
+        steps, _ = completed_steps(detail, live.side)
+        records = live.records()
+        submit = next(r for r in records if r.id == f"{script.steps + 1}.0" and r.status == "completed")
+        found.append(Baseline(steps=steps, span_s=submit.at - records[0].at,
+                              completed_records=sum(r.status == "completed" for r in records)))
+    if found[0].steps != found[1].steps:
+        raise TrialError("two uninterrupted runs of one script took different steps")
+    return found[1]
 
 
 # --- the scenarios: each waits for its kill point, injects the fault and says if it hit its window ---
@@ -311,12 +320,12 @@ def kill_during_checkpoint(live: Live, rng: random.Random, script: Script, basel
 
 
 def lose_environment(live: Live, rng: random.Random, script: Script, baseline: Baseline) -> bool:
-    root = live.handle_root()
-    time.sleep(rng.uniform(0, baseline.span_s))
+    session, root = live.session()
+    time.sleep(max(0.0, session.at + rng.uniform(0, baseline.span_s) - time.time()))
     live.kill()
     # A command that survived the parent may still create files while the tree is being removed.
     while root.exists():
-        subprocess.run(["rm", "-rf", str(root)], stderr=subprocess.DEVNULL)
+        subprocess.run(["rm", "-rf", str(root)], check=False, stderr=subprocess.DEVNULL)
     return not any(r.kind == "session" and r.status == "completed" for r in live.records())
 
 
@@ -354,6 +363,7 @@ class Trial:
     classification: str | None = None
     resent_model_calls: int = 0
     repeated_completed_turns: int = 0
+    repeated_other_turns: int = 0
     repeated_completed_commands: int = 0
     repeated_other_commands: int = 0
     interrupted_commands: int = 0
@@ -381,8 +391,9 @@ def run_trial(directory: Path, scenario: str, script: Script, baseline: Baseline
 
     started_wall, started = time.time(), time.perf_counter()
     with open(directory / "resume.stderr", "wb") as stderr:
-        trial.resume_exit = subprocess.run(live.cli("resume", str(first_run)), cwd=directory, env=live.env,
-                                           stdout=subprocess.DEVNULL, stderr=stderr, timeout=TIMEOUT_S).returncode
+        trial.resume_exit = subprocess.run(live.cli("resume", str(first_run)), check=False, cwd=directory,
+                                           env=live.env, stdout=subprocess.DEVNULL, stderr=stderr,
+                                           timeout=TIMEOUT_S).returncode
     trial.resume_s = time.perf_counter() - started
     resumed = [d for d in live.run_dirs() if d != first_run]
     detail = final_detail(resumed[-1]) if resumed else None
@@ -395,7 +406,10 @@ def run_trial(directory: Path, scenario: str, script: Script, baseline: Baseline
     if not trial.correct:
         trial.problems.append(f"final detail not correct: {attempt.get('run_error') or detail.get('error')}")
 
-    new = read_activity(next(resumed[-1].rglob(f"{TASK}@1/activity.jsonl")))[len(before):]
+    log = next(resumed[-1].rglob(f"{TASK}@1/activity.jsonl"), None)
+    new = read_activity(log) if log is not None else []
+    # A fresh start archived the old log and began a new one; otherwise the old records come first.
+    new = new if trial.classification == "fresh" else new[len(before):]
     first = next((r for r in new if r.kind in ("model_call", "tool_call") and r.status in ("completed", "interrupted")),
                  None)
     trial.first_record_s = first.at - started_wall if first is not None else None
@@ -411,41 +425,43 @@ def run_trial(directory: Path, scenario: str, script: Script, baseline: Baseline
     if not trial.steps_match:
         trial.problems.append(f"completed steps differ from the baseline (interrupted: {sorted(interrupted)})")
 
+    completed_before = {r.id for r in before if r.status == "completed"}
     for turn, calls in live.model_calls().items():
         resent = min(calls - 1, 1) if f"model-{turn}" in in_flight else 0
         trial.resent_model_calls += resent
-        trial.repeated_completed_turns += calls - 1 - resent
-    completed_before = {r.id for r in before if r.kind == "tool_call" and r.status == "completed"}
+        if f"model-{turn}" in completed_before:
+            trial.repeated_completed_turns += calls - 1
+        else:
+            trial.repeated_other_turns += calls - 1 - resent
     for step, count in live.markers().items():
         if f"{step}.0" in completed_before:
             trial.repeated_completed_commands += count - 1
         else:
             trial.repeated_other_commands += max(0, count - 1)
-    if trial.repeated_completed_turns or trial.repeated_completed_commands:
-        trial.problems.append(f"completed work repeated: {trial.repeated_completed_turns} model turns, "
-                              f"{trial.repeated_completed_commands} commands; record sequence before the kill: "
+    repeats = (trial.repeated_completed_turns, trial.repeated_other_turns, trial.repeated_completed_commands,
+               trial.repeated_other_commands)
+    if any(repeats):
+        trial.problems.append("work repeated (completed turns, other turns, completed commands, other commands): "
+                              f"{repeats}; resumed as {trial.classification}; records before the kill: "
                               + ", ".join(f"{r.id}:{r.status}" for r in before))
     return trial
 
 
-def script_for(scenario: str, files: int) -> Script:
-    return Script(files=files if scenario in MANY_FILES else 0)
-
-
-def run_experiment(root: Path, scenarios: list[str], trials: int, seed: int, files: int, keep: bool,
+def run_experiment(root: Path, scenarios: list[str], trials: int, seed: int, script: Script, keep: bool,
                    on_trial: Callable[[int, Trial], None] | None = None) -> list[Trial]:
-    """Every trial of every scenario in a directory of its own below ``root``; one baseline per script."""
+    """Every trial of every scenario in a directory of its own below ``root``; one baseline per script
+    (``script.files`` applies to the scenarios in MANY_FILES only)."""
     rng = random.Random(seed)
     baselines: dict[Script, Baseline] = {}
     results: list[Trial] = []
     for scenario in scenarios:
-        script = script_for(scenario, files)
-        if script not in baselines:
-            baselines[script] = run_baseline(Path(tempfile.mkdtemp(prefix="baseline-", dir=root)), script)
+        current = script if scenario in MANY_FILES else replace(script, files=0)
+        if current not in baselines:
+            baselines[current] = run_baseline(Path(tempfile.mkdtemp(prefix="baseline-", dir=root)), current)
         for n in range(trials):
             directory = Path(tempfile.mkdtemp(prefix=f"{scenario}-{n}-", dir=root))
             try:
-                trial = run_trial(directory, scenario, script, baselines[script], rng)
+                trial = run_trial(directory, scenario, current, baselines[current], rng)
             except TrialError as exc:
                 trial = Trial(scenario, problems=[f"trial not carried out: {exc}"])
             results.append(trial)
@@ -480,6 +496,7 @@ def summarize(trials: list[Trial]) -> dict[str, Any]:
         "first_record_s": quantiles([t.first_record_s for t in resumable if t.first_record_s is not None]),
         "resent_model_calls": sum(t.resent_model_calls for t in trials),
         "repeated_completed_turns": sum(t.repeated_completed_turns for t in trials),
+        "repeated_other_turns": sum(t.repeated_other_turns for t in trials),
         "repeated_completed_commands": sum(t.repeated_completed_commands for t in trials),
         "repeated_other_commands": sum(t.repeated_other_commands for t in trials),
         "interrupted_commands": sum(t.interrupted_commands for t in trials),
@@ -494,8 +511,8 @@ def _seconds(q: dict[str, float | None]) -> str:
 def render(summaries: dict[str, dict[str, Any]]) -> str:
     header = ("| scenario | trials | in window | recovered | success rate | resume s (median / p95) "
               "| first new record s (median / p95) | model calls re-sent | completed turns repeated "
-              "| completed commands repeated | other commands repeated | interrupted (told model) "
-              "| attached | rebuilt |")
+              "| other turns repeated | completed commands repeated | other commands repeated | interrupted (told model) "
+              "| attached | rebuilt | fresh |")
     rows = [header, "|" + "---|" * header.count(" | ") + "---|"]
     for name, s in summaries.items():
         rate = "-" if s["success_rate"] is None else f"{100 * s['success_rate']:.0f}%"
@@ -503,9 +520,9 @@ def render(summaries: dict[str, dict[str, Any]]) -> str:
         rows.append(
             f"| {name} | {s['trials']} | {s['in_window']} | {s['recovered']}/{resumable} | {rate} "
             f"| {_seconds(s['resume_s'])} | {_seconds(s['first_record_s'])} | {s['resent_model_calls']} "
-            f"| {s['repeated_completed_turns']} | {s['repeated_completed_commands']} "
+            f"| {s['repeated_completed_turns']} | {s['repeated_other_turns']} | {s['repeated_completed_commands']} "
             f"| {s['repeated_other_commands']} | {s['interrupted_commands']} "
-            f"| {s['classification'].get('attached', 0)} | {s['classification'].get('rebuilt', 0)} |")
+            + "".join(f"| {s['classification'].get(c, 0)} " for c in ("attached", "rebuilt", "fresh")) + "|")
     return "\n".join(rows) + "\n"
 
 
@@ -517,14 +534,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill points (default 0)")
     parser.add_argument("--files", type=int, default=2000,
                         help="files the first step creates in parent-during-checkpoint (default 2000)")
+    default = Script()
+    parser.add_argument("--steps", type=int, default=default.steps,
+                        help=f"marker steps before the reference command (default {default.steps})")
+    parser.add_argument("--model-sleep", type=float, default=default.model_sleep,
+                        help=f"seconds every model call sleeps (default {default.model_sleep:g})")
+    parser.add_argument("--command-sleep", type=float, default=default.command_sleep,
+                        help=f"seconds every marker step sleeps (default {default.command_sleep:g})")
     parser.add_argument("--dir", type=Path, help="keep every trial's directory below this directory")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
     args = parser.parse_args(argv)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     if unknown := [s for s in scenarios if s not in SCENARIOS]:
         parser.error(f"unknown scenarios {unknown}; choose from {', '.join(SCENARIOS)}")
-    if args.trials < 1 or args.files < 1:
-        parser.error("--trials and --files must be positive")
+    if min(args.trials, args.files, args.steps) < 1 or min(args.model_sleep, args.command_sleep) <= 0:
+        parser.error("--trials, --files, --steps, --model-sleep and --command-sleep must be positive")
+    script = Script(steps=args.steps, files=args.files, model_sleep=args.model_sleep,
+                    command_sleep=args.command_sleep)
 
     command = shlex.join([sys.executable, *sys.argv])
     print(f"command: {command}", file=sys.stderr)
@@ -535,14 +561,14 @@ def main(argv: list[str] | None = None) -> int:
 
     with results_root(args.dir, "fault-injection-") as parent:
         root = Path(tempfile.mkdtemp(prefix="fault-injection-", dir=parent))
-        trials = run_experiment(root, scenarios, args.trials, args.seed, args.files, keep=args.dir is not None,
+        trials = run_experiment(root, scenarios, args.trials, args.seed, script, keep=args.dir is not None,
                                 on_trial=progress)
     summaries = {name: summarize([t for t in trials if t.scenario == name]) for name in scenarios}
     print(f"command: {command}\n")
     print(render(summaries))
     if args.json is not None:
         args.json.write_text(json.dumps({"command": command, "seed": args.seed, "trials_per_scenario": args.trials,
-                                         "files": args.files, "script": asdict(Script()), "scenarios": summaries,
+                                         "script": asdict(script), "scenarios": summaries,
                                          "trials": [{**asdict(t), "recovered": t.recovered} for t in trials]},
                                         indent=2))
     problems = [f"{t.scenario}: {p}" for t in trials for p in t.problems]

@@ -249,6 +249,30 @@ def test_a_killed_sandbox_attempt_is_rebuilt_from_its_checkpoint(tmp_path: Path)
     assert [s["status"] for s in steps if s.get("command") == "sleep 30"] == ["interrupted"]
 
 
+def test_kill_while_scoring_keeps_the_finished_agent_run(tmp_path: Path) -> None:
+    """R-RESUME-1: when the process dies after the agent finished (here while the check runs), resume
+    takes the recorded outcome and only scores it: no model call and no command runs again."""
+    side = tmp_path / "side.log"
+    tasks_dir = tmp_path / "tasks"
+    shutil.copytree(TASKS_DIR / "count-errors", tasks_dir / "count-errors")
+    check = tasks_dir / "count-errors" / "check.sh"
+    check.write_text(check.read_text().replace("set -u", f"set -u\ntest -f {tmp_path}/slow-check && sleep 2"))
+    (tmp_path / "slow-check").touch()
+    sweep = sweep_file(tmp_path, {"count-errors": [bash(f"echo once >> {side}"), bash(SOLUTION), submit()]})
+    data = yaml.safe_load(sweep.read_text())
+    data["benchmarks"] = [{"id": "demo", "params": {"tasks_dir": str(tasks_dir)}}]
+    sweep.write_text(yaml.safe_dump(data))
+    proc = start(sweep, tmp_path)
+    wait_for(has(tmp_path, "session", "completed"))
+    kill(proc)
+    (tmp_path / "slow-check").unlink()
+    assert not any(run_dirs(tmp_path)[0].glob("details/*.json"))
+    assert resume(run_dirs(tmp_path)[0]) == 0
+    detail = final_detail(tmp_path)
+    assert detail["correct"] and detail["attempts"]["1"]["artifacts"]["agent"]["resumed"] == "finished"
+    assert side.read_text() == "once\n" and len(model_calls(tmp_path)) == 3
+
+
 def test_limits_count_what_was_spent_before_the_crash(tmp_path: Path) -> None:
     """R-RESUME-3: turns, tokens, cost and time spent before the crash count against the limits of the
     resumed attempt; finished tasks of the resumed sweep keep their results."""

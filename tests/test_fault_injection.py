@@ -14,18 +14,18 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import fault_injection  # noqa: E402
+import fault_injection
 
 
 def test_every_fault_scenario_recovers_without_repeating_completed_work(tmp_path: Path) -> None:
     trials = fault_injection.run_experiment(tmp_path, list(fault_injection.SCENARIOS), trials=1, seed=0,
-                                            files=1000, keep=False)
+                                            script=fault_injection.Script(files=1000), keep=False)
     assert [t.scenario for t in trials] == list(fault_injection.SCENARIOS)
     for trial in trials:
         assert trial.resumable, f"{trial.scenario}: the run finished before the kill"
         assert trial.recovered, f"{trial.scenario}: {trial.problems}"
-        assert trial.repeated_completed_commands == 0, trial.scenario
-        assert trial.repeated_completed_turns == 0, trial.scenario
+        assert trial.repeated_completed_commands == trial.repeated_other_commands == 0, trial.scenario
+        assert trial.repeated_completed_turns == trial.repeated_other_turns == 0, trial.scenario
         assert trial.classification in ("attached", "rebuilt"), trial.scenario
     by_name = {t.scenario: t for t in trials}
     assert by_name["environment-lost"].classification == "rebuilt"

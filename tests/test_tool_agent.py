@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import run_cli, write_sweep
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR as DEMO_TASKS_DIR
@@ -117,3 +118,20 @@ def test_compaction_replaces_older_turns_with_a_recorded_summary(tmp_path: Path)
     assert state.messages[2]["content"].startswith("Summary of")
     assert not any("step-0" in c for c in contents[3:]), "a summarised turn came back after the summary"
     assert state.turns == 9 and state.final_answer == "done"
+
+
+def test_a_retried_attempt_starts_a_fresh_log_and_keeps_the_discarded_one(tmp_path: Path) -> None:
+    """A runtime retry of the whole attempt (R-RETRY-3) does not resume the discarded try: its activity
+    log is set aside as ``.try1`` and the new try starts from an empty log."""
+    sweep = agent_sweep(tmp_path, {"count-errors": [bash("true"), {"fail": "rate limited (HTTP 429)"}]})
+    data = yaml.safe_load(sweep.read_text())
+    data["execution"]["max_retries"] = 1
+    data["execution"]["retry_pattern_list"] = ["rate limited"]
+    sweep.write_text(yaml.safe_dump(data))
+    assert run_cli("run", sweep, "--direct") == 0
+    durable = next((tmp_path / "results").rglob(".durable"))
+    assert sorted(p.name for p in durable.iterdir()) == ["count-errors@1", "count-errors@1.try1"]
+    for directory in durable.iterdir():
+        log = read_activity(directory / "activity.jsonl")
+        assert [r.kind for r in log if r.kind == "session"] == ["session", "session"]
+        assert sum(r.kind == "tool_call" and r.status == "completed" for r in log) == 1

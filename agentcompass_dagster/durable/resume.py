@@ -1,7 +1,9 @@
 """Resume an unfinished attempt from its activity log (R-RESUME-1, R-RESUME-2).
 
-The harness calls ``prepare_resume`` when it finds a log. A finished log, or one written under another
-configuration, is archived and the attempt starts over. Otherwise the old environment is classified:
+The harness calls ``prepare_resume`` when it finds a log. One written under another configuration is set
+aside and the attempt starts over; a finished one (the process died after the agent ended, while
+scoring) gives its recorded outcome without running anything. Otherwise the old environment is
+classified:
 
 - busy: a command of the old environment still runs; wait for it up to ``resume_wait_s``, and if it
   still runs, stop and leave the attempt unfinished rather than run a second copy beside it;
@@ -18,7 +20,6 @@ whatever output it had produced.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from agentcompass_dagster.environments.base import process_alive
 from agentcompass_dagster.environments.hostdir import probe_hostdir
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.models.base import ToolCall
-from agentcompass_dagster.runtime.store import load_run_request
+from agentcompass_dagster.runtime.store import load_run_request, set_aside
 
 if TYPE_CHECKING:
     from agentcompass_dagster.harnesses.tool_agent import AgentRun
@@ -62,17 +63,22 @@ async def prepare_resume(run: AgentRun) -> ResumeDecision:
     # A fork's seed names its lineage instead of a fingerprint: its configuration was checked when it was made.
     seeded = bool(sessions) and sessions[0].data.get("seed") is True
     first = sessions[0].data.get("fingerprint") if sessions else None
-    if (sessions and sessions[-1].status == "completed") or (not seeded and first != run.fingerprint):
+    if not seeded and first != run.fingerprint:
         archive(run)
         return ResumeDecision("fresh")
     handle = next((s.data.get("handle") for s in reversed(sessions) if s.status == "in_flight"), None)
-    in_flight = run.log.in_flight()
+    done = bool(sessions) and sessions[-1].status == "completed"
+    in_flight = [] if done else run.log.in_flight()
     try:
         decision, finished, partial = await classify_environment(run, handle, in_flight)
     except CannotRestore:
-        # Continuing the conversation without the files it produced would mislead the model: start over.
+        # Continuing, or scoring, without the files the commands produced would mislead: start over.
         archive(run)
         return ResumeDecision("fresh")
+    if done:
+        # The agent had finished when the process died (while scoring, say): its outcome stands, and
+        # the environment now holds its files again for the evaluation.
+        return ResumeDecision("finished")
     if decision.busy:
         return decision
     for record in in_flight:
@@ -150,11 +156,8 @@ async def rebuild(run: AgentRun) -> None:
 
 
 def archive(run: AgentRun) -> None:
-    """Move a finished or foreign log (and its checkpoints) aside; nothing is deleted."""
-    n = 1
-    while (aside := run.dir.with_name(f"{run.dir.name}.try{n}")).exists():
-        n += 1
-    os.rename(run.dir, aside)
+    """Move a log of another configuration (and its checkpoints) aside; nothing is deleted."""
+    set_aside(run.dir)
     run.dir.mkdir(parents=True)
     run.log = ActivityLog(run.dir / ACTIVITY_FILE, redacted=run.log.redacted)
     run.restart_clock(0.0)

@@ -246,6 +246,10 @@ class AgentRun:
             if decision.busy:
                 return self._outcome(AgentState.from_log(self.log.records(), self.params.system_prompt, self.prompt),
                                      error=decision.reason, status="error", resumed="busy")
+            if decision.classification == "finished":
+                state = AgentState.from_log(self.log.records(), self.params.system_prompt, self.prompt)
+                return self._outcome(state, error=state.error, status="completed" if state.error is None else "error",
+                                     resumed="finished")
             resumed = decision.classification
         self.append(ActivityRecord(id="session", kind="session", status="in_flight",
                                     data={"fingerprint": self.fingerprint, "handle": self.env.handle(),

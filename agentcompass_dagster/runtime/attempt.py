@@ -159,6 +159,7 @@ class TaskRunner:
                 return attempt
             await self._discard(task, plan, budget.used, site or "general", "attempt", matched, attempt.error,
                                 attempt.model_dump(mode="json"))
+            await asyncio.to_thread(self.run_dir.set_durable_dir_aside, task.id, plan.attempt)
 
     async def _discard(
         self, task: TaskSpec, plan: ExecutionPlan, retry: int, phase: str, scope: str, matched: str,

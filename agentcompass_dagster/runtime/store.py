@@ -364,6 +364,10 @@ class RunDir:
         """Where an agent attempt keeps its activity log and checkpoints."""
         return self.path / DURABLE / f"{file_stem(task_id)}@{attempt}"
 
+    def set_durable_dir_aside(self, task_id: str, attempt: int) -> None:
+        """A discarded try's log must not be resumed by the next try: keep it beside, as ``.tryN``."""
+        set_aside(self.durable_dir(task_id, attempt))
+
     def load_detail(self, task: TaskSpec, include_errors: bool = False) -> TaskDetail | None:
         names = detail_names(task.id, task.category)
         if include_errors:
@@ -452,6 +456,17 @@ def _link_or_copy(source: Path, target: Path) -> None:
         pass
     except OSError:
         shutil.copy2(source, target)
+
+
+def set_aside(path: Path) -> Path | None:
+    """Rename ``path`` to the first free ``<name>.tryN`` beside it; nothing is deleted."""
+    if not path.exists():
+        return None
+    n = 1
+    while (aside := path.with_name(f"{path.name}.try{n}")).exists():
+        n += 1
+    os.rename(path, aside)
+    return aside
 
 
 def copy_durable(source: Path, target: Path) -> None:
