@@ -476,3 +476,26 @@ def test_replay_matches_an_unchanged_task_and_stops_at_the_first_difference(tmp_
     diverged = json.loads(reports[-1].read_text()) if len(reports) > 1 else None
     assert diverged is not None and diverged["first_difference"]["step"] == 1
     assert len(diverged["steps"]) == 1
+
+
+def test_user_mistakes_get_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """R-RESUME-1 needs an unfinished attempt; fork needs a forkable checkpoint; replay a recorded task:
+    each mistake is one line naming the argument and value, exit code 2, and nothing is written."""
+    sweep = sweep_file(tmp_path, {"count-errors": [bash("echo hi"), submit()]})
+    assert run_cli("run", sweep, "--direct") == 0
+    run_dir = run_dirs(tmp_path)[0]
+    capsys.readouterr()
+    cases = [
+        (("resume", run_dir), "nothing to resume, every task has finished"),
+        (("resume", tmp_path / "nowhere"), "no readable run_info.json"),
+        (("resume", run_dir, "--task", "no-such-task"), "--task='no-such-task': not a task of"),
+        (("fork", run_dir, "--task", "count-errors", "--checkpoint", "99", "--model", "solver-a", "--sweep", sweep),
+         "--model='solver-a': the parent ran with this same model"),
+        (("replay", run_dir, "--task", "count-errors", "--attempt", "3"), "--attempt=3: task 'count-errors'"),
+    ]
+    for args, message in cases:
+        before = sorted(str(p) for p in tmp_path.rglob("*"))
+        assert run_cli(*args) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert sorted(str(p) for p in tmp_path.rglob("*")) == before
