@@ -400,7 +400,8 @@ def load_spec(path: Path) -> ResolvedSpec:
         EnvironmentConfig, resolve_reference(root, "environments", spec.environment, "environment", where),
         f"{where}: environment")
     environment = construct_plugin(f"environment {env_config.id!r}",
-                             registry.environments.get(env_config.provider_id, "environment.provider"), env_config)
+                                   registry.environments.get(env_config.provider_id, "environment.provider"),
+                                   env_config)
     plan = ExecutionPlan(task_id=TASK_ID, attempt=1, benchmark_id="dispatch", harness_id="tool_agent",
                          environment_id=env_config.id, model_id=model_config.id)
     environment.validate_plan(plan)

@@ -26,11 +26,12 @@ turns; tool commands, exit codes, outputs, answers) equal those of an uninterrup
 non-replay-safe command that was in flight at the crash and is reported to the model as interrupted is
 expected behaviour (R-RESUME-2): it is left out of the comparison. Also counted per scenario: model
 calls re-sent because they were in flight at the crash (expected) apart from repeats of turns completed
-before it (a bug) and any other repeat; side effects of commands completed before the crash seen twice (a
-bug) apart from any other repeated side effect (the marker commands are not replay-safe, so also
-unexpected); and the resume classification of the final detail (attached, rebuilt, or fresh: the log was
-archived and the attempt started over). Recovery time is the resume process's wall time and the time
-from its start to the resumed attempt's first new completed (or interrupted) step record.
+before it (a bug) and any other repeat; side effects of commands completed before the crash seen twice
+(a bug) apart from any other repeated side effect (the marker commands are not replay-safe, so also
+unexpected); and the resume classification of the final detail (attached, rebuilt; finished: the agent
+had ended before the kill and its outcome is kept; fresh: the log was set aside and the attempt started
+over). Recovery time is the resume process's wall time and the time from its start to the resumed
+attempt's first new completed (or interrupted) step record.
 
 Run it from the repository root:
 
@@ -308,7 +309,9 @@ def kill_between_steps(live: Live, rng: random.Random, script: Script, baseline:
     wanted = rng.randint(1, baseline.completed_records)
     live.wait(lambda: sum(r.status == "completed" for r in live.records()) >= wanted)
     live.kill()
-    return sum(r.status == "completed" for r in live.records()) == wanted
+    # A hit leaves that record last: nothing of the next step was logged yet.
+    records = live.records()
+    return records[-1].status == "completed" and sum(r.status == "completed" for r in records) == wanted
 
 
 def kill_during_checkpoint(live: Live, rng: random.Random, script: Script, baseline: Baseline) -> bool:
@@ -342,6 +345,8 @@ SCENARIOS: dict[str, Kill] = {
     "environment-lost": lose_environment,
     "tool-interrupted": interrupt_tool,
 }
+# How resume classified the attempt (artifacts.agent.resumed), in the table's column order.
+CLASSIFICATIONS = ("attached", "rebuilt", "finished", "fresh", "busy")
 # Only the checkpoint window needs a big working directory: its capture is what the kill must land in.
 MANY_FILES = {"parent-during-checkpoint"}
 
@@ -361,6 +366,8 @@ class Trial:
     correct: bool = False
     steps_match: bool = False
     classification: str | None = None
+    # The last record logged before the kill, as "id:status".
+    kill_point: str | None = None
     resent_model_calls: int = 0
     repeated_completed_turns: int = 0
     repeated_other_turns: int = 0
@@ -384,6 +391,7 @@ def run_trial(directory: Path, scenario: str, script: Script, baseline: Baseline
         if live.proc is not None and live.proc.poll() is None:
             live.kill()
     before = live.records()
+    trial.kill_point = f"{before[-1].id}:{before[-1].status}" if before else None
     first_run = live.run_dirs()[0]
     if final_detail(first_run) is not None:
         trial.resumable = False
@@ -509,10 +517,13 @@ def _seconds(q: dict[str, float | None]) -> str:
 
 
 def render(summaries: dict[str, dict[str, Any]]) -> str:
+    seen = {c for s in summaries.values() for c in s["classification"]}
+    classes = [c for c in CLASSIFICATIONS if c in seen or c in ("attached", "rebuilt")]
+    classes += sorted(seen - set(classes))
     header = ("| scenario | trials | in window | recovered | success rate | resume s (median / p95) "
               "| first new record s (median / p95) | model calls re-sent | completed turns repeated "
-              "| other turns repeated | completed commands repeated | other commands repeated | interrupted (told model) "
-              "| attached | rebuilt | fresh |")
+              "| other turns repeated | completed commands repeated | other commands repeated "
+              "| interrupted (told model) | " + " | ".join(classes) + " |")
     rows = [header, "|" + "---|" * header.count(" | ") + "---|"]
     for name, s in summaries.items():
         rate = "-" if s["success_rate"] is None else f"{100 * s['success_rate']:.0f}%"
@@ -522,7 +533,7 @@ def render(summaries: dict[str, dict[str, Any]]) -> str:
             f"| {_seconds(s['resume_s'])} | {_seconds(s['first_record_s'])} | {s['resent_model_calls']} "
             f"| {s['repeated_completed_turns']} | {s['repeated_other_turns']} | {s['repeated_completed_commands']} "
             f"| {s['repeated_other_commands']} | {s['interrupted_commands']} "
-            + "".join(f"| {s['classification'].get(c, 0)} " for c in ("attached", "rebuilt", "fresh")) + "|")
+            + "".join(f"| {s['classification'].get(c, 0)} " for c in classes) + "|")
     return "\n".join(rows) + "\n"
 
 
