@@ -80,6 +80,10 @@ POLL_S = 0.0005
 TIMEOUT_S = 120.0
 
 
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "agentcompass_dagster.cli", *args]
+
+
 @dataclass(frozen=True)
 class Script:
     """What the scripted model does; every trial of one Script is compared with one baseline run."""
@@ -136,12 +140,9 @@ class Live:
         # Parsed records by log size: polling re-reads the log only after it grew.
         self._parsed: tuple[int, list[ActivityRecord]] = (-1, [])
 
-    def cli(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "agentcompass_dagster.cli", *args]
-
     def start(self) -> None:
         with open(self.dir / "run.stderr", "wb") as stderr:
-            self.proc = subprocess.Popen(self.cli("run", str(self.sweep), "--direct"), cwd=self.dir, env=self.env,
+            self.proc = subprocess.Popen(cli("run", str(self.sweep), "--direct"), cwd=self.dir, env=self.env,
                                          stdout=subprocess.DEVNULL, stderr=stderr)
 
     def kill(self) -> None:
@@ -399,7 +400,7 @@ def run_trial(directory: Path, scenario: str, script: Script, baseline: Baseline
 
     started_wall, started = time.time(), time.perf_counter()
     with open(directory / "resume.stderr", "wb") as stderr:
-        trial.resume_exit = subprocess.run(live.cli("resume", str(first_run)), check=False, cwd=directory,
+        trial.resume_exit = subprocess.run(cli("resume", str(first_run)), check=False, cwd=directory,
                                            env=live.env, stdout=subprocess.DEVNULL, stderr=stderr,
                                            timeout=TIMEOUT_S).returncode
     trial.resume_s = time.perf_counter() - started

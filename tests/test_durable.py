@@ -499,3 +499,18 @@ def test_user_mistakes_get_one_line_errors(tmp_path: Path, capsys: pytest.Captur
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_finished_but_unreaped_command_is_not_busy() -> None:
+    """R-RESUME-1: a command that ended but whose zombie nobody has reaped yet (PID 1 reaps orphans late,
+    or never in some containers) counts as finished, so resume does not wait for it until its deadline."""
+    from agentcompass_dagster.environments.base import process_alive
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        wait_for(lambda: Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z", timeout=10)
+        assert not process_alive(pid) and process_alive(os.getpid())
+    finally:
+        os.waitpid(pid, 0)

@@ -131,4 +131,10 @@ def process_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    # A zombie answers signal 0 but has finished; where PID 1 reaps orphans slowly (or never, in some
+    # containers) it would look like a command still running.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
