@@ -37,6 +37,8 @@ class HarnessSession:
 
 class Harness:
     requires_model: ClassVar[bool] = False
+    # Whether attempts keep an activity log and checkpoints (plan.private["durable_dir"]) to resume from.
+    durable: ClassVar[bool] = False
 
     def __init__(self, config: HarnessConfig, model: ModelConfig) -> None:
         self.config = config

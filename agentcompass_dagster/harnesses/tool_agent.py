@@ -444,6 +444,7 @@ def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[
 
 class ToolAgentHarness(AgentHarness):
     params_model = ToolAgentParams
+    durable = True
     params: ToolAgentParams
 
     async def run_task(

@@ -244,12 +244,13 @@ class TaskRunner:
             await session.set_network_policy(plan.run_network_policy)
             return await self._timed(benchmark.run_task(prepared, session, plan), plan)
         prepared = harness.adapt_input(prepared)
-        durable = self.run_dir.durable_dir(prepared.task.id, plan.attempt)
-        seed = self.request.metadata.get("durable_seed")
-        if seed and not durable.exists():
-            # A fork starts from its parent's history and checkpoints (R-FORK-1).
-            await asyncio.to_thread(copy_durable, Path(seed), durable)
-        plan.private["durable_dir"] = str(durable)
+        if harness.durable:
+            durable = self.run_dir.durable_dir(prepared.task.id, plan.attempt)
+            seed = self.request.metadata.get("durable_seed")
+            if seed and not durable.exists():
+                # A fork starts from its parent's history and checkpoints (R-FORK-1).
+                await asyncio.to_thread(copy_durable, Path(seed), durable)
+            plan.private["durable_dir"] = str(durable)
         harness_session = await harness.start_session(prepared, session, benchmark, plan)
         try:
             await session.set_network_policy(plan.run_network_policy)
