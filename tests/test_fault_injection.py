@@ -26,7 +26,8 @@ def test_every_fault_scenario_recovers_without_repeating_completed_work(tmp_path
         assert trial.recovered, f"{trial.scenario}: {trial.problems}"
         assert trial.repeated_completed_commands == trial.repeated_other_commands == 0, trial.scenario
         assert trial.repeated_completed_turns == trial.repeated_other_turns == 0, trial.scenario
-        assert trial.classification in ("attached", "rebuilt"), trial.scenario
+        # "finished": the kill came after the agent had ended, before its result was written.
+        assert trial.classification in ("attached", "rebuilt", "finished"), trial.scenario
     by_name = {t.scenario: t for t in trials}
     assert by_name["environment-lost"].classification == "rebuilt"
     assert by_name["parent-during-model-call"].resent_model_calls == by_name["parent-during-model-call"].in_window
