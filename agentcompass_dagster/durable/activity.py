@@ -83,13 +83,8 @@ class ActivityLog:
         return record
 
     def next_seq(self) -> int:
-        return 1 + max((r.seq for r in self.records() if r.seq is not None), default=0)
-
-    def completed(self, request_id: str) -> ActivityRecord | None:
-        for record in reversed(self.records()):
-            if record.id == request_id and record.status in ("completed", "interrupted"):
-                return record
-        return None
+        # Seqs are handed out in append order, so the newest one is the largest.
+        return 1 + next((r.seq for r in reversed(self.records()) if r.seq is not None), 0)
 
     def last_checkpoint_seq(self) -> int | None:
         for record in reversed(self.records()):

@@ -35,7 +35,6 @@ from agentcompass_dagster.durable.activity import (
 from agentcompass_dagster.environments.base import process_alive
 from agentcompass_dagster.environments.hostdir import probe_hostdir
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.models.base import ToolCall
 from agentcompass_dagster.runtime.store import load_run_request, set_aside
 
 if TYPE_CHECKING:
@@ -90,11 +89,11 @@ async def prepare_resume(run: AgentRun) -> ResumeDecision:
         if record.id in finished:
             exit_code, output = finished[record.id]
             await run.complete_tool(record.id, {
-                "turn": record.data["turn"], "call": call, "command": _command(record),
+                "turn": record.data["turn"], "call": call, "command": record.data.get("command"),
                 "exit_code": exit_code, "output": output, "observation": run.observation(exit_code, output),
                 "recovered": True,
             })
-        elif run.replay_safe(ToolCall.model_validate(call)):
+        elif run.replay_safe(call["name"], record.data.get("command")):
             run.append(ActivityRecord(id=record.id, kind="tool_call", status="aborted",
                                        data={**record.data, "reason": "interrupted; replay-safe, so run again"}))
         else:
@@ -102,7 +101,7 @@ async def prepare_resume(run: AgentRun) -> ResumeDecision:
             note = ("[interrupted: the command was running when the agent process stopped; it was not run "
                     "again because it is not declared replay-safe. Output it had produced:]\n")
             await run.complete_tool(record.id, {
-                "turn": record.data["turn"], "call": call, "command": _command(record),
+                "turn": record.data["turn"], "call": call, "command": record.data.get("command"),
                 "exit_code": None, "output": output, "interrupted": True,
                 "observation": run.observation(None, note + output),
             }, status="interrupted")
@@ -177,11 +176,6 @@ def _read(path: Path) -> str | None:
         return path.read_text(errors="replace")
     except OSError:
         return None
-
-
-def _command(record: ActivityRecord) -> str | None:
-    command = (ToolCall.model_validate(record.data["call"]).parsed_arguments() or {}).get("command")
-    return command if isinstance(command, str) else None
 
 
 def resume_request(path: Path, task_id: str | None = None) -> RunRequest:

@@ -131,32 +131,36 @@ class AgentState:
     def from_log(cls, records: list[ActivityRecord], system: str, prompt: str) -> AgentState:
         state = cls(messages=[{"role": "system", "content": system}, {"role": "user", "content": prompt}])
         for record in records:
-            if record.kind == "model_call" and record.status == "completed":
-                turn = ModelTurn.model_validate(record.data["response"])
-                state.messages.append(turn.assistant_message())
-                spent = state.inherited_usages if record.data.get("inherited") else state.usages
-                spent.append(Usage.model_validate(record.data["usage"]))
-                state.pending = [(f"{state.turns}.{i}", call) for i, call in enumerate(turn.tool_calls)]
-                state.turns += 1
-                if not turn.tool_calls:
-                    state.final_answer = turn.content or ""
-                    state.finished = True
-            elif record.kind == "tool_call" and record.status in ("completed", "interrupted"):
-                state.pending = [(key, call) for key, call in state.pending if key != record.id]
-                state.messages.append({"role": "tool", "tool_call_id": record.data["call"]["id"],
-                                       "content": record.data["observation"]})
-                if record.data.get("error"):
-                    state.error, state.finished = record.data["error"], True
-                elif record.data["call"]["name"] == "submit":
-                    state.final_answer, state.finished = record.data.get("answer", ""), True
-            elif record.kind == "compaction" and record.status == "completed":
-                start, count = record.data["start"], record.data["count"]
-                state.messages[start:start + count] = [{"role": "user", "content": record.data["summary"]}]
-                state.compactions += 1
-            elif record.kind == "session" and record.status == "completed":
-                state.finished = True
-                state.error = record.data.get("error")
+            state.apply(record)
         return state
+
+    def apply(self, record: ActivityRecord) -> None:
+        """Advance the state by one logged record; the same for a fresh run, a resume and a fork."""
+        if record.kind == "model_call" and record.status == "completed":
+            turn = ModelTurn.model_validate(record.data["response"])
+            self.messages.append(turn.assistant_message())
+            spent = self.inherited_usages if record.data.get("inherited") else self.usages
+            spent.append(Usage.model_validate(record.data["usage"]))
+            self.pending = [(f"{self.turns}.{i}", call) for i, call in enumerate(turn.tool_calls)]
+            self.turns += 1
+            if not turn.tool_calls:
+                self.final_answer = turn.content or ""
+                self.finished = True
+        elif record.kind == "tool_call" and record.status in ("completed", "interrupted"):
+            self.pending = [(key, call) for key, call in self.pending if key != record.id]
+            self.messages.append({"role": "tool", "tool_call_id": record.data["call"]["id"],
+                                  "content": record.data["observation"]})
+            if record.data.get("error"):
+                self.error, self.finished = record.data["error"], True
+            elif record.data["call"]["name"] == "submit":
+                self.final_answer, self.finished = record.data.get("answer", ""), True
+        elif record.kind == "compaction" and record.status == "completed":
+            start, count = record.data["start"], record.data["count"]
+            self.messages[start:start + count] = [{"role": "user", "content": record.data["summary"]}]
+            self.compactions += 1
+        elif record.kind == "session" and record.status == "completed":
+            self.finished = True
+            self.error = record.data.get("error")
 
     @property
     def usage(self) -> Usage:
@@ -209,6 +213,9 @@ class AgentRun:
         self.log = ActivityLog(durable_dir / ACTIVITY_FILE, redacted=log_redacted)
         self.on_record = on_record
         self.store: Any = None
+        # Built from the log once the run starts; every record appended after that advances it, so the
+        # state always equals a rebuild from the log without re-reading the whole log at every step.
+        self.state: AgentState | None = None
         self.restart_clock(0.0)
         self._safe = [re.compile(p) for p in params.replay_safe_commands]
 
@@ -224,13 +231,14 @@ class AgentRun:
     def append(self, record: ActivityRecord) -> ActivityRecord:
         record.elapsed_s = self.elapsed()
         self.log.append(record)
+        if self.state is not None:
+            self.state.apply(record)
         if self.on_record is not None:
             self.on_record(record)
         return record
 
-    def replay_safe(self, call: ToolCall) -> bool:
-        command = call.parsed_arguments().get("command")
-        return call.name == "submit" or (isinstance(command, str) and any(p.search(command) for p in self._safe))
+    def replay_safe(self, tool: str, command: str | None) -> bool:
+        return tool == "submit" or (command is not None and any(p.search(command) for p in self._safe))
 
     # --- the loop --------------------------------------------------------------------------------
 
@@ -254,7 +262,7 @@ class AgentRun:
         self.append(ActivityRecord(id="session", kind="session", status="in_flight",
                                     data={"fingerprint": self.fingerprint, "handle": self.env.handle(),
                                           "resumed": resumed}))
-        state = AgentState.from_log(self.log.records(), self.params.system_prompt, self.prompt)
+        self.state = state = AgentState.from_log(self.log.records(), self.params.system_prompt, self.prompt)
         try:
             while not state.finished:
                 if state.pending:
@@ -264,7 +272,6 @@ class AgentRun:
                     self._check_limits(state)
                     self._maybe_compact(state)
                     await self._model_step(state)
-                state = AgentState.from_log(self.log.records(), self.params.system_prompt, self.prompt)
         except AgentFailure as exc:
             state.error = str(exc)
         except ModelError as exc:
@@ -377,8 +384,6 @@ class AgentRun:
         self.append(ActivityRecord(id=f"compaction-{state.compactions}", kind="compaction", status="completed",
                                     checkpoint_seq=self.log.last_checkpoint_seq(),
                                     data={"start": start, "count": end - start, "summary": summary}))
-        state.messages[start:end] = [{"role": "user", "content": summary}]
-        state.compactions += 1
 
     # --- the result ------------------------------------------------------------------------------
 
