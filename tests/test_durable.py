@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, run_cli, write_sweep
+from conftest import REPO, run_cli, tree_snapshot, write_sweep
 from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
@@ -421,8 +421,10 @@ def test_fork_continues_from_the_checkpoint_with_another_model(tmp_path: Path) -
     assert not final_detail(tmp_path)["correct"]
     cut = next(r.seq for r in records(tmp_path) if r.kind == "tool_call" and r.status == "completed")
     both = sweep_file(tmp_path, a_turns, name="both", models=models)
+    before = tree_snapshot(parent)
     assert run_cli("fork", parent, "--task", "count-errors", "--checkpoint", cut, "--model", "solver-b",
                    "--sweep", both) == 0
+    assert tree_snapshot(parent) == before, "the fork changed its parent run"
     fork_dir = next(p for p in run_dirs(tmp_path) if ".forks" in str(p))
     detail = json.loads(next((fork_dir / "details").glob("*.json")).read_text())
     attempt = detail["attempts"]["1"]

@@ -142,3 +142,4 @@ def test_replay_re_runs_a_miniswe_trajectory(tmp_path: Path) -> None:
     report = json.loads(next((run_dir / "replays").glob("*.json")).read_text())
     assert report["status"] == "matched" and len(report["steps"]) == 3 and report["evaluation"]["correct"]
     assert len(RecordingModel.calls) == calls
+    assert not (run_dir / ".durable").exists(), "replay wrote into the recorded run"

@@ -26,7 +26,7 @@ from agentcompass_dagster.durable.activity import (
 )
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.store import load_run_request
+from agentcompass_dagster.runtime.store import copy_durable, load_run_request
 from agentcompass_dagster.runtime.types import utcnow
 
 FORKS_SUFFIX = ".forks"
@@ -99,7 +99,7 @@ def prepare_fork(
     run_name = f"{parent.output.run_name or parent.sweep}{FORKS_SUFFIX}"
     fork_id = f"fork-{file_stem(task_id)}-{checkpoint}-{os.urandom(3).hex()}"
     seed = results_dir / run_name / ".seeds" / fork_id
-    _write_seed(seed, source / "checkpoints", inherited, checkpoint, lineage)
+    _write_seed(seed, source, inherited, checkpoint, lineage)
     output = parent.output.model_copy(update={"results_dir": results_dir, "run_name": run_name, "run_id": fork_id,
                                               "reuse": False, "reuse_run_id": None})
     benchmark = parent.benchmark.model_copy(update={"tasks": [task_id]})
@@ -111,16 +111,14 @@ def prepare_fork(
     })
 
 
-def _write_seed(seed: Path, checkpoints: Path, inherited: list[ActivityRecord], cut: int, lineage: dict[str, Any]) -> None:
+def _write_seed(seed: Path, source: Path, inherited: list[ActivityRecord], cut: int, lineage: dict[str, Any]) -> None:
+    """The parent's checkpoints up to the cut, and a new log of the inherited records."""
+    def up_to_cut(relative: Path) -> bool:
+        parts = relative.parts
+        return parts[0] == "checkpoints" and not (parts[1:2] == ("manifests",) and int(relative.stem) > cut)
+
     seed.mkdir(parents=True)
-    target = seed / "checkpoints"
-    for directory, _, files in os.walk(checkpoints):
-        relative = Path(directory).relative_to(checkpoints)
-        if relative.parts[:1] == ("manifests",):
-            files = [name for name in files if int(name.split(".")[0]) <= cut]
-        (target / relative).mkdir(parents=True, exist_ok=True)
-        for name in files:
-            os.link(Path(directory) / name, target / relative / name)
+    copy_durable(source, seed, up_to_cut)
     log = ActivityLog(seed / ACTIVITY_FILE)
     log.append(ActivityRecord(id="session", kind="session", status="in_flight",
                               data={"seed": True, "lineage": lineage, "handle": None}))

@@ -117,8 +117,9 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
                 }
                 break
         if report.first_difference is None:
-            report.artifact_differences = await asyncio.to_thread(_compare_artifacts, durable, session)
-            report.artifacts_compared = (durable / "checkpoints" / "manifests").is_dir()
+            differences = await asyncio.to_thread(_compare_artifacts, durable, session)
+            report.artifacts_compared = differences is not None
+            report.artifact_differences = differences or []
             if report.artifact_differences:
                 report.status = "artifacts_differ"
         if score:
@@ -134,13 +135,17 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
     return report
 
 
-def _compare_artifacts(durable: Path, session: Any) -> list[str]:
-    """Paths of the working directory whose content differs from the attempt's last checkpoint."""
+def _compare_artifacts(durable: Path, session: Any) -> list[str] | None:
+    """Paths of the working directory whose content differs from the attempt's last checkpoint; None
+    when there is nothing to compare (no checkpoint, or files this machine cannot reach)."""
     roots = session.checkpoint_roots()
+    # Checked first: opening a store creates its directories, and the recorded run is only read.
+    if roots is None or not (durable / "checkpoints").is_dir():
+        return None
     store = CheckpointStore(durable / "checkpoints")
-    last = store.latest() if (durable / "checkpoints").is_dir() else None
-    if roots is None or last is None:
-        return []
+    last = store.latest()
+    if last is None:
+        return None
     recorded = {p: e.digest for p, e in store.manifest(last).roots.get("work", {}).items()}
     with tempfile.TemporaryDirectory() as scratch:
         actual_manifest = CheckpointStore(Path(scratch)).capture(1, {"work": roots["work"]})

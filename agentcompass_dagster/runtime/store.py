@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -469,15 +470,20 @@ def set_aside(path: Path) -> Path | None:
     return aside
 
 
-def copy_durable(source: Path, target: Path) -> None:
+def copy_durable(source: Path, target: Path, keep: Callable[[Path], bool] = lambda relative: True) -> None:
+    """Copy an attempt's durable directory (the files whose relative path ``keep`` accepts). Checkpoint
+    blobs and manifests are never rewritten, so they are hard-linked; everything else (the activity log
+    that gets appended to, the checkpoint clock that gets touched) is copied, so the source stays as it was."""
     for directory, _, files in os.walk(source):
         relative = Path(directory).relative_to(source)
-        (target / relative).mkdir(parents=True, exist_ok=True)
         for name in files:
-            if name.endswith(".jsonl"):
-                shutil.copy2(Path(directory) / name, target / relative / name)
-            else:
+            if not keep(relative / name):
+                continue
+            (target / relative).mkdir(parents=True, exist_ok=True)
+            if {"blobs", "manifests"} & set(relative.parts):
                 _link_or_copy(Path(directory) / name, target / relative / name)
+            else:
+                shutil.copy2(Path(directory) / name, target / relative / name)
 
 
 def open_run_dir(path: Path) -> RunDir:
