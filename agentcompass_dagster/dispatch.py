@@ -83,9 +83,9 @@ from agentcompass_dagster.harnesses.tool_agent import (
 from agentcompass_dagster.models.base import Model, ModelTurn, ToolCall, build_model
 from agentcompass_dagster.models.usage import usage_totals
 from agentcompass_dagster.runtime.atomic import (
+    append_line,
     atomic_write_json,
     atomic_write_text,
-    fsync_dir,
 )
 from agentcompass_dagster.runtime.components import construct_plugin
 from agentcompass_dagster.runtime.redact import redact
@@ -253,15 +253,7 @@ class EventLedger:
     def append(self, event: str, status: Literal["ok", "error"], details: dict[str, Any] | None = None) -> None:
         record = LedgerEvent(event=event, status=status, details=details or {})
         line = json.dumps(redact(record.model_dump(mode="json")), ensure_ascii=False, separators=(",", ":")) + "\n"
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, line.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:
-            fsync_dir(self.path.parent)
+        append_line(self.path, line.encode())
 
     def agent_record(self, record: ActivityRecord) -> None:
         """The ledger's view of one activity record: what happened, not the bulky payload (the

@@ -13,13 +13,13 @@ line anywhere before it means the file was damaged some other way and is an erro
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentcompass_dagster.runtime.atomic import append_line
 from agentcompass_dagster.runtime.redact import redact
 
 Kind = Literal["session", "phase", "model_call", "tool_call", "compaction"]
@@ -65,20 +65,7 @@ class ActivityLog:
             payload = redact(payload)
         line = (json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            _drop_torn_tail(fd)
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        append_line(self.path, line, 0o600)
         records.append(record)
         return record
 
@@ -101,19 +88,6 @@ class ActivityLog:
     def elapsed_s(self) -> float:
         records = self.records()
         return records[-1].elapsed_s if records else 0.0
-
-
-def _drop_torn_tail(fd: int) -> None:
-    """Cut a torn last line left by a crashed writer; read_activity already ignores it, and a record
-    appended after it would otherwise turn it into a corrupt line in the middle."""
-    size = os.fstat(fd).st_size
-    if not size or os.pread(fd, 1, size - 1) == b"\n":
-        return
-    start = max(0, size - (1 << 20))
-    cut = os.pread(fd, size - start, start).rfind(b"\n")
-    if cut < 0 and start:
-        start, cut = 0, os.pread(fd, size, 0).rfind(b"\n")
-    os.ftruncate(fd, start + cut + 1)
 
 
 def read_activity(path: Path) -> list[ActivityRecord]:

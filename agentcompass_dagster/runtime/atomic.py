@@ -56,6 +56,33 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def append_line(path: Path, line: bytes, mode: int = 0o644) -> None:
+    """Append one newline-terminated line to a JSON-lines log and fsync it (and, for a new file, its
+    directory) before returning. A torn last line left by a crashed writer is cut first: readers drop
+    it anyway, and a line appended after it would turn it into a corrupt line in the middle."""
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode)
+    try:
+        _drop_torn_tail(fd)
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(path.parent)
+
+
+def _drop_torn_tail(fd: int) -> None:
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = max(0, size - (1 << 20))
+    cut = os.pread(fd, size - start, start).rfind(b"\n")
+    if cut < 0 and start:
+        start, cut = 0, os.pread(fd, size, 0).rfind(b"\n")
+    os.ftruncate(fd, start + cut + 1)
+
+
 def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically; ``durable=False`` skips the fsyncs (for caches whose
     loss costs recomputation, never a wrong result)."""
