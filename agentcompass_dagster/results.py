@@ -21,7 +21,7 @@ from agentcompass_dagster.runtime.parquet import (
     metrics_schema,
     task_results_schema,
 )
-from agentcompass_dagster.runtime.store import RUN_INFO
+from agentcompass_dagster.runtime.store import PARAMS, RUN_INFO
 
 IDENTITY = ["sweep", "benchmark", "model"]
 
@@ -34,8 +34,12 @@ def _run_files(results_dir: Path, name: str, include_forks: bool = False) -> lis
 
 
 def _is_fork(run_dir: Path) -> bool:
-    request = json.loads((run_dir / RUN_INFO).read_text()).get("request", {})
-    return bool(request.get("metadata", {}).get("lineage"))
+    # params.json carries the request's metadata and stays small; run_info.json grows with the tasks.
+    try:
+        params = json.loads((run_dir / PARAMS).read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(params.get("metadata", {}).get("lineage"))
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
