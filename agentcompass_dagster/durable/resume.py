@@ -52,7 +52,6 @@ class CannotRestore(Exception):
 @dataclass
 class ResumeDecision:
     classification: str
-    busy: bool = False
     reason: str | None = None
 
 
@@ -78,7 +77,7 @@ async def prepare_resume(run: AgentRun) -> ResumeDecision:
         # The agent had finished when the process died (while scoring, say): its outcome stands, and
         # the environment now holds its files again for the evaluation.
         return ResumeDecision("finished")
-    if decision.busy:
+    if decision.classification == "busy":
         return decision
     for record in in_flight:
         if record.kind == "model_call":
@@ -121,7 +120,7 @@ async def classify_environment(
         for record in tools:
             while _running(calls, record.id):
                 if time.monotonic() >= deadline:
-                    return (ResumeDecision("busy", busy=True, reason=(
+                    return (ResumeDecision("busy", reason=(
                         f"cannot resume: command {record.id} still runs in the old environment after "
                         f"{run.params.resume_wait_s}s; the attempt stays unfinished")), {}, {})
                 await asyncio.sleep(0.1)

@@ -251,7 +251,7 @@ class AgentRun:
         self.restart_clock(self.log.elapsed_s())
         if self.log.records():
             decision = await prepare_resume(self)
-            if decision.busy:
+            if decision.classification == "busy":
                 return self._outcome(AgentState.from_log(self.log.records(), self.params.system_prompt, self.prompt),
                                      error=decision.reason, status="error", resumed="busy")
             if decision.classification == "finished":
