@@ -64,22 +64,21 @@ DEFAULT_SYSTEM_PROMPT = (
     "(each runs in a fresh shell in the task's working directory). When the task is done, call `submit` "
     "with your final answer (or a short note if the task asks for files, not an answer)."
 )
-BASH_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Run a bash command in the task's working directory; returns exit code and output.",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-    },
-}
-SUBMIT_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "submit",
-        "description": "Finish the task with a final answer.",
-        "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]},
-    },
-}
+# Each tool takes one string argument; the schema sent to the model and the check of what it sends
+# back both come from here.
+TOOL_ARGUMENT = {"bash": "command", "submit": "answer"}
+
+
+def _tool(name: str, description: str) -> dict[str, Any]:
+    argument = TOOL_ARGUMENT[name]
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": {argument: {"type": "string"}}, "required": [argument]},
+    }}
+
+
+BASH_TOOL = _tool("bash", "Run a bash command in the task's working directory; returns exit code and output.")
+SUBMIT_TOOL = _tool("submit", "Finish the task with a final answer.")
 TOOLS = [BASH_TOOL, SUBMIT_TOOL]
 
 
@@ -314,11 +313,11 @@ class AgentRun:
         self.append(ActivityRecord(id=key, kind="tool_call", status="in_flight",
                                     data={"turn": turn, "call": call.model_dump(), "command": command}))
         data: dict[str, Any] = {"turn": turn, "call": call.model_dump()}
-        if call.name not in ("bash", "submit"):
-            data.update(error=f"model called unknown tool {call.name!r} (tools: bash, submit)",
+        wanted = TOOL_ARGUMENT.get(call.name)
+        if wanted is None:
+            data.update(error=f"model called unknown tool {call.name!r} (tools: {', '.join(TOOL_ARGUMENT)})",
                         observation=f"error: unknown tool {call.name!r}")
-        elif arguments is None or not isinstance(arguments.get("command" if call.name == "bash" else "answer"), str):
-            wanted = "command" if call.name == "bash" else "answer"
+        elif arguments is None or not isinstance(arguments.get(wanted), str):
             data.update(error=f"model sent malformed arguments for {call.name!r}: {call.arguments[:200]!r} "
                               f"(expected a JSON object with a string {wanted!r})",
                         observation=f"error: malformed arguments for {call.name!r}")
