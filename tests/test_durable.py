@@ -187,11 +187,13 @@ def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinis
 def test_kill_during_a_model_call_marks_it_aborted_and_sends_it_again(tmp_path: Path) -> None:
     """R-RESUME-2: an interrupted model call is recorded as aborted and re-sent; completed steps before
     it are never executed again (the loop continues from the log)."""
-    side = tmp_path / "side.log"
-    turns = {"count-errors": [bash(f"echo one >> {side}"), {**bash(SOLUTION), "sleep": 1.0}, submit()]}
+    side, gate = tmp_path / "side.log", tmp_path / "gate"
+    turns = {"count-errors": [bash(f"echo one >> {side}"), {**bash(SOLUTION), "gate": str(gate)}, submit()]}
     proc = start(sweep_file(tmp_path, turns), tmp_path)
-    wait_for(has(tmp_path, "model-1"))
+    # The model holds call 1 until the gate opens: the kill lands while the model has the call.
+    wait_for(lambda: (tmp_path / "model-calls.jsonl").exists() and ("count-errors", 1) in model_calls(tmp_path))
     kill(proc)
+    gate.touch()
     assert resume(run_dirs(tmp_path)[0]) == 0
     detail = final_detail(tmp_path)
     assert detail["correct"] and side.read_text().splitlines() == ["one"]
@@ -276,13 +278,14 @@ def test_kill_while_scoring_keeps_the_finished_agent_run(tmp_path: Path) -> None
 def test_limits_count_what_was_spent_before_the_crash(tmp_path: Path) -> None:
     """R-RESUME-3: turns, tokens, cost and time spent before the crash count against the limits of the
     resumed attempt; finished tasks of the resumed sweep keep their results."""
+    gate = tmp_path / "gate"
     turns = {"count-errors": [submit()],
-             "create-hello": [bash("true"), {**bash("true"), "sleep": 1.0}, bash("true"), bash("true"), submit()]}
+             "create-hello": [bash("true"), {**bash("true"), "gate": str(gate)}, bash("true"), bash("true"), submit()]}
     proc = start(sweep_file(tmp_path, turns, max_turns=4, max_cost_usd=0.025), tmp_path)
-    in_flight = lambda: any(r.id == "model-1" for r in records(tmp_path, "create-hello"))
-    wait_for(in_flight)
+    wait_for(lambda: (tmp_path / "model-calls.jsonl").exists() and ("create-hello", 1) in model_calls(tmp_path))
     pre_crash = records(tmp_path, "create-hello")[-1].elapsed_s
     kill(proc)
+    gate.touch()
     first = run_dirs(tmp_path)[0]
     assert [p.name for p in (first / "details").glob("*.json")] == ["count-errors_qa.json"]
     assert resume(first) == 0

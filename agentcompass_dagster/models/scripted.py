@@ -15,8 +15,9 @@
 
 Turn ``n`` of an attempt always gets the script's ``n``-th response, so a resumed attempt that re-sends
 an interrupted call gets the same answer. ``arguments`` given as a mapping are sent as JSON; given as a
-string they are sent verbatim (malformed JSON included). A turn may ``sleep`` first, or ``fail`` with a
-ModelError (``retryable`` as declared). Past the end of its script a model fails.
+string they are sent verbatim (malformed JSON included). A turn may ``sleep`` first, wait until a ``gate``
+file exists (a test holds a call in flight for as long as it needs, whatever the machine's load), or
+``fail`` with a ModelError (``retryable`` as declared). Past the end of its script a model fails.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class ScriptedTurn(BaseModel):
     usage: dict[str, Any] = Field(default_factory=dict)
     cost_usd: float | None = None
     sleep: float = Field(default=0.0, ge=0)
+    gate: Path | None = None
     fail: str | None = None
     retryable: bool = False
 
@@ -85,6 +87,8 @@ class ScriptedModel(Model):
         turn = script[context.turn]
         if turn.sleep:
             time.sleep(turn.sleep)
+        while turn.gate is not None and not turn.gate.exists():
+            time.sleep(0.01)
         if turn.fail is not None:
             raise ModelError(turn.fail, retryable=turn.retryable)
         calls = [
