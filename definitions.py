@@ -2,6 +2,6 @@
 
 from pathlib import Path
 
-from agentcompass_dagster.defs import build_definitions
+from agentcompass_dagster.defs.definitions import build_definitions
 
 defs = build_definitions(Path(__file__).resolve().parent / "resources")

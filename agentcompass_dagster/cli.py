@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", help="with --direct: override output.run_id (must not exist yet)")
     run.add_argument("--reuse", action="store_true", help="with --direct: reuse the newest earlier run")
     run.add_argument("--reuse-run-id", help="with --direct: reuse this earlier run id")
+    run.add_argument("--submit", action="store_true",
+                     help="hand the runs to the instance's run queue (the daemon launches them), then follow them")
     resume = sub.add_parser("resume", help="continue an interrupted run: finished tasks are kept, unfinished "
                             "agent attempts continue from their activity logs and checkpoints")
     resume.add_argument("run_dir", type=Path)
@@ -93,26 +95,29 @@ def _load(args: argparse.Namespace) -> Any:
     return sweep
 
 
-def _live_progress() -> Any:
+def _board() -> Any:
     if not sys.stdout.isatty():
         return None
-    from agentcompass_dagster.progress import LiveProgress
+    from agentcompass_dagster.progress import ProgressBoard
 
-    return LiveProgress()
+    return ProgressBoard()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     sweep = _load(args)
-    return _run_direct(sweep.requests()) if args.direct else _run_dagster(sweep)
+    if args.submit and args.direct:
+        raise UserError("--submit: hands runs to the Dagster daemon; it does not go with --direct")
+    return _run_direct(sweep.requests()) if args.direct else _run_dagster(sweep, args.sweep, args.submit)
 
 
 def _run_direct(requests: list[Any]) -> int:
+    from agentcompass_dagster.progress import LiveProgress
     from agentcompass_dagster.runtime.orchestrator import run_requests
 
-    progress = _live_progress()
-    if progress is not None:
-        with progress:
-            result = run_requests(requests, observer=progress)
+    board = _board()
+    if board is not None:
+        with board:
+            result = run_requests(requests, observer=LiveProgress(board))
     else:
         result = run_requests(requests)
     for outcome in result.outcomes.values():
@@ -125,26 +130,25 @@ def _run_direct(requests: list[Any]) -> int:
     return 0
 
 
-def _run_dagster(sweep: Any) -> int:
-    from agentcompass_dagster.defs import assets
-    from agentcompass_dagster.defs.launch import launch_sweep
+def _run_dagster(sweep: Any, sweep_file: Path, submit: bool) -> int:
+    from agentcompass_dagster.launcher.launch import launch_sweep
 
-    progress = _live_progress()
-    assets.in_process_observer = progress
-    if progress is not None:
-        with progress:
-            home, launch = launch_sweep(sweep)
+    board = _board()
+    if board is not None:
+        with board:
+            launch = launch_sweep(sweep, sweep_file, submit=submit, board=board)
     else:
-        home, launch = launch_sweep(sweep)
+        launch = launch_sweep(sweep, sweep_file, submit=submit)
     for (benchmark, model), source in sorted(launch.newest.items()):
-        summary = Path(source.path) / "summary.md"
-        print(summary.read_text() if summary.is_file() else f"# {benchmark} · {model}: no summary yet\n")
+        print((Path(source.path) / "summary.md").read_text())
         print(f"run directory: {source.path}\n")
-    attempts_runs = len(launch.runs)
-    print(f"dagster: {attempts_runs} run(s) launched in {home}" if attempts_runs
-          else f"dagster: nothing to run, every task has a result ({home})")
+    if launch.launched or launch.followed:
+        others = f", and followed {len(launch.followed)} launched elsewhere" if launch.followed else ""
+        print(f"dagster: {len(launch.launched)} run(s) of the sweep's job launched{others} in {launch.home}")
+    else:
+        print(f"dagster: nothing to run, every task has a result ({launch.home})")
     if launch.failed:
-        print(f"agentcompass: failed in Dagster: {', '.join(launch.failed)}", file=sys.stderr)
+        print(f"agentcompass: failed in Dagster: {'; '.join(launch.failed)}", file=sys.stderr)
         return 1
     return 0
 

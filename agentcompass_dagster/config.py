@@ -114,23 +114,50 @@ class OutputConfig(Declaration):
 
 
 class ScheduleConfig(Declaration):
+    """A recurring sweep: every tick runs what is missing, then the metrics. Like every Dagster
+    schedule it ticks only while running (turned on in the UI, or declared running here)."""
+
     cron: str | None = None
+    default_status: Literal["running", "stopped"] = "stopped"
+
+
+class SensorConfig(Declaration):
+    """The sensor that notices new tasks in a benchmark's source and runs them."""
+
+    default_status: Literal["running", "stopped"] = "stopped"
+    minimum_interval_seconds: int = Field(default=300, ge=1)
+
+
+class DockerConfig(Declaration):
+    """Step containers (dagster-docker's docker_executor). The image holds this project and what the
+    sweep's plugins need; the results directory, the resources and (for a SQLite instance) DAGSTER_HOME
+    must be mounted at the same paths, so that what a step writes is on the host."""
+
+    image: str = Field(min_length=1)
+    network: str | None = None
+    env_vars: list[str] = Field(default_factory=list)
+    # Passed to Docker's containers.run: volumes, user, mem_limit, ...
+    container_kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
 class DagsterDeployment(Declaration):
-    """How Dagster executes the sweep's job: steps in this process tree (default), or each step in its own
-    container through dagster-docker's docker_executor, for users who outgrow one machine. The image must
-    hold this project (pip install agentcompass-dagster) and its resources/."""
+    """How Dagster runs the sweep's job.
 
-    executor: Literal["default", "docker"] = "default"
-    image: str | None = None
-    network: str | None = None
-    env_vars: list[str] = Field(default_factory=list)
+    ``executor``: the steps of a run in its run worker, one after the other (``in_process``), each in a
+    process of its own (``multiprocess``) or each in a container (``docker``, configured under
+    ``docker``). Missing partitions are split into runs of at most ``max_partitions_per_run``
+    (model, task) pairs, of which at most ``max_concurrent_runs`` evaluate at once, whoever launched
+    them (a Dagster pool)."""
+
+    executor: Literal["in_process", "multiprocess", "docker"] = "in_process"
+    docker: DockerConfig | None = None
+    max_partitions_per_run: int | None = Field(default=None, ge=1)
+    max_concurrent_runs: int = Field(default=1, ge=1, le=1000)
 
     @model_validator(mode="after")
-    def _docker_needs_an_image(self) -> DagsterDeployment:
-        if self.executor == "docker" and not self.image:
-            raise ValueError("executor 'docker' needs an image that holds this project")
+    def _docker_needs_its_settings(self) -> DagsterDeployment:
+        if self.executor == "docker" and self.docker is None:
+            raise ValueError("executor 'docker' needs docker: {image: ...}, an image that holds this project")
         return self
 
 
@@ -146,6 +173,7 @@ class SweepConfig(Declaration):
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    sensor: SensorConfig = Field(default_factory=SensorConfig)
     dagster: DagsterDeployment = Field(default_factory=DagsterDeployment)
 
     @model_validator(mode="after")
@@ -159,21 +187,35 @@ class SweepConfig(Declaration):
         return self
 
     def requests(self) -> list[RunRequest]:
+        """Every benchmark x model, with the declared output (the runtime alone: a new run directory each)."""
         output = self.output.model_copy(update={"run_name": self.output.run_name or self.name})
-        return [
-            RunRequest(
-                name=f"{benchmark.id}/{model.id}",
-                sweep=self.name,
-                benchmark=benchmark,
-                model=model,
-                harness=self.harness,
-                environment=self.environment,
-                execution=self.execution,
-                output=output,
-            )
-            for benchmark in self.benchmarks
-            for model in self.models
-        ]
+        return [self.request(benchmark, model, output) for benchmark in self.benchmarks for model in self.models]
+
+    def request(
+        self,
+        benchmark: BenchmarkConfig,
+        model: ModelConfig,
+        output: OutputConfig,
+        *,
+        harness: HarnessConfig | None = None,
+        environment: EnvironmentConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+        run_only: list[str] | None = None,
+    ) -> RunRequest:
+        """The one place a sweep's RunRequest is built; the Dagster layer overrides the harness and the
+        environment (launchpad resources), and says which tasks to run."""
+        return RunRequest(
+            name=f"{benchmark.id}/{model.id}",
+            sweep=self.name,
+            benchmark=benchmark,
+            model=model,
+            harness=harness or self.harness,
+            environment=environment or self.environment,
+            execution=self.execution,
+            output=output,
+            metadata=metadata or {},
+            run_only=run_only,
+        )
 
 
 class RunRequest(Declaration):

@@ -1,7 +1,8 @@
 """A live progress display for CLI runs: tasks done, running and failed, rate and ETA per request.
 
 Drawn with rich on the terminal; the CLI uses it only when stdout is a terminal, so logs and pipes get
-the plain summary alone.
+the plain summary alone. ``LiveProgress`` follows an orchestration in this process; the Dagster
+launcher feeds the same board from the instance's events (its runs execute in other processes).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Req
 from agentcompass_dagster.runtime.types import TaskDetail, TaskSpec
 
 
-class LiveProgress(OrchestrationObserver):
+class ProgressBoard:
+    """One bar per request (benchmark/model): done of total, running, errors, rate, time remaining."""
+
     def __init__(self) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -29,22 +32,34 @@ class LiveProgress(OrchestrationObserver):
         )
         self._ids: dict[str, Any] = {}
         self._started: dict[str, float] = {}
-        self._counts: dict[str, dict[str, int]] = {}
 
-    def __enter__(self) -> LiveProgress:
+    def __enter__(self) -> ProgressBoard:
         self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def request_prepared(self, state: RequestState) -> None:
-        name = state.request.name
-        self._counts[name] = {"running": 0, "errors": 0, "done": 0}
+    def add(self, name: str, total: int) -> None:
         self._started[name] = time.monotonic()
-        self._ids[name] = self.progress.add_task(
-            name, total=len(state.pending), running=0, errors=0, rate="-- tasks/s"
-        )
+        self._ids[name] = self.progress.add_task(name, total=total, running=0, errors=0, rate="-- tasks/s")
+
+    def update(self, name: str, done: int, running: int, errors: int) -> None:
+        elapsed = max(time.monotonic() - self._started[name], 1e-9)
+        self.progress.update(self._ids[name], completed=done, running=running, errors=errors,
+                             rate=f"{done / elapsed:.1f} tasks/s")
+
+
+class LiveProgress(OrchestrationObserver):
+    """The board following an orchestration of this process (`agentcompass run --direct`, resume, fork)."""
+
+    def __init__(self, board: ProgressBoard) -> None:
+        self.board = board
+        self._counts: dict[str, dict[str, int]] = {}
+
+    def request_prepared(self, state: RequestState) -> None:
+        self._counts[state.request.name] = {"running": 0, "errors": 0, "done": 0}
+        self.board.add(state.request.name, len(state.pending))
 
     def task_started(self, state: RequestState, task: TaskSpec) -> None:
         self._update(state, running=+1)
@@ -53,15 +68,7 @@ class LiveProgress(OrchestrationObserver):
         self._update(state, running=-1, done=+1, errors=int(detail.is_error))
 
     def _update(self, state: RequestState, **delta: int) -> None:
-        name = state.request.name
-        counts = self._counts[name]
+        counts = self._counts[state.request.name]
         for key, value in delta.items():
             counts[key] += value
-        elapsed = max(time.monotonic() - self._started[name], 1e-9)
-        self.progress.update(
-            self._ids[name],
-            completed=counts["done"],
-            running=counts["running"],
-            errors=counts["errors"],
-            rate=f"{counts['done'] / elapsed:.1f} tasks/s",
-        )
+        self.board.update(state.request.name, **counts)

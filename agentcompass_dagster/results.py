@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +20,7 @@ from agentcompass_dagster.runtime.parquet import (
     metrics_schema,
     task_results_schema,
 )
-from agentcompass_dagster.runtime.store import PARAMS, RUN_INFO
+from agentcompass_dagster.runtime.store import RUN_INFO, read_params
 
 IDENTITY = ["sweep", "benchmark", "model"]
 
@@ -34,12 +33,7 @@ def _run_files(results_dir: Path, name: str, include_forks: bool = False) -> lis
 
 
 def _is_fork(run_dir: Path) -> bool:
-    # params.json carries the request's metadata and stays small; run_info.json grows with the tasks.
-    try:
-        params = json.loads((run_dir / PARAMS).read_text())
-    except (OSError, ValueError):
-        return False
-    return bool(params.get("metadata", {}).get("lineage"))
+    return bool((read_params(run_dir) or {}).get("metadata", {}).get("lineage"))
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -55,10 +49,12 @@ def _load(results_dir: str | Path, name: str, schema: pa.Schema, include_forks: 
 
 
 def _keep_latest(frame: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
-    """Rows of the newest run (by the time its metrics were written) of each sweep x benchmark x model."""
+    """Rows of the newest run of each sweep x benchmark x model: the one that started last, as reuse
+    and the Dagster assets count it (files older than the started_at column: when metrics were written)."""
     if metrics.empty:
         return frame.iloc[0:0]
-    newest = metrics.loc[metrics.groupby(IDENTITY)["timestamp"].idxmax(), [*IDENTITY, "run_id"]]
+    started = metrics["started_at"].fillna(metrics["timestamp"])
+    newest = metrics.loc[started.groupby([metrics[c] for c in IDENTITY]).idxmax(), [*IDENTITY, "run_id"]]
     return frame.merge(newest, on=[*IDENTITY, "run_id"]).reset_index(drop=True)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import http.server
+import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -114,3 +116,28 @@ def host_server() -> Iterator[int]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_address[1]
     server.shutdown()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def instance_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A Dagster test on a fresh SQLite instance and on a fresh PostgreSQL database (the server
+    `.ci/run` starts, AGENTCOMPASS_TEST_PG_URL; skipped with the reason when there is none)."""
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    base = os.environ.get("AGENTCOMPASS_TEST_PG_URL")
+    if not base:
+        pytest.skip("no PostgreSQL server: source .ci/postgres.sh (bash .ci/run does) to run the Postgres tests")
+    import psycopg2
+    from urllib.parse import urlsplit
+
+    name = f"agentcompass_{secrets.token_hex(6)}"
+    admin = psycopg2.connect(base.replace("postgresql+psycopg2://", "postgresql://"))
+    admin.autocommit = True
+    admin.cursor().execute(f"CREATE DATABASE {name}")
+    monkeypatch.setenv("AGENTCOMPASS_DAGSTER_PG_URL", urlsplit(base)._replace(path=f"/{name}").geturl())
+    try:
+        yield "postgres"
+    finally:
+        admin.cursor().execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()

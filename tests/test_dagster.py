@@ -17,9 +17,8 @@ import pytest
 import yaml
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.defs import build_definitions, sweep_definitions
+from agentcompass_dagster.defs.definitions import build_definitions, sweep_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
-from agentcompass_dagster.defs.launch import launch_sweep
 from agentcompass_dagster.defs.partitions import missing_ranges, partition_key
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.errors import UserError
@@ -64,17 +63,21 @@ def newest_counts(tmp_path: Path, model: str) -> dict[str, Any]:
 
 
 def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path) -> None:
-    """definitions.py and workspace.yaml load; each benchmark has tasks -> attempts -> metrics, with checks,
-    a job, a sensor and the harness and environment resources."""
+    """definitions.py and workspace.yaml load; each benchmark has tasks -> attempts -> metrics ->
+    comparison, with checks, a job, a sensor and the harness and environment resources."""
     defs = runpy.run_path(str(REPO / "definitions.py"))["defs"]
     graph = defs.resolve_asset_graph()
-    tasks, attempts, metrics = (dg.AssetKey(["demo", "demo", kind]) for kind in ("tasks", "attempts", "metrics"))
+    tasks, attempts, metrics, comparison = (dg.AssetKey(["demo", "demo", kind])
+                                            for kind in ("tasks", "attempts", "metrics", "comparison"))
     assert graph.get(attempts).parent_keys == {tasks}
     assert graph.get(metrics).parent_keys == {attempts}
+    assert graph.get(comparison).parent_keys == {metrics}
     assert isinstance(graph.get(attempts).partitions_def, dg.MultiPartitionsDefinition)
     checks = {key.name for key in graph.asset_check_keys if key.asset_key == metrics}
     assert checks == {"counts_match_denominators", "no_secret_in_run_dirs"}
-    assert defs.resolve_job_def("demo__job") is not None
+    job = defs.resolve_job_def("demo__job")
+    assert {node.name for node in job.nodes} >= {"demo__demo__tasks", "demo__demo__evaluate", "demo__demo__comparison"}
+    assert job.tags["agentcompass/sweep"] == "demo"
     assert defs.resolve_sensor_def("demo__new_tasks") is not None
     assert {"demo__harness", "demo__environment"} <= set(defs.resources or {})
     ensure_dagster_home(dagster_home)
@@ -141,56 +144,35 @@ def test_reuse_is_skipping(tmp_path: Path, dagster_home: Path) -> None:
     assert len(materialized(dagster_home)) == 15
 
 
-def test_schedule_requests_only_missing_ranges(tmp_path: Path, dagster_home: Path) -> None:
-    """The schedule's tick, evaluated against the instance, requests only the missing key ranges."""
-    tasks = tmp_path / "tasks"
-    for name in ("a1", "a2", "a3", "a4"):
-        write_task(tasks, name, solution="echo ok > out.txt", check="grep -qx ok out.txt")
-    path = lab_sweep(tmp_path, ["m1", "m2"], tasks, schedule={"cron": "0 3 * * *"})
-    sweep = load_sweep(path)
-    launch_sweep(sweep)
-    with dg.DagsterInstance.get() as instance:
-        key = dg.AssetKey(["lab", "demo", "attempts"])
-        records = instance.get_materialized_partitions(key)
-        assert len(records) == 8
-        write_task(tasks, "a5", solution="echo ok > out.txt", check="grep -qx ok out.txt")
-        sb = sweep_benchmarks(sweep)[0]
-        instance.add_dynamic_partitions(sb.partitions_name, ["a5"])
-        defs = sweep_definitions(sweep)
-        schedule = defs.resolve_schedule_def("lab__schedule")
-        tick = datetime(2026, 1, 1, 3, tzinfo=timezone.utc)
-        with dg.build_schedule_context(instance=instance, scheduled_execution_time=tick) as context:
-            requests = list(schedule.evaluate_tick(context).run_requests or [])
-    assert [{k: v for k, v in r.tags.items() if "range" in k} for r in requests] == [{
-        "dagster/asset_partition_range_start": "m1|a5",
-        "dagster/asset_partition_range_end": "m2|a5",
-    }]
-    assert all(r.asset_selection == [key] for r in requests)
-
-
 def test_missing_ranges_are_few_and_never_share_a_model() -> None:
-    """A sparse missing set becomes a few runs (one span per model, equal spans merged), never one per task."""
+    """A sparse missing set becomes a few runs (one span per model, equal spans merged), never one per
+    task; with a bound, no run holds more than that many missing partitions."""
     models, tasks = ["m1", "m2", "m3"], [f"t{i}" for i in range(10)]
     done = {f"{m}|{t}" for m in models for t in tasks} - {"m1|t2", "m1|t7", "m2|t2", "m2|t7", "m3|t9"}
     ranges = missing_ranges(models, tasks, done)
     assert [(r.model_start, r.model_end, r.task_start, r.task_end) for r in ranges] == [
         ("m1", "m2", "t2", "t7"), ("m3", "m3", "t9", "t9")]
     assert missing_ranges(models, tasks, {f"{m}|{t}" for m in models for t in tasks}) == []
+    bounded = missing_ranges(["m1"], tasks, set(), max_per_run=4)
+    assert [(r.task_start, r.task_end) for r in bounded] == [("t0", "t3"), ("t4", "t7"), ("t8", "t9")]
+    split = missing_ranges(models, tasks, done, max_per_run=3)  # m1 and m2 together would hold 4 > 3
+    assert [(r.model_start, r.model_end) for r in split] == [("m1", "m1"), ("m2", "m2"), ("m3", "m3")]
 
 
 def test_sensor_adds_new_tasks_and_requests_them(tmp_path: Path, dagster_home: Path) -> None:
     """The sensor notices a new task in the benchmark's source, adds its partition and requests it."""
     tasks = tmp_path / "tasks"
     write_task(tasks, "one", solution="echo ok > out.txt", check="grep -qx ok out.txt")
-    sweep = load_sweep(lab_sweep(tmp_path, ["m1"], tasks))
-    launch_sweep(sweep)
+    path = lab_sweep(tmp_path, ["m1"], tasks)
+    assert run_cli("run", path) == 0
     write_task(tasks, "two", solution="echo ok > out.txt", check="grep -qx ok out.txt")
-    sensor = sweep_definitions(sweep).resolve_sensor_def("lab__new_tasks")
+    sensor = sweep_definitions(load_sweep(path)).resolve_sensor_def("lab__new_tasks")
     with dg.DagsterInstance.get() as instance, dg.build_sensor_context(instance=instance) as context:
         result = sensor(context)
-        assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["two"]]
-        assert [{k: v for k, v in r.tags.items() if "range" in k} for r in result.run_requests] == [{
+        assert instance.get_dynamic_partitions("tasks__lab__demo") == ["one", "two"]
+        assert [{k: v for k, v in r.tags.items() if "range" in k} for r in result] == [{
             "dagster/asset_partition_range_start": "m1|two", "dagster/asset_partition_range_end": "m1|two"}]
+        assert isinstance(sensor(context), dg.SkipReason)
 
 
 UNSAFE_IDS = ["a|b", "a,b", "x...y", "with space", "dir/sub/task", "z" * 300, "café", "a~b"]
@@ -220,11 +202,11 @@ def test_unsafe_task_ids_run_through_dagster(tmp_path: Path, dagster_home: Path)
 
 def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) -> None:
     """load_metrics() gives the accuracy summary.md shows; Parquet column types are stable; the metrics
-    asset carries the markdown table and its checks pass."""
+    asset carries the markdown table with its plots inline and its checks pass."""
     sweep = lab_sweep(tmp_path, ["m1", "m2"], harness="oracle")
     assert run_cli("run", sweep) == 0
     (demo,) = sweep_benchmarks(load_sweep(sweep))
-    assert materialized(dagster_home) == {f"{m}|{t}" for m in ("m1", "m2") for t in demo.task_keys(demo.load_tasks())}
+    assert materialized(dagster_home) == {f"{m}|{t}" for m in ("m1", "m2") for t in demo.task_keys}
     metrics = load_metrics(tmp_path / "results", latest=True)
     accuracy = metrics[metrics["metric"] == "accuracy"].set_index("model")["value"].to_dict()
     assert accuracy == {"m1": 1.0, "m2": 1.0}
@@ -233,19 +215,19 @@ def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) ->
     assert {c: str(t) for c, t in metrics.dtypes.items()} == {
         "sweep": "str", "benchmark": "str", "model": "str", "harness": "str", "run_id": "str", "metric": "str",
         "value": "float64", "n": "int64", "total": "int64", "errors": "int64", "timestamp": "datetime64[us, UTC]",
-        "stderr": "float64", "ci_low": "float64", "ci_high": "float64"}
+        "stderr": "float64", "ci_low": "float64", "ci_high": "float64", "started_at": "datetime64[us, UTC]"}
     tasks = load_task_results(tmp_path / "results")
     assert len(tasks) == 2 * 18 and tasks["correct"].all() and str(tasks["attempt"].dtype) == "int64"
     with dg.DagsterInstance.get() as instance:
         metrics_key = dg.AssetKey(["lab", "demo", "metrics"])
         event = instance.get_latest_materialization_event(metrics_key)
         assert event is not None
-        table = event.asset_materialization.metadata["summary"].value
-        assert "| m1 |" in table and "| m2 |" in table and "1.0000" in table
+        summary_md = event.asset_materialization.metadata["summary"].value
+        assert "| m1 |" in summary_md and "| m2 |" in summary_md and "1.0000" in summary_md
+        assert event.asset_materialization.metadata["accuracy m1"].value == 1.0
         for title in ("accuracy per model", "accuracy per category", "cost against accuracy"):
-            plot = event.asset_materialization.metadata[f"plot: {title}"].value
-            assert plot.startswith(f"![{title}](data:image/png;base64,")
-            png = base64.b64decode(plot.split("base64,", 1)[1].rstrip(")"))
+            start = summary_md.index(f"![{title}](data:image/png;base64,") + len(f"![{title}](data:image/png;base64,")
+            png = base64.b64decode(summary_md[start:summary_md.index(")", start)])
             assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 800
         checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
             [dg.AssetCheckKey(metrics_key, "counts_match_denominators"), dg.AssetCheckKey(metrics_key, "no_secret_in_run_dirs")])
@@ -264,26 +246,21 @@ def test_dagster_mode_refuses_explicit_run_ids(tmp_path: Path, capsys: pytest.Ca
     assert not (tmp_path / "results").exists() and not (tmp_path / "dagster_home").exists()
 
 
-def test_a_sweep_can_run_its_steps_in_docker_containers(tmp_path: Path) -> None:
-    """The dagster-docker deployment path: `dagster: {executor: docker, image: ...}` gives the sweep's job
-    dagster-docker's docker_executor with that image, so each step runs in its own container."""
-    path = write_sweep(tmp_path, name="boxed", dagster={"executor": "docker", "image": "agentcompass:latest",
-                                                       "network": "evalnet", "env_vars": ["OPENAI_API_KEY"]})
-    job = sweep_definitions(load_sweep(path)).resolve_job_def("boxed__job")
-    assert job.executor_def.name == "boxed__docker_executor"
-    config = job.executor_def.apply_config_mapping({}).value["config"]
-    assert (config["image"], config["network"], config["env_vars"]) == ("agentcompass:latest", "evalnet", ["OPENAI_API_KEY"])
-    with pytest.raises(UserError, match="needs an image"):
-        load_sweep(write_sweep(tmp_path, name="noimage", dagster={"executor": "docker"}))
-
-
-def test_generated_instance_is_sqlite_without_telemetry(tmp_path: Path) -> None:
-    """The CLI's DAGSTER_HOME gets a dagster.yaml with telemetry off and one consolidated SQLite event log."""
+def test_generated_instance_is_sqlite_without_telemetry_with_a_run_queue(tmp_path: Path) -> None:
+    """The CLI's DAGSTER_HOME gets a dagster.yaml with telemetry off, one consolidated SQLite event log
+    and a run queue; a dagster.yaml that exists is never rewritten."""
     home = ensure_dagster_home(tmp_path / "home")
-    assert yaml.safe_load((home / "dagster.yaml").read_text())["telemetry"] == {"enabled": False}
+    config = yaml.safe_load((home / "dagster.yaml").read_text())
+    assert config["telemetry"] == {"enabled": False}
     with dg.DagsterInstance.get() as instance:
         assert type(instance.event_log_storage).__name__ == "ConsolidatedSqliteEventLogStorage"
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         assert Path(instance.root_directory) == home
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    ensure_dagster_home(mine)
+    assert (mine / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
 
 
 def test_comparison_asset_compares_every_pair_of_models(tmp_path: Path, dagster_home: Path) -> None:

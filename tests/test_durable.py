@@ -55,10 +55,12 @@ def sweep_file(tmp_path: Path, turns: dict[str, list[dict[str, Any]]], name: str
 
 
 def start(sweep: Path, cwd: Path, *, dagster: bool = False) -> subprocess.Popen[str]:
+    """`agentcompass run` in a process group of its own (through Dagster, its run workers are in it)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     mode = [] if dagster else ["--direct"]
     return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), *mode],
-                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -78,7 +80,8 @@ def has(tmp_path: Path, record_id: str, status: str = "in_flight") -> Callable[[
 
 
 def kill(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGKILL)
+    """SIGKILL of the whole process group, as a crash of the machine would end it."""
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
 
 
@@ -509,7 +512,7 @@ def test_user_mistakes_get_one_line_errors(tmp_path: Path, capsys: pytest.Captur
 def test_a_finished_but_unreaped_command_is_not_busy() -> None:
     """R-RESUME-1: a command that ended but whose zombie nobody has reaped yet (PID 1 reaps orphans late,
     or never in some containers) counts as finished, so resume does not wait for it until its deadline."""
-    from agentcompass_dagster.environments.base import process_alive
+    from agentcompass_dagster.runtime.processes import process_alive
 
     pid = os.fork()
     if pid == 0:

@@ -59,12 +59,16 @@ def _materialize_benchmark_assets(directory: Path) -> bool:
 
     from agentcompass_dagster.config import load_sweep
     from agentcompass_dagster.defs import assets
+    from agentcompass_dagster.defs.definitions import sweep_definitions
     from agentcompass_dagster.defs.sweep import sweep_benchmarks
 
     if not hasattr(assets, "comparison_asset"):
         return False
-    sb = sweep_benchmarks(load_sweep(_sweep(directory, ["m1", "m2"], {})))[0]
-    result = dg.materialize([assets.metrics_asset(sb), assets.comparison_asset(sb)],
+    sweep = load_sweep(_sweep(directory, ["m1", "m2"], {}))
+    sb = sweep_benchmarks(sweep)[0]
+    defs = sweep_definitions(sweep)
+    result = dg.materialize([a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)],
+                            selection=[sb.key("metrics"), sb.key("comparison")], resources=defs.resources,
                             instance=dg.DagsterInstance.ephemeral())
     assert result.success
     return True

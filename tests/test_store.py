@@ -117,7 +117,7 @@ def test_artifacts_of_a_run(tmp_path: Path) -> None:
     assert plan["harness_id"] == "oracle" and plan["max_retries"] == 1
     assert info["reused_from"] is None
     params = json.loads((run_dir / "params.json").read_text())
-    assert set(params) == {"benchmark", "model", "output", "metadata"}
+    assert set(params) == {"benchmark", "model", "output", "metadata", "started_at"}
     assert "harness" not in params and "execution" not in params
     assert sorted(p.name for p in (run_dir / "details").iterdir()) == ["t0_a.json", "t1_b.json", "t2_c.json", "t3_a.json"]
     assert (run_dir / "retry_details").is_dir()

@@ -1,27 +1,60 @@
-"""The three assets of each benchmark of a sweep: tasks -> attempts (model x task) -> metrics."""
+"""The assets of each benchmark of a sweep: tasks -> attempts (model x task) -> metrics -> comparison.
+
+``attempts`` and ``metrics`` are materialized by one step (a multi-asset that can be subset): the step
+evaluates the partitions of its range, materializing each as its task ends with a normal result (a
+task that ends in error stays missing, to run again, and is reported as an observation), and then the
+metrics. Because the step always yields the metrics, whatever launched the run (the CLI, the UI, a
+schedule, a sensor, ``dagster job execute``) gets its metrics, comparison and checks, even when some
+tasks ended in error.
+"""
 
 import base64
 import io
+import queue
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import dagster as dg
 
-from agentcompass_dagster.defs.partitions import split_key
+from agentcompass_dagster.defs.coordination import (
+    InstancePermits,
+    claim_partitions,
+    drop_claim,
+    ensure_pool_limits,
+    record_worker,
+    sweep_lock,
+)
+from agentcompass_dagster.defs.partitions import identifier, split_key
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.plots import accuracy_with_ci, category_heatmap, cost_vs_accuracy
+from agentcompass_dagster.runtime.analysis import select_analyzers
 from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write_text
-from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Observers, RequestState, run_requests
+from agentcompass_dagster.runtime.consolidate import consolidate
+from agentcompass_dagster.runtime.orchestrator import (
+    OrchestrationObserver,
+    OrchestrationThread,
+    Orchestrator,
+    RequestState,
+)
 from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE
 from agentcompass_dagster.runtime.stats import paired_comparison
 from agentcompass_dagster.runtime.types import TaskDetail
 
 TASKS_FILE = "tasks.parquet"
 SUMMARY_FILE = "summary.md"
+COMPARISON_FILE = "comparison.parquet"
+# How long the step waits for the runtime's cleanup after the run was asked to stop, beyond the
+# sweep's own cleanup grace.
+STOP_SLACK_S = 5.0
 
-# Set by the CLI for runs it executes in its own process, so its live progress display sees the tasks.
-in_process_observer: OrchestrationObserver | None = None
+
+def write_frame(path: Path, frame: Any) -> None:
+    """A DataFrame as Parquet, written atomically."""
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def tasks_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
@@ -33,158 +66,214 @@ def tasks_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
     def tasks(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         import pandas as pd
 
-        specs = sb.load_tasks()
-        keys = sb.task_keys(specs)
+        record_worker(context)
+        ensure_pool_limits(sb, context.instance)
+        keys = sb.task_keys
         known = set(context.instance.get_dynamic_partitions(sb.partitions_name))
         new = [key for key in keys if key not in known]
         if new:
             context.instance.add_dynamic_partitions(sb.partitions_name, new)
         sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
-        frame = pd.DataFrame(
-            {
-                "task_id": [t.id for t in specs],
-                "partition_key": list(keys),
-                "category": [t.category for t in specs],
-            }
-        )
+        frame = pd.DataFrame({"task_id": [t.id for t in keys.values()], "partition_key": list(keys),
+                              "category": [t.category for t in keys.values()]})
         write_frame(sb.benchmark_dir / TASKS_FILE, frame)
-        return dg.MaterializeResult(
-            metadata={"tasks": len(specs), "new partitions": len(new),
-                      "path": dg.MetadataValue.path(str((sb.benchmark_dir / TASKS_FILE).resolve()))}
-        )
+        return dg.MaterializeResult(metadata={
+            "tasks": len(keys), "new partitions": len(new),
+            "path": dg.MetadataValue.path(str((sb.benchmark_dir / TASKS_FILE).resolve()))})
 
     return tasks
 
 
-def write_frame(path: Path, frame: Any) -> None:
-    """A DataFrame as Parquet, written atomically."""
-    buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
-    atomic_write_bytes(path, buffer.getvalue())
+class TaskStream(OrchestrationObserver):
+    """Hands each finished task from the runtime's thread to the step's thread, which reports it to
+    Dagster at once (the step must yield its events itself)."""
 
-
-class _Finished(OrchestrationObserver):
-    """Which tasks of each model ended with a normal detail, where it lies, and whether it was reused."""
-
-    def __init__(self) -> None:
-        self.normal: dict[tuple[str, str], tuple[TaskDetail, str, bool]] = {}
+    def __init__(self, sb: SweepBenchmark, claimed: set[tuple[str, str]]) -> None:
+        self.sb = sb
+        self.claimed = claimed
+        self.events: queue.Queue[dg.AssetMaterialization | dg.AssetObservation] = queue.Queue()
+        self._model_keys = {model_id: key for key, model_id in sb.model_keys.items()}
+        self._task_keys = {task.id: key for key, task in sb.task_keys.items()}
 
     def request_prepared(self, state: RequestState) -> None:
+        # A claimed task whose normal detail the reuse source already had (its materialization was lost,
+        # say, to a kill between the detail and the event) is finished: report it, run nothing.
         assert state.run_dir is not None
         for task_id in state.reused:
-            detail = state.results[task_id]
-            path = str(state.run_dir.detail_path(task_id, detail.category))
-            self.normal[(state.request.model.id, task_id)] = (detail, path, True)
+            if (state.request.model.id, task_id) in self.claimed:
+                detail = state.results[task_id]
+                self._report(state, detail, reused=True)
 
     def task_finished(self, state: RequestState, detail: TaskDetail) -> None:
+        self._report(state, detail, reused=False)
+
+    def _report(self, state: RequestState, detail: TaskDetail, reused: bool) -> None:
         assert state.run_dir is not None
-        if not detail.is_error:
-            path = str(state.run_dir.detail_path(detail.task_id, detail.category))
-            self.normal[(state.request.model.id, detail.task_id)] = (detail, path, False)
+        key = dg.MultiPartitionKey({"model": self._model_keys[state.request.model.id],
+                                    "task": self._task_keys[detail.task_id]})
+        asset_key = self.sb.key("attempts")
+        if detail.is_error:
+            error = (detail.error or "").strip().splitlines()[-1:] or [""]
+            self.events.put(dg.AssetObservation(asset_key=asset_key, partition=key, metadata={
+                "task_id": detail.task_id, "error": error[0][:500],
+                "detail": dg.MetadataValue.path(str(state.run_dir.detail_path(detail.task_id, detail.category, error=True)))}))
+            return
+        path = state.run_dir.detail_path(detail.task_id, detail.category)
+        self.events.put(dg.AssetMaterialization(asset_key=asset_key, partition=key,
+                                                metadata=detail_metadata(detail, path, reused)))
 
 
-def attempts_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=sb.key("attempts"),
-        group_name=sb.group,
-        deps=[sb.key("tasks")],
-        partitions_def=sb.partitions,
-        backfill_policy=dg.BackfillPolicy.single_run(),
-        output_required=False,
-        required_resource_keys={sb.harness_resource_key, sb.environment_resource_key},
-        description=(
-            f"Every task of {sb.benchmark.id!r} for every model, k attempts each (inside the task's detail). "
-            "A partition is materialized once its task has a normal detail; tasks that end in error stay "
-            "missing and run again."
-        ),
-    )
-    def attempts(context: dg.AssetExecutionContext) -> Iterator[dg.AssetMaterialization]:
-        # A generator that yields only per-partition materializations: the partitions of the range whose
-        # task did not end with a normal detail stay unmaterialized (returning would mark the whole range).
-        harness: HarnessResource = getattr(context.resources, sb.harness_resource_key)
-        environment: EnvironmentResource = getattr(context.resources, sb.environment_resource_key)
-        tasks = sb.task_keys(sb.load_tasks())
-        wanted: dict[str, list[str]] = {}
-        for key in context.partition_keys:
-            model_key, task_key = split_key(key)
-            if task_key in tasks and model_key in sb.model_keys:
-                wanted.setdefault(sb.model_keys[model_key], []).append(tasks[task_key].id)
-        finished = _Finished()
-        requests = sb.requests(wanted, harness.config(), environment.config(), context.run.run_id)
-        result = run_requests(requests, observer=Observers(finished, in_process_observer))
-        materialized = context.instance.get_materialized_partitions(context.asset_key)
-        model_key_of = {model_id: key for key, model_id in sb.model_keys.items()}
-        task_key_of = {task.id: key for key, task in tasks.items()}
-        requested = {(model_id, task_id) for model_id, task_ids in wanted.items() for task_id in task_ids}
-        for (model_id, task_id), (detail, path, reused) in finished.normal.items():
-            key = dg.MultiPartitionKey({"model": model_key_of[model_id], "task": task_key_of[task_id]})
-            if (model_id, task_id) not in requested or (reused and key in materialized):
-                continue
-            yield dg.AssetMaterialization(asset_key=context.asset_key, partition=key,
-                                          metadata=_detail_metadata(detail, path))
-        failed = {name: o.error for name, o in result.outcomes.items() if o.status != "completed"}
-        if failed:
-            raise dg.Failure(description=f"requests did not complete: {sorted(failed)}",
-                             metadata={name: str(error)[-2000:] for name, error in failed.items()})
-
-    return attempts
-
-
-def _detail_metadata(detail: TaskDetail, path: str) -> dict[str, Any]:
+def detail_metadata(detail: TaskDetail, path: Path, reused: bool) -> dict[str, Any]:
+    """Small, numeric where it can be, so that Dagster's Plots tab charts it across runs."""
+    attempts = list(detail.attempts.values())
     usage = detail.usage
-    return {
+    metadata: dict[str, Any] = {
         "task_id": detail.task_id,
         "correct": detail.correct,
-        "score": detail.score,
+        "accuracy": float(sum(a.correct and a.error is None for a in attempts) / len(attempts)) if attempts else 0.0,
+        "score": float(detail.score),
         "attempts": detail.attempts_tried,
-        "tokens": usage.input_tokens + usage.output_tokens,
-        "cost_usd": usage.cost_usd,
-        "detail": dg.MetadataValue.path(str(Path(path).resolve())),
+        "tokens": float(usage.input_tokens + usage.output_tokens),
+        "duration_s": float(sum(a.duration_s for a in attempts)),
+        "reused": reused,
+        "detail": dg.MetadataValue.path(str(path.resolve())),
     }
+    if usage.cost_usd is not None:
+        metadata["cost_usd"] = float(usage.cost_usd)
+    return metadata
 
 
-def metrics_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=sb.key("metrics"),
-        group_name=sb.group,
-        deps=[sb.key("attempts")],
-        description=f"Metrics of {sb.benchmark.id!r} per model, from each model's newest run directory.",
-    )
-    def metrics(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        import pandas as pd
+def _stream(context: dg.AssetExecutionContext, orchestration: OrchestrationThread, stream: TaskStream,
+            grace_s: float) -> Iterator[dg.AssetMaterialization | dg.AssetObservation]:
+    try:
+        while True:
+            try:
+                yield stream.events.get(timeout=0.2)
+            except queue.Empty:
+                if orchestration.join(0):
+                    break
+        while not stream.events.empty():
+            yield stream.events.get_nowait()
+    except BaseException:
+        # The run was asked to stop (terminated in the UI, Ctrl-C, SIGTERM): the runtime cancels its
+        # tasks, closes their environments and marks its run directories before the step ends.
+        context.log.info("stopping: cancelling the running tasks")
+        orchestration.cancel()
+        orchestration.join(grace_s + STOP_SLACK_S)
+        raise
 
-        newest = sb.newest_runs()
-        frames = {name: [] for name in (METRICS_FILE, TASK_RESULTS_FILE)}
+
+def _evaluate(context: dg.AssetExecutionContext, sb: SweepBenchmark) -> Generator[Any, None, str | None]:
+    """The step's attempts half; returns what failed, if anything, once every event is out."""
+    harness: HarnessResource = getattr(context.resources, sb.harness_resource_key)
+    environment: EnvironmentResource = getattr(context.resources, sb.environment_resource_key)
+    tasks = sb.task_keys
+    wanted = []
+    for key in context.partition_keys:
+        model_key, task_key = split_key(str(key))
+        if task_key in tasks and model_key in sb.model_keys:
+            wanted.append(str(key))
+    run_id = context.run.run_id
+    mine = claim_partitions(sb, context.instance, run_id, wanted)
+    try:
+        skipped = len(wanted) - len(mine)
+        if skipped:
+            context.log.info(f"{skipped} of {len(wanted)} partitions are materialized or being evaluated by "
+                             "another run: skipped")
+        if not mine:
+            return None
+        by_model: dict[str, list[str]] = {}
+        for key in mine:
+            model_key, task_key = split_key(key)
+            by_model.setdefault(sb.model_keys[model_key], []).append(tasks[task_key].id)
+        requests = [sb.request(model_id, task_ids, harness.config(), environment.config(), run_id)
+                    for model_id, task_ids in by_model.items()]
+        stream = TaskStream(sb, {(m, t) for m, ids in by_model.items() for t in ids})
+        permits = InstancePermits(context.instance, run_id, context.op_handle.name)
+        orchestrator = Orchestrator(requests, observer=stream, prepared=sb.prepared(requests), permits=permits)
+        orchestration = OrchestrationThread(orchestrator).start()
+        yield from _stream(context, orchestration, stream, orchestrator.cleanup_grace_s)
+        result = orchestration.result()
+    finally:
+        drop_claim(sb, run_id)
+    failed = {name: o.error for name, o in result.outcomes.items() if o.status != "completed"}
+    if not failed:
+        return None
+    return "; ".join(f"{name}: {str(error).strip().splitlines()[-1][:300] if error else 'failed'}"
+                     for name, error in failed.items())
+
+
+def _metrics(sb: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
+    """Each model's newest run made complete (consolidated, when runs overlapped), then the metrics of
+    the benchmark from those runs: Parquet, summary.md, plots."""
+    import pandas as pd
+
+    with sweep_lock(sb):
+        for model in sb.sweep.models:
+            request = sb.request(model.id, [], dagster_run_id=dagster_run_id)
+            components = sb.components(request)
+            consolidate(request, components, select_analyzers(request), sb.tasks, sb.store, sb.root(model.id))
+        newest = sb.newest_runs(METRICS_FILE)
+        frames: dict[str, list[Any]] = {name: [] for name in (METRICS_FILE, TASK_RESULTS_FILE)}
         for source in newest.values():
             for name, parts in frames.items():
-                path = Path(source.path) / name
-                if path.is_file():
-                    parts.append(pd.read_parquet(path))
+                if (Path(source.path) / name).is_file():
+                    parts.append(pd.read_parquet(Path(source.path) / name))
         metric_rows = pd.concat(frames[METRICS_FILE], ignore_index=True) if frames[METRICS_FILE] else pd.DataFrame()
         task_rows = pd.concat(frames[TASK_RESULTS_FILE], ignore_index=True) if frames[TASK_RESULTS_FILE] else pd.DataFrame()
         table = _markdown_table(metric_rows)
         sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
         write_frame(sb.benchmark_dir / METRICS_FILE, metric_rows)
         write_frame(sb.benchmark_dir / TASK_RESULTS_FILE, task_rows)
-        summary = f"# {sb.sweep.name} · {sb.benchmark.id}\n\n{table}\n"
-        atomic_write_text(sb.benchmark_dir / SUMMARY_FILE, summary)
+        atomic_write_text(sb.benchmark_dir / SUMMARY_FILE, f"# {sb.sweep.name} · {sb.benchmark.id}\n\n{table}\n")
         plots = {"accuracy per model": accuracy_with_ci(metric_rows),
                  "accuracy per category": category_heatmap(metric_rows),
                  "cost against accuracy": cost_vs_accuracy(metric_rows, task_rows)}
         for title, png in plots.items():
             atomic_write_bytes(sb.benchmark_dir / f"{title.replace(' ', '_')}.png", png)
-        return dg.MaterializeResult(
-            metadata={
-                "summary": dg.MetadataValue.md(table),
-                **{f"plot: {title}": dg.MetadataValue.md(f"![{title}](data:image/png;base64,{base64.b64encode(png).decode()})")
-                   for title, png in plots.items()},
-                "models": len(newest),
-                "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
-                "metrics": dg.MetadataValue.path(str((sb.benchmark_dir / METRICS_FILE).resolve())),
-            }
-        )
+    images = "\n\n".join(f"![{title}](data:image/png;base64,{base64.b64encode(png).decode()})"
+                         for title, png in plots.items())
+    accuracy = {f"accuracy {row.model}": float(row.value) for row in metric_rows.itertuples()
+                if row.metric == "accuracy"} if not metric_rows.empty else {}
+    return dg.MaterializeResult(asset_key=sb.key("metrics"), metadata={
+        "summary": dg.MetadataValue.md(f"{table}\n\n{images}"),
+        **accuracy,
+        "models": len(newest),
+        "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
+        "metrics": dg.MetadataValue.path(str((sb.benchmark_dir / METRICS_FILE).resolve())),
+    })
 
-    return metrics
+
+def evaluation_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
+    attempts_key, metrics_key = sb.key("attempts"), sb.key("metrics")
+
+    @dg.multi_asset(
+        name=identifier(sb.sweep.name, sb.benchmark.id, "evaluate"),
+        specs=[
+            dg.AssetSpec(attempts_key, deps=[sb.key("tasks")], partitions_def=sb.partitions, skippable=True,
+                         group_name=sb.group, description=(
+                             f"Every task of {sb.benchmark.id!r} for every model, k attempts each (inside the "
+                             "task's detail). A partition is materialized when its task ends with a normal "
+                             "result; a task that ends in error stays missing and runs again.")),
+            dg.AssetSpec(metrics_key, deps=[attempts_key], group_name=sb.group, description=(
+                f"Metrics of {sb.benchmark.id!r} per model, from each model's newest complete run.")),
+        ],
+        can_subset=True,
+        pool=sb.pool,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        required_resource_keys={sb.harness_resource_key, sb.environment_resource_key},
+    )
+    def evaluate(context: dg.AssetExecutionContext) -> Iterator[Any]:
+        record_worker(context)
+        failure = None
+        if attempts_key in context.selected_asset_keys:
+            failure = yield from _evaluate(context, sb)
+        if metrics_key in context.selected_asset_keys:
+            yield _metrics(sb, context.run.run_id)
+        if failure:
+            raise dg.Failure(description=f"requests did not complete: {failure}")
+
+    return evaluate
 
 
 def _markdown_table(metrics: Any) -> str:
@@ -203,9 +292,6 @@ def _markdown_table(metrics: Any) -> str:
     return "\n".join(lines)
 
 
-COMPARISON_FILE = "comparison.parquet"
-
-
 def comparison_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
     @dg.asset(
         key=sb.key("comparison"),
@@ -214,9 +300,10 @@ def comparison_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
         description=f"Every pair of models on the {sb.benchmark.id!r} tasks both finished: the difference in "
         "accuracy with a paired bootstrap 95% interval and the exact McNemar test.",
     )
-    def comparison() -> dg.MaterializeResult:
+    def comparison(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         import pandas as pd
 
+        record_worker(context)
         scores = _task_scores(sb)
         rows = []
         models = [m.id for m in sb.sweep.models if m.id in scores]
@@ -249,11 +336,8 @@ def _task_scores(sb: SweepBenchmark) -> dict[str, dict[str, float]]:
     import pandas as pd
 
     scores: dict[str, dict[str, float]] = {}
-    for model, source in sb.newest_runs().items():
-        path = Path(source.path) / TASK_RESULTS_FILE
-        if not path.is_file():
-            continue
-        rows = pd.read_parquet(path, columns=["task_id", "score", "error"])
+    for model, source in sb.newest_runs(TASK_RESULTS_FILE).items():
+        rows = pd.read_parquet(Path(source.path) / TASK_RESULTS_FILE, columns=["task_id", "score", "error"])
         finished = rows.groupby("task_id")["error"].apply(lambda e: e.isna().all())
         means = rows.groupby("task_id")["score"].mean()
         scores[model] = {task: float(means[task]) for task in means.index if finished[task]}

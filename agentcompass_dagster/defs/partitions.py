@@ -65,25 +65,37 @@ class KeyRange:
         }
 
 
-def missing_ranges(model_keys: list[str], task_keys: list[str], materialized: set[str]) -> list[KeyRange]:
-    """The few runs that cover every (model, task) without a materialization.
+def missing_ranges(
+    model_keys: list[str], task_keys: list[str], done: set[str], max_per_run: int | None = None
+) -> list[KeyRange]:
+    """The few runs that cover every (model, task) not in ``done`` (materialized or targeted by a run
+    in flight), each of at most ``max_per_run`` such partitions.
 
-    Per model, one span from its first to its last missing task (finished tasks inside a span are reused
-    by the run, not run again); consecutive models with the same span share a run. Runs never overlap on
-    a model, so no two of them write the same results root at once.
+    Per model, spans from a first to a last missing task (a finished or busy task inside a span is
+    skipped by the run, not run again), cut so that no span holds more than ``max_per_run`` missing
+    tasks; consecutive models with the same span share a run while the run stays within the bound.
     """
-    spans: list[tuple[str, int, int]] = []
-    for model in model_keys:
-        missing = [i for i, task in enumerate(task_keys) if f"{model}|{task}" not in materialized]
-        if missing:
-            spans.append((model, missing[0], missing[-1]))
-    ranges: list[KeyRange] = []
-    previous: tuple[int, int] | None = None
-    for index, (model, first, last) in enumerate(spans):
-        adjacent = index > 0 and model_keys.index(model) == model_keys.index(spans[index - 1][0]) + 1
-        if ranges and adjacent and previous == (first, last):
-            ranges[-1] = KeyRange(ranges[-1].model_start, model, task_keys[first], task_keys[last])
-        else:
-            ranges.append(KeyRange(model, model, task_keys[first], task_keys[last]))
-        previous = (first, last)
-    return ranges
+    limit = max_per_run or len(model_keys) * len(task_keys) or 1
+    spans: list[tuple[int, int, int, int]] = []  # model index, first task, last task, missing count
+    for m, model in enumerate(model_keys):
+        missing = [i for i, task in enumerate(task_keys) if f"{model}|{task}" not in done]
+        for start in range(0, len(missing), limit):
+            chunk = missing[start:start + limit]
+            spans.append((m, chunk[0], chunk[-1], len(chunk)))
+    merged: list[tuple[int, int, int, int, int]] = []  # first model, last model, first, last, count
+    for m, first, last, count in spans:
+        if merged:
+            m0, m1, f, l, c = merged[-1]
+            if m1 == m - 1 and (f, l) == (first, last) and c + count <= limit:
+                merged[-1] = (m0, m, f, l, c + count)
+                continue
+        merged.append((m, m, first, last, count))
+    return [KeyRange(model_keys[m0], model_keys[m1], task_keys[first], task_keys[last])
+            for m0, m1, first, last, _ in merged]
+
+
+def range_keys(key_range: KeyRange, model_keys: list[str], task_keys: list[str]) -> set[str]:
+    """Every multi-partition key inside a range (a rectangle of models x tasks in partition order)."""
+    models = model_keys[model_keys.index(key_range.model_start):model_keys.index(key_range.model_end) + 1]
+    tasks = task_keys[task_keys.index(key_range.task_start):task_keys.index(key_range.task_end) + 1]
+    return {f"{model}|{task}" for model in models for task in tasks}

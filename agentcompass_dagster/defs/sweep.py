@@ -1,25 +1,42 @@
-"""One benchmark of one sweep as the Dagster layer sees it: asset keys, partition names, task keys,
-results paths, and the RunRequests that run a set of its partitions through the runtime."""
+"""One benchmark of one sweep as the Dagster layer sees it: its Dagster names (asset keys, job, pool,
+partitions), its results paths, the RunRequests that run a set of its partitions, and what a process
+prepares once for it (plugins, selected tasks)."""
 
-from dataclasses import dataclass
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import dagster as dg
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.config import BenchmarkConfig, EnvironmentConfig, HarnessConfig, OutputConfig, RunRequest, SweepConfig
+from agentcompass_dagster.config import (
+    BenchmarkConfig,
+    EnvironmentConfig,
+    HarnessConfig,
+    OutputConfig,
+    RunRequest,
+    SweepConfig,
+)
 from agentcompass_dagster.defs.partitions import attempts_partitions, identifier, partition_key, tasks_partitions_name
-from agentcompass_dagster.runtime.naming import normalize_component
-from agentcompass_dagster.runtime.orchestrator import load_selected_tasks
+from agentcompass_dagster.runtime.components import Components, resolve_components
+from agentcompass_dagster.runtime.orchestrator import Prepared, load_selected_tasks
 from agentcompass_dagster.runtime.store import ReuseSource, RunStore
 from agentcompass_dagster.runtime.types import TaskSpec
 
+# Run tags naming what a run evaluates; the launcher, the schedule and the sensor find runs by them.
+SWEEP_TAG = "agentcompass/sweep"
+BENCHMARK_TAG = "agentcompass/benchmark"
+MODELS_TAG = "agentcompass/models"
+MAX_TAG_VALUE = 200
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False)
 class SweepBenchmark:
     sweep: SweepConfig
     benchmark: BenchmarkConfig
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # names
 
@@ -30,6 +47,23 @@ class SweepBenchmark:
     def key(self, kind: str) -> dg.AssetKey:
         """Asset keys are <sweep>/<benchmark>/<kind>: two sweeps may evaluate the same benchmark."""
         return dg.AssetKey([self.sweep.name, self.benchmark.id, kind])
+
+    def name(self, kind: str) -> str:
+        """Names of the sweep's job, schedule and sensor. A sweep of several benchmarks has one of each
+        per benchmark (a job's partitioned assets share one partitions definition, and each benchmark
+        has its own tasks), named with the benchmark too."""
+        if len(self.sweep.benchmarks) == 1:
+            return identifier(self.sweep.name, kind)
+        return identifier(self.sweep.name, self.benchmark.id, kind)
+
+    @property
+    def job_name(self) -> str:
+        return self.name("job")
+
+    @property
+    def pool(self) -> str:
+        """The Dagster pool of the evaluating step: its limit is max_concurrent_runs."""
+        return f"agentcompass/{self.sweep.name}/{self.benchmark.id}"
 
     @property
     def partitions_name(self) -> str:
@@ -52,16 +86,46 @@ class SweepBenchmark:
     def environment_resource_key(self) -> str:
         return identifier(self.sweep.name, "environment")
 
-    # tasks
+    @property
+    def tags(self) -> dict[str, str]:
+        models = ",".join(model.id for model in self.sweep.models)
+        return {SWEEP_TAG: self.sweep.name[:MAX_TAG_VALUE], BENCHMARK_TAG: self.benchmark.id[:MAX_TAG_VALUE],
+                MODELS_TAG: models if len(models) <= MAX_TAG_VALUE else models[:MAX_TAG_VALUE - 3] + "..."}
+
+    # what a process prepares once
+
+    @cached_property
+    def tasks(self) -> list[TaskSpec]:
+        """The selected tasks, in order, as the runtime sees them; loaded once per process."""
+        return self.load_tasks()
 
     def load_tasks(self) -> list[TaskSpec]:
-        """The selected tasks, in order, as the runtime will see them."""
-        benchmark = registry.benchmarks.get(self.benchmark.id, "benchmark.id")(self.benchmark)
-        return load_selected_tasks(self.benchmark.id, benchmark)
+        """The task source read now (the sensor's way to notice new tasks)."""
+        request = self.request(self.sweep.models[0].id)
+        return load_selected_tasks(self.benchmark.id, self.components(request).benchmark)
 
-    @staticmethod
-    def task_keys(tasks: list[TaskSpec]) -> dict[str, TaskSpec]:
-        return {partition_key(task.id): task for task in tasks}
+    @cached_property
+    def task_keys(self) -> dict[str, TaskSpec]:
+        """Task partition key -> task."""
+        return keys_of(self.tasks)
+
+    @cached_property
+    def _components(self) -> dict[str, Components]:
+        return {}
+
+    def components(self, request: RunRequest) -> Components:
+        """The plugins of a request, built once per model for the declared harness and environment; a run
+        whose launchpad resources override them gets its own."""
+        declared = request.harness == self.sweep.harness and request.environment == self.sweep.environment
+        if not declared:
+            return resolve_components(request)
+        with self._lock:
+            if request.model.id not in self._components:
+                self._components[request.model.id] = resolve_components(request)
+            return self._components[request.model.id]
+
+    def prepared(self, requests: list[RunRequest]) -> dict[str, Prepared]:
+        return {request.name: Prepared(self.components(request), self.tasks) for request in requests}
 
     # results
 
@@ -71,49 +135,44 @@ class SweepBenchmark:
         partitions are never run again, and the newest directory holds every finished detail."""
         return OutputConfig(results_dir=self.sweep.output.results_dir, run_name=self.sweep.name, reuse=True)
 
+    @cached_property
+    def store(self) -> RunStore:
+        return RunStore(self.sweep.output.results_dir)
+
+    def root(self, model_id: str) -> Path:
+        return self.store.root_for(self.output, self.benchmark.id, model_id)
+
     @property
     def benchmark_dir(self) -> Path:
-        return (
-            Path(self.sweep.output.results_dir)
-            / normalize_component(self.sweep.name, "output.run_name")
-            / normalize_component(self.benchmark.id, "benchmark.id")
-        )
+        return self.root(self.sweep.models[0].id).parent
 
-    def newest_runs(self) -> dict[str, ReuseSource]:
-        """Model id -> its newest run directory (models that have none are left out)."""
-        store = RunStore(self.sweep.output.results_dir)
+    def newest_runs(self, have: str) -> dict[str, ReuseSource]:
+        """Model id -> its newest run directory holding ``have`` (a file such as summary.md); models that
+        have none are left out."""
         newest = {}
         for model in self.sweep.models:
-            source = store.find_reuse_source(store.root_for(self.output, self.benchmark.id, model.id), self.output)
+            source = next((run for run in self.store.runs_newest_first(self.root(model.id))
+                           if (Path(run.path) / have).is_file()), None)
             if source is not None:
                 newest[model.id] = source
         return newest
 
-    def requests(
+    def request(
         self,
-        run_only: dict[str, list[str]],
+        model_id: str,
+        run_only: list[str] | None = None,
         harness: HarnessConfig | None = None,
         environment: EnvironmentConfig | None = None,
         dagster_run_id: str | None = None,
-    ) -> list[RunRequest]:
-        """One runtime request per model in ``run_only`` (model id -> task ids to run)."""
-        metadata = {"dagster_run_id": dagster_run_id} if dagster_run_id else {}
-        return [
-            RunRequest(
-                name=f"{self.benchmark.id}/{model.id}",
-                sweep=self.sweep.name,
-                benchmark=self.benchmark,
-                model=model,
-                harness=harness or self.sweep.harness,
-                environment=environment or self.sweep.environment,
-                execution=self.sweep.execution,
-                output=self.output,
-                metadata=metadata,
-                run_only=run_only[model.id],
-            )
-            for model in self.sweep.models
-            if model.id in run_only
-        ]
+    ) -> RunRequest:
+        model = next(m for m in self.sweep.models if m.id == model_id)
+        metadata = {"dagster_run_id": dagster_run_id} if dagster_run_id else None
+        return self.sweep.request(self.benchmark, model, self.output, harness=harness, environment=environment,
+                                  metadata=metadata, run_only=run_only)
+
+
+def keys_of(tasks: list[TaskSpec]) -> dict[str, TaskSpec]:
+    return {partition_key(task.id): task for task in tasks}
 
 
 def sweep_benchmarks(sweep: SweepConfig) -> list[SweepBenchmark]:

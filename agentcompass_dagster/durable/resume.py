@@ -32,7 +32,7 @@ from agentcompass_dagster.durable.activity import (
     ActivityLog,
     ActivityRecord,
 )
-from agentcompass_dagster.environments.base import process_alive
+from agentcompass_dagster.runtime.processes import process_alive
 from agentcompass_dagster.environments.hostdir import probe_hostdir
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.store import load_run_request, set_aside

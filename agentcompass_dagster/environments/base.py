@@ -122,19 +122,3 @@ def _rate_limited(open_method: Callable[..., Awaitable[EnvironmentSession]]) -> 
     open._rate_limited = True  # type: ignore[attr-defined]
     return open
 
-
-def process_alive(pid: int) -> bool:
-    """Whether a process of this machine still runs: a resource labelled with a dead owner is stale."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie answers signal 0 but has finished; where PID 1 reaps orphans slowly (or never, in some
-    # containers) it would look like a command still running.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]

@@ -21,7 +21,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
-from agentcompass_dagster.environments.base import Environment, EnvironmentSession, ExecResult, process_alive
+from agentcompass_dagster.environments.base import Environment, EnvironmentSession, ExecResult
+from agentcompass_dagster.runtime.processes import process_alive
 from agentcompass_dagster.environments.hostdir import HostDirSession
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec

@@ -12,7 +12,8 @@ errors, exceptions, timeouts, retries, close failures) can be exercised without 
         by_model: {m2: {t1: {error: x}}}    # optional: per model id, replaces `tasks`
         record: /tmp/calls.jsonl           # optional: one JSON line per call (task, attempt, try, times)
 
-A step may combine: ``sleep`` first, then ``command`` (run in the environment), then the outcome:
+A step may combine: ``sleep`` first, waiting for a ``gate`` file to exist (a test holds a task for as long
+as it needs), then ``command`` (run in the environment), then the outcome:
 ``raise`` (an exception), ``error`` (a returned error), ``oracle`` (the benchmark's reference solution)
 or ``answer``. ``succeed_on: n`` makes tries before the n-th (of that task and attempt, counting runtime
 retries) return the error ``error`` (default "scripted failure"). ``start_raises`` / ``close_raises``
@@ -44,6 +45,7 @@ class ScriptStep(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     sleep: float = Field(default=0.0, ge=0)
+    gate: Path | None = None
     command: str | None = None
     raise_: str | None = Field(default=None, alias="raise")
     error: str | None = None
@@ -107,17 +109,19 @@ class ScriptedHarness(Harness):
         task_id = prepared.task.id
         step = self.step(task_id, plan.attempt)
         tried = self._next_try(task_id, plan.attempt)
-        self.record(event="start", task=task_id, attempt=plan.attempt, tried=tried)
+        self.record(event="start", model=self.model.id, task=task_id, attempt=plan.attempt, tried=tried)
         try:
             return await self._perform(step, tried, prepared, env, benchmark)
         finally:
-            self.record(event="end", task=task_id, attempt=plan.attempt, tried=tried)
+            self.record(event="end", model=self.model.id, task=task_id, attempt=plan.attempt, tried=tried)
 
     async def _perform(
         self, step: ScriptStep, tried: int, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark
     ) -> RunResult:
         if step.sleep:
             await asyncio.sleep(step.sleep)
+        while step.gate is not None and not step.gate.exists():
+            await asyncio.sleep(0.01)
         trajectory = list(step.trajectory)
         if step.command is not None:
             outcome = await env.exec(step.command)

@@ -25,7 +25,7 @@ from agentcompass_dagster.environments.base import EnvironmentSession
 from agentcompass_dagster.errors import field_error
 from agentcompass_dagster.runtime.analysis import Analyzer, analyze_attempt
 from agentcompass_dagster.runtime.components import Components
-from agentcompass_dagster.runtime.limits import attempt_permit
+from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.plan import Planner
 from agentcompass_dagster.runtime.store import RunDir, copy_durable
 from agentcompass_dagster.runtime.types import (
@@ -116,11 +116,13 @@ def build_detail(task: TaskSpec, k: int, strategy: str, attempts: dict[int, Eval
 class TaskRunner:
     """Runs the attempts of one request's tasks; one instance per request, shared by the workers."""
 
-    def __init__(self, request: RunRequest, components: Components, run_dir: RunDir, analyzers: list[Analyzer]) -> None:
+    def __init__(self, request: RunRequest, components: Components, run_dir: RunDir, analyzers: list[Analyzer],
+                 permits: PermitSource = PROCESS_PERMITS) -> None:
         self.request = request
         self.components = components
         self.run_dir = run_dir
         self.analyzers = analyzers
+        self.permits = permits
         self.planner = Planner(request, components)
 
     async def run_task(self, task: TaskSpec) -> TaskDetail:
@@ -149,7 +151,7 @@ class TaskRunner:
         budget = RetryBudget(plan.max_retries, plan.retry_pattern_list)
         environment = self.request.environment
         while True:
-            async with attempt_permit(environment.id, environment.capacity):
+            async with self.permits.hold(environment.id, environment.capacity):
                 attempt, site = await self._attempt_once(task, plan, budget)
             whole = WHOLE_ATTEMPT_SITES | ({"evaluation"} if plan.evaluation_environment_mode is EvaluationMode.reuse else set())
             matched = budget.take(attempt.error) if site in whole else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,10 @@ def write_summary(
                  f"{lineage['checkpoint_seq']}, model {lineage['parent_model']} -> {lineage['model']}) · {title}")
     markdown = summary.render(title, run_dir.run_id, status, counts, [d for d in details if d.is_error])
     run_dir.save_results(markdown, counts)
+    assert run_dir.info is not None
     identity = {"sweep": request.sweep, "benchmark": request.benchmark.id, "model": request.model.id,
-                "harness": request.harness.id, "run_id": run_dir.run_id}
+                "harness": request.harness.id, "run_id": run_dir.run_id,
+                "started_at": datetime.fromisoformat(run_dir.info.started_at)}
     write_run_parquet(run_dir.path, identity, metrics, details, reused)
     return metrics, markdown
 

@@ -13,8 +13,8 @@ import asyncio
 import threading
 import time
 from collections import deque
-from contextlib import asynccontextmanager
-from typing import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import AsyncIterator, Protocol
 
 
 class Capacity:
@@ -25,10 +25,6 @@ class Capacity:
         self._in_use = 0
         self._lock = threading.Lock()
         self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
-
-    @property
-    def in_use(self) -> int:
-        return self._in_use
 
     async def acquire(self) -> None:
         loop = asyncio.get_running_loop()
@@ -122,3 +118,18 @@ async def attempt_permit(environment_id: str, permits: int) -> AsyncIterator[Non
         yield
     finally:
         capacity.release()
+
+
+class PermitSource(Protocol):
+    """Where an attempt try gets its environment capacity permit. The runtime alone holds permits per
+    process; the Dagster layer holds them in the instance, so a capacity holds across runs and hosts."""
+
+    def hold(self, environment_id: str, permits: int) -> AbstractAsyncContextManager[None]: ...
+
+
+class ProcessPermits:
+    def hold(self, environment_id: str, permits: int) -> AbstractAsyncContextManager[None]:
+        return attempt_permit(environment_id, permits)
+
+
+PROCESS_PERMITS = ProcessPermits()

@@ -27,6 +27,7 @@ import sys
 import threading
 import traceback
 from collections import deque
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ from agentcompass_dagster.runtime.analysis import Analyzer, check_analyzer_names
 from agentcompass_dagster.runtime.attempt import TaskRunner, check_strategy
 from agentcompass_dagster.runtime.components import Components, resolve_components
 from agentcompass_dagster.runtime.finalize import finalize_request
+from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.naming import task_id_problem
 from agentcompass_dagster.runtime.plan import Planner
 from agentcompass_dagster.runtime.store import ReuseSource, RunDir, RunStore
@@ -139,6 +141,15 @@ def _traceback(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, UserError) else "".join(traceback.format_exception(exc)).strip()
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """Plugins and selected tasks a caller already built for a request (the Dagster layer prepares a
+    sweep once per process), so preflight checks them without building or loading them again."""
+
+    components: Components
+    tasks: list[TaskSpec]
+
+
 class Orchestrator:
     def __init__(
         self,
@@ -148,6 +159,8 @@ class Orchestrator:
         timeout_s: float | None = None,
         cleanup_grace_s: float | None = None,
         observer: OrchestrationObserver | None = None,
+        prepared: Mapping[str, Prepared] | None = None,
+        permits: PermitSource | None = None,
     ) -> None:
         if not requests:
             raise UserError("nothing to run: no requests")
@@ -163,6 +176,8 @@ class Orchestrator:
             lim.cleanup_grace_seconds for lim in limits
         )
         self.observer = observer or OrchestrationObserver()
+        self.prepared = prepared or {}
+        self.permits = permits or PROCESS_PERMITS
         self.id = f"orch-{secrets.token_hex(6)}"
         self.states: list[RequestState] = []
 
@@ -175,8 +190,9 @@ class Orchestrator:
         for request in self.requests:
             check_strategy(request.execution.attempts.strategy)
             check_analyzer_names(request)
-            components = resolve_components(request)
-            selected = load_selected_tasks(request.benchmark.id, components.benchmark)
+            prepared = self.prepared.get(request.name)
+            components = prepared.components if prepared else resolve_components(request)
+            selected = prepared.tasks if prepared else load_selected_tasks(request.benchmark.id, components.benchmark)
             Planner(request, components).preflight(selected[0])
             store = RunStore(request.output.results_dir)
             store.check_writable()
@@ -284,7 +300,7 @@ class Orchestrator:
         dagster_run_id = request.metadata.get("dagster_run_id")
         if dagster_run_id:
             run_dir.set_dagster_run_id(str(dagster_run_id))
-        state.runner = TaskRunner(request, state.components, run_dir, state.analyzers)
+        state.runner = TaskRunner(request, state.components, run_dir, state.analyzers, self.permits)
         wanted = set(request.run_only) if request.run_only is not None else None
         state.pending = deque(
             t for t in state.tasks if t.id not in state.results and (wanted is None or t.id in wanted)
@@ -396,19 +412,27 @@ def _persist_detail(run_dir: RunDir, detail: TaskDetail) -> None:
         run_dir.delete_attempt_checkpoints(detail.task_id, detail.k)
 
 
-def run_requests(requests: list[RunRequest], observer: OrchestrationObserver | None = None) -> OrchestrationResult:
-    """Run an orchestration to its end from synchronous code (the CLI, Dagster, tests).
+def _use_worker_threads(orchestrator: Orchestrator) -> None:
+    # Every task does blocking file work in threads (fsynced details, temp dirs); the default pool
+    # (cores + 4) would cap throughput below the declared task concurrency.
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * orchestrator.task_concurrency + 4))
+
+
+def run_requests(
+    requests: list[RunRequest],
+    observer: OrchestrationObserver | None = None,
+    prepared: Mapping[str, Prepared] | None = None,
+) -> OrchestrationResult:
+    """Run an orchestration to its end from synchronous code (the CLI, tests).
 
     In the main thread, the first SIGINT or SIGTERM starts the cooperative cleanup (raised here as
     KeyboardInterrupt once it is done); a second SIGINT exits the process at once.
     """
-    orchestrator = Orchestrator(requests, observer=observer)
+    orchestrator = Orchestrator(requests, observer=observer, prepared=prepared)
 
     async def main() -> OrchestrationResult:
         loop = asyncio.get_running_loop()
-        # Every task does blocking file work in threads (fsynced details, temp dirs); the default pool
-        # (cores + 4) would cap throughput below the declared task concurrency.
-        loop.set_default_executor(ThreadPoolExecutor(max_workers=2 * orchestrator.task_concurrency + 4))
+        _use_worker_threads(orchestrator)
         main_task = asyncio.current_task()
         assert main_task is not None
         interrupts = 0
@@ -434,3 +458,60 @@ def run_requests(requests: list[RunRequest], observer: OrchestrationObserver | N
         return asyncio.run(main())
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
+
+
+class OrchestrationThread:
+    """An orchestration on a thread of its own, for a caller whose thread must stay free while tasks run
+    (a Dagster step reports each task the moment it ends). ``cancel`` starts the cooperative cleanup of
+    R-CLEAN-2; ``result`` then raises KeyboardInterrupt, as run_requests does after a Ctrl-C."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+        self._started = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._main: asyncio.Task[OrchestrationResult] | None = None
+        self._outcome: OrchestrationResult | BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"agentcompass-{orchestrator.id}", daemon=True)
+
+    def start(self) -> OrchestrationThread:
+        self._thread.start()
+        self._started.wait()
+        return self
+
+    def _run(self) -> None:
+        async def main() -> OrchestrationResult:
+            self._loop = asyncio.get_running_loop()
+            self._main = asyncio.current_task()  # type: ignore[assignment]
+            self._started.set()
+            _use_worker_threads(self.orchestrator)
+            return await self.orchestrator.run()
+
+        try:
+            self._outcome = asyncio.run(main())
+        except BaseException as exc:  # handed to the caller by result()
+            self._outcome = exc
+        finally:
+            self._started.set()
+
+    def cancel(self) -> None:
+        loop, main = self._loop, self._main
+        if loop is not None and main is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(main.cancel)
+            except RuntimeError:  # the loop closed in between: the orchestration is over anyway
+                pass
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the orchestration to end; False when it is still running after ``timeout``."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def result(self) -> OrchestrationResult:
+        self._thread.join()
+        outcome = self._outcome
+        if isinstance(outcome, asyncio.CancelledError):
+            raise KeyboardInterrupt from None
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert outcome is not None
+        return outcome

@@ -27,6 +27,7 @@ def metrics_schema() -> pa.Schema:
         ("run_id", pa.string()), ("metric", pa.string()), ("value", pa.float64()), ("n", pa.int64()),
         ("total", pa.int64()), ("errors", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")),
         ("stderr", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
+        ("started_at", pa.timestamp("us", tz="UTC")),
     ])
 
 
@@ -38,7 +39,7 @@ def task_results_schema() -> pa.Schema:
         ("run_id", pa.string()), ("task_id", pa.string()), ("category", pa.string()), ("attempt", pa.int64()),
         ("correct", pa.bool_()), ("score", pa.float64()), ("input_tokens", pa.int64()),
         ("output_tokens", pa.int64()), ("cost_usd", pa.float64()), ("duration_s", pa.float64()),
-        ("error", pa.string()), ("reused", pa.bool_()),
+        ("error", pa.string()), ("reused", pa.bool_()), ("started_at", pa.timestamp("us", tz="UTC")),
     ])
 
 
@@ -59,7 +60,8 @@ def write_run_parquet(
     details: list[TaskDetail],
     reused: set[str],
 ) -> None:
-    """``identity`` holds sweep, benchmark, model, harness and run_id, repeated on every row."""
+    """``identity`` holds sweep, benchmark, model, harness, run_id and the run's started_at (what "newest"
+    is ordered by), repeated on every row."""
     now = datetime.now(timezone.utc)
     counts = metrics.counts
     uncertainty = (metrics.details or {}).get("uncertainty", {})

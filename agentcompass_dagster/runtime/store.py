@@ -64,6 +64,7 @@ ERROR_PREFIX = "_error_"
 class ReuseSource(Record):
     run_id: str
     path: str
+    started_at: str = ""
 
 
 class ReusedFrom(ReuseSource):
@@ -82,6 +83,9 @@ class RunInfo(Record):
     request: dict[str, Any] = Field(default_factory=dict)
     selected_tasks: list[str] = Field(default_factory=list)
     reused_from: ReusedFrom | None = None
+    # A consolidation (several concurrent runs of one benchmark x model merged into one complete run)
+    # reuses from the newest run and takes the finished details it lacks from these.
+    merged_from: list[ReusedFrom] = Field(default_factory=list)
     # Resolved plans are stored once by content hash; task_plans maps task -> attempt -> hash.
     plans: dict[str, dict[str, Any]] = Field(default_factory=dict)
     task_plans: dict[str, dict[str, str]] = Field(default_factory=dict)
@@ -113,6 +117,22 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def read_params(run_dir: str | Path) -> dict[str, Any] | None:
+    """A run's params.json: small, unlike run_info.json, which grows with the tasks."""
+    return _read_json(Path(run_dir) / PARAMS)
+
+
+def _started_at(run_dir: Path) -> str | None:
+    """When a run started, from its params.json (older runs: from run_info.json); None when the
+    directory is not a run."""
+    if not (run_dir / RUN_INFO).is_file():
+        return None
+    for data in (read_params(run_dir), _read_json(run_dir / RUN_INFO)):
+        if data is not None and data.get("started_at"):
+            return str(data["started_at"])
+    return ""
 
 
 class RunStore:
@@ -153,16 +173,19 @@ class RunStore:
             path = root / normalize_component(output.reuse_run_id, "output.reuse_run_id")
             if not (path / RUN_INFO).is_file():
                 raise UserError(f"output.reuse_run_id={output.reuse_run_id!r}: no run directory {path}")
-            return ReuseSource(run_id=path.name, path=str(path))
-        newest: tuple[str, str, Path] | None = None
+            return ReuseSource(run_id=path.name, path=str(path), started_at=_started_at(path) or "")
+        return next(iter(self.runs_newest_first(root)), None)
+
+    def runs_newest_first(self, root: Path) -> list[ReuseSource]:
+        """Every run directory below ``root`` (one benchmark x model), the one started last first: what
+        "newest" means everywhere (reuse, summaries, metrics, reports). Re-rendering a summary later does
+        not make a run newer."""
+        runs = []
         for candidate in root.iterdir() if root.is_dir() else []:
-            info = _read_json(candidate / RUN_INFO)
-            if info is None:
-                continue
-            key = (str(info.get("started_at") or ""), candidate.name, candidate)
-            if newest is None or key[:2] > newest[:2]:
-                newest = key
-        return ReuseSource(run_id=newest[2].name, path=str(newest[2])) if newest else None
+            started_at = _started_at(candidate)
+            if started_at is not None:
+                runs.append(ReuseSource(run_id=candidate.name, path=str(candidate), started_at=started_at))
+        return sorted(runs, key=lambda run: (run.started_at, run.run_id), reverse=True)
 
     def reserve(self, root: Path, run_id: str | None) -> RunDir:
         """R-STORE-2: reserve a new run directory atomically (mkdir fails if another run took it)."""
@@ -236,7 +259,8 @@ class RunDir:
         self._flush_info()
 
     def write_params(self, request: RunRequest) -> None:
-        atomic_write_json(self.path / PARAMS, request.to_persistence_params())
+        started_at = self._require_info().started_at
+        atomic_write_json(self.path / PARAMS, {**request.to_persistence_params(), "started_at": started_at})
 
     def set_reused_from(self, source: ReuseSource, task_ids: list[str]) -> None:
         """R-REUSE-5: record the source (id and path) and which tasks came from it."""
@@ -244,6 +268,15 @@ class RunDir:
             self._require_info().reused_from = ReusedFrom(
                 run_id=source.run_id, path=source.path, tasks=len(task_ids), task_ids=task_ids
             )
+        self._flush_info()
+
+    def set_merged_from(self, sources: list[ReuseSource], task_ids: dict[str, list[str]]) -> None:
+        with self._lock:
+            self._require_info().merged_from = [
+                ReusedFrom(run_id=source.run_id, path=source.path, tasks=len(task_ids[source.run_id]),
+                           task_ids=task_ids[source.run_id])
+                for source in sources
+            ]
         self._flush_info()
 
     def set_dagster_run_id(self, run_id: str) -> None:

@@ -8,7 +8,7 @@ import dagster as dg
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.parquet import METRICS_FILE
 from agentcompass_dagster.runtime.redact import redact_text
-from agentcompass_dagster.runtime.store import SUMMARY_COUNTS
+from agentcompass_dagster.runtime.store import SUMMARY, SUMMARY_COUNTS
 
 MAX_FINDINGS = 20
 
@@ -21,7 +21,7 @@ def counts_check(sb: SweepBenchmark) -> dg.AssetChecksDefinition:
         import pandas as pd
 
         problems = []
-        for model, source in sb.newest_runs().items():
+        for model, source in sb.newest_runs(SUMMARY_COUNTS).items():
             run = Path(source.path)
             counts = json.loads((run / SUMMARY_COUNTS).read_text()) if (run / SUMMARY_COUNTS).is_file() else None
             if counts is None:
@@ -48,7 +48,7 @@ def secrets_check(sb: SweepBenchmark) -> dg.AssetChecksDefinition:
     def no_secret_in_run_dirs() -> dg.AssetCheckResult:
         findings = []
         scanned = 0
-        for source in sb.newest_runs().values():
+        for source in sb.newest_runs(SUMMARY).values():
             for path in Path(source.path).rglob("*"):
                 if not path.is_file() or path.suffix == ".parquet":
                     continue

@@ -1,0 +1,32 @@
+"""The code location `agentcompass run` creates its runs in, and how its run workers and step
+containers load it again: module ``agentcompass_dagster.location`` (attribute ``defs``), named
+``agentcompass`` like the project's workspace.yaml location, holding the sweeps of
+AGENTCOMPASS_SWEEPS (sweep files separated by os.pathsep) or, unset, every sweep of ./resources.
+Dagster hands a code location its inputs through the working directory and the environment; the CLI
+sets AGENTCOMPASS_SWEEPS for the processes it starts, and step containers get it in their env_vars."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+LOCATION_MODULE = "agentcompass_dagster.location"
+LOCATION_NAME = "agentcompass"
+SWEEPS_ENV = "AGENTCOMPASS_SWEEPS"
+DEFAULT_RESOURCES = Path("resources")
+
+
+def sweep_files_from_env() -> list[Path] | None:
+    value = os.environ.get(SWEEPS_ENV)
+    return [Path(part) for part in value.split(os.pathsep) if part] if value else None
+
+
+def location_env() -> list[str]:
+    """KEY=VALUE entries a step container needs to load the same location."""
+    value = os.environ.get(SWEEPS_ENV)
+    return [f"{SWEEPS_ENV}={value}"] if value else []
+
+
+def set_sweep_files(paths: list[Path]) -> None:
+    """Point the location (loaded here and in every process started from here) at these sweeps."""
+    os.environ[SWEEPS_ENV] = os.pathsep.join(str(Path(p).resolve()) for p in paths)

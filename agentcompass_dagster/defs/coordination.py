@@ -1,0 +1,160 @@
+"""What keeps two runs of one sweep from evaluating the same task at once, whoever launched them.
+
+Both live in the results directory, which every process, container and host that runs the sweep
+shares (its results must land there): a sweep lock (``flock``, released by the kernel when its holder
+dies) around deciding what to run, and one claim file per Dagster run listing the partitions it is
+evaluating. A run claims, under the lock, the partitions of its range that are neither materialized nor
+claimed by a live run; it evaluates only those and removes its claim when it ends. A claim of a run that
+has ended, or whose worker process is gone, is void.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import dagster as dg
+from pydantic import BaseModel
+
+from agentcompass_dagster.defs.sweep import SweepBenchmark
+from agentcompass_dagster.runtime.atomic import atomic_write_json
+from agentcompass_dagster.runtime.processes import Worker
+
+LOCK_FILE = ".agentcompass.lock"
+CLAIMS_DIR = ".claims"
+WORKER_TAG = "agentcompass/worker"
+
+
+@contextmanager
+def sweep_lock(sb: SweepBenchmark) -> Iterator[None]:
+    """Exclusive, across processes and containers sharing the results directory, for one sweep."""
+    directory = sb.benchmark_dir.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+class Claim(BaseModel):
+    run_id: str
+    worker: str
+    partitions: list[str]
+
+
+def _claims_dir(sb: SweepBenchmark) -> Path:
+    return sb.benchmark_dir / CLAIMS_DIR
+
+
+def run_worker(run: dg.DagsterRun) -> Worker | None:
+    """The process executing a run, as its launcher or its first step recorded it."""
+    text = run.tags.get(WORKER_TAG)
+    return Worker.parse(text) if text else None
+
+
+def record_worker(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> None:
+    """Name this process as the run's worker (once per run), so a launcher on this machine can tell a
+    run whose worker was killed from one still working."""
+    if WORKER_TAG not in context.run.tags:
+        context.instance.add_run_tags(context.run.run_id, {WORKER_TAG: str(Worker.this())})
+
+
+def run_is_live(instance: dg.DagsterInstance, run_id: str) -> bool:
+    run = instance.get_run_by_id(run_id)
+    if run is None or run.is_finished:
+        return False
+    worker = run_worker(run)
+    return worker is None or worker.alive()
+
+
+def live_claims(sb: SweepBenchmark, instance: dg.DagsterInstance, exclude: str | None = None) -> set[str]:
+    """Partitions claimed by runs still evaluating (call under the sweep lock)."""
+    claimed: set[str] = set()
+    directory = _claims_dir(sb)
+    for name in os.listdir(directory) if directory.is_dir() else []:
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        try:
+            claim = Claim.model_validate_json((directory / name).read_bytes())
+        except (OSError, ValueError):
+            continue
+        worker = Worker.parse(claim.worker)
+        if claim.run_id != exclude and (worker is None or worker.alive()) and run_is_live(instance, claim.run_id):
+            claimed.update(claim.partitions)
+    return claimed
+
+
+def write_claim(sb: SweepBenchmark, run_id: str, partitions: list[str]) -> None:
+    directory = _claims_dir(sb)
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(directory / f"{run_id}.json",
+                      Claim(run_id=run_id, worker=str(Worker.this()), partitions=partitions), durable=False)
+
+
+def drop_claim(sb: SweepBenchmark, run_id: str) -> None:
+    (_claims_dir(sb) / f"{run_id}.json").unlink(missing_ok=True)
+
+
+def claim_partitions(sb: SweepBenchmark, instance: dg.DagsterInstance, run_id: str, wanted: list[str]) -> list[str]:
+    """Of ``wanted``, the partitions this run may evaluate: not materialized, not claimed by a live
+    run. They are claimed for this run before the lock is released."""
+    with sweep_lock(sb):
+        done = set(instance.get_materialized_partitions(sb.key("attempts")))
+        busy = live_claims(sb, instance, exclude=run_id)
+        mine = [key for key in wanted if key not in done and key not in busy]
+        write_claim(sb, run_id, mine)
+    return mine
+
+
+def _set_limit(instance: dg.DagsterInstance, key: str, limit: int) -> None:
+    storage = instance.event_log_storage
+    if storage.get_concurrency_info(key).slot_count != limit:
+        storage.set_concurrency_slots(key, limit)
+
+
+def ensure_pool_limits(sb: SweepBenchmark, instance: dg.DagsterInstance) -> None:
+    """The sweep's pool allows max_concurrent_runs evaluating steps at once, across every run."""
+    if instance.event_log_storage.supports_global_concurrency_limits:
+        _set_limit(instance, sb.pool, sb.sweep.dagster.max_concurrent_runs)
+
+
+class InstancePermits:
+    """Environment capacity (``capacity: N``) held in the instance's concurrency slots, one pool per
+    environment: it holds across runs, processes and hosts that share the instance."""
+
+    POLL_S = (0.05, 1.0)
+
+    def __init__(self, instance: dg.DagsterInstance, run_id: str, step_key: str) -> None:
+        self.instance = instance
+        self.run_id = run_id
+        self.step_key = step_key
+        self._limited: set[str] = set()
+
+    @asynccontextmanager
+    async def hold(self, environment_id: str, permits: int) -> AsyncIterator[None]:
+        storage = self.instance.event_log_storage
+        if permits <= 0 or not storage.supports_global_concurrency_limits:
+            yield
+            return
+        pool = f"agentcompass/environment/{environment_id}"
+        if pool not in self._limited:
+            await asyncio.to_thread(_set_limit, self.instance, pool, permits)
+            self._limited.add(pool)
+        # One claim per attempt try: a step runs many attempts at once.
+        claimer = f"{self.step_key}#{secrets.token_hex(6)}"
+        delay, longest = self.POLL_S
+        try:
+            while not (await asyncio.to_thread(storage.claim_concurrency_slot, pool, self.run_id, claimer)).is_claimed:
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, longest)
+            yield
+        finally:
+            # Also when cancelled while waiting: the queued claim must not keep its place.
+            await asyncio.shield(asyncio.to_thread(storage.free_concurrency_slot_for_step, self.run_id, claimer))

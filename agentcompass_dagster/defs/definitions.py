@@ -1,0 +1,71 @@
+"""The Definitions of sweeps: per benchmark of a sweep, assets S/B/tasks -> S/B/attempts (model x task)
+and S/B/metrics (one step) -> S/B/comparison, two checks on the metrics, one job, a schedule when the
+sweep declares a cron, a sensor for new tasks, and the harness and environment as resources."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import dagster as dg
+
+from agentcompass_dagster.config import SweepConfig, load_sweep
+from agentcompass_dagster.defs.asset_checks import counts_check, secrets_check
+from agentcompass_dagster.defs.assets import comparison_asset, evaluation_asset, tasks_asset
+from agentcompass_dagster.defs.code_location import DEFAULT_RESOURCES, sweep_files_from_env
+from agentcompass_dagster.defs.jobs import sweep_job
+from agentcompass_dagster.defs.partitions import identifier
+from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
+from agentcompass_dagster.defs.schedules import sweep_schedule
+from agentcompass_dagster.defs.sensors import new_tasks_sensor
+from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
+from agentcompass_dagster.errors import UserError
+
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+
+def benchmark_definitions(sb: SweepBenchmark) -> dg.Definitions:
+    job = sweep_job(sb)
+    return dg.Definitions(
+        assets=[tasks_asset(sb), evaluation_asset(sb), comparison_asset(sb)],
+        asset_checks=[counts_check(sb), secrets_check(sb)],
+        jobs=[job],
+        schedules=[sweep_schedule(sb, job)] if sb.sweep.schedule.cron else [],
+        sensors=[new_tasks_sensor(sb, job)],
+    )
+
+
+def sweep_definitions(sweep: SweepConfig) -> dg.Definitions:
+    resources = {
+        identifier(sweep.name, "harness"): HarnessResource.declared(sweep.harness),
+        identifier(sweep.name, "environment"): EnvironmentResource.declared(sweep.environment),
+    }
+    return dg.Definitions.merge(*(benchmark_definitions(sb) for sb in sweep_benchmarks(sweep)),
+                                dg.Definitions(resources=resources))
+
+
+def definitions_for(sweeps: list[SweepConfig], where: str) -> dg.Definitions:
+    groups: dict[str, str] = {}
+    for sweep in sweeps:
+        group = identifier(sweep.name)
+        if group in groups:
+            raise UserError(f"{where}: sweep name={sweep.name!r} clashes with {groups[group]!r}")
+        groups[group] = sweep.name
+    return dg.Definitions.merge(*(sweep_definitions(sweep) for sweep in sweeps))
+
+
+def build_definitions(resources: Path) -> dg.Definitions:
+    """Definitions for every sweep in ``resources/sweeps``; an invalid declaration stops loading with
+    one message naming the file, the field and the value."""
+    sweeps_dir = Path(resources) / "sweeps"
+    sweeps = [load_sweep(path, resources) for path in sorted(sweeps_dir.glob("*.yaml"))]
+    return definitions_for(sweeps, str(sweeps_dir))
+
+
+def location_definitions() -> dg.Definitions:
+    """The code location of defs/code_location.py: the sweeps it was pointed at, else ./resources."""
+    files = sweep_files_from_env()
+    if files is None:
+        return build_definitions(DEFAULT_RESOURCES)
+    return definitions_for([load_sweep(path) for path in files], "AGENTCOMPASS_SWEEPS")

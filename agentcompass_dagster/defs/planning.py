@@ -1,0 +1,128 @@
+"""Which runs a benchmark of a sweep needs now: the one answer that `agentcompass run`, the schedule
+and the sensor all use.
+
+A (model, task) partition is busy when it is materialized, targeted by a run of the sweep's job that
+has not finished (queued ones too), or claimed by a live run; every other partition is missing. The
+missing ones become a few runs (ranges, at most ``max_partitions_per_run`` partitions each). When
+nothing is missing and nothing is in flight but the metrics are older than the newest result, one run
+of the metrics (and what follows them) is due. Runs whose worker process is gone are reaped first:
+marked failed in Dagster and in their run directories, so their partitions stop counting as busy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dagster as dg
+
+from agentcompass_dagster.defs.coordination import WORKER_TAG, drop_claim, live_claims, run_worker
+from agentcompass_dagster.defs.partitions import KeyRange, missing_ranges, range_keys, split_key
+from agentcompass_dagster.defs.sweep import SweepBenchmark
+from agentcompass_dagster.runtime.processes import Worker
+from agentcompass_dagster.runtime.store import open_run_dir, read_params
+
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+PARTITION = "dagster/partition"
+LAUNCHER_TAG = "agentcompass/launcher"
+
+NOT_FINISHED = [
+    dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING,
+]
+
+
+@dataclass
+class Plan:
+    ranges: list[KeyRange] = field(default_factory=list)
+    missing: set[str] = field(default_factory=set)
+    metrics_due: bool = False
+    in_flight: list[str] = field(default_factory=list)
+
+
+def register_tasks(sb: SweepBenchmark, instance: dg.DagsterInstance, keys: list[str]) -> tuple[list[str], list[str]]:
+    """Add a partition for each new task key. Returns (the keys in partition order, the keys added)."""
+    known = instance.get_dynamic_partitions(sb.partitions_name)
+    wanted = set(keys)
+    new = [key for key in keys if key not in set(known)]
+    if new:
+        instance.add_dynamic_partitions(sb.partitions_name, new)
+    return [key for key in [*known, *new] if key in wanted], new
+
+
+def in_flight_runs(sb: SweepBenchmark, instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    return list(instance.get_runs(dg.RunsFilter(job_name=sb.job_name, statuses=NOT_FINISHED)))
+
+
+def targeted(run: dg.DagsterRun, sb: SweepBenchmark, task_keys: list[str]) -> set[str]:
+    """The attempts partitions a run evaluates, from its partition tags."""
+    if run.asset_selection is not None and sb.key("attempts") not in run.asset_selection:
+        return set()
+    models = list(sb.model_keys)
+    if PARTITION in run.tags:
+        return {run.tags[PARTITION]}
+    start, end = run.tags.get(RANGE_START), run.tags.get(RANGE_END)
+    if not start or not end:
+        return set()
+    (m0, t0), (m1, t1) = split_key(start), split_key(end)
+    if not {m0, m1} <= set(models) or not {t0, t1} <= set(task_keys):
+        return set()
+    return range_keys(KeyRange(m0, m1, t0, t1), models, task_keys)
+
+
+def plan_runs(sb: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str]) -> Plan:
+    """What to launch for these task keys (in partition order); call under the sweep lock."""
+    flying = in_flight_runs(sb, instance)
+    attempts = sb.key("attempts")
+    busy = set(instance.get_materialized_partitions(attempts)) | live_claims(sb, instance)
+    order = instance.get_dynamic_partitions(sb.partitions_name)
+    for run in flying:
+        busy |= targeted(run, sb, order)
+    models = list(sb.model_keys)
+    plan = Plan(missing_ranges(models, task_keys, busy, sb.sweep.dagster.max_partitions_per_run),
+                missing={f"{m}|{t}" for m in models for t in task_keys} - busy,
+                in_flight=[run.run_id for run in flying])
+    if not plan.ranges and not flying:
+        metrics, newest = _latest_event_id(instance, sb.key("metrics")), _latest_event_id(instance, attempts)
+        plan.metrics_due = metrics is None or (newest is not None and newest > metrics)
+    return plan
+
+
+def _latest_event_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int | None:
+    records = instance.fetch_materializations(key, limit=1, ascending=False).records
+    return records[0].storage_id if records else None
+
+
+def reap_dead_runs(sb: SweepBenchmark, instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed every unfinished run of the sweep's job whose worker (or, before it started, whose
+    launcher) is known to be gone; its run directories say so too, and its claim and concurrency slots
+    are released. Returns their run ids."""
+    reaped = []
+    for run in in_flight_runs(sb, instance):
+        if run.status == dg.DagsterRunStatus.QUEUED:
+            continue  # the daemon's queue owns it
+        owner = run_worker(run) or (Worker.parse(run.tags[LAUNCHER_TAG]) if LAUNCHER_TAG in run.tags else None)
+        if owner is None or owner.alive():
+            continue
+        role = "worker" if WORKER_TAG in run.tags else "launcher"
+        message = f"its {role} process {owner.pid} on {owner.host} is gone (killed?); its finished tasks are kept"
+        instance.report_run_failed(run, message=message)
+        if instance.event_log_storage.supports_global_concurrency_limits:
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        drop_claim(sb, run.run_id)
+        _fail_run_dirs(sb, run.run_id, message)
+        reaped.append(run.run_id)
+    return reaped
+
+
+def _fail_run_dirs(sb: SweepBenchmark, dagster_run_id: str, message: str) -> None:
+    for model in sb.sweep.models:
+        for source in sb.store.runs_newest_first(sb.root(model.id)):
+            params = read_params(source.path) or {}
+            if params.get("metadata", {}).get("dagster_run_id") != dagster_run_id:
+                continue
+            run_dir = open_run_dir(source.path)
+            assert run_dir.info is not None
+            if run_dir.info.status == "running":
+                run_dir.write_terminal_status("failed", f"Dagster run {dagster_run_id} failed: {message}")
+

@@ -1,0 +1,32 @@
+"""A sweep's sensor: new tasks in a benchmark's source become partitions and are run (tasks that
+ended in error are left to the schedule and to `agentcompass run`, so a failing task is not retried
+on every tick)."""
+
+import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
+from agentcompass_dagster.defs.coordination import ensure_pool_limits, sweep_lock
+from agentcompass_dagster.defs.planning import plan_runs, register_tasks
+from agentcompass_dagster.defs.schedules import run_requests
+from agentcompass_dagster.defs.sweep import SweepBenchmark, keys_of
+
+STATUS = {"running": dg.DefaultSensorStatus.RUNNING, "stopped": dg.DefaultSensorStatus.STOPPED}
+
+
+def new_tasks_sensor(sb: SweepBenchmark, job: UnresolvedAssetJobDefinition) -> dg.SensorDefinition:
+    config = sb.sweep.sensor
+
+    @dg.sensor(name=sb.name("new_tasks"), job=job, minimum_interval_seconds=config.minimum_interval_seconds,
+               default_status=STATUS[config.default_status],
+               description=f"Adds a partition for each new task of sweep {sb.sweep.name!r} on "
+               f"{sb.benchmark.id!r} and runs it.")
+    def sensor(context: dg.SensorEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
+        with sweep_lock(sb):
+            _, new = register_tasks(sb, context.instance, list(keys_of(sb.load_tasks())))
+            if not new:
+                return dg.SkipReason("no new task")
+            ensure_pool_limits(sb, context.instance)
+            plan = plan_runs(sb, context.instance, new)
+        return run_requests(sb, plan) or dg.SkipReason(f"{len(new)} new tasks, all already in runs")
+
+    return sensor

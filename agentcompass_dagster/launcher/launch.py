@@ -1,0 +1,223 @@
+"""`agentcompass run` through Dagster: the sweep's own job, run through the instance.
+
+Per benchmark of the sweep, under the sweep lock: reap runs whose worker died, register new tasks as
+partitions, plan what is missing (never a partition that is materialized or in a run in flight), and
+create the runs in the instance (the sweep's job, tags, code origin). Then either execute them in run
+workers of this process (at most ``max_concurrent_runs`` at once) or, with ``submit``, hand them to the
+instance's run queue for the daemon to launch. Either way the runs are followed through the instance
+to their end, together with runs of the sweep that others launched, and the newest complete run of
+each model is what the summary shows. A sweep with nothing missing and current metrics launches
+nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from agentcompass_dagster.config import SweepConfig
+from agentcompass_dagster.defs.code_location import set_sweep_files
+from agentcompass_dagster.defs.coordination import ensure_pool_limits, sweep_lock
+from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.instance import ensure_dagster_home, postgres_url
+from agentcompass_dagster.defs.planning import plan_runs, reap_dead_runs, register_tasks
+from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.launcher.follow import RunFollower
+from agentcompass_dagster.launcher.runs import RunFactory
+from agentcompass_dagster.launcher.workers import RunWorkers
+from agentcompass_dagster.progress import ProgressBoard
+from agentcompass_dagster.runtime.orchestrator import Orchestrator
+from agentcompass_dagster.runtime.store import SUMMARY, ReuseSource
+
+POLL_S = 0.2
+STOP_SLACK_S = 10.0
+QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
+DAEMON_WAIT_S = 10.0
+
+
+@dataclass
+class SweepLaunch:
+    home: Path
+    launched: list[str] = field(default_factory=list)
+    followed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    newest: dict[tuple[str, str], ReuseSource] = field(default_factory=dict)
+
+
+def preflight(sweep: SweepConfig) -> list[SweepBenchmark]:
+    """Every user mistake (plugins, plans, task ids, results dir, unshared container storage) stops here,
+    before Dagster runs. The plugins and tasks prepared here serve the whole launch."""
+    for field_name in ("run_id", "reuse_run_id"):
+        value = getattr(sweep.output, field_name)
+        if value:
+            raise UserError(f"output.{field_name}={value!r}: a sweep run through Dagster names its runs and reuses "
+                            "the newest itself; remove it or run with --direct")
+    postgres_url()
+    sbs = sweep_benchmarks(sweep)
+    for sb in sbs:
+        requests = [sb.request(model.id, []) for model in sweep.models]
+        Orchestrator(requests, prepared=sb.prepared(requests)).preflight()
+    return sbs
+
+
+def check_shared_storage(sweep: SweepConfig, sweep_file: Path, home: Path) -> None:
+    """Step containers must see the results directory, the sweep's files and (SQLite) the instance at
+    the paths the host uses: a step writing elsewhere would lose its results while Dagster marks the
+    tasks done."""
+    docker = sweep.dagster.docker
+    if sweep.dagster.executor != "docker" or docker is None:
+        return
+    mounts = _same_path_mounts(docker.container_kwargs.get("volumes"))
+    needed = {"output.results_dir": Path(sweep.output.results_dir).resolve(), "the sweep file's directory": sweep_file.resolve().parent}
+    if postgres_url() is None:
+        needed["DAGSTER_HOME"] = home
+    for what, path in needed.items():
+        if not any(path == mount or mount in path.parents for mount in mounts):
+            raise UserError(f"{sweep_file}: dagster.docker.container_kwargs.volumes: {what} {path} is not mounted into "
+                            f"the step containers at the same path, so what a step writes there would be lost; add "
+                            f"'{path}:{path}'")
+
+
+def _same_path_mounts(volumes: Any) -> list[Path]:
+    """Host directories that docker's ``volumes`` (a list of host:container[:mode], or a mapping of host
+    path to {bind, mode}) mounts at the same path."""
+    mounts = []
+    if isinstance(volumes, dict):
+        items = [(host, spec.get("bind") if isinstance(spec, dict) else None) for host, spec in volumes.items()]
+    else:
+        items = [tuple(str(v).split(":")[:2]) if ":" in str(v) else (str(v), None) for v in volumes or []]
+    for host, container in items:
+        if container and Path(host).resolve() == Path(container):
+            mounts.append(Path(container))
+    return mounts
+
+
+def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, board: ProgressBoard | None = None,
+                 home: Path | None = None) -> SweepLaunch:
+    sbs = preflight(sweep)
+    set_sweep_files([sweep_file])
+    home = ensure_dagster_home(home)
+    check_shared_storage(sweep, sweep_file, home)
+    launch = SweepLaunch(home)
+    with dg.DagsterInstance.get() as instance:
+        if submit:
+            _check_run_queue(instance, home)
+        factory = RunFactory(instance, sweep_definitions(sweep))
+        follower = RunFollower(instance, board)
+        created: list[dg.DagsterRun] = []
+        for sb in sbs:
+            runs, others = _plan(sb, instance, factory, follower)
+            created += runs
+            launch.followed += others
+        launch.launched = [run.run_id for run in created]
+        if submit:
+            for run in created:
+                instance.submit_run(run.run_id, workspace=None)  # type: ignore[arg-type]
+            _wait(instance, follower)
+        else:
+            _execute(instance, home, created, follower, sweep)
+        for followed in follower.runs:
+            if followed.status != dg.DagsterRunStatus.SUCCESS:
+                status = followed.status.value if followed.status else "unknown"
+                launch.failed.append(f"{followed.sb.job_name} run {followed.run_id}: {status}")
+        for sb in sbs:
+            launch.newest.update({(sb.benchmark.id, model): run for model, run in sb.newest_runs(SUMMARY).items()})
+    return launch
+
+
+def _plan(sb: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
+          follower: RunFollower) -> tuple[list[dg.DagsterRun], list[str]]:
+    """Create the runs a benchmark needs; returns them and the runs in flight launched by others."""
+    with sweep_lock(sb):
+        reap_dead_runs(sb, instance)
+        ensure_pool_limits(sb, instance)
+        order, _ = register_tasks(sb, instance, list(sb.task_keys))
+        plan = plan_runs(sb, instance, order)
+        runs = [factory.create(sb, key_range.tags()) for key_range in plan.ranges]
+        if plan.metrics_due:
+            runs.append(factory.create(sb, {}, {sb.key("metrics"), sb.key("comparison")}))
+    follower.expect(sb, plan.missing)
+    for run_id in [run.run_id for run in runs] + plan.in_flight:
+        follower.follow(sb, run_id)
+    return runs, plan.in_flight
+
+
+def daemon_alive(instance: dg.DagsterInstance) -> bool:
+    from dagster._daemon.controller import get_daemon_statuses
+
+    return get_daemon_statuses(instance, [QUEUE_DAEMON], ignore_errors=True)[QUEUE_DAEMON].healthy is True
+
+
+def _check_run_queue(instance: dg.DagsterInstance, home: Path) -> None:
+    """--submit needs a run queue and a dagster-daemon draining it; a daemon just started gets a moment."""
+    if type(instance.run_coordinator).__name__ != "QueuedRunCoordinator":
+        raise UserError(f"--submit: the instance in {home} has no run queue; configure run_coordinator: "
+                        "QueuedRunCoordinator in its dagster.yaml and run dagster-daemon, or run without --submit")
+    deadline = time.monotonic() + DAEMON_WAIT_S
+    while not daemon_alive(instance):
+        if time.monotonic() > deadline:
+            raise UserError(f"--submit: no dagster-daemon is running for the instance in {home} (none reported in "
+                            f"{DAEMON_WAIT_S:.0f} s); start one (`agentcompass ui` or `dagster-daemon run`) or run "
+                            "without --submit")
+        time.sleep(POLL_S)
+
+
+def _wait(instance: dg.DagsterInstance, follower: RunFollower) -> None:
+    """Follow submitted runs; stop, saying why, when the daemon that should launch them is gone."""
+    checked = time.monotonic()
+    while follower.poll():
+        if time.monotonic() - checked > DAEMON_WAIT_S:
+            checked = time.monotonic()
+            if not daemon_alive(instance):
+                raise UserError("--submit: the dagster-daemon stopped reporting; the runs stay queued until one "
+                                "runs again (follow them in the UI, or run `agentcompass run` again)")
+        time.sleep(POLL_S)
+
+
+def _execute(instance: dg.DagsterInstance, home: Path, runs: list[dg.DagsterRun], follower: RunFollower,
+             sweep: SweepConfig) -> None:
+    workers = RunWorkers(instance, home, sweep.dagster.max_concurrent_runs)
+    workers.submit(runs)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        while workers.poll() | follower.poll():
+            _fail_dead_starts(instance, workers)
+            time.sleep(POLL_S)
+        _fail_dead_starts(instance, workers)
+        follower.poll()
+    except KeyboardInterrupt:
+        # The first Ctrl-C (or SIGTERM): every run cancels its tasks, closes their environments and
+        # keeps what finished; a second one kills the workers at once.
+        print("agentcompass: stopping: cleaning up (press Ctrl-C again to exit at once)", file=sys.stderr)
+        workers.interrupt()
+        try:
+            stopped = workers.wait(sweep.execution.limits.cleanup_grace_seconds + STOP_SLACK_S)
+        except KeyboardInterrupt:
+            stopped = False
+        if not stopped:
+            workers.interrupt(signal.SIGKILL)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _fail_dead_starts(instance: dg.DagsterInstance, workers: RunWorkers) -> None:
+    """A worker that exited without ending its run (it could not load the job, say) fails the run,
+    pointing at the worker's log."""
+    for run_id, code in workers.exit_codes.items():
+        run = instance.get_run_by_id(run_id)
+        if run is not None and not run.is_finished:
+            tail = workers.log_path(run_id).read_text(errors="replace").strip().splitlines()[-1:] or [""]
+            instance.report_run_failed(run, message=f"run worker exited with code {code}: {tail[0][:300]} "
+                                                    f"(log: {workers.log_path(run_id)})")

@@ -1,0 +1,68 @@
+"""Processes of this machine: whether one still runs, and an identity that survives pid reuse."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first), or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this machine still runs: a resource labelled with a dead owner is stale."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie answers signal 0 but has finished; where PID 1 reaps orphans slowly (or never, in some
+    # containers) it would look like a command still running.
+    fields = _stat(pid)
+    return fields is None or fields[:1] != ["Z"]
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A process by host, pid and start time (clock ticks since boot): a later process that got the
+    same pid is not mistaken for it."""
+
+    host: str
+    pid: int
+    started: int
+
+    @classmethod
+    def of(cls, pid: int) -> Worker:
+        fields = _stat(pid)
+        return cls(socket.gethostname(), pid, int(fields[19]) if fields and len(fields) > 19 else 0)
+
+    @classmethod
+    def this(cls) -> Worker:
+        return cls.of(os.getpid())
+
+    @classmethod
+    def parse(cls, text: str) -> Worker | None:
+        host, _, rest = text.rpartition("@")
+        pid, _, started = rest.partition(":")
+        if not host or not pid.isdigit() or not started.isdigit():
+            return None
+        return cls(host, int(pid), int(started))
+
+    def __str__(self) -> str:
+        return f"{self.host}@{self.pid}:{self.started}"
+
+    def alive(self) -> bool:
+        """False only when this machine knows the process is gone; a process of another host is
+        taken to be alive (its own host, or Dagster's run monitoring, knows better)."""
+        if self.host != socket.gethostname():
+            return True
+        return process_alive(self.pid) and Worker.of(self.pid).started == self.started

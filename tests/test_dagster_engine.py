@@ -1,0 +1,394 @@
+"""Dagster is the engine: a sweep runs as its own job through the instance, the way Dagster runs it (the
+run workers of `agentcompass run`, `dagster job execute`, a real dagster-daemon ticking a schedule or
+draining the run queue), on SQLite and on PostgreSQL. Every run is complete (tasks, attempts, metrics,
+comparison, checks), reports each task as it ends, never evaluates a task another run evaluates, and a
+killed run keeps what finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import yaml
+
+from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.instance import ensure_dagster_home
+from agentcompass_dagster.results import load_metrics
+
+from conftest import REPO, run_cli, write_sweep
+
+SWEEP = "lab"
+ATTEMPTS = dg.AssetKey([SWEEP, "synthetic", "attempts"])
+METRICS = dg.AssetKey([SWEEP, "synthetic", "metrics"])
+JOB = f"{SWEEP}__job"
+DAGSTER = str(Path(sys.executable).with_name("dagster"))
+
+
+def engine_sweep(tmp_path: Path, n: int = 6, tasks: dict[str, Any] | None = None, name: str = SWEEP,
+                 **fields: Any) -> Path:
+    """A sweep of the synthetic benchmark whose scripted harness records every call."""
+    harness = {"id": "scripted", "params": {"default": {"oracle": True}, "tasks": tasks or {},
+                                            "record": str(tmp_path / "calls.jsonl")}}
+    return write_sweep(tmp_path, name=name, benchmarks=[{"id": "synthetic", "params": {"n_tasks": n}}],
+                       models=[{"id": "m1", "provider": "none"}], harness=harness, **fields)
+
+
+def harness_calls(tmp_path: Path) -> Counter[str]:
+    """How many times the harness started each task."""
+    path = tmp_path / "calls.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return Counter(event["task"] for event in map(json.loads, lines) if event["event"] == "start")
+
+
+def keys(*tasks: str) -> set[str]:
+    return {f"m1|{task}" for task in tasks}
+
+
+def every(n: int) -> list[str]:
+    """The synthetic benchmark's task ids (zero-padded to the width of n)."""
+    width = len(str(n))
+    return [f"t{i:0{width}d}" for i in range(n)]
+
+
+def instance() -> dg.DagsterInstance:
+    ensure_dagster_home(None)
+    return dg.DagsterInstance.get()
+
+
+def materialization_counts(key: dg.AssetKey = ATTEMPTS) -> Counter[str]:
+    with instance() as inst:
+        records = inst.fetch_materializations(key, limit=10_000).records
+    return Counter(str(r.partition_key) for r in records)
+
+
+def step_successes(inst: dg.DagsterInstance, run_id: str) -> set[str]:
+    return {str(record.step_key) for record in inst.all_logs(run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)}
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 50.0,
+               proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the process ended (exit {proc.returncode}) before {what}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`agentcompass` as a process of its own group (its run workers are in the group too)."""
+    log = open(tmp_path / f"cli-{time.monotonic_ns()}.log", "wb")
+    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", *args], cwd=tmp_path,
+                            env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                            start_new_session=True)
+
+
+def finish(proc: subprocess.Popen[bytes], timeout: float = 50.0) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def stop_group() -> Iterator[Callable[[subprocess.Popen[bytes]], None]]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def track(proc: subprocess.Popen[bytes]) -> None:
+        started.append(proc)
+
+    yield track
+    for proc in started:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_cli_run_is_the_sweeps_job_with_its_tags_and_every_step(tmp_path: Path, instance_kind: str) -> None:
+    """`agentcompass run` runs the sweep's own job (not an ephemeral one) with the sweep's tags, from the
+    `agentcompass` code location (so the UI finds the job to re-execute), and the run has every step: a
+    task that ends in error stays unmaterialized (observed, with its error) while the metrics, the
+    comparison and both checks run anyway. Per-task metadata is numeric."""
+    sweep = engine_sweep(tmp_path, tasks={"t3": {"error": "scripted failure"}})
+    assert run_cli("run", sweep) == 0
+    with instance() as inst:
+        (run,) = inst.get_runs()
+        assert run.job_name == JOB and run.status == dg.DagsterRunStatus.SUCCESS
+        assert (run.tags["agentcompass/sweep"], run.tags["agentcompass/benchmark"], run.tags["agentcompass/models"]) == (
+            SWEEP, "synthetic", "m1")
+        assert run.remote_job_origin is not None and run.remote_job_origin.location_name == "agentcompass"
+        assert step_successes(inst, run.run_id) == {
+            "lab__synthetic__tasks", "lab__synthetic__evaluate", "lab__synthetic__comparison",
+            "lab__synthetic__metrics_counts_match_denominators", "lab__synthetic__metrics_no_secret_in_run_dirs"}
+        assert inst.get_materialized_partitions(ATTEMPTS) == keys(*every(6)) - keys("t3")
+        metrics = inst.get_latest_materialization_event(METRICS)
+        assert metrics is not None and metrics.run_id == run.run_id
+        (observed,) = inst.fetch_observations(ATTEMPTS, limit=10).records
+        assert observed.partition_key == "m1|t3"
+        assert "scripted failure" in observed.asset_observation.metadata["error"].value  # type: ignore[union-attr]
+        (record,) = inst.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=ATTEMPTS, asset_partitions=["m1|t0"]), limit=1).records
+        metadata = record.asset_materialization.metadata  # type: ignore[union-attr]
+        assert isinstance(metadata["accuracy"], dg.FloatMetadataValue) and metadata["accuracy"].value == 1.0
+        assert isinstance(metadata["score"], dg.FloatMetadataValue)
+
+
+def test_dagster_job_execute_of_a_range_materializes_it_and_the_metrics_and_checks(tmp_path: Path) -> None:
+    """What the daemon and the UI do, done by Dagster's own CLI: `dagster job execute` of the sweep's
+    job over a partition range of registered tasks materializes the range (a task ending in error
+    excepted), then the metrics, the comparison and the checks."""
+    sweep = engine_sweep(tmp_path, tasks={"t2": {"error": "scripted failure"}})
+    home = ensure_dagster_home(None)
+    with instance() as inst:  # the partitions exist, as the sensor or an earlier run registered them
+        inst.add_dynamic_partitions("tasks__lab__synthetic", every(6))
+    tags = {"dagster/asset_partition_range_start": "m1|t1", "dagster/asset_partition_range_end": "m1|t4"}
+    env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep), "DAGSTER_HOME": str(home)}
+    proc = subprocess.run([DAGSTER, "job", "execute", "-m", "agentcompass_dagster.location", "-a", "defs", "-j", JOB,
+                           "--tags", json.dumps(tags)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with instance() as inst:
+        (run,) = inst.get_runs()
+        assert inst.get_materialized_partitions(ATTEMPTS) == keys("t1", "t3", "t4")
+        assert {"lab__synthetic__evaluate", "lab__synthetic__comparison",
+                "lab__synthetic__metrics_counts_match_denominators"} <= step_successes(inst, run.run_id)
+        metrics = inst.get_latest_materialization_event(METRICS)
+        assert metrics is not None and metrics.run_id == run.run_id
+    assert sorted(harness_calls(tmp_path)) == ["t1", "t2", "t3", "t4"]
+
+
+def _workspace(tmp_path: Path, sweep: Path) -> Path:
+    workspace = tmp_path / "workspace.yaml"
+    workspace.write_text(yaml.safe_dump({"load_from": [{"python_module": {
+        "module_name": "agentcompass_dagster.location", "attribute": "defs", "location_name": "agentcompass",
+        "working_directory": str(tmp_path)}}]}))
+    return workspace
+
+
+def _fast_queue_home(home: Path) -> None:
+    """A dagster.yaml like the generated one, whose run queue is checked every second."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(yaml.safe_dump({
+        "telemetry": {"enabled": False},
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator",
+                            "config": {"dequeue_interval_seconds": 1}},
+        "concurrency": {"pools": {"op_granularity_run_buffer": 0}},
+    }))
+
+
+def _queue_daemon_alive() -> bool:
+    from agentcompass_dagster.launcher.launch import daemon_alive
+
+    with instance() as inst:
+        return daemon_alive(inst)
+
+
+def _daemon(tmp_path: Path, workspace: Path, sweep: Path) -> subprocess.Popen[bytes]:
+    log = open(tmp_path / "daemon.log", "wb")
+    env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep), "DAGSTER_HOME": os.environ["DAGSTER_HOME"]}
+    return subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
+                            cwd=tmp_path, env=env, stdout=log, stderr=log, start_new_session=True)
+
+
+def test_a_daemon_ticking_the_schedule_runs_the_missing_tasks_and_the_metrics(tmp_path: Path, stop_group: Any) -> None:
+    """A real dagster-daemon ticks the sweep's one-minute schedule (declared running in the YAML): the
+    tick's run evaluates the missing tasks and materializes the metrics and the checks. The schedule is
+    made to have started 70 s ago, so its tick is due at once instead of at the next minute."""
+    from dagster._core.definitions.run_request import InstigatorType
+    from dagster._core.remote_origin import RemoteInstigatorOrigin
+    from dagster._core.scheduler.instigation import InstigatorState, InstigatorStatus, ScheduleInstigatorData
+
+    from agentcompass_dagster.launcher.runs import RunFactory
+
+    sweep = engine_sweep(tmp_path, schedule={"cron": "* * * * *", "default_status": "running"})
+    workspace = _workspace(tmp_path, sweep)
+    _fast_queue_home(Path(os.environ["DAGSTER_HOME"]))
+    with instance() as inst:
+        repository = RunFactory(inst, sweep_definitions(load_sweep(sweep))).repository_origin
+        inst.add_instigator_state(InstigatorState(
+            RemoteInstigatorOrigin(repository, "lab__schedule"), InstigatorType.SCHEDULE,
+            InstigatorStatus.DECLARED_IN_CODE, ScheduleInstigatorData("* * * * *", start_timestamp=time.time() - 70)))
+    daemon = _daemon(tmp_path, workspace, sweep)
+    stop_group(daemon)
+
+    def scheduled_run_done() -> bool:
+        with instance() as inst:
+            runs = inst.get_runs(dg.RunsFilter(tags={"dagster/schedule_name": "lab__schedule"}))
+            return any(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+
+    wait_until(scheduled_run_done, "the scheduled run to succeed", proc=daemon)  # type: ignore[arg-type]
+    with instance() as inst:
+        (run,) = inst.get_runs(dg.RunsFilter(tags={"dagster/schedule_name": "lab__schedule"}))
+        assert run.job_name == JOB
+        assert inst.get_materialized_partitions(ATTEMPTS) == keys(*every(6))
+        metrics = inst.get_latest_materialization_event(METRICS)
+        assert metrics is not None and metrics.run_id == run.run_id
+        assert "lab__synthetic__metrics_counts_match_denominators" in step_successes(inst, run.run_id)
+    assert harness_calls(tmp_path) == Counter(every(6))
+
+
+@pytest.mark.parametrize("home_state", ["fresh", "used"])
+def test_two_cli_runs_started_together_evaluate_every_task_once(tmp_path: Path, home_state: str) -> None:
+    """Two `agentcompass run` of one sweep started at the same instant: both succeed, the instance stays
+    usable (first use is serialised), every task is evaluated once and every partition materialized
+    once; the second follows what the first launched instead of launching it again."""
+    if home_state == "used":
+        other = tmp_path / "other"
+        other.mkdir()
+        assert run_cli("run", engine_sweep(other, n=2, name="warmup")) == 0
+    sweep = engine_sweep(tmp_path, n=12, tasks={task: {"oracle": True, "sleep": 0.1} for task in every(12)})
+    first, second = cli(tmp_path, "run", str(sweep)), cli(tmp_path, "run", str(sweep))
+    assert (finish(first), finish(second)) == (0, 0)
+    assert harness_calls(tmp_path) == Counter(every(12))
+    assert materialization_counts() == Counter(keys(*every(12)))
+    with instance() as inst:
+        runs = inst.get_runs(dg.RunsFilter(job_name=JOB))
+        assert runs and all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+
+
+def test_a_schedule_tick_during_a_run_requests_nothing_that_run_evaluates(tmp_path: Path, stop_group: Any) -> None:
+    """While a run evaluates every task (held on a gate), the schedule's tick requests no run: the
+    partitions of a run in flight are not missing. Each materialization is reported as its task ends,
+    while the run is still going."""
+    gate = tmp_path / "gate"
+    sweep = engine_sweep(tmp_path, tasks={"t0": {"oracle": True}, **{f"t{i}": {"oracle": True, "gate": str(gate)}
+                                                                     for i in range(1, 6)}},
+                         schedule={"cron": "0 3 * * *"}, execution={"limits": {"task_concurrency": 2}})
+    proc = cli(tmp_path, "run", str(sweep))
+    stop_group(proc)
+    wait_until(lambda: materialization_counts() == Counter(keys("t0")), "t0 to be materialized mid-run", proc=proc)
+    schedule = sweep_definitions(load_sweep(sweep)).resolve_schedule_def("lab__schedule")
+    with instance() as inst, dg.build_schedule_context(instance=inst) as context:
+        tick = schedule.evaluate_tick(context)
+    assert not tick.run_requests and tick.skip_message and "in flight" in tick.skip_message
+    gate.touch()
+    assert finish(proc) == 0
+    assert harness_calls(tmp_path) == Counter(every(6))
+    assert materialization_counts() == Counter(keys(*every(6)))
+
+
+def test_sigkill_of_a_run_keeps_finished_tasks_and_the_rerun_evaluates_the_rest(tmp_path: Path) -> None:
+    """SIGKILL of a Dagster run (its launcher and worker) after some tasks finished: their
+    materializations are there; the next `agentcompass run` marks the killed run failed in Dagster and
+    in its run_info.json, and evaluates only the tasks that had not finished."""
+    gate = tmp_path / "gate"
+    sweep = engine_sweep(tmp_path, tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
+                         execution={"limits": {"task_concurrency": 1}})
+    proc = cli(tmp_path, "run", str(sweep))
+    wait_until(lambda: harness_calls(tmp_path)["t3"] == 1, "t3 to start", proc=proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert set(materialization_counts()) == keys("t0", "t1", "t2")
+    with instance() as inst:
+        (killed,) = inst.get_runs()
+    assert killed.status == dg.DagsterRunStatus.STARTED
+    gate.touch()
+    assert run_cli("run", sweep) == 0
+    with instance() as inst:
+        status = inst.get_run_by_id(killed.run_id).status  # type: ignore[union-attr]
+    assert status == dg.DagsterRunStatus.FAILURE
+    run_dirs = sorted((tmp_path / "results" / SWEEP / "synthetic" / "m1").iterdir())
+    infos = [json.loads((d / "run_info.json").read_text()) for d in run_dirs]
+    (killed_info,) = [info for info in infos if info["dagster_run_id"] == killed.run_id]
+    assert killed_info["status"] == "failed" and "is gone" in killed_info["error"]
+    calls = harness_calls(tmp_path)
+    assert [calls[t] for t in every(6)] == [1, 1, 1, 2, 1, 1]
+    assert materialization_counts() == Counter(keys(*every(6)))
+
+
+def _overlap(windows: list[tuple[float, float]]) -> int:
+    """The most windows open at one instant."""
+    edges = sorted([(start, 1) for start, _ in windows] + [(end, -1) for _, end in windows])
+    most = current = 0
+    for _, step in edges:
+        current += step
+        most = max(most, current)
+    return most
+
+
+def _accuracy(results: Path) -> dict[str, float]:
+    metrics = load_metrics(results, latest=True)
+    return metrics.set_index("metric")["value"].to_dict()
+
+
+def test_a_sweep_split_into_runs_evaluates_at_most_two_at_once_with_the_same_metrics(
+        tmp_path: Path, instance_kind: str) -> None:
+    """max_partitions_per_run 3 splits 9 tasks into 3 runs; with max_concurrent_runs 2 at most two are
+    in progress at any instant; the final metrics equal one run's, and the newest run directory holds
+    every task (the concurrent runs' results are consolidated)."""
+    tasks = {"t4": {"answer": "wrong"}, **{f"t{i}": {"oracle": True, "sleep": 0.2} for i in range(9) if i != 4}}
+    split = engine_sweep(tmp_path, n=9, tasks=tasks, dagster={"max_partitions_per_run": 3, "max_concurrent_runs": 2})
+    assert run_cli("run", split) == 0
+    with instance() as inst:
+        records = inst.get_run_records(dg.RunsFilter(job_name=JOB))
+    assert len(records) == 3 and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records)
+    assert _overlap([(r.start_time, r.end_time) for r in records]) <= 2  # type: ignore[misc]
+    assert harness_calls(tmp_path) == Counter(every(9))
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    single = engine_sweep(whole, n=9, tasks=tasks, name="whole")
+    assert run_cli("run", single) == 0
+    assert _accuracy(tmp_path / "results") == _accuracy(whole / "results")
+    newest = max((tmp_path / "results" / SWEEP / "synthetic" / "m1").iterdir(),
+                 key=lambda d: json.loads((d / "params.json").read_text())["started_at"])
+    assert len(list((newest / "details").glob("*.json"))) == 9
+
+
+def test_submitted_runs_go_through_the_run_queue_at_most_two_at_once(tmp_path: Path, instance_kind: str,
+                                                                     stop_group: Any) -> None:
+    """`agentcompass run --submit` queues the runs on the instance's run coordinator; a real daemon
+    launches them, at most two evaluating at once (the sweep's pool), and the CLI follows them to the
+    end and prints the summary."""
+    _fast_queue_home(Path(os.environ["DAGSTER_HOME"]))
+    sweep = engine_sweep(tmp_path, n=9, tasks={f"t{i}": {"oracle": True, "sleep": 0.2} for i in range(9)},
+                         dagster={"max_partitions_per_run": 3, "max_concurrent_runs": 2})
+    daemon = _daemon(tmp_path, _workspace(tmp_path, sweep), sweep)
+    stop_group(daemon)
+    wait_until(_queue_daemon_alive, "the daemon's first heartbeat", proc=daemon)  # type: ignore[arg-type]
+    proc = cli(tmp_path, "run", str(sweep), "--submit")
+    stop_group(proc)
+    assert finish(proc, timeout=55) == 0, (tmp_path / "daemon.log").read_text()[-3000:]
+    with instance() as inst:
+        records = inst.get_run_records(dg.RunsFilter(job_name=JOB))
+        windows = []
+        for record in records:
+            events = {e.dagster_event_type: e.timestamp for e in inst.all_logs(record.dagster_run.run_id, of_type={
+                dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS})
+                if e.step_key == "lab__synthetic__evaluate"}
+            windows.append((events[dg.DagsterEventType.STEP_START], events[dg.DagsterEventType.STEP_SUCCESS]))
+    assert len(records) == 3 and _overlap(windows) <= 2
+    assert harness_calls(tmp_path) == Counter(every(9))
+    assert _accuracy(tmp_path / "results")["accuracy"] == 1.0
+
+
+def test_submit_without_a_queue_or_a_daemon_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--submit on an instance without a run queue, or with one but no daemon to drain it, is one clear
+    line and exit code 2, and nothing is launched."""
+    home = Path(os.environ["DAGSTER_HOME"])
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_text(yaml.safe_dump({"telemetry": {"enabled": False}, "run_coordinator": {
+        "module": "dagster._core.run_coordinator", "class": "DefaultRunCoordinator"}}))
+    assert run_cli("run", engine_sweep(tmp_path), "--submit") == 2
+    assert "--submit: the instance" in capsys.readouterr().err
+    (home / "dagster.yaml").unlink()
+    _fast_queue_home(home)
+    assert run_cli("run", engine_sweep(tmp_path), "--submit") == 2
+    assert "no dagster-daemon is running" in capsys.readouterr().err
+    with instance() as inst:
+        assert not inst.get_runs()
