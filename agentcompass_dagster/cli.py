@@ -63,7 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="write one self-contained HTML report of a results directory")
     report.add_argument("results_dir", type=Path)
     report.add_argument("-o", "--output", type=Path, help="the HTML file (default: RESULTS_DIR/report.html)")
-    ui = sub.add_parser("ui", help="start the Dagster UI (dagster dev) for workspace.yaml on 127.0.0.1")
+    ui = sub.add_parser("ui", help="start the Dagster UI and daemon (dagster dev) on 127.0.0.1, for the project's "
+                        "workspace.yaml or for the sweeps named")
+    ui.add_argument("sweeps", nargs="*", type=Path, help="sweep YAML files (default: workspace.yaml of this directory)")
     ui.add_argument("--port", type=int, default=3000)
     return parser
 
@@ -216,13 +218,22 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_ui(args: argparse.Namespace) -> int:
     """`dagster dev` in its own process group, so Ctrl-C stops the webserver, the daemon and every code
     server it started."""
+    from agentcompass_dagster.config import load_sweep
+    from agentcompass_dagster.defs.code_location import set_sweep_files, write_workspace
     from agentcompass_dagster.defs.instance import ensure_dagster_home
 
-    if not Path("workspace.yaml").is_file():
-        raise UserError(f"workspace.yaml: not found in {Path.cwd()}; run `agentcompass ui` from the project root")
-    ensure_dagster_home()
+    if not args.sweeps and not Path("workspace.yaml").is_file():
+        raise UserError(f"workspace.yaml: not found in {Path.cwd()}; run `agentcompass ui` from the project root "
+                        "or name the sweeps to show")
+    for path in args.sweeps:
+        load_sweep(path)
+    home = ensure_dagster_home()
+    workspace = Path("workspace.yaml")
+    if args.sweeps:
+        set_sweep_files(args.sweeps)
+        workspace = write_workspace(home)
     dagster = Path(sys.executable).with_name("dagster")
-    command = [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.port)]
+    command = [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(args.port)]
     proc = subprocess.Popen(command, start_new_session=True)
     # dagster dev leads its own process group (webserver, daemon, code servers): stop all of it however
     # this process is asked to stop, not only on Ctrl-C.

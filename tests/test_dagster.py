@@ -253,7 +253,7 @@ def test_generated_instance_is_sqlite_without_telemetry_with_a_run_queue(tmp_pat
     config = yaml.safe_load((home / "dagster.yaml").read_text())
     assert config["telemetry"] == {"enabled": False}
     with dg.DagsterInstance.get() as instance:
-        assert type(instance.event_log_storage).__name__ == "ConsolidatedSqliteEventLogStorage"
+        assert type(instance.event_log_storage).__name__ == "PooledSqliteEventLogStorage"
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         assert Path(instance.root_directory) == home
     mine = tmp_path / "mine"

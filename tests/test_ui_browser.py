@@ -19,12 +19,14 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import dagster as dg
 import pytest
 
 from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, REPO, run_cli_process
+from conftest import CHROMIUM, CHROMIUM_ARGS, REPO, run_cli_process, write_sweep
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 START_TIMEOUT_S = 90
@@ -163,7 +165,7 @@ def _browse(base: str, task_keys: list[str], shots: Path) -> dict[str, list[str]
 
             # The sweep's group: tasks -> attempts -> metrics -> comparison, all materialized, every
             # partition filled.
-            page.goto(f"{base}/locations/definitions.py/asset-groups/demo", wait_until="networkidle")
+            page.goto(f"{base}/locations/agentcompass/asset-groups/demo", wait_until="networkidle")
             graph = page.locator("svg")
             for kind in ("tasks", "attempts", "metrics", "comparison"):
                 expect(graph.get_by_text(kind, exact=True).first).to_be_visible()
@@ -218,7 +220,7 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
     assert run.returncode == 0, run.stdout + run.stderr
     assert "| accuracy | 1.0000 |" in run.stdout
     sb = sweep_benchmarks(load_sweep(project / "resources/sweeps/demo.yaml", project / "resources"))[0]
-    task_keys = list(sb.task_keys(sb.load_tasks()))
+    task_keys = list(sb.task_keys)
     assert len(task_keys) == 18  # the README's demo benchmark
 
     port = _free_port()
@@ -277,3 +279,105 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+def _ui(project: Path, port: int, env: dict[str, str], log: Path, *sweeps: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "agentcompass_dagster.cli", "ui", *map(str, sweeps), "--port", str(port)],
+            cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Ctrl-C to `agentcompass ui`, which stops the process group of its dagster dev; SIGKILL for both
+    groups if that does not end them."""
+    groups = {group for pid, (_, ppid, group) in _processes().items() if ppid == proc.pid} | {proc.pid}
+    try:
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_ui_shows_partitions_turning_green_during_a_sweep_and_re_executes_its_run(tmp_path: Path,
+                                                                                  dagster_home: Path) -> None:
+    """While `agentcompass run` evaluates a sweep (four of six tasks held on a gate), the attempts
+    partitions page shows the finished tasks materialized and the held ones materializing; once the run
+    ends, "Re-execute all" on its run page launches the sweep's job again (the UI finds the job in the
+    `agentcompass` code location) and the new run succeeds with the sweep's tags."""
+    gate = tmp_path / "gate"
+    held = {f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(2, 6)}
+    sweep = write_sweep(tmp_path, name="live", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 6}}],
+                        models=[{"id": "m1", "provider": "none"}],
+                        harness={"id": "scripted", "params": {"default": {"oracle": True}, "tasks": held}},
+                        execution={"limits": {"task_concurrency": 2}})
+    env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "PYTHONUNBUFFERED": "1"}
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    ui = _ui(tmp_path, port, env, tmp_path / "ui.log", sweep)
+    run: subprocess.Popen[bytes] | None = None
+    try:
+        _wait_for_server(f"{base}/server_info", ui, tmp_path / "ui.log")
+        with (tmp_path / "run.log").open("wb") as out:
+            run = subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep)], cwd=tmp_path,
+                                   env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        ensure_dagster_home(dagster_home)
+        key = dg.AssetKey(["live", "synthetic", "attempts"])
+
+        def materialized() -> int:
+            with dg.DagsterInstance.get() as instance:
+                return len(instance.get_materialized_partitions(key))
+
+        deadline = time.monotonic() + 50
+        while materialized() < 2:
+            assert run.poll() is None and time.monotonic() < deadline, _tail(tmp_path / "run.log")
+            time.sleep(0.1)
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1200})
+                page.set_default_timeout(UI_TIMEOUT_MS)
+                page.goto(f"{base}/assets/live/synthetic/attempts?view=partitions", wait_until="networkidle")
+                sync_api.expect(page.get_by_text("Materialized (2)", exact=True)).to_be_visible()
+                sync_api.expect(page.get_by_text("Materializing (4)", exact=True)).to_be_visible()
+                page.screenshot(path=str(tmp_path / "in-progress.png"))
+                gate.touch()
+                assert run.wait(timeout=50) == 0, _tail(tmp_path / "run.log")
+                with dg.DagsterInstance.get() as instance:
+                    (first,) = instance.get_runs()
+                page.goto(f"{base}/runs/{first.run_id}", wait_until="networkidle")
+                skip = page.get_by_role("button", name="Skip")
+                try:
+                    skip.wait_for(state="visible", timeout=5_000)
+                    skip.click()
+                except sync_api.TimeoutError:
+                    pass
+                page.get_by_role("button", name="Re-execute all (*)").click()
+                sync_api.expect(page).not_to_have_url(f"{base}/runs/{first.run_id}")
+            finally:
+                browser.close()
+        _assert_png(tmp_path / "in-progress.png")
+
+        def rerun_done() -> dg.DagsterRun | None:
+            with dg.DagsterInstance.get() as instance:
+                runs = [r for r in instance.get_runs() if r.parent_run_id == first.run_id]
+            return runs[0] if runs and runs[0].is_finished else None
+
+        deadline = time.monotonic() + 50
+        while (child := rerun_done()) is None:
+            assert time.monotonic() < deadline, _tail(tmp_path / "ui.log")
+            time.sleep(0.2)
+        assert child.status == dg.DagsterRunStatus.SUCCESS and child.job_name == "live__job"
+        assert child.tags["agentcompass/sweep"] == "live"
+    finally:
+        if run is not None and run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        _stop(ui)

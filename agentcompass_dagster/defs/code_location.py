@@ -7,6 +7,7 @@ sets AGENTCOMPASS_SWEEPS for the processes it starts, and step containers get it
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -30,3 +31,14 @@ def location_env() -> list[str]:
 def set_sweep_files(paths: list[Path]) -> None:
     """Point the location (loaded here and in every process started from here) at these sweeps."""
     os.environ[SWEEPS_ENV] = os.pathsep.join(str(Path(p).resolve()) for p in paths)
+
+
+def write_workspace(home: Path) -> Path:
+    """A workspace file holding this location (for `agentcompass ui SWEEP...` and daemons)."""
+    from agentcompass_dagster.runtime.atomic import atomic_write_text
+
+    entry = {"python_module": {"module_name": LOCATION_MODULE, "attribute": "defs", "location_name": LOCATION_NAME,
+                               "working_directory": os.getcwd()}}
+    path = home / "agentcompass-workspace.yaml"
+    atomic_write_text(path, json.dumps({"load_from": [entry]}, indent=2) + "\n")
+    return path

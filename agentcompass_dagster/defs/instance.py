@@ -1,7 +1,7 @@
 """The project's Dagster instance under DAGSTER_HOME (default ./.dagster), made on first use.
 
-The generated dagster.yaml turns telemetry off and keeps every event log in one SQLite database
-(per-run databases cost a file per run and make partition queries slow), or, when
+The generated dagster.yaml turns telemetry off, queues runs for the daemon, and keeps every event log
+in one SQLite database (per-run databases cost a file per run and make partition queries slow), or, when
 AGENTCOMPASS_DAGSTER_PG_URL names a PostgreSQL database (a team sharing one instance), keeps runs,
 events and schedules there; the URL stays in the environment, never in the file. A dagster.yaml that
 exists is never rewritten. First use is safe when several processes start at once: one of them creates
@@ -41,9 +41,10 @@ concurrency:
     op_granularity_run_buffer: 0
 """
 SQLITE_YAML = HEADER + """\
+# Dagster's consolidated SQLite event log with pooled connections (agentcompass_dagster/defs/storage.py).
 event_log_storage:
-  module: dagster._core.storage.event_log
-  class: ConsolidatedSqliteEventLogStorage
+  module: agentcompass_dagster.defs.storage
+  class: PooledSqliteEventLogStorage
   config:
     base_dir: {history}
 """
@@ -92,8 +93,6 @@ def ensure_dagster_home(home: Path | None = None) -> Path:
     chosen = (home or Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)).resolve()
     chosen.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(chosen)
-    # Planned-run events then carry a compact partition subset instead of one entry per partition.
-    os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
     url = postgres_url()
     if (chosen / INITIALIZED).exists():
         _warn_if_unused(chosen, url)

@@ -1,0 +1,66 @@
+"""The event log of the generated SQLite instance: Dagster's consolidated SQLite event log storage with
+pooled connections.
+
+Every task reports two events (its planned and its finished materialization). Dagster's SQLite event
+log opens a new engine and connection for each of them, so SQLAlchemy compiles every statement again,
+reflects the asset table's columns again and closes the database file again; measured here, 3.7 ms per
+materialization. This subclass keeps one engine with a small connection pool (write-ahead log,
+``synchronous=NORMAL``) and remembers the reflected columns: 0.8 ms. With ``synchronous=NORMAL`` a
+power loss may roll back the last events, never corrupt the database; the results themselves are the
+fsynced detail files, and a task whose event was lost is found finished there and reported again
+instead of run again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as db
+from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import ConsolidatedSqliteEventLogStorage
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from sqlalchemy.pool import QueuePool
+
+POOL_SIZE = 4
+
+
+class PooledSqliteEventLogStorage(ConsolidatedSqliteEventLogStorage):
+    def __init__(self, base_dir: str, inst_data: Any = None) -> None:
+        # Set before the parent's constructor, which creates the database through _connect.
+        self._engine: db.Engine | None = None
+        self._engine_lock = threading.Lock()
+        self._columns: dict[str, bool] = {}
+        super().__init__(base_dir, inst_data)
+
+    def _pooled_engine(self) -> db.Engine:
+        with self._engine_lock:
+            if self._engine is None:
+                engine = db.create_engine(self._conn_string, poolclass=QueuePool, pool_size=POOL_SIZE,
+                                          connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
+                db.event.listen(engine, "connect", _tune)
+                self._engine = engine
+            return self._engine
+
+    @contextmanager
+    def _connect(self) -> Iterator[db.Connection]:
+        with self._pooled_engine().connect() as conn, conn.begin():
+            yield conn
+
+    def _has_asset_key_col_on_connection(self, conn: db.Connection, column_name: str) -> bool:
+        if column_name not in self._columns:
+            self._columns[column_name] = super()._has_asset_key_col_on_connection(conn, column_name)
+        return self._columns[column_name]
+
+    def dispose(self) -> None:
+        with self._engine_lock:
+            if self._engine is not None:
+                self._engine.dispose()
+                self._engine = None
+        super().dispose()
+
+
+def _tune(connection: Any, record: object) -> None:
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
