@@ -9,13 +9,27 @@ IMAGE=agentcompass-test:bookworm
 mkdir -p "$STATE"
 export DOCKER_HOST=unix://$SOCK
 
+start_engine() {  # $1: storage driver; each driver keeps its own data root
+  nohup dockerd --storage-driver="$1" --iptables=false --bridge=none --data-root "$STATE/data-$1" \
+    --exec-root "$STATE/exec" --pidfile "$STATE/dockerd.pid" -H "$DOCKER_HOST" >"$STATE/dockerd-$1.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 60); do
+    docker info >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 1
+  done
+  kill "$pid" 2>/dev/null
+  return 1
+}
 if ! docker info >/dev/null 2>&1; then
-  nohup dockerd --storage-driver=vfs --iptables=false --bridge=none --data-root "$STATE/data" \
-    --exec-root "$STATE/exec" --pidfile "$STATE/dockerd.pid" -H "$DOCKER_HOST" >"$STATE/dockerd.log" 2>&1 &
-  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  # overlay2 where the kernel has it (measured here: 3.6 s a container with a 1.2 GB image, against 3.5
+  # minutes with vfs, which copies the whole image for every container); vfs everywhere else.
+  if ! { grep -qw overlay /proc/filesystems && start_engine overlay2; }; then
+    start_engine vfs
+  fi
 fi
 if ! docker info >/dev/null 2>&1; then
-  echo "docker: no engine could be started (see $STATE/dockerd.log); docker tests will be skipped" >&2
+  echo "docker: no engine could be started (see $STATE/dockerd-*.log); docker tests will be skipped" >&2
   return 0 2>/dev/null || exit 0
 fi
 

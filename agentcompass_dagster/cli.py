@@ -97,12 +97,12 @@ def _load(args: argparse.Namespace) -> Any:
     return sweep
 
 
-def _board() -> Any:
+def _board(running: str = "running") -> Any:
     if not sys.stdout.isatty():
         return None
     from agentcompass_dagster.progress import ProgressBoard
 
-    return ProgressBoard()
+    return ProgressBoard(running)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -135,7 +135,7 @@ def _run_direct(requests: list[Any]) -> int:
 def _run_dagster(sweep: Any, sweep_file: Path, submit: bool) -> int:
     from agentcompass_dagster.launcher.launch import launch_sweep
 
-    board = _board()
+    board = _board("runs in flight")
     if board is not None:
         with board:
             launch = launch_sweep(sweep, sweep_file, submit=submit, board=board)

@@ -15,9 +15,10 @@ from agentcompass_dagster.runtime.types import TaskDetail, TaskSpec
 
 
 class ProgressBoard:
-    """One bar per request (benchmark/model): done of total, running, errors, rate, time remaining."""
+    """One bar per request (benchmark/model): done of total, what is running (tasks, or for Dagster
+    launches the runs in flight), errors, rate, time remaining."""
 
-    def __init__(self) -> None:
+    def __init__(self, running: str = "running") -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -25,7 +26,7 @@ class ProgressBoard:
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[running]} running · {task.fields[errors]} errors · {task.fields[rate]}"),
+            TextColumn(f"{{task.fields[running]}} {running} · {{task.fields[errors]}} errors · {{task.fields[rate]}}"),
             TimeRemainingColumn(),
             console=Console(),
             refresh_per_second=4,

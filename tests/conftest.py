@@ -18,12 +18,30 @@ import yaml
 from agentcompass_dagster.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
+# The Docker test image `.ci/docker.sh` imports into the engine at DOCKER_HOST.
+IMAGE = "agentcompass-test:bookworm"
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless Debian Chromium without its background connections (this machine's network is closed).
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
+
+
+def _docker_problem() -> str | None:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        client.images.get(IMAGE)
+    except Exception as exc:
+        return f"no Docker engine with {IMAGE} at {os.environ.get('DOCKER_HOST', 'the default socket')}: {exc}"
+    return None
+
+
+DOCKER_PROBLEM = _docker_problem()
+needs_docker = pytest.mark.skipif(DOCKER_PROBLEM is not None, reason=DOCKER_PROBLEM or "")
 
 
 def write_sweep(directory: Path, name: str = "sweep", **fields: Any) -> Path:

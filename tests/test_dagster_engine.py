@@ -26,7 +26,7 @@ from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.results import load_metrics
 
-from conftest import REPO, run_cli, write_sweep
+from conftest import IMAGE, REPO, needs_docker, run_cli, write_sweep
 
 SWEEP = "lab"
 ATTEMPTS = dg.AssetKey([SWEEP, "synthetic", "attempts"])
@@ -392,3 +392,76 @@ def test_submit_without_a_queue_or_a_daemon_is_refused(tmp_path: Path, capsys: p
     assert "no dagster-daemon is running" in capsys.readouterr().err
     with instance() as inst:
         assert not inst.get_runs()
+
+
+@needs_docker
+def test_a_sweep_runs_its_steps_in_docker_containers_with_results_on_the_host(tmp_path: Path) -> None:
+    """executor docker: every step of the sweep's job runs in a container of the CI engine (the image
+    gets this project and its Python by read-only mounts, as a team's image would hold them); the
+    results directory, the sweep and the instance reach the containers at the host's paths, so the
+    details, the metrics and every materialization are on the host."""
+    import docker
+
+    python = Path(sys.base_prefix)
+    volumes = [f"{REPO}:{REPO}:ro", f"{python}:{python}:ro"]
+    sweep = engine_sweep(tmp_path, n=3, tasks={"t1": {"answer": "wrong"}}, dagster={
+        "executor": "docker", "docker": {"image": IMAGE, "network": "none", "container_kwargs": {"volumes": volumes}}})
+    client = docker.from_env()
+    before = {c.id for c in client.containers.list(all=True)}
+    assert run_cli("run", sweep) == 0
+    created = [c for c in client.containers.list(all=True) if c.id not in before]
+    assert materialization_counts() == Counter(keys(*every(3)))
+    assert _accuracy(tmp_path / "results")["accuracy"] == pytest.approx(2 / 3)
+    assert len(list((tmp_path / "results" / SWEEP / "synthetic" / "m1").glob("*/details/*.json"))) == 3
+    with instance() as inst:
+        (run,) = inst.get_runs()
+        engine = [e.message for e in inst.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_WORKER_STARTED)]
+    assert len(engine) == 5, engine  # tasks, evaluate, comparison and two checks: each in its container
+    assert len(created) == 5 and {c.image.tags[0] for c in created} == {IMAGE}
+    for container in created:
+        container.remove(force=True)
+
+
+def test_a_containerised_sweep_whose_results_would_not_be_shared_is_refused(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """With a Docker engine on another host (DOCKER_HOST tcp://), a same-path bind of this host's results
+    directory would be empty there: the sweep is refused before anything runs, with one line naming the
+    file, the field and the directory."""
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.255.255.1:2375")
+    sweep = engine_sweep(tmp_path, dagster={"executor": "docker", "docker": {"image": IMAGE}})
+    assert run_cli("run", sweep) == 2
+    err = capsys.readouterr().err
+    assert f"{sweep}: dagster.docker.container_kwargs.volumes: output.results_dir" in err and "tcp://" in err
+    assert not (tmp_path / "results").exists()
+    with instance() as inst:
+        assert not inst.get_runs()
+
+
+def test_a_sweep_can_run_its_steps_in_kubernetes_pods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """executor k8s (no cluster here, so checked at the definitions level): the sweep's job gets
+    dagster-k8s's k8s_job_executor with the image, namespace, volumes and the code location's
+    environment; a sweep whose results directory is on no volume the pods mount, or on a SQLite
+    instance (pods share no DAGSTER_HOME), is refused before anything runs."""
+    results = tmp_path / "results"
+    mounts = [{"name": "evals", "mount_path": str(tmp_path)}]
+    volumes = [{"name": "evals", "persistent_volume_claim": {"claim_name": "evals"}}]
+    path = engine_sweep(tmp_path, dagster={"executor": "k8s", "k8s": {
+        "image": "registry.example/agentcompass:1", "namespace": "evals", "volume_mounts": mounts, "volumes": volumes,
+        "env_vars": ["OPENAI_API_KEY"]}})
+    monkeypatch.setenv("AGENTCOMPASS_SWEEPS", str(path))
+    job = sweep_definitions(load_sweep(path)).resolve_job_def(JOB)
+    assert job.executor_def.name == "lab__synthetic__k8s_executor"
+    config = job.executor_def.apply_config_mapping({}).value["config"]
+    assert (config["job_image"], config["job_namespace"], config["volume_mounts"]) == (
+        "registry.example/agentcompass:1", "evals", mounts)
+    assert config["env_vars"] == ["OPENAI_API_KEY", f"AGENTCOMPASS_SWEEPS={path}"]
+    assert run_cli("run", path) == 2
+    assert "dagster.executor='k8s': step pods share no DAGSTER_HOME" in capsys.readouterr().err
+    monkeypatch.setenv("AGENTCOMPASS_DAGSTER_PG_URL", "postgresql+psycopg2://u@db.invalid:5432/dagster")
+    unshared = engine_sweep(tmp_path, dagster={"executor": "k8s", "k8s": {"image": "x", "volume_mounts": [
+        {"name": "other", "mount_path": "/mnt/other"}]}})
+    assert run_cli("run", unshared) == 2
+    assert f"{unshared}: dagster.k8s.volume_mounts: output.results_dir {results}" in capsys.readouterr().err
+    assert not results.exists()

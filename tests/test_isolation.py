@@ -24,27 +24,11 @@ from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
 
-from conftest import processes_with, write_sweep, write_task
+from conftest import IMAGE, needs_docker, processes_with, write_sweep, write_task
 
-IMAGE = "agentcompass-test:bookworm"
 SANDBOX_ROOT = Path("/var/tmp/agentcompass-sandbox")
 
-
-def _docker_problem() -> str | None:
-    try:
-        import docker
-
-        client = docker.from_env()
-        client.ping()
-        client.images.get(IMAGE)
-    except Exception as exc:
-        return f"no Docker engine with {IMAGE} at {os.environ.get('DOCKER_HOST', 'the default socket')}: {exc}"
-    return None
-
-
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-DOCKER_PROBLEM = _docker_problem()
-needs_docker = pytest.mark.skipif(DOCKER_PROBLEM is not None, reason=DOCKER_PROBLEM or "")
 
 SANDBOX = {"id": "sandbox"}
 DOCKER = {"id": "docker", "params": {"image": IMAGE}}

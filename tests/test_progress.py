@@ -13,7 +13,8 @@ from conftest import REPO, run_cli_process
 
 
 def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:
-    """On a terminal `agentcompass run` draws tasks done, running, errors and the rate while it runs."""
+    """On a terminal `agentcompass run` draws tasks done, the runs in flight, errors and the rate while
+    the sweep's runs execute (from the events they record as each task ends)."""
     shutil.copytree(REPO / "resources", tmp_path / "resources")
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
@@ -32,7 +33,7 @@ def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:
         output += chunk
     assert proc.wait(timeout=120) == 0
     text = output.decode(errors="replace")
-    assert "demo/none" in text and "running" in text and "errors" in text and "tasks/s" in text
+    assert "demo/none" in text and "runs in flight" in text and "errors" in text and "tasks/s" in text
     assert "18/18" in text
 
 

@@ -94,6 +94,7 @@ class TaskStream(OrchestrationObserver):
         self.events: queue.Queue[dg.AssetMaterialization | dg.AssetObservation] = queue.Queue()
         self._model_keys = {model_id: key for key, model_id in sb.model_keys.items()}
         self._task_keys = {task.id: key for key, task in sb.task_keys.items()}
+        self._details_dirs: dict[str, Path] = {}
 
     def request_prepared(self, state: RequestState) -> None:
         # A claimed task whose normal detail the reuse source already had (its materialization was lost,
@@ -118,9 +119,17 @@ class TaskStream(OrchestrationObserver):
                 "task_id": detail.task_id, "error": error[0][:500],
                 "detail": dg.MetadataValue.path(str(state.run_dir.detail_path(detail.task_id, detail.category, error=True)))}))
             return
-        path = state.run_dir.detail_path(detail.task_id, detail.category)
+        path = self._resolved(state) / state.run_dir.detail_path(detail.task_id, detail.category).name
         self.events.put(dg.AssetMaterialization(asset_key=asset_key, partition=key,
                                                 metadata=detail_metadata(detail, path, reused)))
+
+    def _resolved(self, state: RequestState) -> Path:
+        """The run's details directory, resolved once (not once per task)."""
+        assert state.run_dir is not None
+        name = state.request.name
+        if name not in self._details_dirs:
+            self._details_dirs[name] = state.run_dir.details_dir.resolve()
+        return self._details_dirs[name]
 
 
 def detail_metadata(detail: TaskDetail, path: Path, reused: bool) -> dict[str, Any]:
@@ -136,7 +145,7 @@ def detail_metadata(detail: TaskDetail, path: Path, reused: bool) -> dict[str, A
         "tokens": float(usage.input_tokens + usage.output_tokens),
         "duration_s": float(sum(a.duration_s for a in attempts)),
         "reused": reused,
-        "detail": dg.MetadataValue.path(str(path.resolve())),
+        "detail": dg.MetadataValue.path(str(path)),
     }
     if usage.cost_usd is not None:
         metadata["cost_usd"] = float(usage.cost_usd)

@@ -88,11 +88,17 @@ def postgres_url() -> str | None:
     return url
 
 
+def dagster_home(home: Path | None = None) -> Path:
+    """Point this process (and those it starts) at DAGSTER_HOME, without creating anything yet."""
+    chosen = (home or Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)).resolve()
+    os.environ["DAGSTER_HOME"] = str(chosen)
+    return chosen
+
+
 def ensure_dagster_home(home: Path | None = None) -> Path:
     """Create DAGSTER_HOME, its dagster.yaml and its storage if needed, and point this process at it."""
-    chosen = (home or Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)).resolve()
+    chosen = dagster_home(home)
     chosen.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(chosen)
     url = postgres_url()
     if (chosen / INITIALIZED).exists():
         _warn_if_unused(chosen, url)

@@ -4,13 +4,18 @@ runs this job, so every run has the same steps and the sweep's tags."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from agentcompass_dagster.config import DockerConfig
+from agentcompass_dagster.config import DockerConfig, K8sConfig
+from agentcompass_dagster.defs.code_location import location_env, sweep_files_from_env
+from agentcompass_dagster.defs.instance import PG_URL_ENV
 from agentcompass_dagster.defs.partitions import identifier
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.defs.code_location import location_env
 
 
 def sweep_job(sb: SweepBenchmark) -> UnresolvedAssetJobDefinition:
@@ -31,17 +36,70 @@ def _executor(sb: SweepBenchmark) -> dg.ExecutorDefinition:
     if deployment.executor == "docker":
         assert deployment.docker is not None
         return docker_executor(sb, deployment.docker)
+    if deployment.executor == "k8s":
+        assert deployment.k8s is not None
+        return k8s_executor(sb, deployment.k8s)
     return dg.in_process_executor
 
 
 def docker_executor(sb: SweepBenchmark, docker: DockerConfig) -> dg.ExecutorDefinition:
-    """dagster-docker's docker_executor: each step in its own container. The code location's own
-    environment variables go along, so the step loads the same sweeps the run worker did."""
+    """dagster-docker's docker_executor: each step in its own container, which sees the results
+    directory, the sweep files and (SQLite) the instance at the host's paths, and gets the code
+    location's own environment, so it loads the same sweeps the run worker did."""
     from dagster_docker import docker_executor as executor
 
-    config: dict[str, object] = {"image": docker.image, "env_vars": [*docker.env_vars, *location_env()]}
+    kwargs = {**docker.container_kwargs, "volumes": step_volumes(docker.container_kwargs.get("volumes"), shared_paths(sb))}
+    config: dict[str, object] = {"image": docker.image, "env_vars": [*docker.env_vars, *location_env()],
+                                 "container_kwargs": kwargs}
     if docker.network:
         config["network"] = docker.network
-    if docker.container_kwargs:
-        config["container_kwargs"] = docker.container_kwargs
     return executor.configured(config, name=identifier(sb.sweep.name, sb.benchmark.id, "docker_executor"))
+
+
+def k8s_executor(sb: SweepBenchmark, k8s: K8sConfig) -> dg.ExecutorDefinition:
+    """dagster-k8s's k8s_job_executor: each step in its own pod, with the declared volumes (the results
+    directory and the sweep files on a shared volume, checked before launch) and the code location's
+    environment."""
+    from dagster_k8s import k8s_job_executor
+
+    config: dict[str, object] = {
+        "job_image": k8s.image, "job_namespace": k8s.namespace, "env_vars": [*k8s.env_vars, *location_env()],
+        "volumes": k8s.volumes, "volume_mounts": k8s.volume_mounts, "load_incluster_config": k8s.load_incluster_config,
+    }
+    if k8s.service_account_name:
+        config["service_account_name"] = k8s.service_account_name
+    if k8s.kubeconfig_file:
+        config["kubeconfig_file"] = k8s.kubeconfig_file
+    return k8s_job_executor.configured(config, name=identifier(sb.sweep.name, sb.benchmark.id, "k8s_executor"))
+
+
+def shared_paths(sb: SweepBenchmark) -> dict[str, Path]:
+    """What a step container must see at the host's path: what it writes there is the result."""
+    paths = {"output.results_dir": Path(sb.sweep.output.results_dir).resolve()}
+    for index, sweep_file in enumerate(sweep_files_from_env() or []):
+        paths[f"sweep file {index + 1}'s directory"] = sweep_file.resolve().parent
+    home = os.environ.get("DAGSTER_HOME")
+    if home and not os.environ.get(PG_URL_ENV):
+        paths["DAGSTER_HOME"] = Path(home).resolve()
+    return paths
+
+
+def same_path_mounts(volumes: Any) -> list[Path]:
+    """Host directories that docker's ``volumes`` (a list of host:container[:mode] strings, or a mapping
+    of host path to {bind, mode}) mount at the same path in the container."""
+    if isinstance(volumes, dict):
+        pairs = [(host, spec.get("bind") if isinstance(spec, dict) else None) for host, spec in volumes.items()]
+    else:
+        pairs = [(parts[0], parts[1] if len(parts) > 1 else None) for parts in (str(v).split(":") for v in volumes or [])]
+    return [Path(container) for host, container in pairs if container and Path(host).resolve() == Path(container)]
+
+
+def step_volumes(declared: Any, needed: dict[str, Path]) -> list[str] | dict[str, Any]:
+    """The declared volumes plus a same-path bind for each needed directory they do not cover."""
+    covered = same_path_mounts(declared)
+    missing = [path for path in needed.values()
+               if not any(path == mount or mount in path.parents for mount in covered)]
+    binds = [f"{path}:{path}:rw" for path in dict.fromkeys(missing)]
+    if isinstance(declared, dict):
+        return {**declared, **{str(path): {"bind": str(path), "mode": "rw"} for path in dict.fromkeys(missing)}}
+    return [*(str(v) for v in declared or []), *binds]

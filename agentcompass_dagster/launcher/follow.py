@@ -14,6 +14,7 @@ from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.progress import ProgressBoard
 
 EVENTS = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION}
+FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
 @dataclass
@@ -50,19 +51,20 @@ class RunFollower:
 
     def poll(self) -> bool:
         """Read what happened since the last poll; True while a followed run has not ended."""
-        active = False
+        flying: Counter[str] = Counter()
         for followed in self.runs:
-            if followed.status is not None and followed.status in (
-                    dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED):
+            if followed.status in FINISHED:
                 continue
             run = self.instance.get_run_by_id(followed.run_id)
             followed.status = run.status if run is not None else dg.DagsterRunStatus.FAILURE
             self._read_events(followed)
-            active = active or not (run is None or run.is_finished)
+            if followed.status not in FINISHED:
+                flying[followed.sb.benchmark.id] += 1
         if self.board is not None:
             for name in self.expected:
-                self.board.update(name, done=self.done[name], running=0, errors=self.errors[name])
-        return active
+                self.board.update(name, done=self.done[name], running=flying[name.split("/")[0]],
+                                  errors=self.errors[name])
+        return bool(flying)
 
     def _read_events(self, followed: Followed) -> None:
         attempts = followed.sb.key("attempts")

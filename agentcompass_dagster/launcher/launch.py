@@ -12,20 +12,20 @@ nothing.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
 import dagster as dg
 
 from agentcompass_dagster.config import SweepConfig
 from agentcompass_dagster.defs.code_location import set_sweep_files
 from agentcompass_dagster.defs.coordination import ensure_pool_limits, sweep_lock
 from agentcompass_dagster.defs.definitions import sweep_definitions
-from agentcompass_dagster.defs.instance import ensure_dagster_home, postgres_url
+from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
+from agentcompass_dagster.defs.jobs import same_path_mounts, shared_paths
 from agentcompass_dagster.defs.planning import plan_runs, reap_dead_runs, register_tasks
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
@@ -51,60 +51,56 @@ class SweepLaunch:
     newest: dict[tuple[str, str], ReuseSource] = field(default_factory=dict)
 
 
-def preflight(sweep: SweepConfig) -> list[SweepBenchmark]:
-    """Every user mistake (plugins, plans, task ids, results dir, unshared container storage) stops here,
-    before Dagster runs. The plugins and tasks prepared here serve the whole launch."""
+def preflight(sbs: list[SweepBenchmark]) -> None:
+    """Every user mistake (plugins, plans, task ids, results dir) stops here, before Dagster runs. The
+    plugins and tasks prepared here serve the whole launch."""
+    output = sbs[0].sweep.output
     for field_name in ("run_id", "reuse_run_id"):
-        value = getattr(sweep.output, field_name)
+        value = getattr(output, field_name)
         if value:
             raise UserError(f"output.{field_name}={value!r}: a sweep run through Dagster names its runs and reuses "
                             "the newest itself; remove it or run with --direct")
     postgres_url()
-    sbs = sweep_benchmarks(sweep)
     for sb in sbs:
-        requests = [sb.request(model.id, []) for model in sweep.models]
+        requests = [sb.request(model.id, []) for model in sb.sweep.models]
         Orchestrator(requests, prepared=sb.prepared(requests)).preflight()
-    return sbs
 
 
-def check_shared_storage(sweep: SweepConfig, sweep_file: Path, home: Path) -> None:
-    """Step containers must see the results directory, the sweep's files and (SQLite) the instance at
-    the paths the host uses: a step writing elsewhere would lose its results while Dagster marks the
-    tasks done."""
-    docker = sweep.dagster.docker
-    if sweep.dagster.executor != "docker" or docker is None:
-        return
-    mounts = _same_path_mounts(docker.container_kwargs.get("volumes"))
-    needed = {"output.results_dir": Path(sweep.output.results_dir).resolve(), "the sweep file's directory": sweep_file.resolve().parent}
-    if postgres_url() is None:
-        needed["DAGSTER_HOME"] = home
-    for what, path in needed.items():
-        if not any(path == mount or mount in path.parents for mount in mounts):
-            raise UserError(f"{sweep_file}: dagster.docker.container_kwargs.volumes: {what} {path} is not mounted into "
-                            f"the step containers at the same path, so what a step writes there would be lost; add "
-                            f"'{path}:{path}'")
-
-
-def _same_path_mounts(volumes: Any) -> list[Path]:
-    """Host directories that docker's ``volumes`` (a list of host:container[:mode], or a mapping of host
-    path to {bind, mode}) mounts at the same path."""
-    mounts = []
-    if isinstance(volumes, dict):
-        items = [(host, spec.get("bind") if isinstance(spec, dict) else None) for host, spec in volumes.items()]
+def check_shared_storage(sb: SweepBenchmark, sweep_file: Path) -> None:
+    """What a step container or pod writes must land where the host reads results. Step containers of
+    a local Docker engine get same-path binds of this host's directories; an engine on another host
+    (DOCKER_HOST tcp:// or ssh://) and Kubernetes pods have no such directories, so there the declared
+    volumes must mount the results directory and the sweep files at the same paths (and pods need a
+    PostgreSQL instance: they share no DAGSTER_HOME). Otherwise the sweep is refused before it runs:
+    its steps would lose their results while Dagster marked the tasks done."""
+    deployment = sb.sweep.dagster
+    engine = os.environ.get("DOCKER_HOST", "unix://")
+    if deployment.executor == "k8s" and deployment.k8s is not None:
+        if postgres_url() is None:
+            raise UserError(f"{sweep_file}: dagster.executor='k8s': step pods share no DAGSTER_HOME; set "
+                            f"{PG_URL_ENV} to a PostgreSQL database that every pod reaches")
+        field, where = "dagster.k8s.volume_mounts", "the step pods"
+        mounts = [Path(str(m["mount_path"])) for m in deployment.k8s.volume_mounts if m.get("mount_path")]
+    elif deployment.executor == "docker" and deployment.docker is not None and not engine.startswith("unix://"):
+        field, where = "dagster.docker.container_kwargs.volumes", f"the step containers of DOCKER_HOST={engine!r} (not on this host)"
+        mounts = same_path_mounts(deployment.docker.container_kwargs.get("volumes"))
     else:
-        items = [tuple(str(v).split(":")[:2]) if ":" in str(v) else (str(v), None) for v in volumes or []]
-    for host, container in items:
-        if container and Path(host).resolve() == Path(container):
-            mounts.append(Path(container))
-    return mounts
+        return
+    for what, path in shared_paths(sb).items():
+        if not any(path == mount or mount in path.parents for mount in mounts):
+            raise UserError(f"{sweep_file}: {field}: {what} {path} would not be shared with {where}; declare a "
+                            f"volume they share with this host, mounted at {path}")
 
 
 def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, board: ProgressBoard | None = None,
                  home: Path | None = None) -> SweepLaunch:
-    sbs = preflight(sweep)
     set_sweep_files([sweep_file])
+    dagster_home(home)
+    sbs = sweep_benchmarks(sweep)
+    for sb in sbs:
+        check_shared_storage(sb, sweep_file)
+    preflight(sbs)
     home = ensure_dagster_home(home)
-    check_shared_storage(sweep, sweep_file, home)
     launch = SweepLaunch(home)
     with dg.DagsterInstance.get() as instance:
         if submit:
