@@ -8,7 +8,6 @@ import json
 import runpy
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 

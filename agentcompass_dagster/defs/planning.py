@@ -11,7 +11,9 @@ marked failed in Dagster and in their run directories, so their partitions stop 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 
@@ -54,7 +56,7 @@ def in_flight_runs(sb: SweepBenchmark, instance: dg.DagsterInstance) -> list[dg.
     return list(instance.get_runs(dg.RunsFilter(job_name=sb.job_name, statuses=NOT_FINISHED)))
 
 
-def targeted(run: dg.DagsterRun, sb: SweepBenchmark, task_keys: list[str]) -> set[str]:
+def targeted(run: dg.DagsterRun, sb: SweepBenchmark, task_keys: Sequence[str]) -> set[str]:
     """The attempts partitions a run evaluates, from its partition tags."""
     if run.asset_selection is not None and sb.key("attempts") not in run.asset_selection:
         return set()
@@ -67,7 +69,7 @@ def targeted(run: dg.DagsterRun, sb: SweepBenchmark, task_keys: list[str]) -> se
     (m0, t0), (m1, t1) = split_key(start), split_key(end)
     if not {m0, m1} <= set(models) or not {t0, t1} <= set(task_keys):
         return set()
-    return range_keys(KeyRange(m0, m1, t0, t1), models, task_keys)
+    return range_keys(KeyRange(m0, m1, t0, t1), models, list(task_keys))
 
 
 def plan_runs(sb: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str]) -> Plan:
@@ -121,7 +123,7 @@ def _fail_run_dirs(sb: SweepBenchmark, dagster_run_id: str, message: str) -> Non
             params = read_params(source.path) or {}
             if params.get("metadata", {}).get("dagster_run_id") != dagster_run_id:
                 continue
-            run_dir = open_run_dir(source.path)
+            run_dir = open_run_dir(Path(source.path))
             assert run_dir.info is not None
             if run_dir.info.status == "running":
                 run_dir.write_terminal_status("failed", f"Dagster run {dagster_run_id} failed: {message}")

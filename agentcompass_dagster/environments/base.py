@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from pathlib import Path

@@ -12,6 +12,8 @@ nothing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import signal
 import sys
@@ -20,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import dagster as dg
 
-from agentcompass_dagster.config import SweepConfig
+from agentcompass_dagster.config import SweepConfig, load_sweep
 from agentcompass_dagster.defs.code_location import set_sweep_files
 from agentcompass_dagster.defs.coordination import ensure_pool_limits, sweep_lock
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
 from agentcompass_dagster.defs.jobs import same_path_mounts, shared_paths
+from agentcompass_dagster.defs.partitions import identifier
 from agentcompass_dagster.defs.planning import plan_runs, reap_dead_runs, register_tasks
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
@@ -34,8 +37,10 @@ from agentcompass_dagster.launcher.runs import RunFactory
 from agentcompass_dagster.launcher.workers import RunWorkers
 from agentcompass_dagster.progress import ProgressBoard
 from agentcompass_dagster.runtime.orchestrator import Orchestrator
+from agentcompass_dagster.runtime.atomic import atomic_write_text
 from agentcompass_dagster.runtime.store import SUMMARY, ReuseSource
 
+AS_RUN_DIR = ".agentcompass/sweeps"
 POLL_S = 0.2
 STOP_SLACK_S = 10.0
 QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
@@ -92,9 +97,25 @@ def check_shared_storage(sb: SweepBenchmark, sweep_file: Path) -> None:
                             f"volume they share with this host, mounted at {path}")
 
 
+def location_file(sweep: SweepConfig, sweep_file: Path) -> Path:
+    """The file the code location loads the sweep from: its own file, or, when the command line changed
+    the declaration (--results-dir), the declaration as run, beside its results (where step containers
+    and pods see it too), so every process of the launch runs the same sweep."""
+    if load_sweep(sweep_file) == sweep:
+        return sweep_file
+    data = sweep.model_dump(mode="json")
+    data["output"]["results_dir"] = str(Path(sweep.output.results_dir).resolve())
+    text = json.dumps(data, indent=2, sort_keys=True)
+    path = (Path(sweep.output.results_dir).resolve() / AS_RUN_DIR /
+            f"{identifier(sweep.name)}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text + "\n")
+    return path
+
+
 def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, board: ProgressBoard | None = None,
                  home: Path | None = None) -> SweepLaunch:
-    set_sweep_files([sweep_file])
+    set_sweep_files([location_file(sweep, sweep_file)])
     dagster_home(home)
     sbs = sweep_benchmarks(sweep)
     for sb in sbs:

@@ -55,7 +55,7 @@ def _write(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
 
 def write_run_parquet(
     run_dir: Path,
-    identity: dict[str, str],
+    identity: dict[str, object],
     metrics: MetricResult,
     details: list[TaskDetail],
     reused: set[str],
