@@ -465,3 +465,33 @@ def test_a_sweep_can_run_its_steps_in_kubernetes_pods(tmp_path: Path, monkeypatc
     assert run_cli("run", unshared) == 2
     assert f"{unshared}: dagster.k8s.volume_mounts: output.results_dir {results}" in capsys.readouterr().err
     assert not results.exists()
+
+
+def test_environment_capacity_holds_across_concurrent_runs(tmp_path: Path, stop_group: Any) -> None:
+    """R-LIMIT-1 across processes: an environment with capacity 1 lets one attempt run at a time over
+    two runs evaluating at once in separate worker processes (each would allow 4): while one run's
+    attempt holds the instance's slot, the other run's attempt waits for it, and no two attempts of the
+    sweep ever overlap."""
+    gate = tmp_path / "gate"
+    pool = "agentcompass/environment/one-at-a-time"
+    sweep = engine_sweep(tmp_path, n=6, tasks={task: {"oracle": True, "gate": str(gate)} for task in every(6)},
+                         environment={"id": "one-at-a-time", "provider": "local", "capacity": 1},
+                         execution={"limits": {"task_concurrency": 4}},
+                         dagster={"max_partitions_per_run": 3, "max_concurrent_runs": 2})
+    proc = cli(tmp_path, "run", str(sweep))
+    stop_group(proc)
+
+    def one_holds_the_other_waits() -> bool:
+        with instance() as inst:
+            info = inst.event_log_storage.get_concurrency_info(pool)
+        holders = {slot.run_id for slot in info.claimed_slots}
+        return len(info.claimed_slots) == 1 and any(step.run_id not in holders for step in info.pending_steps)
+
+    wait_until(one_holds_the_other_waits, "one run holding the slot while the other waits", proc=proc)
+    assert sum(harness_calls(tmp_path).values()) == 1
+    gate.touch()
+    assert finish(proc) == 0
+    events = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    starts = {e["task"]: e["time"] for e in events if e["event"] == "start"}
+    ends = {e["task"]: e["time"] for e in events if e["event"] == "end"}
+    assert sorted(starts) == every(6) and _overlap([(starts[t], ends[t]) for t in starts]) == 1
