@@ -218,3 +218,34 @@ def cost_vs_accuracy(metrics_df: pd.DataFrame, task_results_df: pd.DataFrame) ->
     ax.set_title(title)
     ax.grid(color="#dddddd", zorder=0)
     return _png(fig)
+
+
+# The Dagster UI shows a markdown metadata value inline when it is shorter than this; longer ones are
+# behind a click.
+INLINE_MARKDOWN = 1000
+SVG_SAFE = "='/:,."  # left as they are in the data: URL; everything else is percent-encoded
+
+
+def inline_accuracy(metrics: pd.DataFrame) -> str | None:
+    """Accuracy per model (bar, 95% interval as a line) as a markdown image of a tiny SVG, short enough
+    for the Dagster UI to show inline; None when there are too many models for that."""
+    from urllib.parse import quote
+
+    rows = list(metrics[metrics["metric"] == "accuracy"].itertuples()) if not metrics.empty else []
+    parts = []
+    for i, row in enumerate(rows):
+        y, value = 4 + 20 * i, _number(row.value) or 0.0
+        low, high = _number(getattr(row, "ci_low", None)), _number(getattr(row, "ci_high", None))
+        parts.append(f"<text x='0' y='{y + 11}'>{html_escape(str(row.model)[:12])}</text>"
+                     f"<rect x='84' y='{y}' width='{160 * value:.0f}' height='14' fill='{BAR_COLOR}'/>")
+        if low is not None and high is not None:
+            parts.append(f"<path d='M{84 + 160 * low:.0f} {y + 7}H{84 + 160 * high:.0f}' stroke='#000'/>")
+        parts.append(f"<text x='250' y='{y + 11}'>{value:.3f}</text>")
+    svg = (f"<svg xmlns='http://www.w3.org/2000/svg' width='290' height='{8 + 20 * len(rows)}' font-size='11' "
+           f"font-family='sans-serif'>{''.join(parts)}</svg>")
+    markdown = f"![accuracy](data:image/svg+xml,{quote(svg, safe=SVG_SAFE)})"
+    return markdown if rows and len(markdown) < INLINE_MARKDOWN else None
+
+
+def html_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import dagster as dg
 import pytest
@@ -201,7 +202,8 @@ def test_unsafe_task_ids_run_through_dagster(tmp_path: Path, dagster_home: Path)
 
 def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) -> None:
     """load_metrics() gives the accuracy summary.md shows; Parquet column types are stable; the metrics
-    asset carries the markdown table with its plots inline and its checks pass."""
+    asset shows the markdown table and an accuracy chart inline (the three plots a click away) and its
+    checks pass."""
     sweep = lab_sweep(tmp_path, ["m1", "m2"], harness="oracle")
     assert run_cli("run", sweep) == 0
     (demo,) = sweep_benchmarks(load_sweep(sweep))
@@ -221,12 +223,18 @@ def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) ->
         metrics_key = dg.AssetKey(["lab", "demo", "metrics"])
         event = instance.get_latest_materialization_event(metrics_key)
         assert event is not None
-        summary_md = event.asset_materialization.metadata["summary"].value
+        metadata = event.asset_materialization.metadata
+        summary_md = metadata["summary"].value
         assert "| m1 |" in summary_md and "| m2 |" in summary_md and "1.0000" in summary_md
-        assert event.asset_materialization.metadata["accuracy m1"].value == 1.0
+        assert metadata["accuracy m1"].value == 1.0
+        # Shown inline by the UI (markdown under 1,000 characters): the table and the SVG chart.
+        inline = metadata["accuracy per model"].value
+        assert len(summary_md) < 1000 and len(inline) < 1000 and inline.startswith("![accuracy](data:image/svg+xml,")
+        assert "m1" in unquote(inline) and "m2" in unquote(inline)
         for title in ("accuracy per model", "accuracy per category", "cost against accuracy"):
-            start = summary_md.index(f"![{title}](data:image/png;base64,") + len(f"![{title}](data:image/png;base64,")
-            png = base64.b64decode(summary_md[start:summary_md.index(")", start)])
+            plot = metadata[f"plot: {title}"].value
+            assert plot.startswith(f"![{title}](data:image/png;base64,")
+            png = base64.b64decode(plot.split("base64,", 1)[1].rstrip(")"))
             assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 800
         checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
             [dg.AssetCheckKey(metrics_key, "counts_match_denominators"), dg.AssetCheckKey(metrics_key, "no_secret_in_run_dirs")])

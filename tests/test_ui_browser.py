@@ -176,6 +176,11 @@ def _browse(base: str, task_keys: list[str], shots: Path) -> dict[str, list[str]
             page.wait_for_timeout(500)  # the graph zooms to fit once laid out
             page.screenshot(path=str(shots / "graph.png"))
 
+            # The metrics asset shows its table and an accuracy chart inline, without a click.
+            page.goto(f"{base}/assets/demo/demo/metrics", wait_until="networkidle")
+            expect(page.locator("img[src^='data:image/svg+xml']")).to_be_visible()
+            expect(page.locator("table").filter(has_text="accuracy/files").first).to_be_visible()
+
             # Partitions of the attempts asset: every task of model "none" is materialized.
             page.goto(f"{base}/assets/demo/demo/attempts?view=partitions", wait_until="networkidle")
             expect(page.get_by_text(f"Materialized ({len(task_keys)})", exact=True)).to_be_visible()
