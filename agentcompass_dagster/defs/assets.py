@@ -66,7 +66,7 @@ def tasks_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
     def tasks(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         import pandas as pd
 
-        record_worker(context)
+        record_worker(sb, context)
         ensure_pool_limits(sb, context.instance)
         keys = sb.task_keys
         known = set(context.instance.get_dynamic_partitions(sb.partitions_name))
@@ -276,7 +276,7 @@ def evaluation_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
         required_resource_keys={sb.harness_resource_key, sb.environment_resource_key},
     )
     def evaluate(context: dg.AssetExecutionContext) -> Iterator[Any]:
-        record_worker(context)
+        record_worker(sb, context)
         failure = None
         if attempts_key in context.selected_asset_keys:
             failure = yield from _evaluate(context, sb)
@@ -315,7 +315,7 @@ def comparison_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
     def comparison(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         import pandas as pd
 
-        record_worker(context)
+        record_worker(sb, context)
         scores = _task_scores(sb)
         rows = []
         models = [m.id for m in sb.sweep.models if m.id in scores]

@@ -59,10 +59,11 @@ def run_worker(run: dg.DagsterRun) -> Worker | None:
     return Worker.parse(text) if text else None
 
 
-def record_worker(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> None:
+def record_worker(sb: SweepBenchmark, context: dg.AssetExecutionContext) -> None:
     """Name this process as the run's worker (once per run), so a launcher on this machine can tell a
-    run whose worker was killed from one still working."""
-    if WORKER_TAG not in context.run.tags:
+    run whose worker was killed from one still working. Only where steps execute in the run worker:
+    a step of the multiprocess, docker or k8s executor is a process of its own that ends with its step."""
+    if sb.sweep.dagster.executor == "in_process" and WORKER_TAG not in context.run.tags:
         context.instance.add_run_tags(context.run.run_id, {WORKER_TAG: str(Worker.this())})
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from agentcompass_dagster.defs.coordination import WORKER_TAG, drop_claim, live_claims, run_worker
+from agentcompass_dagster.defs.coordination import drop_claim, live_claims, run_worker
 from agentcompass_dagster.defs.partitions import KeyRange, missing_ranges, range_keys, split_key
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.processes import Worker
@@ -101,12 +101,16 @@ def reap_dead_runs(sb: SweepBenchmark, instance: dg.DagsterInstance) -> list[str
     are released. Returns their run ids."""
     reaped = []
     for run in in_flight_runs(sb, instance):
-        if run.status == dg.DagsterRunStatus.QUEUED:
-            continue  # the daemon's queue owns it
-        owner = run_worker(run) or (Worker.parse(run.tags[LAUNCHER_TAG]) if LAUNCHER_TAG in run.tags else None)
+        # A run not started yet belongs to whoever created it; once submitted, to the daemon's queue and
+        # launcher; once started, to its worker (when a process of ours recorded it).
+        if run.status == dg.DagsterRunStatus.NOT_STARTED:
+            owner, role = Worker.parse(run.tags.get(LAUNCHER_TAG, "")), "launcher"
+        elif run.status == dg.DagsterRunStatus.QUEUED:
+            continue
+        else:
+            owner, role = run_worker(run), "worker"
         if owner is None or owner.alive():
             continue
-        role = "worker" if WORKER_TAG in run.tags else "launcher"
         message = f"its {role} process {owner.pid} on {owner.host} is gone (killed?); its finished tasks are kept"
         instance.report_run_failed(run, message=message)
         if instance.event_log_storage.supports_global_concurrency_limits:

@@ -97,30 +97,33 @@ def check_shared_storage(sb: SweepBenchmark, sweep_file: Path) -> None:
                             f"volume they share with this host, mounted at {path}")
 
 
-def location_file(sweep: SweepConfig, sweep_file: Path) -> Path:
+def location_file(sweep: SweepConfig, sweep_file: Path) -> tuple[Path, str | None]:
     """The file the code location loads the sweep from: its own file, or, when the command line changed
     the declaration (--results-dir), the declaration as run, beside its results (where step containers
-    and pods see it too), so every process of the launch runs the same sweep."""
+    and pods see it too), so every process of the launch runs the same sweep. Returns the path and, for
+    a declaration as run, the text to write there once the sweep has passed preflight."""
     if load_sweep(sweep_file) == sweep:
-        return sweep_file
+        return sweep_file, None
     data = sweep.model_dump(mode="json")
     data["output"]["results_dir"] = str(Path(sweep.output.results_dir).resolve())
-    text = json.dumps(data, indent=2, sort_keys=True)
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     path = (Path(sweep.output.results_dir).resolve() / AS_RUN_DIR /
             f"{identifier(sweep.name)}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, text + "\n")
-    return path
+    return path, text
 
 
 def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, board: ProgressBoard | None = None,
                  home: Path | None = None) -> SweepLaunch:
-    set_sweep_files([location_file(sweep, sweep_file)])
+    location, as_run = location_file(sweep, sweep_file)
+    set_sweep_files([location])
     dagster_home(home)
     sbs = sweep_benchmarks(sweep)
     for sb in sbs:
         check_shared_storage(sb, sweep_file)
     preflight(sbs)
+    if as_run is not None:
+        location.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(location, as_run)
     home = ensure_dagster_home(home)
     launch = SweepLaunch(home)
     with dg.DagsterInstance.get() as instance:
