@@ -125,10 +125,13 @@ def test_a_cli_run_is_the_sweeps_job_with_its_tags_and_every_step(tmp_path: Path
     """`agentcompass run` runs the sweep's own job (not an ephemeral one) with the sweep's tags, from the
     `agentcompass` code location (so the UI finds the job to re-execute), and the run has every step: a
     task that ends in error stays unmaterialized (observed, with its error) while the metrics, the
-    comparison and both checks run anyway. Per-task metadata is numeric."""
+    comparison and both checks run anyway. Per-task metadata is numeric. The generated instance keeps its
+    event log with pooled connections, in SQLite or PostgreSQL."""
     sweep = engine_sweep(tmp_path, tasks={"t3": {"error": "scripted failure"}})
     assert run_cli("run", sweep) == 0
     with instance() as inst:
+        storage = {"sqlite": "PooledSqliteEventLogStorage", "postgres": "PooledPostgresEventLogStorage"}[instance_kind]
+        assert type(inst.event_log_storage).__name__ == storage
         (run,) = inst.get_runs()
         assert run.job_name == JOB and run.status == dg.DagsterRunStatus.SUCCESS
         assert (run.tags["agentcompass/sweep"], run.tags["agentcompass/benchmark"], run.tags["agentcompass/models"]) == (

@@ -56,9 +56,10 @@ run_storage:
   config:
     postgres_url:
       env: {env}
+# dagster-postgres's event log with pooled connections (agentcompass_dagster/defs/postgres_storage.py).
 event_log_storage:
-  module: dagster_postgres.event_log
-  class: PostgresEventLogStorage
+  module: agentcompass_dagster.defs.postgres_storage
+  class: PooledPostgresEventLogStorage
   config:
     postgres_url:
       env: {env}

@@ -1,5 +1,4 @@
-"""The event log of the generated SQLite instance: Dagster's consolidated SQLite event log storage with
-pooled connections.
+"""The event log of the generated instance: Dagster's event log storage with pooled connections.
 
 Every task reports two events (its planned and its finished materialization). Dagster's SQLite event
 log opens a new engine and connection for each of them, so SQLAlchemy compiles every statement again,
@@ -26,12 +25,24 @@ from sqlalchemy.pool import QueuePool
 POOL_SIZE = 4
 
 
-class PooledSqliteEventLogStorage(ConsolidatedSqliteEventLogStorage):
+class RememberedColumns:
+    """The asset table's columns reflected once per storage, not once per event (its schema changes
+    only by migration, which restarts every process)."""
+
+    _columns: dict[str, bool]
+
+    def _has_asset_key_col_on_connection(self, conn: db.Connection, column_name: str) -> bool:
+        columns = self.__dict__.setdefault("_columns", {})
+        if column_name not in columns:
+            columns[column_name] = super()._has_asset_key_col_on_connection(conn, column_name)  # type: ignore[misc]
+        return columns[column_name]
+
+
+class PooledSqliteEventLogStorage(RememberedColumns, ConsolidatedSqliteEventLogStorage):
     def __init__(self, base_dir: str, inst_data: Any = None) -> None:
         # Set before the parent's constructor, which creates the database through _connect.
         self._engine: db.Engine | None = None
         self._engine_lock = threading.Lock()
-        self._columns: dict[str, bool] = {}
         super().__init__(base_dir, inst_data)
 
     def _pooled_engine(self) -> db.Engine:
@@ -47,11 +58,6 @@ class PooledSqliteEventLogStorage(ConsolidatedSqliteEventLogStorage):
     def _connect(self) -> Iterator[db.Connection]:
         with self._pooled_engine().connect() as conn, conn.begin():
             yield conn
-
-    def _has_asset_key_col_on_connection(self, conn: db.Connection, column_name: str) -> bool:
-        if column_name not in self._columns:
-            self._columns[column_name] = super()._has_asset_key_col_on_connection(conn, column_name)
-        return self._columns[column_name]
 
     def dispose(self) -> None:
         with self._engine_lock:
