@@ -160,13 +160,17 @@ class SizeResult:
                 "check_problems": self.check_problems}
 
 
-def write_sweep(n: int, concurrency: int, harness: str, workdir: Path, runs: int = 1) -> Path:
-    """The sweep as a file: run workers load it again, as `agentcompass run` has them."""
+def write_sweep(n: int, concurrency: int, harness: str, workdir: Path, runs: int = 1, sleep: float = 0.0) -> Path:
+    """The sweep as a file: run workers load it again, as `agentcompass run` has them. With ``sleep``
+    every task waits that long (as for a model's answer), played by the scripted harness."""
     dagster = {"max_partitions_per_run": -(-n // runs), "max_concurrent_runs": runs} if runs > 1 else {}
+    declared: str | dict[str, Any] = harness
+    if sleep:
+        declared = {"id": "scripted", "params": {"default": {"oracle": harness == "oracle", "sleep": sleep}}}
     path = workdir / f"{SWEEP_NAME}.yaml"
     path.write_text(yaml.safe_dump({
         "name": SWEEP_NAME, "benchmarks": [{"id": "synthetic", "params": {"n_tasks": n}}],
-        "models": [{"id": MODEL_ID, "provider": "none"}], "harness": harness, "environment": "local",
+        "models": [{"id": MODEL_ID, "provider": "none"}], "harness": declared, "environment": "local",
         "execution": {"limits": {"task_concurrency": concurrency}},
         "output": {"results_dir": str(workdir / "results")}, "dagster": dagster}))
     return path
@@ -310,16 +314,19 @@ def measure_size(n: int, args: argparse.Namespace, parent: Path) -> SizeResult:
 
 
 def measure_split(args: argparse.Namespace, parent: Path) -> list[LaunchMeasurement]:
-    """SPLIT_N tasks as one run and as --split concurrent runs, each in a fresh directory and instance."""
+    """SPLIT_N tasks as one run and as --split concurrent runs, each in a fresh directory and instance,
+    with no-op tasks and with tasks that wait --split-sleep seconds each."""
     measurements = []
-    for runs in (1, args.split):
-        workdir = Path(tempfile.mkdtemp(prefix=f"bench-split{runs}-", dir=parent))
-        fresh_instance(workdir, args.instance)
-        write_sweep(SPLIT_N, args.concurrency, args.harness, workdir, runs)
-        m = launch_child("split", SPLIT_N, args, workdir)
-        if not m.problems and len(m.runs) != runs:
-            m.problems.append(f"expected {runs} runs, launched {len(m.runs)}")
-        measurements.append(m)
+    for sleep in (0.0, args.split_sleep):
+        for runs in (1, args.split):
+            workdir = Path(tempfile.mkdtemp(prefix=f"bench-split{runs}-", dir=parent))
+            fresh_instance(workdir, args.instance)
+            write_sweep(SPLIT_N, args.concurrency, args.harness, workdir, runs, sleep)
+            m = launch_child("split", SPLIT_N, args, workdir)
+            m.phase = f"split sleep={sleep:g}"
+            if not m.problems and len(m.runs) != runs:
+                m.problems.append(f"expected {runs} runs, launched {len(m.runs)}")
+            measurements.append(m)
     return measurements
 
 
@@ -386,9 +393,7 @@ def render_first(results: list[SizeResult]) -> str:
 
 
 def render_split(measurements: list[LaunchMeasurement]) -> str:
-    lines = [f"{SPLIT_N} tasks: " + "; ".join(
-        f"{len(m.runs)} run(s): {m.seconds:.2f} s wall ({m.ms_per_task:.2f} ms/task)" for m in measurements)]
-    return "\n".join(lines)
+    return "\n".join(f"{SPLIT_N} tasks, {m.phase}: {len(m.runs)} run(s) {m.seconds:.2f} s wall" for m in measurements)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -397,6 +402,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--instance", default="sqlite",
                         help="sqlite (default) or a postgresql+psycopg2:// URL of a server to make databases on")
     parser.add_argument("--split", type=int, default=4, help="concurrent runs of the split comparison (0: skip it)")
+    parser.add_argument("--split-sleep", type=float, default=0.05,
+                        help="seconds each task waits in the second split comparison, as for a model's answer")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="run launch_sweep of the first and rerun phases under cProfile, stats to DIR")
     parser.add_argument("--child", choices=CHILD_PHASES, help=argparse.SUPPRESS)
