@@ -87,7 +87,10 @@ from agentcompass_dagster.runtime.atomic import (
     atomic_write_json,
     atomic_write_text,
 )
-from agentcompass_dagster.runtime.components import construct_plugin
+from agentcompass_dagster.runtime.components import (
+    construct_plugin,
+    register_declared_secrets,
+)
 from agentcompass_dagster.runtime.redact import redact
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec, Usage, utcnow
 
@@ -391,6 +394,7 @@ def load_spec(path: Path) -> ResolvedSpec:
     env_config = spec.environment if isinstance(spec.environment, EnvironmentConfig) else validate_declaration(
         EnvironmentConfig, resolve_reference(root, "environments", spec.environment, "environment", where),
         f"{where}: environment")
+    register_declared_secrets(env_config.env, env_config, model_config)
     environment = construct_plugin(f"environment {env_config.id!r}",
                                    registry.environments.get(env_config.provider_id, "environment.provider"),
                                    env_config)

@@ -229,6 +229,37 @@ def test_secret_in_the_transcript_deletes_it(tmp_path: Path) -> None:
     assert_receipt_on_disk(receipt)
 
 
+def test_ordinary_hyphenated_output_keeps_the_transcript(tmp_path: Path) -> None:
+    """R-DISP-3 / R-STORE-4: only a real secret refuses a transcript: an agent that prints
+    "disk-usage-monitoring-tool" (which holds "sk-") completes, exit 0, and its transcript is kept."""
+    turns = [bash("echo disk-usage-monitoring-tool task-runner risk-assessment"), submit("disk-usage-monitoring-tool")]
+    receipt, code = run_dispatch(write_spec(tmp_path, turns))
+    assert code == 0, receipt
+    run_dir = Path(receipt["runDir"])
+    assert "disk-usage-monitoring-tool task-runner risk-assessment" in (run_dir / "agent" / "activity.jsonl").read_text()
+    assert (run_dir / "final-message.txt").read_text() == "disk-usage-monitoring-tool"
+
+
+def test_an_echoed_environment_value_is_in_no_file(tmp_path: Path) -> None:
+    """R-DISP-3 / R-STORE-4: an environment's env: value is registered as a secret when the spec is
+    loaded: a run that never prints it completes; one whose agent echoes it is RAW_SECRET_DETECTED (exit
+    5, transcript deleted). Either way the value is in no file of the run directory, spec.yaml included."""
+    value = "quokka-zebra-4417"
+    environment = {"id": "local", "env": {"DISPATCH_SERVICE_VALUE": value}}
+    quiet, code = run_dispatch(write_spec(tmp_path, [bash("echo hello"), submit("done")], environment=environment,
+                                          run_id="quiet"))
+    assert code == 0, quiet
+    echoed, code = run_dispatch(write_spec(tmp_path, [bash("echo $DISPATCH_SERVICE_VALUE"), submit("done")],
+                                           environment=environment, run_id="echoed"))
+    assert (code, echoed["errorCode"]) == (5, "RAW_SECRET_DETECTED"), echoed
+    assert not (Path(echoed["runDir"]) / "agent").exists()
+    for receipt in (quiet, echoed):
+        files = [p for p in Path(receipt["runDir"]).rglob("*") if p.is_file()]
+        assert any(p.name == "spec.yaml" for p in files)
+        assert all(value.encode() not in p.read_bytes() for p in files)
+        assert value not in json.dumps(receipt)
+
+
 def test_transcript_empty_is_unreachable_with_the_tool_agent() -> None:
     """R-DISP-1: TRANSCRIPT_EMPTY guards a transcript emptied behind the agent's back."""
     pytest.skip("unreachable through AgentRun: it logs the session's in_flight record before any model "

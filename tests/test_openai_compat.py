@@ -172,6 +172,31 @@ def test_a_key_in_the_declaration_is_refused() -> None:
     assert KEY not in str(caught.value)
 
 
+def test_credentials_in_the_base_url_are_refused(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """R-STORE-4: a base_url with user:password@ (which the SDK would send as a Basic header in place of
+    the key) is refused when the model is built: one line naming model.base_url with the password shown as
+    ***, exit 2 from the CLI, and the password in no output and no file the run left."""
+    from conftest import run_cli, write_sweep
+
+    with pytest.raises(UserError, match=r"model\.base_url='https://bob:\*\*\*@host/v1'") as caught:
+        make_model(None, base_url="https://bob:hunter2@host/v1")
+    assert "hunter2" not in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(UserError, match=r"model\.base_url='https://\*\*\*@host/v1'"):
+        make_model(None, base_url="https://ghp_token@host/v1")
+
+    model = {"id": "m", "provider": "openai_compat", "model": "served", "base_url": "https://bob:hunter2@host/v1"}
+    sweep = write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": ["count-errors"]}], models=[model],
+                        harness="tool_agent")
+    assert run_cli("run", sweep, "--direct") == 2
+    out, err = capsys.readouterr()
+    assert "hunter2" not in out + err
+    [line] = err.splitlines()
+    assert "model.base_url='https://bob:***@host/v1'" in line
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path != sweep:
+            assert b"hunter2" not in path.read_bytes(), path
+
+
 def test_the_served_model_name_is_required() -> None:
     with pytest.raises(UserError, match="model.model=None"):
         make_model(None, model=None, base_url="http://127.0.0.1:9/v1")

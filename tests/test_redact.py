@@ -43,11 +43,14 @@ def test_secrets_in_the_request_never_reach_the_run_directory(tmp_path: Path, da
 
 
 def test_redaction_by_key_shape_and_registered_value() -> None:
-    """R-STORE-4: keys and values that look secret are replaced recursively; counts are not secrets."""
+    """R-STORE-4: keys and values that look secret are replaced recursively; counts are not secrets. A value
+    found under a secret key is scrubbed from the rest of its record, not from later writes; a registered
+    value is scrubbed from every later write."""
     data = {
         "api_key": "plain-value-123",
         "nested": [{"Authorization": "Bearer abc.def.ghi"}, {"password": 12345}],
-        "text": "use ghp_" + "a" * 30 + " then Bearer zzzzzzzzzzzz",
+        "text": "use ghp_" + "a" * 30 + " then Bearer zzzz1234zzzz",
+        "command": "login --key plain-value-123",
         "input_tokens": 120,
         "api_key_env": "OPENAI_API_KEY",
         "credentials": {"user": "bob", "inner": "x9x9x9x9x9"},
@@ -55,11 +58,12 @@ def test_redaction_by_key_shape_and_registered_value() -> None:
     out = redact(data)
     assert out["api_key"] == REDACTED and out["nested"][0]["Authorization"] == REDACTED
     assert out["nested"][1]["password"] == REDACTED
-    assert "ghp_" not in out["text"] and "zzzzzzzzzzzz" not in out["text"]
+    assert "ghp_" not in out["text"] and "zzzz1234zzzz" not in out["text"]
+    assert out["command"] == f"login --key {REDACTED}"
     assert out["input_tokens"] == 120 and out["api_key_env"] == "OPENAI_API_KEY"
     assert out["credentials"] == {"user": REDACTED, "inner": REDACTED}
     assert data["api_key"] == "plain-value-123"
-    assert redact_text("echo plain-value-123") == f"echo {REDACTED}"
+    assert redact_text("echo plain-value-123") == "echo plain-value-123"
     register_secret("another-secret-value")
     assert redact({"log": ["x another-secret-value y"]}) == {"log": [f"x {REDACTED} y"]}
 

@@ -17,6 +17,8 @@ any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, Ollama).
 
 The key is read only from the variable ``api_key_env`` names: declarations are copied into run records, so
 a key written there would be too. Without ``api_key_env`` a placeholder is sent, as local servers need none.
+The key read is registered for redaction, so an endpoint or an agent that echoes it writes it nowhere; a
+``base_url`` with credentials in it (``https://user:password@host``) is refused.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import math
 import os
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +42,7 @@ from agentcompass_dagster.models.base import (
     ToolCall,
 )
 from agentcompass_dagster.models.usage import Price
+from agentcompass_dagster.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     from openai import APIStatusError
@@ -73,6 +77,7 @@ class OpenAICompatModel(Model):
         self.params = validate_declaration(OpenAICompatParams, config.params, "model.params")
         if not config.model:
             raise field_error("model.model", config.model, "provider 'openai_compat' needs the served model's name")
+        _refuse_credentials(config.base_url)
         self._api_key = _read_key(config.api_key_env)
         # Imported here: the SDK takes about half a second to import, which `agentcompass --help` should not pay.
         import openai
@@ -160,12 +165,28 @@ def _status_problem(exc: APIStatusError) -> str:
     return f"HTTP {exc.status_code}: {detail}" if detail else f"HTTP {exc.status_code}"
 
 
+def _refuse_credentials(base_url: str | None) -> None:
+    """The HTTP client would turn ``user:password@`` into a Basic header that replaces the Bearer key, and
+    an endpoint that echoes its request would have the credential stored."""
+    parts = urlsplit(base_url or "")
+    if "@" not in parts.netloc:
+        return
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, has_password, _ = userinfo.partition(":")
+    # A user without a password may itself be the token (https://TOKEN@host).
+    shown = f"{user}:***@{host}" if has_password else f"***@{host}"
+    raise field_error("model.base_url", parts._replace(netloc=shown).geturl(),
+                      "credentials in the URL are not accepted: they would be sent instead of the key and stored; "
+                      "put the key in an environment variable and name it in model.api_key_env")
+
+
 def _read_key(variable: str | None) -> str | None:
     if not variable:
         return None
     key = os.environ.get(variable, "").strip()
     if not key:
         raise field_error("model.api_key_env", variable, f"the environment variable {variable} is not set or empty")
+    register_secret(key)
     return key
 
 

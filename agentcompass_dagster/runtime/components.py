@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.errors import UserError, field_error
-
+from agentcompass_dagster.runtime.redact import register_secret, register_url_passwords
 
 NO_HARNESS = "none"
 
@@ -30,9 +32,21 @@ def construct_plugin(kind: str, cls: Any, *args: Any) -> Any:
         raise UserError(f"{kind}: cannot be configured: {exc}") from None
 
 
+def register_declared_secrets(env: dict[str, str], *declarations: BaseModel) -> None:
+    """R-STORE-4: what a request hands the runtime to pass on, an environment's env values and the
+    passwords of its URLs, is scrubbed from everything written, wherever an agent or an endpoint echoes it.
+    Registered before any plugin is built, so that a plugin's own error is scrubbed too."""
+    for value in env.values():
+        register_secret(value)
+    for declaration in declarations:
+        register_url_passwords(declaration.model_dump(mode="json"))
+
+
 def resolve_components(request: RunRequest) -> Components:
     """Look every plugin up in its registry and build it; unknown ids and bad params are UserErrors."""
     from agentcompass_dagster.benchmarks.base import HarnessFreeBenchmark
+
+    register_declared_secrets(request.environment.env, request)
 
     benchmark_cls = registry.benchmarks.get(request.benchmark.id, "benchmark.id")
     environment_cls = registry.environments.get(request.environment.provider_id, "environment.provider")

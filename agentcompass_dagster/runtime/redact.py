@@ -1,9 +1,12 @@
 """One redaction used by every writer (R-STORE-4).
 
-Secrets are recognised three ways: by the name of the key that holds them, by the shape of the value
-(API-key prefixes, bearer tokens, private keys, passwords inside URLs), and by value, once a secret has
-been seen under a secret-looking key or registered explicitly; a registered value is then scrubbed from
-every string written afterwards (a trajectory that echoes an API key, say).
+Secrets are recognised three ways: by the name that holds them (a record's key such as ``api_key``, or an
+assignment in text such as ``password: ...``, ``TOKEN=...``, ``"secret": "..."``), by the shape of the value
+(API-key prefixes, bearer and basic credentials, private keys, passwords inside URLs), and by value once
+registered. The runtime registers the secrets it holds itself (the model's key, an environment's env values,
+URL passwords); a registered value is scrubbed from every string written afterwards in this process. A value
+found under a secret-looking key is scrubbed from its own record only: registering it would let an ordinary
+value under a key that merely looks secret vanish from every later write.
 """
 
 from __future__ import annotations
@@ -11,36 +14,56 @@ from __future__ import annotations
 import re
 import threading
 from typing import Any
+from urllib.parse import unquote
 
 REDACTED = "[REDACTED]"
 
-_SECRET_KEY = re.compile(
-    r"(api[_-]?key|apikey|secret|token|passw(or)?d|passwd|pwd|authorization|auth[_-]?header|credential"
-    r"|private[_-]?key|access[_-]?key|session[_-]?key|cookie|bearer)",
+# Where a name starts: not inside a word ("oauth", "fortunecookie"), but after "_" or "-"
+# (aws_secret_access_key, x-api-key) and at a camelCase hump (accessToken).
+_NAME_START = r"(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])))"
+# Whole names only, so tokenizer, token_type, max_tokens, secretary, pwd and api_key_env are not secrets.
+_NAMES = (r"(?:(?:api|access|secret|session|private|signing|encryption)[ _-]?key|apikey|secrets?|passw(?:or)?ds?"
+          r"|passphrase|token|auth|authorization|auth[ _-]?header|cookies?|credentials?|bearer)")
+_SECRET_KEY = re.compile(_NAME_START + _NAMES + r"\Z", re.IGNORECASE)
+# A secret shape starts at a boundary of its own, never inside a word or a base64url run ("disk-usage").
+_SECRET_VALUE = re.compile(
+    r"(?<![\w-])(?:sk-(?=[\w-]*[0-9A-Z])[\w-]{16,}"
+    r"|sk_(?:live|test)_[A-Za-z0-9]{16,}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|github_pat_\w{20,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|AKIA[0-9A-Z]{16}(?![0-9A-Z])"
+    r"|hf_(?=[A-Za-z0-9]*[0-9A-Z])[A-Za-z0-9]{20,}"
+    r"|AIza[\w-]{30,}"
+    r"|eyJ[\w-]{10,}\.[\w-]{10,}\.[\w-]{5,})"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+    re.ASCII,
+)
+# "Bearer" as an HTTP header writes it is followed by a credential, which a plain word ("Bearer tokens",
+# "Bearer Authentication") is not. After a lowercase "bearer" or any "basic" only a base64 word with a
+# digit, an inner capital or padding counts, so prose ("a basic 1st-grade math") is left alone.
+_SCHEME = re.compile(
+    r"\b(Bearer|BEARER)\s+(?![A-Za-z][a-z]*+(?![\w~+/=-]|\.\w))[\w.~+/=-]{8,}"
+    r"|\b([Bb]earer|[Bb]asic|BASIC)\s+(?=[A-Za-z0-9+/]*(?:\d|[a-z][A-Z]|=))[A-Za-z0-9+/]{8,}+={0,2}+(?![\w~+/=-]|\.\w)",
+    re.ASCII,
+)
+# NAME=value, name = value, name: value, "name": "value" (dotenv, INI, TOML, YAML, JSON, logs, query strings);
+# the name and an HTTP scheme stay visible.
+_ASSIGNMENT = re.compile(
+    _NAME_START + r"(?P<name>" + _NAMES + r")(?![A-Za-z0-9_])[\"']?[ \t]*+[:=][ \t]*+"
+    r"(?P<open>[\"'])?(?P<scheme>(?>(?:basic|bearer|token)[ \t]+)?)"
+    r"(?(open)(?P<quoted>(?:(?!(?P=open))[^\\\n]|\\.)*+)(?P=open)|(?P<bare>[^\s\"'`,;&<>(){}\[\]]++)(?![(\[]))",
     re.IGNORECASE,
 )
-# Keys that contain a secret-looking word but hold counts (token usage) or the *name* of an environment
-# variable that holds the secret (api_key_env), never the secret itself.
-_NOT_SECRET_KEY = re.compile(r"(tokens|token_(count|budget|limit|usage|in|out|used|total)|_env$|_count$)", re.I)
-_SECRET_VALUE = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{16,}"
-    r"|sk_(live|test)_[A-Za-z0-9]{16,}"
-    r"|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|github_pat_[A-Za-z0-9_]{20,}"
-    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"
-    r"|AKIA[0-9A-Z]{16}"
-    r"|hf_[A-Za-z0-9]{20,}"
-    r"|AIza[0-9A-Za-z_\-]{30,}"
-    r"|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{5,}"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)"
-)
-# "Bearer" as an HTTP header writes it is always followed by a credential; after a lowercase "bearer" or
-# any "basic" only a word with a digit, an inner capital or base64 padding counts, so prose ("a basic
-# understanding", "bearer tokens") is left alone.
-_BEARER = re.compile(r"\b(Bearer|BEARER)\s+[A-Za-z0-9._~+/=\-]{8,}"
-                     r"|\b([Bb]earer|[Bb]asic|BASIC)\s+(?=[A-Za-z0-9._~+/=\-]*(\d|[a-z][A-Z]|=))[A-Za-z0-9._~+/=\-]{8,}")
+# An assigned value is a credential when it has a digit, an inner capital or a symbol that code
+# identifiers and paths do not use; a variable reference, a placeholder, a special token ("[MASK]"),
+# an attribute path (self.api_key) or a number (max_token=4096) is not.
+_CREDENTIAL_HINT = re.compile(r"\d|[a-z][A-Z]|[^\w\s./~:-]")
+_NOT_LITERAL = re.compile(r"[$%<{\[]|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\Z|\d+\Z|.*\s")
+_HEADER = re.compile(r"authorization|auth[ _-]?header", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
-_MIN_REGISTERED = 6
+# Shorter values cannot be told from ordinary text ("abc", "bob").
+_MIN_SECRET = 6
 
 _known: set[str] = set()
 _known_pattern: re.Pattern[str] | None = None
@@ -50,56 +73,102 @@ _lock = threading.Lock()
 def register_secret(value: str) -> None:
     """Scrub this exact value from everything written from now on in this process."""
     global _known_pattern
-    if not isinstance(value, str) or len(value) < _MIN_REGISTERED or value == REDACTED:
+    if not isinstance(value, str) or len(value) < _MIN_SECRET or value == REDACTED:
         return
     with _lock:
         if value in _known:
             return
         _known.add(value)
-        ordered = sorted(_known, key=len, reverse=True)
-        _known_pattern = re.compile("|".join(re.escape(v) for v in ordered))
+        _known_pattern = _alternation(_known)
+
+
+def register_url_passwords(value: Any) -> None:
+    """Register the password of every ``scheme://user:password@`` among the strings of a JSON-like value,
+    as written and percent-decoded."""
+    if isinstance(value, str):
+        for match in _URL_PASSWORD.finditer(value):
+            register_secret(match["pw"])
+            register_secret(unquote(match["pw"]))
+    elif isinstance(value, dict):
+        for item in value.values():
+            register_url_passwords(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            register_url_passwords(item)
 
 
 def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key)) and not _NOT_SECRET_KEY.search(key)
+    return bool(_SECRET_KEY.search(key))
 
 
 def redact_text(text: str) -> str:
-    if _known_pattern is not None:
-        text = _known_pattern.sub(REDACTED, text)
+    # URL passwords first: a registered env value that is such a URL keeps its user and host visible.
     if "://" in text:
         text = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
+    if _known_pattern is not None:
+        text = _known_pattern.sub(REDACTED, text)
     text = _SECRET_VALUE.sub(REDACTED, text)
-    return _BEARER.sub(lambda m: f"{m.group(1) or m.group(2)} {REDACTED}", text)
+    text = _ASSIGNMENT.sub(_assigned, text)
+    return _SCHEME.sub(lambda m: f"{m.group(1) or m.group(2)} {REDACTED}", text)
 
 
 def redact(value: Any) -> Any:
-    """A redacted copy of a JSON-like value; the input is not modified."""
+    """A redacted copy of a JSON-like value; the input is not modified. A value under a secret key is also
+    scrubbed from the rest of this value (a command line that repeats it), and from nothing else."""
+    found: set[str] = set()
+    _under_secret_keys(value, found, secret=False)
+    return _redact(value, _alternation(found) if found else None)
+
+
+def _alternation(values: set[str]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
+
+
+def _assigned(match: re.Match[str]) -> str:
+    group = "bare" if match["open"] is None else "quoted"
+    value = match[group]
+    if len(value) < _MIN_SECRET or REDACTED in value or _NOT_LITERAL.match(value):
+        return match[0]
+    # After an Authorization header or an HTTP scheme any literal is a credential.
+    if not (match["scheme"] or _HEADER.fullmatch(match["name"]) or _CREDENTIAL_HINT.search(value)):
+        return match[0]
+    start, end = match.start(group) - match.start(), match.end(group) - match.start()
+    return match[0][:start] + REDACTED + match[0][end:]
+
+
+def _under_secret_keys(value: Any, found: set[str], secret: bool) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _under_secret_keys(item, found, secret or (isinstance(key, str) and is_secret_key(key)))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _under_secret_keys(item, found, secret)
+    elif secret and isinstance(value, str) and len(value) >= _MIN_SECRET and value != REDACTED:
+        found.add(value)
+
+
+def _redact(value: Any, local: re.Pattern[str] | None) -> Any:
     if isinstance(value, str):
-        return redact_text(value)
+        return redact_text(local.sub(REDACTED, value) if local is not None else value)
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
             if isinstance(key, str) and is_secret_key(key) and item not in (None, "", [], {}):
-                if isinstance(item, str):
-                    register_secret(item)
-                out[key] = REDACTED if isinstance(item, (str, int, float, bytes)) else redact_all(item)
+                out[key] = REDACTED if isinstance(item, (str, int, float, bytes)) else _redact_all(item)
             else:
-                out[key] = redact(item)
+                out[key] = _redact(item, local)
         return out
     if isinstance(value, (list, tuple)):
-        return [redact(item) for item in value]
+        return [_redact(item, local) for item in value]
     return value
 
 
-def redact_all(value: Any) -> Any:
+def _redact_all(value: Any) -> Any:
     """Everything under a secret key is secret, whatever its inner keys are called."""
     if isinstance(value, dict):
-        return {key: redact_all(item) for key, item in value.items()}
+        return {key: _redact_all(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact_all(item) for item in value]
+        return [_redact_all(item) for item in value]
     if value in (None, "", True, False):
         return value
-    if isinstance(value, str):
-        register_secret(value)
     return REDACTED
