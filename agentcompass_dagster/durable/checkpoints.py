@@ -66,6 +66,9 @@ BLOBS = "blobs"
 MANIFESTS = "manifests"
 CLOCK = "clock"
 CHUNK = 1 << 20
+# A file with more data than this is left out of checkpoints (an agent can write gigabytes); holes of a
+# sparse file do not count.
+MAX_FILE_BYTES = 512 << 20
 # A checkpoint follows every step, so compression speed matters more than ratio.
 COMPRESS_LEVEL = 1
 
@@ -107,6 +110,10 @@ class FileEntry(Record):
     mtime_ns: int
     # size, mtime_ns, inode, ctime_ns of the file as it was read: a file still showing them is unchanged
     stat: tuple[int, int, int, int]
+    # A sparse file: its data extents (offset, length), stored back to back, and its apparent size; the
+    # holes are restored as holes.
+    extents: list[tuple[int, int]] | None = None
+    apparent_size: int | None = None
 
 
 class Manifest(Record):
@@ -117,6 +124,7 @@ class Manifest(Record):
     redacted_roots: list[str] = Field(default_factory=list)
     excluded: int = 0  # credential paths left out (an excluded directory counts once)
     skipped: int = 0  # symlinks, special files and non-UTF-8 names left out
+    too_large: list[str] = Field(default_factory=list)  # files with more than MAX_FILE_BYTES of data, left out
     # The store's filesystem clock once every file was read. A file whose ctime is not older may have
     # changed again within the same clock tick without its stat changing, so the next capture reads it.
     clock_ns: int = 0
@@ -199,9 +207,13 @@ class CheckpointStore:
             manifest.roots[name], manifest.dirs[name] = files, modes
             if not os.path.lexists(root):
                 continue
+            if os.path.islink(root):
+                # An agent that swapped its working dir for a symlink must not have a host tree saved.
+                manifest.skipped += 1
+                continue
             if not os.path.isdir(root):
                 raise CheckpointError(f"root {name} is not a directory: {root}")
-            for rel, entry, kind in _walk(str(root)):
+            for rel, dir_fd, entry, kind in _walk(str(root)):
                 if kind == "dir":
                     modes[rel] = S_IMODE(entry.stat(follow_symlinks=False).st_mode)
                 elif kind == "excluded":
@@ -214,10 +226,12 @@ class CheckpointStore:
                     if old is not None and old.stat == _stat_key(st) and old.stat[3] < clock:
                         files[rel] = old
                         stats.files_reused += 1
-                    elif (new := self._capture_file(entry.path, redacted, stats, touched)) is not None:
-                        files[rel] = new
-                    else:
+                    elif (new := self._capture_file(dir_fd, entry.name, redacted, stats, touched)) is None:
                         manifest.skipped += 1
+                    elif new == TOO_LARGE:
+                        manifest.too_large.append(f"{name}/{rel}")
+                    else:
+                        files[rel] = new
         manifest.clock_ns = self._clock()
         for subdir in touched:
             fsync_dir(subdir)
@@ -228,8 +242,9 @@ class CheckpointStore:
         self.last_capture_stats = stats
         return manifest
 
-    def restore(self, seq: int, roots: dict[str, Path]) -> None:
-        """Make the managed files of each root exactly those of checkpoint ``seq`` (R-CKPT-2).
+    def restore(self, seq: int, roots: dict[str, Path], owner: tuple[int, int] | None = None) -> None:
+        """Make the managed files of each root exactly those of checkpoint ``seq`` (R-CKPT-2); with
+        ``owner`` (uid, gid), what it writes belongs to that user (an unprivileged sandbox user).
 
         Managed files the checkpoint does not list are removed; unmanaged entries (credential paths,
         symlinks, special files) are kept unless a checkpoint path takes their place, so credentials the
@@ -240,7 +255,8 @@ class CheckpointStore:
         manifest = self.manifest(seq)
         if unknown := sorted(roots.keys() - manifest.roots.keys()):
             raise CheckpointError(f"checkpoint {seq} has no root named {', '.join(unknown)}")
-        targets = {name: Path(os.path.realpath(root)) for name, root in roots.items()}
+        # Not realpath: a root the agent replaced by a symlink is replaced in turn, never followed.
+        targets = {name: Path(os.path.abspath(root)) for name, root in roots.items()}
         for target in targets.values():
             self._check_disjoint(target)
         for name in targets:
@@ -251,7 +267,9 @@ class CheckpointStore:
                         f"({self._blob_path(entry.digest)})"
                     )
         for name, target in targets.items():
-            if os.path.lexists(target) and not os.path.isdir(target):
+            if os.path.islink(target):
+                os.unlink(target)
+            elif os.path.lexists(target) and not os.path.isdir(target):
                 raise CheckpointError(f"root {name} is not a directory: {target}")
         existed = {name: os.path.isdir(target) for name, target in targets.items()}
         staged: dict[str, Path] = {}
@@ -261,7 +279,7 @@ class CheckpointStore:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 staged[name] = target.with_name(f"{target.name}.restore-{secrets.token_hex(4)}")
                 os.mkdir(staged[name])
-                fresh[name] = self._stage(manifest, name, target, staged[name])
+                fresh[name] = self._stage(manifest, name, target, staged[name], owner)
             clock = self._clock()
             swapped: list[str] = []
             try:
@@ -305,13 +323,14 @@ class CheckpointStore:
         if store == managed or store.startswith(managed + os.sep) or managed.startswith(store + os.sep):
             raise CheckpointError(f"the checkpoint store {self.root} and the managed root {root} overlap")
 
-    def _capture_file(self, path: str, redacted: bool, stats: CaptureStats, touched: set[Path]) -> FileEntry | None:
+    def _capture_file(self, dir_fd: int, name: str, redacted: bool, stats: CaptureStats,
+                      touched: set[Path]) -> FileEntry | str | None:
         """Store one file's content; None when it vanished or stopped being a regular file since the
-        directory was listed."""
+        directory was listed, TOO_LARGE when it holds more than MAX_FILE_BYTES of data."""
         try:
             # O_NOFOLLOW and O_NONBLOCK: a symlink or FIFO swapped in after the listing is neither
             # followed nor waited on; it fails the regular-file test below.
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -322,12 +341,17 @@ class CheckpointStore:
             st = os.fstat(fd)
             if not S_ISREG(st.st_mode):
                 return None
-            digest, size = self._put(_content(source, redacted), stats, touched)
+            extents = _data_extents(fd, st) if st.st_blocks * 512 < st.st_size else None
+            data = sum(length for _, length in extents) if extents is not None else st.st_size
+            if data > MAX_FILE_BYTES:
+                return TOO_LARGE
+            content = _extent_content(fd, extents) if extents is not None else _content(source, redacted)
+            digest, size = self._put(content, stats, touched)
         stats.files_read += 1
-        stats.bytes_read += st.st_size
+        stats.bytes_read += data
         # The stat taken before reading: a write during the read changes it, so the next capture rereads.
         return FileEntry(digest=digest, size=size, mode=S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns,
-                         stat=_stat_key(st))
+                         stat=_stat_key(st), extents=extents, apparent_size=st.st_size if extents is not None else None)
 
     def _put(self, chunks: Iterable[bytes], stats: CaptureStats, touched: set[Path]) -> tuple[str, int]:
         """Stream content into a blob unless one with its digest exists; (digest, size).
@@ -364,15 +388,20 @@ class CheckpointStore:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def _stage(self, manifest: Manifest, name: str, live: Path, staged: Path) -> dict[str, FileEntry]:
+    def _stage(self, manifest: Manifest, name: str, live: Path, staged: Path,
+               owner: tuple[int, int] | None) -> dict[str, FileEntry]:
         """Build root ``name`` of the checkpoint in ``staged`` and carry over ``live``'s unmanaged
         entries; the entries with the stat of the files just written."""
         files, modes = manifest.roots[name], manifest.dirs.get(name, {})
         for rel in modes:
             os.makedirs(staged / rel, exist_ok=True)
+            if owner is not None:
+                os.chown(staged / rel, *owner)
+        if owner is not None:
+            os.chown(staged, *owner)
         fresh: dict[str, FileEntry] = {}
         for rel, entry in files.items():  # every parent directory is in modes, made above
-            fresh[rel] = self._write(staged / rel, entry, f"{name}/{rel}")
+            fresh[rel] = self._write(staged / rel, entry, f"{name}/{rel}", owner)
         if os.path.isdir(live):
             _carry_over(live, staged, files, modes)
         # Deepest first, so a directory that loses its write or search bit no longer needs either.
@@ -382,16 +411,30 @@ class CheckpointStore:
             os.chmod(staged, S_IMODE(os.stat(live).st_mode))
         return fresh
 
-    def _write(self, path: Path, entry: FileEntry, where: str) -> FileEntry:
+    def _write(self, path: Path, entry: FileEntry, where: str, owner: tuple[int, int] | None) -> FileEntry:
         digest = hashlib.sha256()
+        extents = iter(entry.extents or [])
         with open(path, "xb") as out:
+            offset, room = (next(extents, (0, 0)) if entry.extents is not None else (0, -1))
             for chunk in self._blob_content(entry.digest, where):
                 digest.update(chunk)
-                out.write(chunk)
+                # A sparse file's data goes back to its extents: what lies between stays a hole.
+                while chunk and room >= 0:
+                    while room == 0:
+                        offset, room = next(extents)
+                    part, chunk = chunk[:room], chunk[room:]
+                    os.pwrite(out.fileno(), part, offset)
+                    offset, room = offset + len(part), room - len(part)
+                if chunk:
+                    out.write(chunk)
             if digest.hexdigest() != entry.digest:
                 raise CheckpointError(f"blob {entry.digest} of {where} is corrupt ({self._blob_path(entry.digest)})")
+            if entry.apparent_size is not None:
+                os.ftruncate(out.fileno(), entry.apparent_size)
             out.flush()  # before utime: a later flush would set the mtime again
             os.fchmod(out.fileno(), entry.mode)
+            if owner is not None:
+                os.fchown(out.fileno(), *owner)
             os.utime(out.fileno(), ns=(entry.mtime_ns, entry.mtime_ns))
             st = os.fstat(out.fileno())
         return entry.model_copy(update={"stat": _stat_key(st)})
@@ -411,6 +454,36 @@ class CheckpointStore:
             raise CheckpointError(f"blob {digest} of {where} is unreadable ({path}): {exc}") from exc
         if not unpacker.eof or unpacker.unused_data:
             raise CheckpointError(f"blob {digest} of {where} is truncated or has trailing data ({path})")
+
+
+TOO_LARGE = "too large"
+
+
+def _data_extents(fd: int, st: os.stat_result) -> list[tuple[int, int]]:
+    """The (offset, length) runs of a sparse file that hold data."""
+    extents, offset = [], 0
+    while offset < st.st_size:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole is left
+                break
+            raise
+        end = os.lseek(fd, start, os.SEEK_HOLE)
+        extents.append((start, end - start))
+        offset = end
+    return extents
+
+
+def _extent_content(fd: int, extents: list[tuple[int, int]]) -> Iterator[bytes]:
+    for start, length in extents:
+        done = 0
+        while done < length:
+            chunk = os.pread(fd, min(CHUNK, length - done), start + done)
+            if not chunk:
+                return
+            done += len(chunk)
+            yield chunk
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -461,44 +534,66 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
-def _walk(root: str) -> Iterator[tuple[str, os.DirEntry[str], Kind]]:
-    """Every entry below ``root`` as (path relative to root, entry, kind), parents before children.
+def _open_dir(name: str, dir_fd: int | None = None) -> int:
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+
+
+def _walk(root: str) -> Iterator[tuple[str, int, os.DirEntry[str], Kind]]:
+    """Every entry below ``root`` as (path relative to root, descriptor of its directory, entry, kind),
+    parents before children.
 
     "file" is a managed regular file, "excluded" a credential path (an excluded directory is not
-    entered), "skipped" a symlink, special file or non-UTF-8 name; nothing is followed.
+    entered), "skipped" a symlink, special file or non-UTF-8 name. Directories are opened from their
+    parent's descriptor without following symlinks, so a directory swapped for a symlink while the
+    walk runs leads nowhere.
     """
-    pending = [""]
-    while pending:
-        prefix = pending.pop()
-        with os.scandir(os.path.join(root, prefix)) as entries:
-            for entry in entries:
-                rel = prefix + entry.name
-                kind: Kind
-                if not _is_utf8(entry.name):
-                    kind = "skipped"
-                elif entry.is_dir(follow_symlinks=False):
-                    kind = "excluded" if _CREDENTIAL_DIR.search(rel) else "dir"
-                elif entry.is_file(follow_symlinks=False):
-                    kind = "excluded" if _CREDENTIAL_FILE.search(rel) else "file"
-                else:
-                    kind = "skipped"
-                yield rel, entry, kind
-                if kind == "dir":
-                    pending.append(rel + "/")
+    fd = _open_dir(root)
+    try:
+        yield from _walk_fd(fd, "")
+    finally:
+        os.close(fd)
+
+
+def _walk_fd(fd: int, prefix: str) -> Iterator[tuple[str, int, os.DirEntry[str], Kind]]:
+    with os.scandir(fd) as listing:
+        entries = list(listing)
+    for entry in entries:
+        rel = prefix + entry.name
+        kind: Kind
+        if not _is_utf8(entry.name):
+            kind = "skipped"
+        elif entry.is_dir(follow_symlinks=False):
+            kind = "excluded" if _CREDENTIAL_DIR.search(rel) else "dir"
+        elif entry.is_file(follow_symlinks=False):
+            kind = "excluded" if _CREDENTIAL_FILE.search(rel) else "file"
+        else:
+            kind = "skipped"
+        yield rel, fd, entry, kind
+        if kind == "dir":
+            try:
+                child = _open_dir(entry.name, fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                    continue
+                raise
+            try:
+                yield from _walk_fd(child, rel + "/")
+            finally:
+                os.close(child)
 
 
 def _carry_over(live: Path, staged: Path, files: dict[str, FileEntry], dirs: dict[str, int]) -> None:
     """Hard-link ``live``'s unmanaged entries into ``staged``: a checkpoint neither saves nor removes them.
     Where one collides with a checkpoint path, the checkpoint wins."""
-    for rel, entry, kind in _walk(str(live)):
+    for rel, dir_fd, entry, kind in _walk(str(live)):
         if kind in ("dir", "file") or _collides(rel, files, dirs):
             continue
         dest = staged / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         if entry.is_dir(follow_symlinks=False):
-            _link_tree(entry.path, str(dest))
+            _link_tree(_open_dir(entry.name, dir_fd), str(dest))
         else:
-            os.link(entry.path, dest, follow_symlinks=False)
+            os.link(entry.name, dest, src_dir_fd=dir_fd, follow_symlinks=False)
 
 
 def _collides(rel: str, files: dict[str, FileEntry], dirs: dict[str, int]) -> bool:
@@ -512,17 +607,20 @@ def _collides(rel: str, files: dict[str, FileEntry], dirs: dict[str, int]) -> bo
     return False
 
 
-def _link_tree(source: str, dest: str) -> None:
-    """Recreate source's directories at dest and hard-link everything else; nothing is followed."""
-    os.mkdir(dest)
-    with os.scandir(source) as entries:
-        for entry in entries:
+def _link_tree(source_fd: int, dest: str) -> None:
+    """Recreate the directory open at ``source_fd`` at dest and hard-link everything else in it;
+    nothing is followed. Closes ``source_fd``."""
+    try:
+        os.mkdir(dest)
+        for entry in list(os.scandir(source_fd)):
             target = os.path.join(dest, entry.name)
             if entry.is_dir(follow_symlinks=False):
-                _link_tree(entry.path, target)
+                _link_tree(_open_dir(entry.name, source_fd), target)
             else:
-                os.link(entry.path, target, follow_symlinks=False)
-    os.chmod(dest, S_IMODE(os.lstat(source).st_mode))
+                os.link(entry.name, target, src_dir_fd=source_fd, follow_symlinks=False)
+        os.chmod(dest, S_IMODE(os.fstat(source_fd).st_mode))
+    finally:
+        os.close(source_fd)
 
 
 def _exchange(a: Path, b: Path) -> bool:
