@@ -71,6 +71,8 @@ from _bench import report_problems, results_root
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import ActivityRecord, read_activity
 from agentcompass_dagster.durable.resume import CALLS_DIR
+from agentcompass_dagster.environments.hostdir import PROCESSES
+from agentcompass_dagster.runtime.processes import Worker
 
 REPO = Path(__file__).resolve().parent.parent
 TASK = "count-errors"
@@ -191,7 +193,15 @@ class Live:
         return session, Path(session.data["handle"]["root"])
 
     def calls(self) -> Path:
-        return self.session()[1] / "scratch" / CALLS_DIR
+        return self.session()[1] / "commands" / CALLS_DIR
+
+    def process_group(self, key: str) -> int | None:
+        """The process group of call ``key``'s command, as the host recorded it."""
+        try:
+            worker = Worker.parse((self.session()[1] / "scratch" / PROCESSES / key).read_text())
+        except OSError:
+            return None
+        return worker.pid if worker is not None else None
 
     def run_dirs(self) -> list[Path]:
         return sorted(p.parent for p in self.results.rglob("run_info.json"))
@@ -291,9 +301,12 @@ def _kill_inside_command(live: Live, rng: random.Random, script: Script, *, with
     if with_command:
         # The command, its wrapper subshell and its children share the process group of the environment's
         # shell, which died with the parent.
+        group = live.process_group(key)
+        if group is None:
+            return False
         try:
-            os.killpg(os.getpgid(int((calls / f"{key}.pid").read_text())), signal.SIGKILL)
-        except (OSError, ValueError):
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
             return False
     try:
         output = (calls / f"{key}.out").read_text()

@@ -57,9 +57,14 @@ class DelegatingSession(EnvironmentSession):
         self.number = number
         self.workdir = inner.workdir
         self.scratch = inner.scratch
+        self.commands_dir = inner.commands_dir
 
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None) -> ExecResult:
-        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd)
+    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
+                   private: bool = False, label: str | None = None) -> ExecResult:
+        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, private=private, label=label)
+
+    async def stop_processes(self) -> None:
+        await self.inner.stop_processes()
 
     async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         await self.inner.write_file(path, data, mode)

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, run_cli, tree_snapshot, write_sweep
+from conftest import REPO, run_cli, tree_snapshot
 from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
+from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import (
@@ -31,27 +32,6 @@ from agentcompass_dagster.durable.activity import (
     read_activity,
 )
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
-
-SOLUTION = (TASKS_DIR / "count-errors" / "solution.sh").read_text()
-
-
-def bash(command: str, **turn: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10}, "cost_usd": 0.01, **turn}
-
-
-def submit(answer: str = "done") -> dict[str, Any]:
-    return {"tool_calls": [{"name": "submit", "arguments": {"answer": answer}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10}, "cost_usd": 0.01}
-
-
-def sweep_file(tmp_path: Path, turns: dict[str, list[dict[str, Any]]], name: str = "sweep",
-               models: list[dict[str, Any]] | None = None, environment: str = "local", **params: Any) -> Path:
-    record = tmp_path / "model-calls.jsonl"
-    model = {"id": "solver-a", "provider": "scripted", "params": {"turns": turns, "record": str(record)}}
-    return write_sweep(tmp_path, name=name, benchmarks=[{"id": "demo", "tasks": sorted(t for t in turns if t != "*")}],
-                       models=models or [model], harness={"id": "tool_agent", "params": params},
-                       environment=environment, execution={"limits": {"task_concurrency": 1}})
 
 
 def start(sweep: Path, cwd: Path, *, dagster: bool = False) -> subprocess.Popen[str]:
@@ -171,8 +151,10 @@ def test_kill_during_a_tool_call_resume_attaches_and_collects_the_finished_comma
 def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinished(tmp_path: Path) -> None:
     """R-RESUME-1 (busy): a command still running in the old environment past resume_wait_s stops the
     resume without starting a second copy; once it has ended, a later resume attaches."""
-    side = tmp_path / "side.log"
-    turns = {"count-errors": [bash(f"echo start >> {side}; sleep 3; echo end >> {side}"), bash(SOLUTION), submit()]}
+    side, gate = tmp_path / "side.log", tmp_path / "gate"
+    # The command runs until the test opens the gate, however long the resume takes to start.
+    command = f"echo start >> {side}; while [ ! -e {gate} ]; do sleep 0.05; done; echo end >> {side}"
+    turns = {"count-errors": [bash(command), bash(SOLUTION), submit()]}
     proc = start(sweep_file(tmp_path, turns, resume_wait_s=0.3), tmp_path)
     wait_for(lambda: side.exists() and "start" in side.read_text())
     kill(proc)
@@ -181,6 +163,7 @@ def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinis
     busy = final_detail(tmp_path)
     assert "still runs in the old environment" in busy["error"]
     assert records(tmp_path)[-1].kind != "session" or records(tmp_path)[-1].status != "completed"
+    gate.touch()
     wait_for(lambda: "end" in side.read_text(), timeout=10)
     assert resume(run_dirs(tmp_path)[-1]) == 0
     detail = final_detail(tmp_path)
@@ -238,20 +221,23 @@ def test_lost_environment_is_rebuilt_from_the_checkpoint(tmp_path: Path, replay_
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-def test_a_killed_sandbox_attempt_is_rebuilt_from_its_checkpoint(tmp_path: Path) -> None:
-    """R-RESUME-1 (rebuild) in the bubblewrap sandbox: its commands die with the parent and a new run
-    removes the dead run's sandbox, so resume sets the task up again and restores the latest checkpoint."""
+def test_a_killed_sandbox_attempt_resumes_in_its_old_sandbox(tmp_path: Path) -> None:
+    """R-RESUME-1 (attached) in the bubblewrap sandbox: its commands die with the parent, but the next
+    run's sweep of dead sandboxes keeps one a resume can attach to; the resume takes over its files
+    (at the last checkpoint), reports the killed command as interrupted, and leaves no sandbox behind."""
     turns = {"count-errors": [bash("echo progress > progress.txt"), bash("sleep 30"),
                               bash("cat progress.txt"), bash(SOLUTION), submit()]}
     proc = start(sweep_file(tmp_path, turns, environment="sandbox"), tmp_path)
     wait_for(has(tmp_path, "1.0"))
+    handle = next(r.data["handle"] for r in records(tmp_path) if r.kind == "session")
     kill(proc)
     assert resume(run_dirs(tmp_path)[0]) == 0
     detail = final_detail(tmp_path)
     steps = detail["attempts"]["1"]["trajectory"]
-    assert detail["correct"] and detail["attempts"]["1"]["artifacts"]["agent"]["resumed"] == "rebuilt"
+    assert detail["correct"] and detail["attempts"]["1"]["artifacts"]["agent"]["resumed"] == "attached"
     assert next(s for s in steps if s.get("command") == "cat progress.txt")["output"] == "progress\n"
     assert [s["status"] for s in steps if s.get("command") == "sleep 30"] == ["interrupted"]
+    assert not Path(handle["root"]).exists()
 
 
 def test_kill_while_scoring_keeps_the_finished_agent_run(tmp_path: Path) -> None:

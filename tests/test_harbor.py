@@ -42,14 +42,16 @@ def test_oracle_passes_all_and_nop_fails_all(tmp_path: Path, harness: str, accur
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-def test_a_verifier_that_writes_no_reward_scores_zero(tmp_path: Path) -> None:
-    """A task whose verifier writes no reward is scored 0 with the reason in its detail."""
+def test_a_verifier_that_writes_no_reward_is_an_evaluation_error(tmp_path: Path) -> None:
+    """A task whose verifier writes no reward is never a pass: an evaluation error saying why, score 0."""
     tasks = tmp_path / "tasks"
     shutil.copytree(TASKS / "hello-file", tasks / "silent")
     (tasks / "silent" / "tests" / "test.sh").write_text("#!/bin/bash\ntrue\n")
     result = run(tmp_path, "oracle", tasks)
     detail = open_run_dir(Path(result.run_dir)).load_all_details()["silent"]
-    assert not detail.correct and detail.attempts["1"].benchmark_fields["problem"] == "the verifier wrote no reward"
+    attempt = detail.attempts["1"]
+    assert not detail.correct and attempt.score == 0.0 and attempt.benchmark_fields["reward"] is None
+    assert attempt.eval_error and "the verifier wrote no usable reward" in attempt.eval_error
 
 
 def test_layout_paths_map_onto_the_scratch_directory() -> None:

@@ -2,7 +2,10 @@
 
 Each task is a directory under ``demo_tasks/``: ``task.yaml`` (id, category, instruction), an optional
 ``setup/`` copied into the working directory, ``solution.sh`` and ``check.sh``. The check runs inside
-the task's environment in its working directory; exit code 0 means solved.
+the task's environment in its working directory, once the agent is done and its processes are gone;
+exit code 0 means solved. The check script is written to the framework's private scratch directory at
+evaluation time only, so the agent never sees it (in `sandbox` and `docker`) and cannot plant anything
+in its place.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ class DemoBenchmark(Benchmark):
         check = (Path(prepared.task.metadata["dir"]) / "check.sh").read_bytes()
         path = f"{session.scratch}/check-{file_stem(prepared.task.id)}.sh"
         await session.write_file(path, check, 0o755)
-        outcome = await session.exec(f"bash {shlex.quote(path)}", timeout_s=CHECK_TIMEOUT_S)
+        outcome = await session.exec(f"bash {shlex.quote(path)}", timeout_s=CHECK_TIMEOUT_S, private=True)
         correct = outcome.exit_code == 0 and not outcome.timed_out
         return Evaluation(
             correct=correct,

@@ -8,8 +8,11 @@
 
 The agent works in the environment's working directory. The verifier and the solution run with it as
 their current directory; their absolute /tests, /solution and /logs/verifier paths are mapped onto the
-task's private scratch directory, so the same task runs in the sandbox and in docker. The reward becomes
-the score; a reward of 1 (or more) is correct.
+task's private scratch directory, so the same task runs in the sandbox and in docker. The agent never
+sees that directory (in `sandbox` and `docker`): the solution is there for the oracle only, the tests
+are copied in at evaluation, once the agent's processes are gone, and the verifier's reward directory
+is made empty just before the verifier runs; the reward is read without following symlinks. The reward
+becomes the score; a reward of 1 (or more) is correct; no readable reward is an evaluation error.
 
     benchmarks: [{id: harbor, params: {tasks_dir: path/to/tasks}}]
 """
@@ -88,29 +91,35 @@ class HarborTasksBenchmark(Benchmark):
                     data = map_paths(data.decode(), base).encode()
                 rel = source.relative_to(task_dir / "tests").as_posix()
                 await session.write_file(f"{base}/tests/{rel}", data, source.stat().st_mode & 0o777)
-        await session.exec(f"mkdir -p {shlex.quote(base + '/logs/verifier')}")
+        logs = shlex.quote(base + "/logs/verifier")
+        await session.exec(f"rm -rf {logs} && mkdir -p {logs}", private=True)
         outcome = await session.exec(f"bash {shlex.quote(base + '/tests/test.sh')}",
-                                     timeout_s=prepared.task.metadata["verifier_timeout_s"])
-        reward = await self._reward(session, base)
+                                     timeout_s=prepared.task.metadata["verifier_timeout_s"], private=True)
+        fields = {"verifier_exit_code": outcome.exit_code, "output": outcome.output[-2000:]}
+        reward, problem = await self._reward(session, base)
         if reward is None:
-            return Evaluation(fields={"verifier_exit_code": outcome.exit_code, "output": outcome.output[-2000:],
-                                      "reward": None, "problem": "the verifier wrote no reward"})
-        return Evaluation(correct=reward >= 1.0, score=reward,
-                          fields={"verifier_exit_code": outcome.exit_code, "reward": reward,
-                                  "output": outcome.output[-2000:]})
+            return Evaluation(error=f"the verifier wrote no usable reward: {problem}", fields={**fields, "reward": None})
+        return Evaluation(correct=reward >= 1.0, score=reward, fields={**fields, "reward": reward})
 
     @staticmethod
-    async def _reward(session: Any, base: str) -> float | None:
+    async def _reward(session: Any, base: str) -> tuple[float | None, str]:
+        """The reward the verifier wrote, or None and why there is none."""
+        problems = []
         for name in ("reward.txt", "reward.json"):
             try:
-                text = (await session.read_file(f"{base}/logs/verifier/{name}")).decode().strip()
-            except (OSError, FileNotFoundError):
+                text = (await session.read_file(f"{base}/logs/verifier/{name}")).decode(errors="replace").strip()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:  # a symlink, a directory: not the verifier's own file
+                problems.append(f"{name}: {exc}")
                 continue
             try:
                 value = json.loads(text)
             except ValueError:
-                return None
+                return None, f"{name} holds {text[:80]!r}, not a number"
             if isinstance(value, dict):
                 value = value.get("reward")
-            return float(value) if isinstance(value, (int, float)) else None
-        return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return None, f"{name} holds {text[:80]!r}, not a number"
+            return float(value), ""
+        return None, "; ".join(problems) or "no /logs/verifier/reward.txt or reward.json"

@@ -68,7 +68,7 @@ class HumanEvalBenchmark(Benchmark):
         )
         path = f"{session.scratch}/humaneval-{file_stem(prepared.task.id)}.py"
         await session.write_file(path, program.encode())
-        outcome = await session.exec(f"python3 {shlex.quote(path)}", timeout_s=self.timeout_s)
+        outcome = await session.exec(f"python3 {shlex.quote(path)}", timeout_s=self.timeout_s, private=True)
         passed = outcome.exit_code == 0 and not outcome.timed_out and token in outcome.stdout
         reason = "passed" if passed else ("timed out" if outcome.timed_out else outcome.output.strip()[-500:] or
                                           f"exited with {outcome.exit_code} before the tests finished")

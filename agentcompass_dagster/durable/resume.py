@@ -20,7 +20,6 @@ whatever output it had produced.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +31,9 @@ from agentcompass_dagster.durable.activity import (
     ActivityLog,
     ActivityRecord,
 )
-from agentcompass_dagster.runtime.processes import process_alive
-from agentcompass_dagster.environments.hostdir import probe_hostdir
+from agentcompass_dagster.environments.hostdir import OUTPUT_LIMIT, probe_hostdir, process_of
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.safe_fs import read_beneath
 from agentcompass_dagster.runtime.store import load_run_request, set_aside
 
 if TYPE_CHECKING:
@@ -115,27 +114,28 @@ async def classify_environment(
     finished: dict[str, tuple[int, str]] = {}
     partial: dict[str, str] = {}
     if handle is not None and handle.get("kind") == "hostdir" and probe_hostdir(handle):
-        calls = Path(handle["root"]) / "scratch" / CALLS_DIR
+        root = Path(handle["root"])
+        calls = f"commands/{CALLS_DIR}"
         deadline = time.monotonic() + run.params.resume_wait_s
         for record in tools:
-            while _running(calls, record.id):
+            while _running(root, calls, record.id):
                 if time.monotonic() >= deadline:
                     return (ResumeDecision("busy", reason=(
                         f"cannot resume: command {record.id} still runs in the old environment after "
                         f"{run.params.resume_wait_s}s; the attempt stays unfinished")), {}, {})
                 await asyncio.sleep(0.1)
-            exit_code = _read(calls / f"{record.id}.exit")
-            output = _read(calls / f"{record.id}.out") or ""
+            exit_code = _read(root, f"{calls}/{record.id}.exit")
+            output = _read(root, f"{calls}/{record.id}.out") or ""
             if exit_code is not None and exit_code.strip().lstrip("-").isdigit():
                 finished[record.id] = (int(exit_code), output)
             else:
                 partial[record.id] = output
-        cursor = _read(Path(handle["root"]) / "scratch" / CURSOR_FILE)
+        cursor = _read(root, f"scratch/{CURSOR_FILE}")
         last = run.log.last_checkpoint_seq()
         at_checkpoint = (cursor.strip() if cursor else None) == (str(last) if last is not None else None)
         if (finished or at_checkpoint) and await run.env.adopt(handle):
             return ResumeDecision("attached"), finished, partial
-        await asyncio.to_thread(shutil.rmtree, Path(handle["root"]), True)
+        await run.env.discard(handle)
     await rebuild(run)
     return ResumeDecision("rebuilt"), {}, partial
 
@@ -150,7 +150,7 @@ async def rebuild(run: AgentRun) -> None:
         if changed_files:
             raise CannotRestore
         return
-    await asyncio.to_thread(run.store.restore, seq, roots)
+    await asyncio.to_thread(run.store.restore, seq, roots, run.env.file_owner())
 
 
 def archive(run: AgentRun) -> None:
@@ -163,16 +163,18 @@ def archive(run: AgentRun) -> None:
         run.store = type(run.store)(run.dir / "checkpoints")
 
 
-def _running(calls: Path, key: str) -> bool:
-    if (calls / f"{key}.exit").exists():
+def _running(root: Path, calls: str, key: str) -> bool:
+    """Whether the command of call ``key`` still runs: not once it wrote its exit code; otherwise as the
+    host recorded its process (a pid the agent wrote could name any process of this machine)."""
+    if _read(root, f"{calls}/{key}.exit") is not None:
         return False
-    pid = _read(calls / f"{key}.pid")
-    return bool(pid and pid.strip().isdigit() and process_alive(int(pid)))
+    return bool(process_of(root, key))
 
 
-def _read(path: Path) -> str | None:
+def _read(root: Path, path: str) -> str | None:
+    """A file the old environment left, read beneath its root without following symlinks."""
     try:
-        return path.read_text(errors="replace")
+        return read_beneath(root, path, OUTPUT_LIMIT).decode(errors="replace")
     except OSError:
         return None
 

@@ -28,15 +28,43 @@ class ExecResult(BaseModel):
         return self.stdout + self.stderr
 
 
+class EnvironmentLimitExceeded(RuntimeError):
+    """A limit of the environment (memory, processes, disk) was hit: the attempt ends with this error,
+    which names the limit and its allowance."""
+
+
 class EnvironmentSession(ABC):
-    """One open environment for one task. ``workdir`` is the agent's working directory; ``scratch`` is
-    a framework-private directory (reference solutions, checks) outside it."""
+    """One open environment for one task.
+
+    ``workdir`` is the agent's working directory. ``scratch`` is private to the framework (reference
+    solutions, checks, verifier files, rewards): the agent's commands never see it where the
+    environment isolates (``sandbox``, ``docker``); only commands run with ``private=True`` (a reference
+    solution, a verifier) do. ``commands_dir`` is where command wrappers leave their output and exit
+    code: every command sees it, so whatever the host reads there is untrusted."""
 
     workdir: str
     scratch: str
+    commands_dir: str
 
     @abstractmethod
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None) -> ExecResult: ...
+    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
+                   private: bool = False, label: str | None = None) -> ExecResult:
+        """Run ``command``. ``label`` names it for a later process: the session records, where the
+        agent cannot reach, which host process runs it (``running(label)``)."""
+
+    def running(self, label: str) -> bool | None:
+        """Whether the command started with ``label`` still runs, from the host's own record; None where
+        the environment keeps none."""
+        return None
+
+    async def stop_processes(self) -> None:
+        """Kill every process the session's commands left running (the agent's background jobs), before
+        its work is evaluated."""
+
+    def file_owner(self) -> tuple[int, int] | None:
+        """The (uid, gid) that host-side writes into the agent's directories must give their files, so
+        the agent's unprivileged commands can change them; None where files stay the host user's."""
+        return None
 
     @abstractmethod
     async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
@@ -67,6 +95,9 @@ class EnvironmentSession(ABC):
         idle; False when it is gone or not this provider's."""
         return False
 
+    async def discard(self, handle: dict[str, Any]) -> None:
+        """Remove the environment ``handle`` names, which a resume found but did not adopt."""
+
     @abstractmethod
     async def close(self) -> None:
         """Release everything; idempotent and safe after a partial open."""
@@ -86,6 +117,10 @@ class Environment(ABC):
 
     def __init__(self, config: EnvironmentConfig) -> None:
         self.config = config
+
+    def describe(self) -> str:
+        """What this provider isolates and which limits it enforces, for the run log."""
+        return self.config.provider_id
 
     def validate_plan(self, plan: ExecutionPlan) -> None:
         """Refuse a plan this provider cannot enforce (R-NET-1): it never grants wider access silently."""

@@ -2,13 +2,19 @@
 
     environment:
       id: docker
-      params: {image: "python:3.12-slim", memory_mb: 2048, cpus: 2, pids_limit: 256,
-               mounts: [{source: /data/x, target: /data, read_only: true}]}
+      params: {image: "python:3.12-slim", memory_mb: 2048, max_processes: 256, disk_mb: 4096, tmp_mb: 512,
+               cpus: 2, mounts: [{source: /data/x, target: /data, read_only: true}]}
 
 The container runs with the plan's baseline network (`none`, or `host`); a running container cannot
-change network, so a plan whose phases differ is refused (R-NET-1). Containers carry labels naming this
-process; at the first open, containers left by a process that no longer runs (a killed run) are removed.
-Close removes the container and is idempotent, also after a failed start.
+change network, so a plan whose phases differ is refused (R-NET-1). The agent's commands run as ``uid``
+(default 65534) in /work; the framework's private /scratch (checks, tests, solutions, rewards) belongs to
+root with mode 0700 and only commands run with ``private=True`` (as root) see it. The limits are the
+sandbox's: ``memory_mb`` and ``max_processes`` become the container's memory and pids limits,
+``disk_mb`` bounds /work (a tmpfs of that size, counted in the memory too), ``tmp_mb`` bounds /tmp; a
+command that hits one ends the attempt with an error naming it (read from the container's cgroup where
+this machine runs the engine). Containers carry labels naming this process; at the first open,
+containers left by a process that no longer runs (a killed run) are removed. Close removes the container
+and is idempotent, also after a failed start.
 """
 
 from __future__ import annotations
@@ -28,14 +34,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
-from agentcompass_dagster.environments.base import Environment, EnvironmentSession, ExecResult
+from agentcompass_dagster.environments.base import Environment, EnvironmentLimitExceeded, EnvironmentSession, ExecResult
+from agentcompass_dagster.environments.cgroups import Cgroup
 from agentcompass_dagster.runtime.processes import process_alive
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
 
 LABEL = "agentcompass"
 OUTPUT_LIMIT = 1_000_000
-WORKDIR, SCRATCH, HOME = "/work", "/scratch", "/root"
+WORKDIR, SCRATCH, HOME, COMMANDS = "/work", "/scratch", "/home/agent", "/commands"
 
 
 class Mount(BaseModel):
@@ -51,8 +58,12 @@ class DockerParams(BaseModel):
 
     image: str
     memory_mb: int | None = Field(default=None, ge=16)
+    max_processes: int | None = Field(default=None, ge=8)
+    disk_mb: int | None = Field(default=None, ge=16)
+    tmp_mb: int = Field(default=512, ge=1)
     cpus: float | None = Field(default=None, gt=0)
-    pids_limit: int | None = Field(default=None, ge=1)
+    uid: int = Field(default=65534, ge=1)
+    gid: int = Field(default=65534, ge=1)
     mounts: list[Mount] = Field(default_factory=list)
 
 
@@ -65,20 +76,29 @@ def _client() -> Any:
 class DockerSession(EnvironmentSession):
     workdir = WORKDIR
     scratch = SCRATCH
+    commands_dir = COMMANDS
 
-    def __init__(self, container: Any, env: dict[str, str]) -> None:
+    def __init__(self, container: Any, env: dict[str, str], params: DockerParams) -> None:
         self.container = container
-        self.env = {"HOME": HOME, "LANG": "C.UTF-8", **env}
+        self.params = params
+        self.env = {"HOME": HOME, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **env}
         self._closed = False
+        self._cgroup = _container_cgroup(container, params)
 
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None) -> ExecResult:
+    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
+                   private: bool = False, label: str | None = None) -> ExecResult:
         started = time.monotonic()
         script = f"timeout -s KILL {timeout_s} bash -c {shlex.quote(command)}" if timeout_s else command
+        user = "0:0" if private else f"{self.params.uid}:{self.params.gid}"
         result = await asyncio.to_thread(
-            self.container.exec_run, ["bash", "-c", script], workdir=cwd or WORKDIR, environment=self.env, demux=True
+            self.container.exec_run, ["bash", "-c", script], workdir=cwd or WORKDIR, environment=self.env,
+            demux=True, user=user,
         )
         stdout, stderr = result.output if result.output else (b"", b"")
         timed_out = bool(timeout_s) and result.exit_code == 137 and time.monotonic() - started >= timeout_s
+        hits = await asyncio.to_thread(self._limits_hit)
+        if hits:
+            raise EnvironmentLimitExceeded("; ".join(hits))
         return ExecResult(
             exit_code=result.exit_code if result.exit_code is not None else -1,
             stdout=(stdout or b"")[:OUTPUT_LIMIT].decode(errors="replace"),
@@ -88,23 +108,38 @@ class DockerSession(EnvironmentSession):
             timed_out=timed_out,
         )
 
+    def _limits_hit(self) -> list[str]:
+        hits = self._cgroup.limits_hit() if self._cgroup is not None else []
+        if self.params.disk_mb is not None:
+            free = self.container.exec_run(["df", "-Pk", WORKDIR], user="0:0").output.decode().split()
+            if len(free) >= 4 and free[-3].isdigit() and int(free[-3]) < 1024:
+                hits.append(f"disk_mb={self.params.disk_mb}: the task's files filled all {self.params.disk_mb} MB")
+        return hits
+
+    async def stop_processes(self) -> None:
+        """Everything but the container's own pid 1, killed from inside."""
+        await asyncio.to_thread(self.container.exec_run, ["kill", "-9", "-1"], user="0:0")
+
     def _absolute(self, path: str) -> PurePosixPath:
         return PurePosixPath(path) if path.startswith("/") else PurePosixPath(WORKDIR) / path
 
     async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         target = self._absolute(path)
-        volume = next((v for v in (WORKDIR, SCRATCH, HOME) if target.is_relative_to(v)), None)
+        volume = next((v for v in (WORKDIR, SCRATCH, HOME, COMMANDS) if target.is_relative_to(v)), None)
         if volume is None:
-            raise PermissionError(f"{path}: only files under {WORKDIR}, {SCRATCH} or {HOME} can be written")
+            raise PermissionError(f"{path}: only files under {WORKDIR}, {SCRATCH}, {HOME} or {COMMANDS} can be written")
+        owner = (0, 0) if volume == SCRATCH else (self.params.uid, self.params.gid)
         buffer = io.BytesIO()
         relative = target.relative_to(volume)
         with tarfile.open(fileobj=buffer, mode="w") as archive:
             for parent in reversed(relative.parents[:-1]):
                 directory = tarfile.TarInfo(str(parent))
                 directory.type, directory.mode = tarfile.DIRTYPE, 0o755
+                directory.uid, directory.gid = owner
                 archive.addfile(directory)
             info = tarfile.TarInfo(str(relative))
             info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            info.uid, info.gid = owner
             archive.addfile(info, io.BytesIO(data))
         await asyncio.to_thread(self.container.put_archive, volume, buffer.getvalue())
 
@@ -122,6 +157,19 @@ class DockerSession(EnvironmentSession):
             return
         self._closed = True
         await asyncio.shield(asyncio.to_thread(_remove, self.container))
+
+
+def _container_cgroup(container: Any, params: DockerParams) -> Cgroup | None:
+    """The container's cgroup, found through its init process on this host (None when the engine runs
+    elsewhere): its counters say which limit a command hit."""
+    if params.memory_mb is None and params.max_processes is None:
+        return None
+    try:
+        container.reload()
+        pid = int(container.attrs["State"]["Pid"])
+    except (KeyError, ValueError, TypeError):
+        return None
+    return Cgroup.of_process(pid, container.name, params.memory_mb, params.max_processes)
 
 
 def _remove(container: Any) -> None:
@@ -194,18 +242,24 @@ class DockerEnvironment(Environment):
                 labels={LABEL: "1", f"{LABEL}.host": socket.gethostname(), f"{LABEL}.pid": str(os.getpid()),
                         f"{LABEL}.environment": self.config.id},
                 mem_limit=f"{params.memory_mb}m" if params.memory_mb else None,
+                memswap_limit=f"{params.memory_mb}m" if params.memory_mb else None,
                 nano_cpus=int(params.cpus * 1e9) if params.cpus else None,
-                pids_limit=params.pids_limit,
+                pids_limit=params.max_processes,
                 # The image's files stay read-only; the task writes only its own volumes and a private /tmp.
                 read_only=True,
-                volumes=[WORKDIR, SCRATCH, HOME, *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}"
-                                                  for m in params.mounts)],
-                tmpfs={"/tmp": ""},
+                volumes=[SCRATCH, COMMANDS, HOME, *([] if params.disk_mb else [WORKDIR]),
+                         *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}" for m in params.mounts)],
+                tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777",
+                       **({WORKDIR: f"size={params.disk_mb}m,uid={params.uid},gid={params.gid},mode=0755"}
+                          if params.disk_mb else {})},
                 working_dir=WORKDIR,
                 environment=self.config.env,
             )
             container.start()
-            return DockerSession(container, self.config.env)
+            owner = f"{params.uid}:{params.gid}"
+            container.exec_run(["sh", "-c", f"chown {owner} {WORKDIR} {HOME} {COMMANDS} && chown 0:0 {SCRATCH} "
+                                f"&& chmod 0700 {SCRATCH}"], user="0:0")
+            return DockerSession(container, self.config.env, params)
         except BaseException:
             if container is not None:
                 _remove(container)

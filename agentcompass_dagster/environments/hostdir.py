@@ -1,8 +1,12 @@
 """Sessions whose files live in a directory of this machine: the `local` and `sandbox` environments.
 
-The session's directory holds ``work`` (the agent's working directory), ``home`` and ``scratch`` (the
-framework's private files). File operations are plain host file operations; commands run as a process
-group of their own, killed whole on timeout or cancellation.
+The session's directory holds ``work`` (the agent's working directory), ``home``, ``commands`` (what
+command wrappers leave, every command sees it) and ``scratch`` (the framework's private files). Every
+host-side file operation resolves its path beneath that directory without following a symlink
+(runtime/safe_fs.py), since the agent may have planted one anywhere it can write. Commands run as a
+process group of their own, killed whole on timeout or cancellation; the host records which process
+runs a labelled command in ``scratch/processes/`` (resume trusts that record, not a pid file the agent
+could have rewritten).
 """
 
 from __future__ import annotations
@@ -11,56 +15,81 @@ import asyncio
 import ctypes
 import os
 import secrets
-import shutil
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
+from agentcompass_dagster.runtime.processes import Worker
+from agentcompass_dagster.runtime.safe_fs import read_beneath, relative, remove_tree, write_beneath
 
 OUTPUT_LIMIT = 1_000_000
 IDENTITY_FILE = ".identity"
 MANAGED = ("work", "home")
+PROCESSES = "processes"
+# How long the directory of a session that died with its process stays for a resume to attach to
+# (R-RESUME-1); the next run's sweep removes it after that.
+KEEP_FOR_RESUME_S = 24 * 3600
 
 
 class HostDirSession(EnvironmentSession):
-    def __init__(self, root: Path, extra_env: dict[str, str], path: str) -> None:
+    def __init__(self, root: Path, extra_env: dict[str, str], path: str, owner: tuple[int, int] | None = None) -> None:
         self.root = root
+        self.owner = owner
         self.workdir = str(root / "work")
         self.scratch = str(root / "scratch")
         self.home = str(root / "home")
-        os.mkdir(self.workdir)
+        self.commands_dir = str(root / "commands")
+        os.makedirs(self.workdir, exist_ok=True)
+        self._chown(self.workdir)
         self._dirs_made = False
-        self.env = {"PATH": path, "HOME": self.home, "TMPDIR": self.scratch, "LANG": "C.UTF-8", **extra_env}
+        self.env = {"PATH": path, "HOME": self.home, "TMPDIR": self.tmpdir(), "LANG": "C.UTF-8", **extra_env}
         self._closed = False
 
-    def argv(self, command: str, cwd: str) -> list[str]:
+    def tmpdir(self) -> str:
+        return self.scratch
+
+    def _chown(self, path: str) -> None:
+        if self.owner is not None:
+            os.chown(path, *self.owner, follow_symlinks=False)
+
+    def make_dirs(self) -> None:
+        """Made on first use: a task that runs no command (the common case in large sweeps of
+        model-only tasks) pays for one directory, not four."""
+        if self._dirs_made:
+            return
+        for directory in (self.scratch, self.home, self.commands_dir):
+            os.makedirs(directory, exist_ok=True)
+            self._chown(directory)
+        self._dirs_made = True
+
+    def argv(self, command: str, cwd: str, private: bool) -> list[str]:
         """How to start ``command``; sessions that isolate it wrap it here."""
         return ["bash", "-c", command]
 
-    def _resolve(self, path: str) -> Path:
-        return Path(path) if os.path.isabs(path) else Path(self.workdir) / path
+    def prepare_child(self) -> Callable[[], None]:
+        """What the child runs between fork and exec."""
+        return die_with_parent
 
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None) -> ExecResult:
+    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
+                   private: bool = False, label: str | None = None) -> ExecResult:
         started = time.monotonic()
-        if not self._dirs_made:
-            # Made on first use: a task that runs no command (the common case in large sweeps of
-            # model-only tasks) pays for one directory, not three.
-            os.makedirs(self.scratch, exist_ok=True)
-            os.makedirs(self.home, exist_ok=True)
-            self._dirs_made = True
+        self.make_dirs()
         directory = cwd or self.workdir
         proc = await asyncio.create_subprocess_exec(
-            *self.argv(command, directory),
+            *self.argv(command, directory, private),
             cwd=directory,
             env=self.env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=self.prepare_child(),
         )
+        if label is not None:
+            await asyncio.to_thread(self._record, label, Worker.of(proc.pid))
         timed_out = False
         try:
             stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout_s)
@@ -80,61 +109,133 @@ class HostDirSession(EnvironmentSession):
             timed_out=timed_out,
         )
 
+    def _record(self, label: str, worker: Worker) -> None:
+        write_beneath(self.root, f"scratch/{PROCESSES}/{_label(label)}", str(worker).encode())
+
+    def running(self, label: str) -> bool | None:
+        return process_of(self.root, label)
+
+    def _owner_for(self, path: str) -> tuple[int, int] | None:
+        """Files the host writes where the agent works belong to the agent's user."""
+        parts = relative(self.root, path).parts
+        return self.owner if parts and parts[0] in (*MANAGED, "commands") else None
+
     async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        target = self._resolve(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        target.chmod(mode)
+        target = self._absolute(path)
+        await asyncio.to_thread(write_beneath, self.root, target, data, mode, self._owner_for(target))
 
     async def read_file(self, path: str) -> bytes:
-        return self._resolve(path).read_bytes()
+        return await asyncio.to_thread(read_beneath, self.root, self._absolute(path))
+
+    def _absolute(self, path: str) -> str:
+        return path if os.path.isabs(path) else os.path.join(self.workdir, path)
 
     def checkpoint_roots(self) -> dict[str, Path] | None:
         return {"work": Path(self.workdir), "home": Path(self.home)}
 
+    def file_owner(self) -> tuple[int, int] | None:
+        return self.owner
+
     def handle(self) -> dict[str, Any] | None:
         """The session's directory and a token written into it, so a directory that was removed and
         re-created under the same name is not mistaken for this environment."""
-        token_path = self.root / IDENTITY_FILE
         try:
-            token = token_path.read_text()
+            token = read_beneath(self.root, IDENTITY_FILE).decode()
         except FileNotFoundError:
             token = secrets.token_hex(8)
-            token_path.write_text(token)
+            write_beneath(self.root, IDENTITY_FILE, token.encode())
         return {"kind": "hostdir", "root": str(self.root), "identity": token, "pid": os.getpid()}
 
     async def adopt(self, handle: dict[str, Any]) -> bool:
         old = Path(handle.get("root", ""))
         if handle.get("kind") != "hostdir" or old == self.root or not probe_hostdir(handle):
             return False
-        os.makedirs(self.home, exist_ok=True)
+        self.make_dirs()
         for name in MANAGED:
             mine, theirs = self.root / name, old / name
-            if theirs.is_dir():
+            if theirs.is_dir() and not theirs.is_symlink():
                 aside = self.root / f".{name}.replaced"
-                os.rename(mine, aside)
-                os.rename(theirs, mine)
-                shutil.rmtree(aside, ignore_errors=True)
-        await asyncio.to_thread(shutil.rmtree, old, True)
+                try:
+                    os.rename(mine, aside)
+                    os.rename(theirs, mine)
+                except OSError:  # another filesystem (a disk-limited sandbox): set the task up again
+                    if aside.exists() and not mine.exists():
+                        os.rename(aside, mine)
+                    return False
+                await asyncio.to_thread(remove_tree, aside)
+        await self.discard(handle)
         return True
+
+    async def discard(self, handle: dict[str, Any]) -> None:
+        if handle.get("kind") == "hostdir" and probe_hostdir(handle):
+            await asyncio.to_thread(self.release_old, Path(handle["root"]))
+
+    def release_old(self, root: Path) -> list[str]:
+        """Free what a dead session left at ``root``."""
+        return remove_tree(root)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         # Shielded: a cancellation arriving now must not drop the removal queued in the thread pool.
-        await asyncio.shield(asyncio.to_thread(shutil.rmtree, self.root, True))
+        problems = await asyncio.shield(asyncio.to_thread(self.release))
+        if problems:
+            raise OSError(f"{len(problems)} entries of {self.root} could not be removed: {'; '.join(problems[:3])}")
+
+    def release(self) -> list[str]:
+        """Free what the session holds (processes, mounts, files); what could not be removed."""
+        return remove_tree(self.root)
+
+
+def _label(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:120]
+
+
+def process_of(root: Path, label: str) -> bool | None:
+    """Whether the command labelled ``label`` in the session at ``root`` still runs: its process group
+    (it led one) has a live member. None when the host recorded no process for it."""
+    try:
+        worker = Worker.parse(read_beneath(root, f"scratch/{PROCESSES}/{_label(label)}").decode())
+    except OSError:
+        return None
+    if worker is None:
+        return None
+    return group_alive(worker.pid)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` runs (zombies have finished)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
+
+
+def awaits_resume(root: Path) -> bool:
+    """Whether the dead session at ``root`` recorded itself for a resume (handle()) recently enough to
+    keep its directory: a resume of that run may still attach to it."""
+    try:
+        return time.time() - os.lstat(root / IDENTITY_FILE).st_mtime < KEEP_FOR_RESUME_S
+    except OSError:
+        return False
 
 
 def probe_hostdir(handle: dict[str, Any]) -> bool:
     """Whether the directory ``handle`` names still holds that environment."""
     try:
-        return (Path(handle["root"]) / IDENTITY_FILE).read_text() == handle.get("identity")
+        return read_beneath(Path(handle["root"]), IDENTITY_FILE).decode() == handle.get("identity")
     except (KeyError, OSError):
         return False
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: the kernel kills it when the runtime dies, even by SIGKILL (the
     sandbox's bwrap then takes its whole namespace down with it)."""
     PR_SET_PDEATHSIG = 1
@@ -146,3 +247,4 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+

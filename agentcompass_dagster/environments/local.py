@@ -1,30 +1,115 @@
 """The `local` environment: each command is a subprocess of this machine in a fresh temp directory.
 
-It isolates files between tasks, not processes or the network: only the host network policy is
-offered, so plans that ask for anything else are refused before they run.
+It isolates the tasks' files from each other, and nothing else: commands run as the runtime's own
+user, with its rights on the host's files and processes (a command can read this process's
+environment through /proc), and the host network. Use `sandbox` or `docker` for an agent you do not
+trust. Only the host network policy is offered, so plans that ask for anything else are refused before
+they run. Every process a task started is killed when its session ends (through a cgroup where this
+process may make one, else its process group); the directories of a run that was killed are
+removed by the next run, after a day where a resume could still attach to them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shutil
+import secrets
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from agentcompass_dagster.environments.base import Environment, EnvironmentSession
-from agentcompass_dagster.environments.hostdir import HostDirSession
+from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
+from agentcompass_dagster.environments.hostdir import HostDirSession, awaits_resume, die_with_parent
+from agentcompass_dagster.runtime.processes import process_alive
+from agentcompass_dagster.runtime.safe_fs import remove_tree
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+
+PREFIX = "agentcompass-"
+
+
+class LocalSession(HostDirSession):
+    def __init__(self, root: Path, env: dict[str, str], path: str) -> None:
+        super().__init__(root, env, path)
+        self.cgroup: Cgroup | None = None
+        self._join: list[int] = []
+        self._tried = False
+
+    def prepare_child(self) -> Callable[[], None]:
+        if not self._tried:
+            # Made with the first command: a task that runs none pays nothing for it.
+            self._tried = True
+            try:
+                self.cgroup = Cgroup.create(self.root.name[len(PREFIX):], None, None)
+                self._join = self.cgroup.join_fds()
+            except CgroupUnavailable:
+                pass  # its process group still holds what does not call setsid
+        join = self._join
+
+        def child() -> None:
+            die_with_parent()
+            for fd in join:
+                os.write(fd, b"0")
+
+        return child
+
+    async def stop_processes(self) -> None:
+        if self.cgroup is not None:
+            await asyncio.to_thread(self.cgroup.kill_all)
+
+    def release(self) -> list[str]:
+        for fd in self._join:
+            os.close(fd)
+        self._join = []
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        return remove_tree(self.root)
+
+    def release_old(self, root: Path) -> list[str]:
+        return _release_dead(root)
+
+
+def _release_dead(root: Path) -> list[str]:
+    for group in stale(process_alive, root.name[len(PREFIX):]):
+        group.remove()
+    return remove_tree(root)
+
+
+_swept = False
+_sweep_lock = threading.Lock()
+
+
+def _remove_stale(directory: Path) -> None:
+    """Temp directories (and cgroups) of runs that died without closing their sessions (named
+    agentcompass-<pid>-...), except those a resume may still attach to."""
+    global _swept
+    with _sweep_lock:
+        if _swept:
+            return
+        _swept = True
+    for entry in directory.iterdir():
+        pid = entry.name[len(PREFIX):].partition("-")[0] if entry.name.startswith(PREFIX) else ""
+        if (pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)) and entry.is_dir()
+                and not awaits_resume(entry)):
+            _release_dead(entry)
 
 
 class LocalEnvironment(Environment):
+    def describe(self) -> str:
+        return "local: a temp directory per task, commands as this user (no isolation beyond the files)"
+
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
         return await asyncio.to_thread(self._create)
 
-    def _create(self) -> HostDirSession:
-        root = Path(tempfile.mkdtemp(prefix="agentcompass-"))
+    def _create(self) -> LocalSession:
+        base = Path(tempfile.gettempdir())
+        _remove_stale(base)
+        name = f"{os.getpid()}-{secrets.token_hex(6)}"
+        root = base / f"{PREFIX}{name}"
+        root.mkdir(mode=0o700)
         try:
-            return HostDirSession(root, self.config.env, os.environ.get("PATH", "/usr/bin:/bin"))
+            return LocalSession(root, self.config.env, os.environ.get("PATH", "/usr/bin:/bin"))
         except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)
             raise

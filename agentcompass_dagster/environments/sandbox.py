@@ -1,34 +1,56 @@
-"""The `sandbox` environment: every command runs under bubblewrap (bwrap).
+"""The `sandbox` environment: every command runs under bubblewrap (bwrap), as an unprivileged user.
 
-Each command gets a fresh set of namespaces: the host's system directories read-only, the task's
-directory (working dir, home, scratch) read-write, a private /tmp, nothing else of the host's files, its
-own process tree (killed whole when the command ends or times out), and with the `none` policy no
-network but loopback. Because every command starts a new namespace, the network policy can change
-between phases (baseline, run, evaluation) of one attempt.
+Each command gets fresh namespaces (mount, pid, ipc, uts; net with the `none` policy: loopback only):
+the host's system directories read-only, the task's working dir, home and command-output dirs
+read-write, the session's own /tmp, and nothing else of the host's files. When the runtime is root,
+the command runs as ``uid`` (default 65534, nobody) with no capability and no_new_privs, so it cannot
+mount, open files by handle, read 0600 host files or /etc/shadow, or reach what bwrap's root keeps.
+The framework's private files (checks, tests, solutions, rewards: ``scratch``) are visible only to
+commands run with ``private=True``.
 
-    environment: {id: sandbox, params: {memory_mb: 2048, max_processes: 256}}
+Limits, enforced by the kernel and fail closed (a plan declaring one this machine cannot enforce is
+refused before it runs); hitting one ends the attempt with an error that names it:
+
+    environment: {id: sandbox, params: {memory_mb: 2048, max_processes: 256, disk_mb: 4096, tmp_mb: 512}}
+
+- ``memory_mb``, ``max_processes``: a cgroup per attempt (v2, or v1 memory and pids hierarchies); it
+  also holds every process the attempt starts, so all of them are killed when the run phase ends and
+  when the session closes (a double fork or ``setsid`` escapes a process group, not a cgroup).
+- ``tmp_mb``: the session's /tmp, a tmpfs of that size (shared by the attempt's commands).
+- ``disk_mb``: the session's directory is an ext4 image of that size, mounted for the attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import secrets
 import shutil
+import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
-from agentcompass_dagster.environments.base import Environment, EnvironmentSession, ExecResult
-from agentcompass_dagster.runtime.processes import process_alive
-from agentcompass_dagster.environments.hostdir import HostDirSession
+from agentcompass_dagster.environments.base import (
+    Environment,
+    EnvironmentLimitExceeded,
+    EnvironmentSession,
+    ExecResult,
+)
+from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
+from agentcompass_dagster.environments.hostdir import HostDirSession, awaits_resume, die_with_parent
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.processes import process_alive
+from agentcompass_dagster.runtime.safe_fs import remove_tree
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
 
 SYSTEM_DIRS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64")
-MEMORY_SIGNS = ("Cannot allocate memory", "MemoryError", "out of memory")
+# A disk image left with less than this free is full: the task wrote all it may.
+DISK_FULL_BYTES = 1 << 20
 
 
 class SandboxParams(BaseModel):
@@ -39,19 +61,34 @@ class SandboxParams(BaseModel):
     root_dir: Path = Path("/var/tmp/agentcompass-sandbox")
     path: str = "/usr/local/bin:/usr/bin:/bin"
     memory_mb: int | None = Field(default=None, ge=16)
-    max_processes: int | None = Field(default=None, ge=1)
+    max_processes: int | None = Field(default=None, ge=8)
+    disk_mb: int | None = Field(default=None, ge=16)
+    tmp_mb: int = Field(default=512, ge=1)
+    uid: int = Field(default=65534, ge=1)
+    gid: int = Field(default=65534, ge=1)
     read_only: list[str] = Field(default_factory=list)
 
 
+def _privileged() -> bool:
+    return os.geteuid() == 0
+
+
 class SandboxSession(HostDirSession):
-    def __init__(self, root: Path, config: EnvironmentConfig, params: SandboxParams, policy: NetworkPolicy) -> None:
-        super().__init__(root, config.env, params.path)
-        os.makedirs(self.scratch)
-        os.makedirs(self.home)
+    def __init__(self, root: Path, config: EnvironmentConfig, params: SandboxParams, policy: NetworkPolicy,
+                 cgroup: Cgroup | None, mounts: list[Path], image: Path | None) -> None:
         self.params = params
         self.policy = policy
+        self.cgroup = cgroup
+        self.mounts = mounts
+        self.image = image
+        super().__init__(root, config.env, params.path, (params.uid, params.gid) if _privileged() else None)
+        self.make_dirs()
+        self._join = cgroup.join_fds() if cgroup is not None else []
 
-    def argv(self, command: str, cwd: str) -> list[str]:
+    def tmpdir(self) -> str:
+        return "/tmp"
+
+    def argv(self, command: str, cwd: str, private: bool) -> list[str]:
         args = ["bwrap"]
         for name in SYSTEM_DIRS:
             host = Path("/") / name
@@ -59,31 +96,99 @@ class SandboxSession(HostDirSession):
                 args += ["--symlink", os.readlink(host), str(host)]
             elif host.is_dir():
                 args += ["--ro-bind", str(host), str(host)]
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        if self.mounts:  # the session's own /tmp, a tmpfs mounted on the host
+            args += ["--bind", str(self.root / "tmp"), "/tmp"]
+        else:
+            args += ["--size", str(self.params.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+        # After /tmp, which would hide those below it.
         for path in self.params.read_only:
             args += ["--ro-bind", path, path]
-        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", str(self.root), str(self.root),
-                 "--remount-ro", "/", "--chdir", cwd, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        # The session's directory as a plain 0755 directory of the sandbox's root (bwrap makes the parents
+        # of a bind 0700 otherwise, closed to the unprivileged user), holding only the binds below.
+        args += ["--perms", "0755", "--dir", str(self.root)]
+        for directory in (self.workdir, self.home, self.commands_dir, *([self.scratch] if private else [])):
+            args += ["--bind", directory, directory]
+        args += ["--remount-ro", "/", "--chdir", cwd, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                  "--die-with-parent", "--new-session"]
         if self.policy is NetworkPolicy.none:
             args.append("--unshare-net")
-        limits = []
-        if self.params.memory_mb:
-            limits.append(f"ulimit -v {self.params.memory_mb * 1024}")
-        if self.params.max_processes:
-            limits.append(f"ulimit -u {self.params.max_processes}")
-        script = "; ".join([*limits, command]) if limits else command
-        return [*args, "--", "bash", "-c", script]
+        args.append("--")
+        if self.owner is not None:
+            # bwrap as root keeps every capability: drop to the sandbox user with none left, for good.
+            args += ["setpriv", f"--reuid={self.params.uid}", f"--regid={self.params.gid}", "--clear-groups",
+                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        return [*args, "bash", "-c", command]
 
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None) -> ExecResult:
-        result = await super().exec(command, timeout_s=timeout_s, cwd=cwd)
+    def prepare_child(self) -> Callable[[], None]:
+        join = self._join
+
+        def child() -> None:
+            die_with_parent()
+            for fd in join:  # "0" moves the writer: this child, so bwrap and all it starts
+                os.write(fd, b"0")
+
+        return child
+
+    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
+                   private: bool = False, label: str | None = None) -> ExecResult:
+        result = await super().exec(command, timeout_s=timeout_s, cwd=cwd, private=private, label=label)
         if result.timed_out:
             result.stderr += f"\n[sandbox] killed: the command passed its time limit of {timeout_s}s\n"
-        elif self.params.memory_mb and result.exit_code != 0 and any(s in result.output for s in MEMORY_SIGNS):
-            result.stderr += f"\n[sandbox] the command hit its memory limit of {self.params.memory_mb} MB\n"
+        hits = await asyncio.to_thread(self._limits_hit)
+        if hits:
+            raise EnvironmentLimitExceeded("; ".join(hits))
         return result
+
+    def _limits_hit(self) -> list[str]:
+        hits = self.cgroup.limits_hit() if self.cgroup is not None else []
+        if self.params.disk_mb is not None and _full(self.root):
+            hits.append(f"disk_mb={self.params.disk_mb}: the task's files filled all {self.params.disk_mb} MB")
+        if self.root / "tmp" in self.mounts and _full(self.root / "tmp"):
+            hits.append(f"tmp_mb={self.params.tmp_mb}: the attempt filled all {self.params.tmp_mb} MB of /tmp")
+        return hits
+
+    async def stop_processes(self) -> None:
+        if self.cgroup is not None:
+            await asyncio.to_thread(self.cgroup.kill_all)
 
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
         self.policy = policy
+
+    def release(self) -> list[str]:
+        for fd in self._join:
+            os.close(fd)
+        self._join = []
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        return _release_root(self.root, self.image)
+
+    def release_old(self, root: Path) -> list[str]:
+        return _release_dead(root)
+
+
+def _full(mount: Path) -> bool:
+    disk = os.statvfs(mount)
+    return disk.f_bavail * disk.f_frsize < DISK_FULL_BYTES
+
+
+def _release_dead(root: Path) -> list[str]:
+    """What a dead session left at ``root``: its cgroup, mounts, directory and disk image."""
+    for group in stale(process_alive, root.name):
+        group.remove()
+    image = root.parent / f"{root.name}.img"
+    return _release_root(root, image if image.exists() else None)
+
+
+def _release_root(root: Path, image: Path | None) -> list[str]:
+    """Unmount what a session mounted below ``root`` (its /tmp, then its disk image), then remove it."""
+    for mount in (root / "tmp", root):
+        if os.path.ismount(mount):
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+    problems = remove_tree(root)
+    if image is not None:
+        image.unlink(missing_ok=True)
+    return problems
 
 
 _swept: set[Path] = set()
@@ -91,20 +196,34 @@ _sweep_lock = threading.Lock()
 
 
 def _remove_stale(root_dir: Path) -> None:
-    """Task directories left by a process that died without closing them (SIGKILL): named <pid>-..."""
+    """What a process that died without closing its sessions (SIGKILL) left: task directories named
+    <pid>-..., their mounts and disk images, and its cgroups; except the sessions a resume may still
+    attach to."""
     with _sweep_lock:
         if root_dir in _swept:
             return
         _swept.add(root_dir)
+    kept = set()
     for entry in root_dir.iterdir() if root_dir.is_dir() else []:
         pid = entry.name.partition("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
-            shutil.rmtree(entry, ignore_errors=True)
+        if not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
+            continue
+        if entry.name.endswith(".img"):
+            if not (root_dir / entry.name[:-4]).exists():
+                entry.unlink(missing_ok=True)
+        elif awaits_resume(entry):
+            kept.add(entry.name)
+        else:
+            _release_dead(entry)
+    for group in stale(process_alive):
+        if group.name not in kept:
+            group.remove()
 
 
 class SandboxEnvironment(Environment):
     supported_policies = frozenset({NetworkPolicy.host, NetworkPolicy.none})
     can_switch_network = True
+    _probed: dict[tuple[bool, bool], str | None] = {}
 
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
@@ -115,18 +234,87 @@ class SandboxEnvironment(Environment):
         if shutil.which("bwrap") is None:
             raise UserError(f"environment.id={self.config.id!r}: the sandbox needs bubblewrap (`bwrap`), which is "
                             "not installed here (Debian: apt-get install bubblewrap)")
+        if _privileged() and shutil.which("setpriv") is None:
+            raise UserError(f"environment.id={self.config.id!r}: as root the sandbox drops to an unprivileged user "
+                            "with `setpriv` (util-linux), which is not installed here")
+        problem = self._cgroup_problem()
+        if problem is not None:
+            declared = {k: getattr(self.params, k) for k in ("memory_mb", "max_processes") if getattr(self.params, k)}
+            name, value = next(iter(declared.items()))
+            raise UserError(f"environment.params.{name}={value!r}: this machine cannot enforce it: {problem}")
+        if self.params.disk_mb is not None and not (_privileged() and shutil.which("mkfs.ext4")):
+            raise UserError(f"environment.params.disk_mb={self.params.disk_mb!r}: this machine cannot enforce it "
+                            "(it takes root and mkfs.ext4 to mount a disk image per attempt)")
+
+    def _cgroup_problem(self) -> str | None:
+        """Whether the declared memory and process limits can be enforced here (probed once)."""
+        wanted = (self.params.memory_mb is not None, self.params.max_processes is not None)
+        if not any(wanted):
+            return None
+        if wanted not in self._probed:
+            try:
+                Cgroup.create(f"{os.getpid()}-probe-{secrets.token_hex(3)}", 64 if wanted[0] else None,
+                              64 if wanted[1] else None).remove()
+                self._probed[wanted] = None
+            except CgroupUnavailable as exc:
+                self._probed[wanted] = str(exc)
+        return self._probed[wanted]
+
+    def describe(self) -> str:
+        who = f"uid {self.params.uid} without capabilities" if _privileged() else "this user"
+        limits = [f"/tmp {self.params.tmp_mb} MB (tmpfs)"]
+        if self.params.memory_mb:
+            limits.append(f"memory {self.params.memory_mb} MB (cgroup)")
+        if self.params.max_processes:
+            limits.append(f"{self.params.max_processes} processes (cgroup)")
+        if self.params.disk_mb:
+            limits.append(f"disk {self.params.disk_mb} MB (ext4 image)")
+        return f"sandbox: bubblewrap, commands as {who}; limits enforced: {', '.join(limits)}"
 
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
         return await asyncio.to_thread(self._create, plan.baseline_network_policy)
 
     def _create(self, policy: NetworkPolicy) -> SandboxSession:
-        root_dir = self.params.root_dir
+        params = self.params
+        root_dir = params.root_dir
         root_dir.mkdir(parents=True, exist_ok=True)
         _remove_stale(root_dir)
-        root = root_dir / f"{os.getpid()}-{secrets.token_hex(6)}"
-        root.mkdir()
+        name = f"{os.getpid()}-{secrets.token_hex(6)}"
+        root = root_dir / name
+        root.mkdir(mode=0o711)
+        image: Path | None = None
+        mounts: list[Path] = []
+        cgroup: Cgroup | None = None
         try:
-            return SandboxSession(root, self.config, self.params, policy)
+            if params.disk_mb is not None:
+                image = root_dir / f"{name}.img"
+                _mount_image(image, root, params.disk_mb)
+                mounts.append(root)
+                os.chmod(root, 0o711)
+            if _privileged():
+                (root / "tmp").mkdir()
+                _run(["mount", "-t", "tmpfs", "-o",
+                      f"size={params.tmp_mb}m,mode=1777,nosuid,nodev", "tmpfs", str(root / "tmp")])
+                mounts.append(root / "tmp")
+            if params.memory_mb is not None or params.max_processes is not None:
+                cgroup = Cgroup.create(name, params.memory_mb, params.max_processes)
+            return SandboxSession(root, self.config, params, policy, cgroup, mounts, image)
         except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
+            if cgroup is not None:
+                cgroup.remove()
+            _release_root(root, image)
             raise
+
+
+def _mount_image(image: Path, target: Path, size_mb: int) -> None:
+    """A sparse ext4 image of ``size_mb``, mounted at ``target`` (no setuid, no devices)."""
+    with open(image, "xb") as out:
+        out.truncate(size_mb * 1024 * 1024)
+    _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "lazy_itable_init=1", str(image)])
+    _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(target)])
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise OSError(errno.EIO, f"{' '.join(command[:2])} failed: {done.stderr.strip()[:300]}")

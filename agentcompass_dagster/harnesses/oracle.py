@@ -29,7 +29,8 @@ async def run_reference(prepared: PreparedTask, env: EnvironmentSession, benchma
         path = f"{env.scratch}/solution-{file_stem(prepared.task.id)}.sh"
         await env.write_file(path, solution.script.encode(), 0o755)
         command = f"{SCRATCH_VARIABLE}={shlex.quote(env.scratch)} bash {shlex.quote(path)}"
-        outcome = await env.exec(command, timeout_s=SOLUTION_TIMEOUT_S)
+        # The reference sees the framework's private files (a solution's data); no agent ever does.
+        outcome = await env.exec(command, timeout_s=SOLUTION_TIMEOUT_S, private=True)
         trajectory.append(
             {"type": "command", "command": command, "exit_code": outcome.exit_code, "output": outcome.output[-4000:]}
         )

@@ -328,16 +328,18 @@ class AgentRun:
         await self.complete_tool(key, data)
 
     async def execute(self, key: str, command: str) -> dict[str, Any]:
-        """Run a bash command so that its pid, output and exit code also land in the environment's
-        scratch directory. The command runs in a subshell that outlives this process where the
-        environment does (local), so a resume in the same environment can wait for it and collect its
-        result, or report the partial output of one that was killed (R-RESUME-1)."""
-        base = f"{self.env.scratch}/{CALLS_DIR}/{key}"
-        out, exit_file, pid = (shlex.quote(base + suffix) for suffix in (".out", ".exit", ".pid"))
-        script = (f"mkdir -p {shlex.quote(f'{self.env.scratch}/{CALLS_DIR}')}; "
+        """Run a bash command so that its output and exit code also land in the environment's commands
+        directory. The command runs in a subshell that outlives this process where the environment does
+        (local), so a resume in the same environment can wait for it (the session records its process,
+        labelled with the call's key) and collect its result, or report the partial output of one that
+        was killed (R-RESUME-1). The agent can write that directory: a resume only trusts what it reads
+        there after checking it (a number for the exit code, never a symlink)."""
+        base = f"{self.env.commands_dir}/{CALLS_DIR}/{key}"
+        out, exit_file = (shlex.quote(base + suffix) for suffix in (".out", ".exit"))
+        script = (f"mkdir -p {shlex.quote(f'{self.env.commands_dir}/{CALLS_DIR}')}; "
                   f"( bash -c {shlex.quote(command)} > {out} 2>&1 < /dev/null; echo $? > {exit_file}.tmp "
-                  f"&& mv {exit_file}.tmp {exit_file} ) & echo $! > {pid}; wait $!; cat {out}; exit $(cat {exit_file})")
-        result = await self.env.exec(script, timeout_s=self.params.command_timeout_s)
+                  f"&& mv {exit_file}.tmp {exit_file} ) & wait $!; cat {out}; exit $(cat {exit_file})")
+        result = await self.env.exec(script, timeout_s=self.params.command_timeout_s, label=key)
         output = result.stdout + result.stderr
         if result.timed_out:
             try:

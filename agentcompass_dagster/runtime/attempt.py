@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.environments.base import EnvironmentSession
+from agentcompass_dagster.environments.base import EnvironmentLimitExceeded, EnvironmentSession
 from agentcompass_dagster.errors import field_error
 from agentcompass_dagster.runtime.analysis import Analyzer, analyze_attempt
 from agentcompass_dagster.runtime.components import Components
@@ -64,6 +64,9 @@ def check_strategy(name: str) -> None:
 
 
 def _failure(exc: BaseException) -> str:
+    if isinstance(exc, EnvironmentLimitExceeded):
+        # The attempt met a limit its declaration set, not a defect: the limit and its allowance say it all.
+        return f"environment limit exceeded: {exc}"
     return "".join(traceback.format_exception(exc)).strip()
 
 
@@ -275,7 +278,9 @@ class TaskRunner:
         self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession, plan: ExecutionPlan
     ) -> Evaluation:
         """R-ATT-4 reuse: evaluation policy, evaluate in the task session, baseline restored even when
-        cancelled (R-NET-1)."""
+        cancelled (R-NET-1). What the agent left running is killed first: it must not touch its work, or
+        the verifier's files, while they are checked."""
+        await session.stop_processes()
         await session.set_network_policy(plan.evaluation_network_policy)
         try:
             return await _evaluate_safely(self.components.benchmark, prepared, result, session)

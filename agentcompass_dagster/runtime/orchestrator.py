@@ -300,6 +300,7 @@ class Orchestrator:
         dagster_run_id = request.metadata.get("dagster_run_id")
         if dagster_run_id:
             run_dir.set_dagster_run_id(str(dagster_run_id))
+        run_dir.log(f"environment {request.environment.id!r}: {state.components.environment.describe()}")
         state.runner = TaskRunner(request, state.components, run_dir, state.analyzers, self.permits)
         wanted = set(request.run_only) if request.run_only is not None else None
         state.pending = deque(
