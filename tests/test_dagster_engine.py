@@ -294,7 +294,9 @@ def test_sigkill_of_a_run_keeps_finished_tasks_and_the_rerun_evaluates_the_rest(
     sweep = engine_sweep(tmp_path, tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
                          execution={"limits": {"task_concurrency": 1}})
     proc = cli(tmp_path, "run", str(sweep))
-    wait_until(lambda: harness_calls(tmp_path)["t3"] == 1, "t3 to start", proc=proc)
+    # t3 waits at its gate: the kill lands once the three before it are materialized.
+    wait_until(lambda: harness_calls(tmp_path)["t3"] == 1 and set(materialization_counts()) == keys("t0", "t1", "t2"),
+               "t3 to start after t0-t2 materialized", proc=proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     assert set(materialization_counts()) == keys("t0", "t1", "t2")
