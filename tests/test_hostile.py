@@ -47,7 +47,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the probes of a root 
 
 def _cgroups_problem() -> str | None:
     try:
-        Cgroup.create(f"{os.getpid()}-probe-test", 64, 64).remove()
+        Cgroup.create("test", f"{os.getpid()}-probe", 64, 64).remove()
     except CgroupUnavailable as exc:
         return str(exc)
     return None
@@ -462,3 +462,19 @@ def test_the_next_run_removes_what_a_killed_local_run_left(tmp_path: Path) -> No
         assert not plain.exists() and not expired.exists() and resumable.exists()
     finally:
         shutil.rmtree(resumable, ignore_errors=True)
+
+
+@needs_cgroups
+def test_each_environment_kind_sweeps_only_its_own_cgroups() -> None:
+    """R-RESUME-1: a dead local session's cgroup may still hold the command a resume will collect; the
+    sandbox's sweep of dead groups leaves it alone, the local sweep finds it."""
+    from agentcompass_dagster.environments.cgroups import stale
+    from agentcompass_dagster.runtime.processes import process_alive
+
+    name = f"{_dead_pid()}-sweep"
+    group = Cgroup.create("local", name, None, None)
+    try:
+        assert name not in [g.name for g in stale("sandbox", process_alive)]
+        assert [g.name for g in stale("local", process_alive, name)] == [name]
+    finally:
+        group.remove()

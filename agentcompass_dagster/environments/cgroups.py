@@ -57,15 +57,18 @@ class Cgroup:
     _seen: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, name: str, memory_mb: int | None, max_processes: int | None) -> Cgroup:
+    def create(cls, owner: str, name: str, memory_mb: int | None, max_processes: int | None) -> Cgroup:
+        """The group ``name`` (``<pid>-...``) of an environment kind ``owner``: each kind sweeps only
+        its own groups (a dead local session's may still hold a command a resume waits for)."""
         kind = version()
         if kind is None:
             raise CgroupUnavailable(f"no cgroup v2 or v1 memory/pids hierarchy under {ROOT}")
+        entry = f"{owner}.{name}"
         if kind == 2:
             parent = ROOT / _own_path("").lstrip("/") / PREFIX
-            dirs = [parent / name]
+            dirs = [parent / entry]
         else:
-            dirs = [ROOT / c / _own_path(c).lstrip("/") / PREFIX / name for c in ("memory", "pids")]
+            dirs = [ROOT / c / _own_path(c).lstrip("/") / PREFIX / entry for c in ("memory", "pids")]
         group = cls(name, dirs, kind == 2, memory_mb, max_processes)
         try:
             for directory in dirs:
@@ -193,9 +196,9 @@ def _enable_controllers(parent: Path) -> None:
         (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
 
 
-def stale(owner_alive: Callable[[int], bool], name: str | None = None) -> list[Cgroup]:
-    """Groups left by processes that died (named <pid>-...), to be removed; only the one called
-    ``name`` if given."""
+def stale(owner: str, owner_alive: Callable[[int], bool], name: str | None = None) -> list[Cgroup]:
+    """The groups of environment kind ``owner`` left by processes that died (named <pid>-...), to be
+    removed; only the one called ``name`` if given."""
     kind = version()
     if kind is None:
         return []
@@ -208,9 +211,10 @@ def stale(owner_alive: Callable[[int], bool], name: str | None = None) -> list[C
         except (OSError, CgroupUnavailable):
             continue
         for entry in names:
-            pid = entry.partition("-")[0]
-            if name is not None and entry != name:
+            kind, dot, group = entry.partition(".")
+            pid = group.partition("-")[0]
+            if not dot or kind != owner or (name is not None and group != name):
                 continue
             if pid.isdigit() and int(pid) != os.getpid() and not owner_alive(int(pid)):
-                by_name.setdefault(entry, []).append(base / entry)
+                by_name.setdefault(group, []).append(base / entry)
     return [Cgroup(group, dirs, kind == 2) for group, dirs in by_name.items()]

@@ -34,10 +34,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
-from agentcompass_dagster.environments.base import Environment, EnvironmentLimitExceeded, EnvironmentSession, ExecResult
+from agentcompass_dagster.environments.base import (
+    Environment,
+    EnvironmentLimitExceeded,
+    EnvironmentSession,
+    ExecResult,
+)
 from agentcompass_dagster.environments.cgroups import Cgroup
-from agentcompass_dagster.runtime.processes import process_alive
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.processes import process_alive
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
 
 LABEL = "agentcompass"

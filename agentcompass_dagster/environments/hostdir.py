@@ -22,8 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
+from agentcompass_dagster.environments.cgroups import Cgroup
 from agentcompass_dagster.runtime.processes import Worker
-from agentcompass_dagster.runtime.safe_fs import read_beneath, relative, remove_tree, write_beneath
+from agentcompass_dagster.runtime.safe_fs import (
+    read_beneath,
+    relative,
+    remove_tree,
+    write_beneath,
+)
 
 OUTPUT_LIMIT = 1_000_000
 IDENTITY_FILE = ".identity"
@@ -35,9 +41,12 @@ KEEP_FOR_RESUME_S = 24 * 3600
 
 
 class HostDirSession(EnvironmentSession):
-    def __init__(self, root: Path, extra_env: dict[str, str], path: str, owner: tuple[int, int] | None = None) -> None:
+    def __init__(self, root: Path, extra_env: dict[str, str], path: str, owner: tuple[int, int] | None = None,
+                 cgroup: Cgroup | None = None) -> None:
         self.root = root
         self.owner = owner
+        self.cgroup = cgroup
+        self._join = cgroup.join_fds() if cgroup is not None else []
         self.workdir = str(root / "work")
         self.scratch = str(root / "scratch")
         self.home = str(root / "home")
@@ -69,9 +78,25 @@ class HostDirSession(EnvironmentSession):
         """How to start ``command``; sessions that isolate it wrap it here."""
         return ["bash", "-c", command]
 
+    def cgroup_fds(self) -> list[int]:
+        """Open cgroup.procs files the child joins (one per hierarchy), or none."""
+        return self._join
+
     def prepare_child(self) -> Callable[[], None]:
-        """What the child runs between fork and exec."""
-        return die_with_parent
+        """What the child runs between fork and exec: it dies with the runtime and joins the session's
+        cgroup, so every process it starts (setsid or not) is the session's."""
+        join = self.cgroup_fds()
+
+        def child() -> None:
+            die_with_parent()
+            for fd in join:  # "0" moves the writer: this child, and all it starts
+                os.write(fd, b"0")
+
+        return child
+
+    async def stop_processes(self) -> None:
+        if self.cgroup is not None:
+            await asyncio.to_thread(self.cgroup.kill_all)
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
                    private: bool = False, label: str | None = None) -> ExecResult:
@@ -185,6 +210,14 @@ class HostDirSession(EnvironmentSession):
 
     def release(self) -> list[str]:
         """Free what the session holds (processes, mounts, files); what could not be removed."""
+        for fd in self._join:
+            os.close(fd)
+        self._join = []
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        return self.remove_files()
+
+    def remove_files(self) -> list[str]:
         return remove_tree(self.root)
 
 

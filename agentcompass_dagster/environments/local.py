@@ -16,62 +16,42 @@ import os
 import secrets
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from agentcompass_dagster.environments.base import Environment, EnvironmentSession
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
-from agentcompass_dagster.environments.hostdir import HostDirSession, awaits_resume, die_with_parent
+from agentcompass_dagster.environments.hostdir import HostDirSession, awaits_resume
 from agentcompass_dagster.runtime.processes import process_alive
 from agentcompass_dagster.runtime.safe_fs import remove_tree
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
 
 PREFIX = "agentcompass-"
+# Its cgroups are named for it, so the sweeps of other kinds leave them alone.
+OWNER = "local"
 
 
 class LocalSession(HostDirSession):
     def __init__(self, root: Path, env: dict[str, str], path: str) -> None:
         super().__init__(root, env, path)
-        self.cgroup: Cgroup | None = None
-        self._join: list[int] = []
         self._tried = False
 
-    def prepare_child(self) -> Callable[[], None]:
+    def cgroup_fds(self) -> list[int]:
         if not self._tried:
             # Made with the first command: a task that runs none pays nothing for it.
             self._tried = True
             try:
-                self.cgroup = Cgroup.create(self.root.name[len(PREFIX):], None, None)
+                self.cgroup = Cgroup.create(OWNER, self.root.name[len(PREFIX):], None, None)
                 self._join = self.cgroup.join_fds()
             except CgroupUnavailable:
                 pass  # its process group still holds what does not call setsid
-        join = self._join
-
-        def child() -> None:
-            die_with_parent()
-            for fd in join:
-                os.write(fd, b"0")
-
-        return child
-
-    async def stop_processes(self) -> None:
-        if self.cgroup is not None:
-            await asyncio.to_thread(self.cgroup.kill_all)
-
-    def release(self) -> list[str]:
-        for fd in self._join:
-            os.close(fd)
-        self._join = []
-        if self.cgroup is not None:
-            self.cgroup.remove()
-        return remove_tree(self.root)
+        return self._join
 
     def release_old(self, root: Path) -> list[str]:
         return _release_dead(root)
 
 
 def _release_dead(root: Path) -> list[str]:
-    for group in stale(process_alive, root.name[len(PREFIX):]):
+    for group in stale(OWNER, process_alive, root.name[len(PREFIX):]):
         group.remove()
     return remove_tree(root)
 

@@ -29,7 +29,6 @@ import secrets
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,7 +41,10 @@ from agentcompass_dagster.environments.base import (
     ExecResult,
 )
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
-from agentcompass_dagster.environments.hostdir import HostDirSession, awaits_resume, die_with_parent
+from agentcompass_dagster.environments.hostdir import (
+    HostDirSession,
+    awaits_resume,
+)
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.processes import process_alive
 from agentcompass_dagster.runtime.safe_fs import remove_tree
@@ -51,6 +53,8 @@ from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, Tas
 SYSTEM_DIRS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64")
 # A disk image left with less than this free is full: the task wrote all it may.
 DISK_FULL_BYTES = 1 << 20
+# Its cgroups are named for it, so the sweeps of other kinds leave them alone.
+OWNER = "sandbox"
 
 
 class SandboxParams(BaseModel):
@@ -78,12 +82,10 @@ class SandboxSession(HostDirSession):
                  cgroup: Cgroup | None, mounts: list[Path], image: Path | None) -> None:
         self.params = params
         self.policy = policy
-        self.cgroup = cgroup
         self.mounts = mounts
         self.image = image
-        super().__init__(root, config.env, params.path, (params.uid, params.gid) if _privileged() else None)
+        super().__init__(root, config.env, params.path, (params.uid, params.gid) if _privileged() else None, cgroup)
         self.make_dirs()
-        self._join = cgroup.join_fds() if cgroup is not None else []
 
     def tmpdir(self) -> str:
         return "/tmp"
@@ -120,16 +122,6 @@ class SandboxSession(HostDirSession):
                      "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
         return [*args, "bash", "-c", command]
 
-    def prepare_child(self) -> Callable[[], None]:
-        join = self._join
-
-        def child() -> None:
-            die_with_parent()
-            for fd in join:  # "0" moves the writer: this child, so bwrap and all it starts
-                os.write(fd, b"0")
-
-        return child
-
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
                    private: bool = False, label: str | None = None) -> ExecResult:
         result = await super().exec(command, timeout_s=timeout_s, cwd=cwd, private=private, label=label)
@@ -148,19 +140,10 @@ class SandboxSession(HostDirSession):
             hits.append(f"tmp_mb={self.params.tmp_mb}: the attempt filled all {self.params.tmp_mb} MB of /tmp")
         return hits
 
-    async def stop_processes(self) -> None:
-        if self.cgroup is not None:
-            await asyncio.to_thread(self.cgroup.kill_all)
-
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
         self.policy = policy
 
-    def release(self) -> list[str]:
-        for fd in self._join:
-            os.close(fd)
-        self._join = []
-        if self.cgroup is not None:
-            self.cgroup.remove()
+    def remove_files(self) -> list[str]:
         return _release_root(self.root, self.image)
 
     def release_old(self, root: Path) -> list[str]:
@@ -174,7 +157,7 @@ def _full(mount: Path) -> bool:
 
 def _release_dead(root: Path) -> list[str]:
     """What a dead session left at ``root``: its cgroup, mounts, directory and disk image."""
-    for group in stale(process_alive, root.name):
+    for group in stale(OWNER, process_alive, root.name):
         group.remove()
     image = root.parent / f"{root.name}.img"
     return _release_root(root, image if image.exists() else None)
@@ -215,7 +198,7 @@ def _remove_stale(root_dir: Path) -> None:
             kept.add(entry.name)
         else:
             _release_dead(entry)
-    for group in stale(process_alive):
+    for group in stale(OWNER, process_alive):
         if group.name not in kept:
             group.remove()
 
@@ -253,7 +236,7 @@ class SandboxEnvironment(Environment):
             return None
         if wanted not in self._probed:
             try:
-                Cgroup.create(f"{os.getpid()}-probe-{secrets.token_hex(3)}", 64 if wanted[0] else None,
+                Cgroup.create(OWNER, f"{os.getpid()}-probe-{secrets.token_hex(3)}", 64 if wanted[0] else None,
                               64 if wanted[1] else None).remove()
                 self._probed[wanted] = None
             except CgroupUnavailable as exc:
@@ -297,7 +280,7 @@ class SandboxEnvironment(Environment):
                       f"size={params.tmp_mb}m,mode=1777,nosuid,nodev", "tmpfs", str(root / "tmp")])
                 mounts.append(root / "tmp")
             if params.memory_mb is not None or params.max_processes is not None:
-                cgroup = Cgroup.create(name, params.memory_mb, params.max_processes)
+                cgroup = Cgroup.create(OWNER, name, params.memory_mb, params.max_processes)
             return SandboxSession(root, self.config, params, policy, cgroup, mounts, image)
         except BaseException:
             if cgroup is not None:
