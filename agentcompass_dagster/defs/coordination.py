@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import dagster as dg
+import sqlalchemy.exc
 from pydantic import BaseModel
 
 from agentcompass_dagster.defs.sweep import SweepBenchmark
@@ -116,8 +117,17 @@ def claim_partitions(sb: SweepBenchmark, instance: dg.DagsterInstance, run_id: s
 
 def _set_limit(instance: dg.DagsterInstance, key: str, limit: int) -> None:
     storage = instance.event_log_storage
-    if storage.get_concurrency_info(key).slot_count != limit:
-        storage.set_concurrency_slots(key, limit)
+    for tries_left in (2, 1, 0):
+        if storage.get_concurrency_info(key).slot_count == limit:
+            return
+        try:
+            storage.set_concurrency_slots(key, limit)
+            return
+        except sqlalchemy.exc.IntegrityError:
+            # Two processes set a new pool's limit at once: Dagster's upsert inserts in both and one
+            # loses; the row is there now, so the next try updates it.
+            if not tries_left:
+                raise
 
 
 def ensure_pool_limits(sb: SweepBenchmark, instance: dg.DagsterInstance) -> None:
