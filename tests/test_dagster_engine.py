@@ -414,7 +414,9 @@ def test_a_sweep_runs_its_steps_in_docker_containers_with_results_on_the_host(tm
     client = docker.from_env()
     before = {c.id for c in client.containers.list(all=True)}
     assert run_cli("run", sweep) == 0
-    created = [c for c in client.containers.list(all=True) if c.id not in before]
+    # Only the step containers: tests running beside this one start environment containers of their own.
+    created = [c for c in client.containers.list(all=True)
+               if c.id not in before and "execute_step" in " ".join(c.attrs["Config"]["Cmd"] or [])]
     assert materialization_counts() == Counter(keys(*every(3)))
     assert _accuracy(tmp_path / "results")["accuracy"] == pytest.approx(2 / 3)
     assert len(list((tmp_path / "results" / SWEEP / "synthetic" / "m1").glob("*/details/*.json"))) == 3
