@@ -42,13 +42,12 @@ import logging
 import os
 import re
 import secrets
-import shutil
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_IMODE, S_ISREG
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -58,6 +57,7 @@ from agentcompass_dagster.runtime.atomic import (
     fsync_dir,
 )
 from agentcompass_dagster.runtime.redact import redact_text
+from agentcompass_dagster.runtime.safe_fs import open_dir, remove_tree
 from agentcompass_dagster.runtime.types import Record, utcnow
 
 log = logging.getLogger(__name__)
@@ -534,10 +534,6 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
-def _open_dir(name: str, dir_fd: int | None = None) -> int:
-    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-
-
 def _walk(root: str) -> Iterator[tuple[str, int, os.DirEntry[str], Kind]]:
     """Every entry below ``root`` as (path relative to root, descriptor of its directory, entry, kind),
     parents before children.
@@ -547,7 +543,7 @@ def _walk(root: str) -> Iterator[tuple[str, int, os.DirEntry[str], Kind]]:
     parent's descriptor without following symlinks, so a directory swapped for a symlink while the
     walk runs leads nowhere.
     """
-    fd = _open_dir(root)
+    fd = open_dir(root)
     try:
         yield from _walk_fd(fd, "")
     finally:
@@ -571,7 +567,7 @@ def _walk_fd(fd: int, prefix: str) -> Iterator[tuple[str, int, os.DirEntry[str],
         yield rel, fd, entry, kind
         if kind == "dir":
             try:
-                child = _open_dir(entry.name, fd)
+                child = open_dir(entry.name, fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
                     continue
@@ -591,7 +587,7 @@ def _carry_over(live: Path, staged: Path, files: dict[str, FileEntry], dirs: dic
         dest = staged / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         if entry.is_dir(follow_symlinks=False):
-            _link_tree(_open_dir(entry.name, dir_fd), str(dest))
+            _link_tree(open_dir(entry.name, dir_fd), str(dest))
         else:
             os.link(entry.name, dest, src_dir_fd=dir_fd, follow_symlinks=False)
 
@@ -615,7 +611,7 @@ def _link_tree(source_fd: int, dest: str) -> None:
         for entry in list(os.scandir(source_fd)):
             target = os.path.join(dest, entry.name)
             if entry.is_dir(follow_symlinks=False):
-                _link_tree(_open_dir(entry.name, source_fd), target)
+                _link_tree(open_dir(entry.name, source_fd), target)
             else:
                 os.link(entry.name, target, src_dir_fd=source_fd, follow_symlinks=False)
         os.chmod(dest, S_IMODE(os.fstat(source_fd).st_mode))
@@ -647,16 +643,8 @@ def _swap(a: Path, b: Path) -> None:
 
 
 def _remove_tree(path: Path) -> None:
-    """Remove a tree, logging rather than raising: a restore has committed or failed by now."""
-
-    def unlock(function: Callable[..., Any], failed: str, exc_info: Any) -> None:
-        # A read-only directory (Go's module cache, say) keeps its entries from an owner without root.
-        if function not in (os.unlink, os.rmdir):
-            raise exc_info[1]
-        os.chmod(os.path.dirname(failed), 0o700)
-        function(failed)
-
-    try:
-        shutil.rmtree(path, onerror=unlock)
-    except OSError as exc:
-        log.warning("could not remove %s: %s", path, exc)
+    """Remove a tree, logging rather than raising: a restore has committed or failed by now. The tree
+    may be the agent's previous one, locked (chattr +i, read-only directories) however it liked."""
+    problems = remove_tree(path)
+    if problems:
+        log.warning("could not remove %s: %s", path, "; ".join(problems[:3]))

@@ -52,6 +52,12 @@ def relative(root: Path, path: str | Path) -> PurePosixPath:
     return candidate
 
 
+def open_dir(name: str | Path, dir_fd: int | None = None) -> int:
+    """A descriptor of the directory ``name`` (relative to ``dir_fd`` if given), never through a symlink
+    in its last component."""
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+
+
 def _openat2(dir_fd: int, rel: str, flags: int, mode: int) -> int | None:
     """openat2 beneath dir_fd with no symlink; None where the kernel lacks the call."""
     global _openat2_works
@@ -79,7 +85,7 @@ def _walk_open(dir_fd: int, rel: PurePosixPath, flags: int, mode: int) -> int:
     try:
         for part in rel.parts[:-1]:
             try:
-                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+                nxt = open_dir(part, current)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise UnsafePath(exc.errno, f"{rel}: leads through a symlink") from None
@@ -99,7 +105,7 @@ def _walk_open(dir_fd: int, rel: PurePosixPath, flags: int, mode: int) -> int:
 def open_beneath(root: Path, path: str | Path, flags: int, mode: int = 0o644) -> int:
     """A file descriptor for ``path`` beneath ``root``, following no symlink."""
     rel = relative(root, path)
-    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    root_fd = open_dir(root)
     try:
         fd = _openat2(root_fd, str(rel), flags, mode)
         return fd if fd is not None else _walk_open(root_fd, rel, flags, mode)
@@ -131,8 +137,7 @@ def makedirs_beneath(root: Path, path: str | Path, mode: int = 0o755, owner: tup
     rel = relative(root, path)
     for depth in range(1, len(rel.parts) + 1):
         part = PurePosixPath(*rel.parts[:depth])
-        parent_fd = open_beneath(root, part.parent, os.O_RDONLY | os.O_DIRECTORY) if depth > 1 else \
-            os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        parent_fd = open_beneath(root, part.parent, os.O_RDONLY | os.O_DIRECTORY) if depth > 1 else open_dir(root)
         try:
             try:
                 os.mkdir(part.name, mode, dir_fd=parent_fd)
@@ -156,7 +161,7 @@ def write_beneath(root: Path, path: str | Path, data: bytes, mode: int = 0o644,
         makedirs_beneath(root, rel.parent, owner=owner)
         dir_fd = open_beneath(root, rel.parent, os.O_RDONLY | os.O_DIRECTORY)
     else:
-        dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        dir_fd = open_dir(root)
     tmp = f".{rel.name}.{secrets.token_hex(4)}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
@@ -186,7 +191,7 @@ def write_beneath(root: Path, path: str | Path, data: bytes, mode: int = 0o644,
 
 @contextmanager
 def _directory(path: Path) -> Iterator[int]:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = open_dir(path)
     try:
         yield fd
     finally:
@@ -216,7 +221,7 @@ def _remove_entries(dir_fd: int, problems: list[str], where: str) -> None:
         for attempt in (1, 2):
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+                    child = open_dir(name, dir_fd)
                     try:
                         os.fchmod(child, 0o700)
                         _remove_entries(child, problems, f"{where}/{name}")
