@@ -469,12 +469,11 @@ def test_each_environment_kind_sweeps_only_its_own_cgroups() -> None:
     """R-RESUME-1: a dead local session's cgroup may still hold the command a resume will collect; the
     sandbox's sweep of dead groups leaves it alone, the local sweep finds it."""
     from agentcompass_dagster.environments.cgroups import stale
-    from agentcompass_dagster.runtime.processes import process_alive
 
     name = f"{_dead_pid()}-sweep"
     group = Cgroup.create("local", name, None, None)
     try:
-        assert name not in [g.name for g in stale("sandbox", process_alive)]
-        assert [g.name for g in stale("local", process_alive, name)] == [name]
+        assert name not in [g.name for g in stale("sandbox")]
+        assert [g.name for g in stale("local", name)] == [name]
     finally:
         group.remove()

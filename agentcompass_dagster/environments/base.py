@@ -50,12 +50,7 @@ class EnvironmentSession(ABC):
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
                    private: bool = False, label: str | None = None) -> ExecResult:
         """Run ``command``. ``label`` names it for a later process: the session records, where the
-        agent cannot reach, which host process runs it (``running(label)``)."""
-
-    def running(self, label: str) -> bool | None:
-        """Whether the command started with ``label`` still runs, from the host's own record; None where
-        the environment keeps none."""
-        return None
+        agent cannot reach, which host process runs it (hostdir.process_of)."""
 
     async def stop_processes(self) -> None:
         """Kill every process the session's commands left running (the agent's background jobs), before

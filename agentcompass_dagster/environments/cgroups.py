@@ -14,9 +14,10 @@ from __future__ import annotations
 import errno
 import os
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agentcompass_dagster.runtime.processes import process_alive
 
 ROOT = Path("/sys/fs/cgroup")
 PREFIX = "agentcompass"
@@ -196,25 +197,25 @@ def _enable_controllers(parent: Path) -> None:
         (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
 
 
-def stale(owner: str, owner_alive: Callable[[int], bool], name: str | None = None) -> list[Cgroup]:
+def stale(owner: str, name: str | None = None) -> list[Cgroup]:
     """The groups of environment kind ``owner`` left by processes that died (named <pid>-...), to be
     removed; only the one called ``name`` if given."""
-    kind = version()
-    if kind is None:
+    hierarchy = version()
+    if hierarchy is None:
         return []
-    controllers = [""] if kind == 2 else ["memory", "pids"]
+    controllers = [""] if hierarchy == 2 else ["memory", "pids"]
     by_name: dict[str, list[Path]] = {}
     for controller in controllers:
         try:
             base = ROOT / controller / _own_path(controller).lstrip("/") / PREFIX
-            names = os.listdir(base)
+            entries = os.listdir(base)
         except (OSError, CgroupUnavailable):
             continue
-        for entry in names:
+        for entry in entries:
             kind, dot, group = entry.partition(".")
             pid = group.partition("-")[0]
             if not dot or kind != owner or (name is not None and group != name):
                 continue
-            if pid.isdigit() and int(pid) != os.getpid() and not owner_alive(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
                 by_name.setdefault(group, []).append(base / entry)
-    return [Cgroup(group, dirs, kind == 2) for group, dirs in by_name.items()]
+    return [Cgroup(group, dirs, hierarchy == 2) for group, dirs in by_name.items()]

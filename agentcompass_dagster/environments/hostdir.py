@@ -16,14 +16,15 @@ import ctypes
 import os
 import secrets
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
-from agentcompass_dagster.environments.cgroups import Cgroup
-from agentcompass_dagster.runtime.processes import Worker
+from agentcompass_dagster.environments.cgroups import Cgroup, stale
+from agentcompass_dagster.runtime.processes import Worker, process_alive
 from agentcompass_dagster.runtime.safe_fs import (
     read_beneath,
     relative,
@@ -88,7 +89,7 @@ class HostDirSession(EnvironmentSession):
         join = self.cgroup_fds()
 
         def child() -> None:
-            die_with_parent()
+            _die_with_parent()
             for fd in join:  # "0" moves the writer: this child, and all it starts
                 os.write(fd, b"0")
 
@@ -136,9 +137,6 @@ class HostDirSession(EnvironmentSession):
 
     def _record(self, label: str, worker: Worker) -> None:
         write_beneath(self.root, f"scratch/{PROCESSES}/{_label(label)}", str(worker).encode())
-
-    def running(self, label: str) -> bool | None:
-        return process_of(self.root, label)
 
     def _owner_for(self, path: str) -> tuple[int, int] | None:
         """Files the host writes where the agent works belong to the agent's user."""
@@ -234,10 +232,10 @@ def process_of(root: Path, label: str) -> bool | None:
         return None
     if worker is None:
         return None
-    return group_alive(worker.pid)
+    return _group_alive(worker.pid)
 
 
-def group_alive(pgid: int) -> bool:
+def _group_alive(pgid: int) -> bool:
     """Whether any process of group ``pgid`` runs (zombies have finished)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -249,6 +247,33 @@ def group_alive(pgid: int) -> bool:
         if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
             return True
     return False
+
+
+_swept: set[Path] = set()
+_sweep_lock = threading.Lock()
+
+
+def sweep_dead_sessions(directory: Path, prefix: str, owner: str, release: Callable[[Path], list[str]]) -> None:
+    """Once per process and directory: what processes that died without closing their sessions
+    (SIGKILL) left in ``directory`` (entries named <prefix><pid>-..., each given to ``release``) and
+    their cgroups of kind ``owner``; except the sessions a resume may still attach to."""
+    with _sweep_lock:
+        if directory in _swept:
+            return
+        _swept.add(directory)
+    kept = set()
+    for entry in directory.iterdir() if directory.is_dir() else []:
+        name = entry.name[len(prefix):] if entry.name.startswith(prefix) else ""
+        pid = name.partition("-")[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
+            continue
+        if awaits_resume(entry):
+            kept.add(name)
+        else:
+            release(entry)
+    for group in stale(owner):
+        if group.name not in kept:
+            group.remove()
 
 
 def awaits_resume(root: Path) -> bool:
@@ -268,7 +293,7 @@ def probe_hostdir(handle: dict[str, Any]) -> bool:
         return False
 
 
-def die_with_parent() -> None:
+def _die_with_parent() -> None:
     """In the child before exec: the kernel kills it when the runtime dies, even by SIGKILL (the
     sandbox's bwrap then takes its whole namespace down with it)."""
     PR_SET_PDEATHSIG = 1
@@ -280,4 +305,3 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-

@@ -15,13 +15,14 @@ import asyncio
 import os
 import secrets
 import tempfile
-import threading
 from pathlib import Path
 
 from agentcompass_dagster.environments.base import Environment, EnvironmentSession
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
-from agentcompass_dagster.environments.hostdir import HostDirSession, awaits_resume
-from agentcompass_dagster.runtime.processes import process_alive
+from agentcompass_dagster.environments.hostdir import (
+    HostDirSession,
+    sweep_dead_sessions,
+)
 from agentcompass_dagster.runtime.safe_fs import remove_tree
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
 
@@ -50,29 +51,15 @@ class LocalSession(HostDirSession):
         return _release_dead(root)
 
 
+def _remove_dir(entry: Path) -> list[str]:
+    """Only directories: a file of that name in the temp directory is not a session's."""
+    return remove_tree(entry) if entry.is_dir() else []
+
+
 def _release_dead(root: Path) -> list[str]:
-    for group in stale(OWNER, process_alive, root.name[len(PREFIX):]):
+    for group in stale(OWNER, root.name[len(PREFIX):]):
         group.remove()
     return remove_tree(root)
-
-
-_swept = False
-_sweep_lock = threading.Lock()
-
-
-def _remove_stale(directory: Path) -> None:
-    """Temp directories (and cgroups) of runs that died without closing their sessions (named
-    agentcompass-<pid>-...), except those a resume may still attach to."""
-    global _swept
-    with _sweep_lock:
-        if _swept:
-            return
-        _swept = True
-    for entry in directory.iterdir():
-        pid = entry.name[len(PREFIX):].partition("-")[0] if entry.name.startswith(PREFIX) else ""
-        if (pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)) and entry.is_dir()
-                and not awaits_resume(entry)):
-            _release_dead(entry)
 
 
 class LocalEnvironment(Environment):
@@ -84,7 +71,8 @@ class LocalEnvironment(Environment):
 
     def _create(self) -> LocalSession:
         base = Path(tempfile.gettempdir())
-        _remove_stale(base)
+        # Temp directories (and cgroups) of killed runs; the cgroups of those a resume may attach to stay.
+        sweep_dead_sessions(base, PREFIX, OWNER, _remove_dir)
         name = f"{os.getpid()}-{secrets.token_hex(6)}"
         root = base / f"{PREFIX}{name}"
         root.mkdir(mode=0o700)

@@ -28,7 +28,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import threading
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,10 +42,9 @@ from agentcompass_dagster.environments.base import (
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
 from agentcompass_dagster.environments.hostdir import (
     HostDirSession,
-    awaits_resume,
+    sweep_dead_sessions,
 )
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.processes import process_alive
 from agentcompass_dagster.runtime.safe_fs import remove_tree
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
 
@@ -79,10 +77,11 @@ def _privileged() -> bool:
 
 class SandboxSession(HostDirSession):
     def __init__(self, root: Path, config: EnvironmentConfig, params: SandboxParams, policy: NetworkPolicy,
-                 cgroup: Cgroup | None, mounts: list[Path], image: Path | None) -> None:
+                 cgroup: Cgroup | None, host_tmp: bool, image: Path | None) -> None:
         self.params = params
         self.policy = policy
-        self.mounts = mounts
+        # A tmpfs the host mounted at <root>/tmp (as root): the host sees it fill.
+        self.host_tmp = host_tmp
         self.image = image
         super().__init__(root, config.env, params.path, (params.uid, params.gid) if _privileged() else None, cgroup)
         self.make_dirs()
@@ -99,7 +98,7 @@ class SandboxSession(HostDirSession):
             elif host.is_dir():
                 args += ["--ro-bind", str(host), str(host)]
         args += ["--dev", "/dev", "--proc", "/proc"]
-        if self.mounts:  # the session's own /tmp, a tmpfs mounted on the host
+        if self.host_tmp:
             args += ["--bind", str(self.root / "tmp"), "/tmp"]
         else:
             args += ["--size", str(self.params.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
@@ -136,7 +135,7 @@ class SandboxSession(HostDirSession):
         hits = self.cgroup.limits_hit() if self.cgroup is not None else []
         if self.params.disk_mb is not None and _full(self.root):
             hits.append(f"disk_mb={self.params.disk_mb}: the task's files filled all {self.params.disk_mb} MB")
-        if self.root / "tmp" in self.mounts and _full(self.root / "tmp"):
+        if self.host_tmp and _full(self.root / "tmp"):
             hits.append(f"tmp_mb={self.params.tmp_mb}: the attempt filled all {self.params.tmp_mb} MB of /tmp")
         return hits
 
@@ -157,10 +156,19 @@ def _full(mount: Path) -> bool:
 
 def _release_dead(root: Path) -> list[str]:
     """What a dead session left at ``root``: its cgroup, mounts, directory and disk image."""
-    for group in stale(OWNER, process_alive, root.name):
+    for group in stale(OWNER, root.name):
         group.remove()
-    image = root.parent / f"{root.name}.img"
-    return _release_root(root, image if image.exists() else None)
+    return _dead_files(root)
+
+
+def _dead_files(entry: Path) -> list[str]:
+    """A dead session's directory (with its mounts and disk image), or a disk image whose directory is gone."""
+    if entry.name.endswith(".img"):
+        if not entry.with_name(entry.name[:-4]).exists():
+            entry.unlink(missing_ok=True)
+        return []
+    image = entry.with_name(f"{entry.name}.img")
+    return _release_root(entry, image if image.exists() else None)
 
 
 def _release_root(root: Path, image: Path | None) -> list[str]:
@@ -172,35 +180,6 @@ def _release_root(root: Path, image: Path | None) -> list[str]:
     if image is not None:
         image.unlink(missing_ok=True)
     return problems
-
-
-_swept: set[Path] = set()
-_sweep_lock = threading.Lock()
-
-
-def _remove_stale(root_dir: Path) -> None:
-    """What a process that died without closing its sessions (SIGKILL) left: task directories named
-    <pid>-..., their mounts and disk images, and its cgroups; except the sessions a resume may still
-    attach to."""
-    with _sweep_lock:
-        if root_dir in _swept:
-            return
-        _swept.add(root_dir)
-    kept = set()
-    for entry in root_dir.iterdir() if root_dir.is_dir() else []:
-        pid = entry.name.partition("-")[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
-            continue
-        if entry.name.endswith(".img"):
-            if not (root_dir / entry.name[:-4]).exists():
-                entry.unlink(missing_ok=True)
-        elif awaits_resume(entry):
-            kept.add(entry.name)
-        else:
-            _release_dead(entry)
-    for group in stale(OWNER, process_alive):
-        if group.name not in kept:
-            group.remove()
 
 
 class SandboxEnvironment(Environment):
@@ -261,27 +240,24 @@ class SandboxEnvironment(Environment):
         params = self.params
         root_dir = params.root_dir
         root_dir.mkdir(parents=True, exist_ok=True)
-        _remove_stale(root_dir)
+        sweep_dead_sessions(root_dir, "", OWNER, _dead_files)
         name = f"{os.getpid()}-{secrets.token_hex(6)}"
         root = root_dir / name
         root.mkdir(mode=0o711)
         image: Path | None = None
-        mounts: list[Path] = []
         cgroup: Cgroup | None = None
         try:
             if params.disk_mb is not None:
                 image = root_dir / f"{name}.img"
                 _mount_image(image, root, params.disk_mb)
-                mounts.append(root)
                 os.chmod(root, 0o711)
             if _privileged():
                 (root / "tmp").mkdir()
                 _run(["mount", "-t", "tmpfs", "-o",
                       f"size={params.tmp_mb}m,mode=1777,nosuid,nodev", "tmpfs", str(root / "tmp")])
-                mounts.append(root / "tmp")
             if params.memory_mb is not None or params.max_processes is not None:
                 cgroup = Cgroup.create(OWNER, name, params.memory_mb, params.max_processes)
-            return SandboxSession(root, self.config, params, policy, cgroup, mounts, image)
+            return SandboxSession(root, self.config, params, policy, cgroup, _privileged(), image)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
