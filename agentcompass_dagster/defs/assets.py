@@ -26,6 +26,7 @@ from agentcompass_dagster.defs.coordination import (
     sweep_lock,
 )
 from agentcompass_dagster.defs.partitions import identifier, split_key
+from agentcompass_dagster.defs.planning import register_tasks
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.plots import accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy
@@ -69,10 +70,7 @@ def tasks_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
         record_worker(sb, context)
         ensure_pool_limits(sb, context.instance)
         keys = sb.task_keys
-        known = set(context.instance.get_dynamic_partitions(sb.partitions_name))
-        new = [key for key in keys if key not in known]
-        if new:
-            context.instance.add_dynamic_partitions(sb.partitions_name, new)
+        _, new = register_tasks(sb, context.instance, list(keys))
         sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
         frame = pd.DataFrame({"task_id": [t.id for t in keys.values()], "partition_key": list(keys),
                               "category": [t.category for t in keys.values()]})

@@ -45,8 +45,8 @@ class Plan:
 def register_tasks(sb: SweepBenchmark, instance: dg.DagsterInstance, keys: list[str]) -> tuple[list[str], list[str]]:
     """Add a partition for each new task key. Returns (the keys in partition order, the keys added)."""
     known = instance.get_dynamic_partitions(sb.partitions_name)
-    wanted = set(keys)
-    new = [key for key in keys if key not in set(known)]
+    wanted, registered = set(keys), set(known)
+    new = [key for key in keys if key not in registered]
     if new:
         instance.add_dynamic_partitions(sb.partitions_name, new)
     return [key for key in [*known, *new] if key in wanted], new

@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
 import dagster as dg
 
 from agentcompass_dagster.config import SweepConfig, load_sweep
@@ -36,8 +37,8 @@ from agentcompass_dagster.launcher.follow import RunFollower
 from agentcompass_dagster.launcher.runs import RunFactory
 from agentcompass_dagster.launcher.workers import RunWorkers
 from agentcompass_dagster.progress import ProgressBoard
-from agentcompass_dagster.runtime.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.atomic import atomic_write_text
+from agentcompass_dagster.runtime.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.store import SUMMARY, ReuseSource
 
 AS_RUN_DIR = ".agentcompass/sweeps"
