@@ -185,14 +185,15 @@ def _workspace(tmp_path: Path, sweep: Path) -> Path:
 
 
 def _fast_queue_home(home: Path) -> None:
-    """A dagster.yaml like the generated one, whose run queue is checked every second."""
+    """The generated dagster.yaml (SQLite, or PostgreSQL where the test's instance is), with a run queue
+    checked every second; its storage is created before any daemon opens it, as `agentcompass ui` does."""
+    from agentcompass_dagster.defs.instance import ensure_dagster_home, generated_config
+
     home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text(yaml.safe_dump({
-        "telemetry": {"enabled": False},
-        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator",
-                            "config": {"dequeue_interval_seconds": 1}},
-        "concurrency": {"pools": {"op_granularity_run_buffer": 0}},
-    }))
+    queue, config = "  class: QueuedRunCoordinator\n", generated_config(home)
+    assert queue in config
+    (home / "dagster.yaml").write_text(config.replace(queue, queue + "  config:\n    dequeue_interval_seconds: 1\n"))
+    ensure_dagster_home(home)
 
 
 def _queue_daemon_alive() -> bool:
@@ -370,6 +371,7 @@ def test_submitted_runs_go_through_the_run_queue_at_most_two_at_once(tmp_path: P
     stop_group(proc)
     assert finish(proc, timeout=55) == 0, (tmp_path / "daemon.log").read_text()[-3000:]
     with instance() as inst:
+        assert type(inst.run_storage).__name__ == {"sqlite": "SqliteRunStorage", "postgres": "PostgresRunStorage"}[instance_kind]
         records = inst.get_run_records(dg.RunsFilter(job_name=JOB))
         windows = []
         for record in records:

@@ -110,8 +110,7 @@ def ensure_dagster_home(home: Path | None = None) -> Path:
         if not (chosen / INITIALIZED).exists():
             config = chosen / "dagster.yaml"
             if not config.exists():
-                text = POSTGRES_YAML.format(env=PG_URL_ENV, scheme=PG_SCHEME) if url else SQLITE_YAML.format(history=chosen / "history")
-                atomic_write_text(config, text)
+                atomic_write_text(config, generated_config(chosen))
             import dagster as dg
 
             # Creating the storage (tables, migrations) once, under the lock: two processes doing it
@@ -122,6 +121,13 @@ def ensure_dagster_home(home: Path | None = None) -> Path:
     finally:
         os.close(fd)
     return chosen
+
+
+def generated_config(home: Path) -> str:
+    """The dagster.yaml written into a new DAGSTER_HOME: PostgreSQL when AGENTCOMPASS_DAGSTER_PG_URL is set."""
+    if postgres_url():
+        return POSTGRES_YAML.format(env=PG_URL_ENV, scheme=PG_SCHEME)
+    return SQLITE_YAML.format(history=home / "history")
 
 
 def _warn_if_unused(home: Path, url: str | None) -> None:
