@@ -24,13 +24,8 @@ from typing import Any
 
 from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
 from agentcompass_dagster.environments.cgroups import Cgroup, stale
-from agentcompass_dagster.runtime.processes import Worker, process_alive
-from agentcompass_dagster.runtime.safe_fs import (
-    read_beneath,
-    relative,
-    remove_tree,
-    write_beneath,
-)
+from agentcompass_dagster.runtime.processes import Worker, proc_stat, process_alive
+from agentcompass_dagster.runtime.safe_fs import read_beneath, relative, remove_tree, write_beneath
 
 OUTPUT_LIMIT = 1_000_000
 IDENTITY_FILE = ".identity"
@@ -238,13 +233,8 @@ def process_of(root: Path, label: str) -> bool | None:
 def _group_alive(pgid: int) -> bool:
     """Whether any process of group ``pgid`` runs (zombies have finished)."""
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+        fields = proc_stat(entry) if entry.isdigit() else None
+        if fields is not None and len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
             return True
     return False
 

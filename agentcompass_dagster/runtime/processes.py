@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-def _stat(pid: int) -> list[str] | None:
+def proc_stat(pid: int | str) -> list[str] | None:
     """The fields of /proc/<pid>/stat after the command name (state first), or None."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
@@ -27,7 +27,7 @@ def process_alive(pid: int) -> bool:
         return True
     # A zombie answers signal 0 but has finished; where PID 1 reaps orphans slowly (or never, in some
     # containers) it would look like a command still running.
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return fields is None or fields[:1] != ["Z"]
 
 
@@ -42,7 +42,7 @@ class Worker:
 
     @classmethod
     def of(cls, pid: int) -> Worker:
-        fields = _stat(pid)
+        fields = proc_stat(pid)
         return cls(socket.gethostname(), pid, int(fields[19]) if fields and len(fields) > 19 else 0)
 
     @classmethod
