@@ -1,7 +1,7 @@
 """The event log of a generated PostgreSQL instance: dagster-postgres's event log storage with a small
 connection pool. dagster-postgres opens a new connection for every statement batch outside the
-webserver (NullPool), which costs a connection handshake per recorded event; measured here, 7.7 ms per
-materialization. Kept apart from storage.py because dagster-postgres is an optional dependency."""
+webserver (NullPool), which costs a connection handshake per recorded event; measured here, 4.6 ms per
+event, and 1.1 ms with the pool. Kept apart from storage.py because dagster-postgres is an optional dependency."""
 
 from __future__ import annotations
 

@@ -37,6 +37,8 @@ class SweepBenchmark:
     sweep: SweepConfig
     benchmark: BenchmarkConfig
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Model id -> its plugins for the declared harness and environment, built on first use.
+    _components: dict[str, Components] = field(default_factory=dict, repr=False)
 
     # names
 
@@ -108,10 +110,6 @@ class SweepBenchmark:
     def task_keys(self) -> dict[str, TaskSpec]:
         """Task partition key -> task."""
         return keys_of(self.tasks)
-
-    @cached_property
-    def _components(self) -> dict[str, Components]:
-        return {}
 
     def components(self, request: RunRequest) -> Components:
         """The plugins of a request, built once per model for the declared harness and environment; a run
