@@ -82,6 +82,3 @@ class RunFollower:
             followed.cursor = connection.cursor
             if not connection.has_more:
                 return
-
-    def statuses(self) -> dict[str, dg.DagsterRunStatus | None]:
-        return {followed.run_id: followed.status for followed in self.runs}
