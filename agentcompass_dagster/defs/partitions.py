@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+# Run tags of a partition range, as Dagster's backfills and the UI write them.
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
 SAFE_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 MAX_SLUG = 40
 
@@ -59,10 +62,7 @@ class KeyRange:
     task_end: str
 
     def tags(self) -> dict[str, str]:
-        return {
-            "dagster/asset_partition_range_start": f"{self.model_start}|{self.task_start}",
-            "dagster/asset_partition_range_end": f"{self.model_end}|{self.task_end}",
-        }
+        return {RANGE_START: f"{self.model_start}|{self.task_start}", RANGE_END: f"{self.model_end}|{self.task_end}"}
 
 
 def missing_ranges(

@@ -17,14 +17,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from agentcompass_dagster.defs.coordination import drop_claim, live_claims, run_worker
-from agentcompass_dagster.defs.partitions import KeyRange, missing_ranges, range_keys, split_key
+from agentcompass_dagster.defs.coordination import drop_claim, ensure_pool_limits, live_claims, run_worker
+from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, missing_ranges, range_keys, split_key
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.processes import Worker
 from agentcompass_dagster.runtime.store import open_run_dir, read_params
 
-RANGE_START = "dagster/asset_partition_range_start"
-RANGE_END = "dagster/asset_partition_range_end"
 PARTITION = "dagster/partition"
 LAUNCHER_TAG = "agentcompass/launcher"
 
@@ -88,6 +86,15 @@ def plan_runs(sb: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[
         metrics, newest = _latest_event_id(instance, sb.key("metrics")), _latest_event_id(instance, attempts)
         plan.metrics_due = metrics is None or (newest is not None and newest > metrics)
     return plan
+
+
+def plan_benchmark(sb: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str]) -> Plan:
+    """What `agentcompass run` and the schedule do before they plan, then the plan; call under the
+    sweep lock: dead runs reaped, the pool's limit set, new task keys registered."""
+    reap_dead_runs(sb, instance)
+    ensure_pool_limits(sb, instance)
+    order, _ = register_tasks(sb, instance, task_keys)
+    return plan_runs(sb, instance, order)
 
 
 def _latest_event_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int | None:

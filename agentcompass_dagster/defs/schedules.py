@@ -4,8 +4,8 @@ targeted by a run in flight), or, when nothing is missing, a run of the metrics 
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from agentcompass_dagster.defs.coordination import ensure_pool_limits, sweep_lock
-from agentcompass_dagster.defs.planning import Plan, plan_runs, reap_dead_runs, register_tasks
+from agentcompass_dagster.defs.coordination import sweep_lock
+from agentcompass_dagster.defs.planning import Plan, plan_benchmark
 from agentcompass_dagster.defs.sweep import SweepBenchmark, keys_of
 
 STATUS = {"running": dg.DefaultScheduleStatus.RUNNING, "stopped": dg.DefaultScheduleStatus.STOPPED}
@@ -26,10 +26,7 @@ def sweep_schedule(sb: SweepBenchmark, job: UnresolvedAssetJobDefinition) -> dg.
                  description=f"Run the missing tasks of sweep {sb.sweep.name!r} on {sb.benchmark.id!r}, then its metrics.")
     def schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
         with sweep_lock(sb):
-            reap_dead_runs(sb, context.instance)
-            ensure_pool_limits(sb, context.instance)
-            keys, _ = register_tasks(sb, context.instance, list(keys_of(sb.load_tasks())))
-            plan = plan_runs(sb, context.instance, keys)
+            plan = plan_benchmark(sb, context.instance, list(keys_of(sb.load_tasks())))
         requests = run_requests(sb, plan)
         if requests:
             return requests

@@ -25,12 +25,12 @@ import dagster as dg
 
 from agentcompass_dagster.config import SweepConfig, load_sweep
 from agentcompass_dagster.defs.code_location import set_sweep_files
-from agentcompass_dagster.defs.coordination import ensure_pool_limits, sweep_lock
+from agentcompass_dagster.defs.coordination import sweep_lock
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
 from agentcompass_dagster.defs.jobs import same_path_mounts, shared_paths
 from agentcompass_dagster.defs.partitions import identifier
-from agentcompass_dagster.defs.planning import plan_runs, reap_dead_runs, register_tasks
+from agentcompass_dagster.defs.planning import plan_benchmark
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.launcher.follow import RunFollower
@@ -157,10 +157,8 @@ def _plan(sb: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
           follower: RunFollower) -> tuple[list[dg.DagsterRun], list[str]]:
     """Create the runs a benchmark needs; returns them and the runs in flight launched by others."""
     with sweep_lock(sb):
-        reap_dead_runs(sb, instance)
-        ensure_pool_limits(sb, instance)
-        order, _ = register_tasks(sb, instance, list(sb.task_keys))
-        plan = plan_runs(sb, instance, order)
+        plan = plan_benchmark(sb, instance, list(sb.task_keys))
+        # Created under the lock: the next planner sees them in flight.
         runs = [factory.create(sb, key_range.tags()) for key_range in plan.ranges]
         if plan.metrics_due:
             runs.append(factory.create(sb, {}, {sb.key("metrics"), sb.key("comparison")}))
