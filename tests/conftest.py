@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import secrets
 import subprocess
@@ -101,6 +102,25 @@ def processes_with(needle: str) -> list[int]:
         if needle in cmdline.replace(b"\0", b" ").decode(errors="replace"):
             pids.append(int(entry.name))
     return pids
+
+
+def details_by_task(root: Path) -> dict[str, dict[str, Any]]:
+    """Task id -> its detail, for every detail file below ``root`` (a run directory, or results)."""
+    found = {}
+    for path in root.rglob("details/*.json"):
+        data = json.loads(path.read_text())
+        found[data["task_id"]] = data
+    return found
+
+
+def max_open_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most spans open at one instant; a close at the same instant as an open counts first."""
+    points = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    current = peak = 0
+    for _, delta in points:
+        current += delta
+        peak = max(peak, current)
+    return peak
 
 
 def tree_snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:

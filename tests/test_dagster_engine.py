@@ -26,7 +26,7 @@ from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.results import load_metrics
 
-from conftest import IMAGE, REPO, needs_docker, run_cli, write_sweep
+from conftest import IMAGE, REPO, max_open_at_once, needs_docker, run_cli, write_sweep
 
 SWEEP = "lab"
 ATTEMPTS = dg.AssetKey([SWEEP, "synthetic", "attempts"])
@@ -318,16 +318,6 @@ def test_sigkill_of_a_run_keeps_finished_tasks_and_the_rerun_evaluates_the_rest(
     assert materialization_counts() == Counter(keys(*every(6)))
 
 
-def _overlap(windows: list[tuple[float, float]]) -> int:
-    """The most windows open at one instant."""
-    edges = sorted([(start, 1) for start, _ in windows] + [(end, -1) for _, end in windows])
-    most = current = 0
-    for _, step in edges:
-        current += step
-        most = max(most, current)
-    return most
-
-
 def _accuracy(results: Path) -> dict[str, float]:
     metrics = load_metrics(results, latest=True)
     return metrics.set_index("metric")["value"].to_dict()
@@ -344,7 +334,7 @@ def test_a_sweep_split_into_runs_evaluates_at_most_two_at_once_with_the_same_met
     with instance() as inst:
         records = inst.get_run_records(dg.RunsFilter(job_name=JOB))
     assert len(records) == 3 and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records)
-    assert _overlap([(r.start_time, r.end_time) for r in records]) <= 2  # type: ignore[misc]
+    assert max_open_at_once([(r.start_time, r.end_time) for r in records]) <= 2  # type: ignore[misc]
     assert harness_calls(tmp_path) == Counter(every(9))
     whole = tmp_path / "whole"
     whole.mkdir()
@@ -379,7 +369,7 @@ def test_submitted_runs_go_through_the_run_queue_at_most_two_at_once(tmp_path: P
                 dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS})
                 if e.step_key == "lab__synthetic__evaluate"}
             windows.append((events[dg.DagsterEventType.STEP_START], events[dg.DagsterEventType.STEP_SUCCESS]))
-    assert len(records) == 3 and _overlap(windows) <= 2
+    assert len(records) == 3 and max_open_at_once(windows) <= 2
     assert harness_calls(tmp_path) == Counter(every(9))
     assert _accuracy(tmp_path / "results")["accuracy"] == 1.0
 
@@ -503,4 +493,4 @@ def test_environment_capacity_holds_across_concurrent_runs(tmp_path: Path, stop_
     events = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     starts = {e["task"]: e["time"] for e in events if e["event"] == "start"}
     ends = {e["task"]: e["time"] for e in events if e["event"] == "end"}
-    assert sorted(starts) == every(6) and _overlap([(starts[t], ends[t]) for t in starts]) == 1
+    assert sorted(starts) == every(6) and max_open_at_once([(starts[t], ends[t]) for t in starts]) == 1

@@ -10,7 +10,6 @@ runtime runs in CI: that is the case the sandbox must hold (bwrap as root keeps 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import subprocess
@@ -20,14 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import (
-    IMAGE,
-    REPO,
-    needs_docker,
-    processes_with,
-    run_cli_process,
-    write_sweep,
-)
+from conftest import IMAGE, REPO, details_by_task, needs_docker, processes_with, run_cli_process, write_sweep
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.config import EnvironmentConfig, load_sweep
@@ -73,14 +65,6 @@ def run_sweep(sweep: Path) -> Path:
     (outcome,) = result.outcomes.values()
     assert outcome.result is not None, outcome.error
     return Path(outcome.result.run_dir)
-
-
-def details(run_dir: Path) -> dict[str, dict[str, Any]]:
-    out = {}
-    for path in (run_dir / "details").glob("*.json"):
-        detail = json.loads(path.read_text())
-        out[detail["task_id"]] = detail
-    return out
 
 
 def everything_written(tmp_path: Path) -> bytes:
@@ -210,7 +194,7 @@ def test_a_symlink_planted_as_the_check_script_changes_no_host_file(tmp_path: Pa
     plant = f"mkdir -p ../scratch && ln -sf {victim} ../scratch/check-count-errors.sh; true"
     sweep = write_sweep(tmp_path, environment=environment, harness=scripted(plant, oracle=True),
                         benchmarks=[{"id": "demo", "tasks": ["count-errors"]}])
-    detail = details(run_sweep(sweep))["count-errors"]
+    detail = details_by_task(run_sweep(sweep))["count-errors"]
     assert victim.read_text() == "original\n" and victim.stat().st_mode & 0o777 == 0o600
     assert detail["correct"], detail
 
@@ -222,7 +206,7 @@ def test_a_symlink_planted_as_the_cursor_changes_no_host_file(tmp_path: Path, en
     victim.write_text("original\n")
     turns = {"count-errors": [bash(f"mkdir -p ../scratch/.agentcompass && ln -sf {victim} ../scratch/.agentcompass/cursor; "
                                    "true"), bash(SOLUTION), submit()]}
-    detail = details(run_sweep(sweep_file(tmp_path, turns, environment=environment)))["count-errors"]
+    detail = details_by_task(run_sweep(sweep_file(tmp_path, turns, environment=environment)))["count-errors"]
     assert victim.read_text() == "original\n"
     assert detail["correct"], detail
 
@@ -236,7 +220,7 @@ def test_a_timed_out_command_cannot_swap_its_output_for_a_host_file(tmp_path: Pa
     # The commands directory is a sibling of the working directory in both environments.
     swap = f"cd ../commands/.agentcompass/calls && for f in *.out; do ln -sf {secret_file} $f; done; sleep {marker}"
     turns = {"count-errors": [bash(swap), bash(SOLUTION), submit()]}
-    detail = details(run_sweep(sweep_file(tmp_path, turns, environment=environment, command_timeout_s=1.0)))["count-errors"]
+    detail = details_by_task(run_sweep(sweep_file(tmp_path, turns, environment=environment, command_timeout_s=1.0)))["count-errors"]
     step = next(s for s in detail["attempts"]["1"]["trajectory"] if marker in (s.get("command") or ""))
     assert "timed out" in step["output"] and SECRET not in step["output"]
     assert SECRET.encode() not in everything_written(tmp_path)
@@ -253,7 +237,7 @@ def test_a_symlink_planted_as_the_harbor_tests_directory_changes_no_host_directo
     plant = f"mkdir -p ../scratch && rm -rf ../scratch/tests && ln -s {host_dir} ../scratch/tests; true"
     sweep = write_sweep(tmp_path, environment=environment, harness=scripted(plant, oracle=True),
                         benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(HARBOR_TASKS)}, "tasks": ["json-config"]}])
-    detail = details(run_sweep(sweep))["json-config"]
+    detail = details_by_task(run_sweep(sweep))["json-config"]
     assert list(host_dir.iterdir()) == []
     if environment == "local":  # the agent reached scratch: the copy is refused, nothing scores
         assert not detail["correct"] and detail["attempts"]["1"]["eval_error"], detail
@@ -325,7 +309,7 @@ def test_no_harbor_hack_scores(tmp_path: Path, environment: dict[str, Any]) -> N
         shutil.copytree(HARBOR_TASKS / "json-config", tasks / f"json-config-{name}")
     sweep = write_sweep(tmp_path, environment=environment, harness=harness,
                         benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}])
-    found = details(run_sweep(sweep))
+    found = details_by_task(run_sweep(sweep))
     assert len(found) == len(HARBOR_HACKS), sorted(found)
     for task_id, detail in found.items():
         attempt = detail["attempts"]["1"]
@@ -340,7 +324,7 @@ def test_the_demo_solution_and_check_are_out_of_reach(tmp_path: Path) -> None:
             "bash $f; done 2>/dev/null; true")
     sweep = write_sweep(tmp_path, environment="sandbox", harness=scripted(hack),
                         benchmarks=[{"id": "demo", "tasks": ["create-hello"]}])
-    assert not details(run_sweep(sweep))["create-hello"]["correct"]
+    assert not details_by_task(run_sweep(sweep))["create-hello"]["correct"]
 
 
 # --- limits ----------------------------------------------------------------------------------------
@@ -349,7 +333,7 @@ def test_the_demo_solution_and_check_are_out_of_reach(tmp_path: Path) -> None:
 def limit_run(tmp_path: Path, environment: dict[str, Any], command: str) -> dict[str, Any]:
     sweep = write_sweep(tmp_path, environment=environment, harness=scripted(command, answer="x"),
                         benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}])
-    (detail,) = details(run_sweep(sweep)).values()
+    (detail,) = details_by_task(run_sweep(sweep)).values()
     return detail["attempts"]["1"]
 
 
@@ -429,7 +413,7 @@ def test_local_commands_get_a_minimal_environment(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY")
     sweep = write_sweep(tmp_path, harness=scripted("env", answer="x"),
                         benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}])
-    (detail,) = details(run_sweep(sweep)).values()
+    (detail,) = details_by_task(run_sweep(sweep)).values()
     (step,) = detail["attempts"]["1"]["trajectory"]
     names = {line.partition("=")[0] for line in step["output"].splitlines()}
     assert "AWS_SECRET_ACCESS_KEY" not in names and "PATH" in names

@@ -31,7 +31,7 @@ from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.runtime.orchestrator import run_requests
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskDetail, TaskSpec
 
-from conftest import processes_with, write_sweep
+from conftest import max_open_at_once, processes_with, write_sweep
 from lifecycle import DelegatingSession
 
 Event = tuple[float, str, int]  # (time.monotonic(), "open" | "close", session number)
@@ -107,16 +107,6 @@ def intervals(events: list[Event]) -> list[tuple[float, float]]:
     closed = {n: t for t, kind, n in events if kind == "close"}
     assert set(opened) == set(closed), f"every opened session is closed: {sorted(opened)} vs {sorted(closed)}"
     return sorted((opened[n], closed[n]) for n in opened)
-
-
-def max_open_at_once(spans: list[tuple[float, float]]) -> int:
-    """Sweep the open/close moments; a close at the same instant as an open counts first."""
-    points = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-    current = peak = 0
-    for _, delta in points:
-        current += delta
-        peak = max(peak, current)
-    return peak
 
 
 # R-LIMIT-1: capacity

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import run_cli, write_sweep
+from conftest import details_by_task, run_cli, write_sweep
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR as DEMO_TASKS_DIR
 from agentcompass_dagster.durable.activity import read_activity
@@ -43,19 +43,11 @@ def agent_sweep(tmp_path: Path, turns: dict[str, list[dict[str, Any]]], tasks: l
                        execution={"limits": {"task_concurrency": 4}})
 
 
-def details(tmp_path: Path) -> dict[str, dict[str, Any]]:
-    found = {}
-    for path in (tmp_path / "results").rglob("details/*.json"):
-        data = json.loads(path.read_text())
-        found[data["task_id"]] = data
-    return found
-
-
 def test_tool_agent_solves_every_demo_task_with_the_reference_commands(tmp_path: Path) -> None:
     """The scripted model issues each task's reference commands through the bash tool, then submits."""
     sweep = agent_sweep(tmp_path, {t: reference_turns(t) for t in DEMO_IDS}, price={"input": 1.0, "output": 2.0})
     assert run_cli("run", sweep, "--direct") == 0
-    found = details(tmp_path)
+    found = details_by_task(tmp_path / "results")
     assert sorted(found) == DEMO_IDS
     assert all(d["correct"] for d in found.values()), [t for t, d in found.items() if not d["correct"]]
     attempt = found["count-errors"]["attempts"]["1"]
@@ -95,7 +87,7 @@ def test_tool_agent_fails_cleanly(tmp_path: Path, turns: list[dict[str, Any]], p
     keeps the trajectory up to that point, and the activity log ends with the finished session."""
     sweep = agent_sweep(tmp_path, {"count-errors": turns}, **params)
     assert run_cli("run", sweep, "--direct") == 0
-    detail = details(tmp_path)["count-errors"]
+    detail = details_by_task(tmp_path / "results")["count-errors"]
     attempt = detail["attempts"]["1"]
     assert error in attempt["run_error"] and not detail["correct"]
     assert any(step["type"] == "model_call" for step in attempt["trajectory"]) or "model call failed" in error
@@ -109,7 +101,7 @@ def test_compaction_replaces_older_turns_with_a_recorded_summary(tmp_path: Path)
     turns = [bash(f"echo step-{i} && printf '%0400d' 0") for i in range(8)] + [submit()]
     sweep = agent_sweep(tmp_path, {"count-errors": turns}, compact_at_tokens=600, keep_recent_messages=4)
     assert run_cli("run", sweep, "--direct") == 0
-    attempt = details(tmp_path)["count-errors"]["attempts"]["1"]
+    attempt = details_by_task(tmp_path / "results")["count-errors"]["attempts"]["1"]
     compactions = [s for s in attempt["trajectory"] if s["type"] == "compaction"]
     assert compactions and "echo step-0" in compactions[0]["summary"]
     records = read_activity(next((tmp_path / "results").rglob("activity.jsonl")))
