@@ -8,6 +8,7 @@ older results directory lacks (``stderr``, ``ci_low``, ``ci_high``, costs) are t
 
 from __future__ import annotations
 
+import html
 import io
 import math
 from typing import TYPE_CHECKING, Any
@@ -236,7 +237,7 @@ def inline_accuracy(metrics: pd.DataFrame) -> str | None:
     for i, row in enumerate(rows):
         y, value = 4 + 20 * i, _number(row.value) or 0.0
         low, high = _number(getattr(row, "ci_low", None)), _number(getattr(row, "ci_high", None))
-        parts.append(f"<text x='0' y='{y + 11}'>{html_escape(str(row.model)[:12])}</text>"
+        parts.append(f"<text x='0' y='{y + 11}'>{html.escape(str(row.model)[:12], quote=False)}</text>"
                      f"<rect x='84' y='{y}' width='{160 * value:.0f}' height='14' fill='{BAR_COLOR}'/>")
         if low is not None and high is not None:
             parts.append(f"<path d='M{84 + 160 * low:.0f} {y + 7}H{84 + 160 * high:.0f}' stroke='#000'/>")
@@ -245,7 +246,3 @@ def inline_accuracy(metrics: pd.DataFrame) -> str | None:
            f"font-family='sans-serif'>{''.join(parts)}</svg>")
     markdown = f"![accuracy](data:image/svg+xml,{quote(svg, safe=SVG_SAFE)})"
     return markdown if rows and len(markdown) < INLINE_MARKDOWN else None
-
-
-def html_escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
