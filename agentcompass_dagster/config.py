@@ -162,9 +162,9 @@ class DagsterDeployment(Declaration):
 
     ``executor``: the steps of a run in its run worker, one after the other (``in_process``), each in a
     process of its own (``multiprocess``), each in a container (``docker``, configured under ``docker``)
-    or each in a Kubernetes pod (``k8s``, configured under ``k8s``). Missing partitions are split into runs of at most ``max_partitions_per_run``
-    (model, task) pairs, of which at most ``max_concurrent_runs`` evaluate at once, whoever launched
-    them (a Dagster pool)."""
+    or each in a Kubernetes pod (``k8s``, configured under ``k8s``). Missing partitions are split into
+    runs of at most ``max_partitions_per_run`` (model, task) pairs, of which at most
+    ``max_concurrent_runs`` evaluate at once, whoever launched them (a Dagster pool)."""
 
     executor: Literal["in_process", "multiprocess", "docker", "k8s"] = "in_process"
     docker: DockerConfig | None = None

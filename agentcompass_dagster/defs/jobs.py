@@ -94,11 +94,15 @@ def same_path_mounts(volumes: Any) -> list[Path]:
     return [Path(container) for host, container in pairs if container and Path(host).resolve() == Path(container)]
 
 
+def mounted(path: Path, mounts: list[Path]) -> bool:
+    """Whether ``path`` is one of ``mounts`` or lies below one."""
+    return any(path == mount or mount in path.parents for mount in mounts)
+
+
 def step_volumes(declared: Any, needed: dict[str, Path]) -> list[str] | dict[str, Any]:
     """The declared volumes plus a same-path bind for each needed directory they do not cover."""
     covered = same_path_mounts(declared)
-    missing = [path for path in needed.values()
-               if not any(path == mount or mount in path.parents for mount in covered)]
+    missing = [path for path in needed.values() if not mounted(path, covered)]
     binds = [f"{path}:{path}:rw" for path in dict.fromkeys(missing)]
     if isinstance(declared, dict):
         return {**declared, **{str(path): {"bind": str(path), "mode": "rw"} for path in dict.fromkeys(missing)}}

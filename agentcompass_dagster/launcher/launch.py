@@ -28,7 +28,7 @@ from agentcompass_dagster.defs.code_location import set_sweep_files
 from agentcompass_dagster.defs.coordination import sweep_lock
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
-from agentcompass_dagster.defs.jobs import same_path_mounts, shared_paths
+from agentcompass_dagster.defs.jobs import mounted, same_path_mounts, shared_paths
 from agentcompass_dagster.defs.partitions import identifier
 from agentcompass_dagster.defs.planning import plan_benchmark
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
@@ -93,7 +93,7 @@ def check_shared_storage(sb: SweepBenchmark, sweep_file: Path) -> None:
     else:
         return
     for what, path in shared_paths(sb).items():
-        if not any(path == mount or mount in path.parents for mount in mounts):
+        if not mounted(path, mounts):
             raise UserError(f"{sweep_file}: {field}: {what} {path} would not be shared with {where}; declare a "
                             f"volume they share with this host, mounted at {path}")
 
