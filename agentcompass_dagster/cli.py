@@ -1,6 +1,9 @@
 """The `agentcompass` command. Thin: it parses arguments, calls the runtime or the Dagster layer, prints.
 
-A user mistake is one line on stderr and exit code 2, never a traceback.
+A user mistake is one line on stderr and exit code 2, never a traceback. `run`, `resume` and `fork`
+exit with 0 when the sweep completed and every task has a result, 3 when it completed but some tasks
+ended in error (their details say why; the summary is printed all the same), 1 when it could not run to
+its end (a run failed, timed out or was refused), 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -17,6 +20,11 @@ from typing import Any
 from agentcompass_dagster.errors import UserError
 
 DEFAULT_SWEEP = Path("resources/sweeps/demo.yaml")
+EXIT_OK = 0
+EXIT_NOT_COMPLETED = 1
+EXIT_TASK_ERRORS = 3
+EXIT_CODES = ("exit codes: 0 the sweep completed; 3 it completed but tasks ended in error; 1 it could not run to its "
+              "end; 2 bad input; 130 interrupted")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run a declared sweep (default: resources/sweeps/demo.yaml) through Dagster, only what is missing",
+        epilog=EXIT_CODES,
     )
     run.add_argument("sweep", nargs="?", type=Path, default=DEFAULT_SWEEP, help="sweep YAML file")
     run.add_argument("--results-dir", type=Path, help="override output.results_dir")
@@ -122,14 +131,25 @@ def _run_direct(requests: list[Any]) -> int:
             result = run_requests(requests, observer=LiveProgress(board))
     else:
         result = run_requests(requests)
+    errors = 0
     for outcome in result.outcomes.values():
         print(outcome.result.summary if outcome.result else f"# {outcome.name}: {outcome.status}\n{outcome.error or ''}\n")
         if outcome.paths.get("run_dir"):
             print(f"run directory: {outcome.paths['run_dir']}\n")
+        if outcome.result is not None:
+            errors += outcome.result.metrics.counts.error
     if result.status != "completed":
         print(f"agentcompass: the sweep ended {result.status}", file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_NOT_COMPLETED
+    return _task_errors(errors)
+
+
+def _task_errors(errors: int) -> int:
+    if not errors:
+        return EXIT_OK
+    print(f"agentcompass: the sweep completed, but {errors} task(s) ended in error (see their details; "
+          f"`agentcompass run` again re-runs them)", file=sys.stderr)
+    return EXIT_TASK_ERRORS
 
 
 def _run_dagster(sweep: Any, sweep_file: Path, submit: bool) -> int:
@@ -141,9 +161,16 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool) -> int:
             launch = launch_sweep(sweep, sweep_file, submit=submit, board=board)
     else:
         launch = launch_sweep(sweep, sweep_file, submit=submit)
+    from agentcompass_dagster.runtime.store import SUMMARY_COUNTS
+    from agentcompass_dagster.runtime.summary import SummaryCounts
+
+    errors = 0
     for (benchmark, model), source in sorted(launch.newest.items()):
         print((Path(source.path) / "summary.md").read_text())
         print(f"run directory: {source.path}\n")
+        counts = Path(source.path) / SUMMARY_COUNTS
+        if counts.is_file():
+            errors += SummaryCounts.model_validate_json(counts.read_text()).error
     if launch.launched or launch.followed:
         others = f", and followed {len(launch.followed)} launched elsewhere" if launch.followed else ""
         print(f"dagster: {len(launch.launched)} run(s) of the sweep's job launched{others} in {launch.home}")
@@ -151,8 +178,8 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool) -> int:
         print(f"dagster: nothing to run, every task has a result ({launch.home})")
     if launch.failed:
         print(f"agentcompass: failed in Dagster: {'; '.join(launch.failed)}", file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_NOT_COMPLETED
+    return _task_errors(errors)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.types import EvaluationMode, NetworkPolicy
+from agentcompass_dagster.runtime.types import AgentLimits, EvaluationMode, NetworkPolicy
 
 KINDS = ("models", "harnesses", "environments")
 
@@ -62,11 +62,18 @@ class AttemptsConfig(Declaration):
     strategy: str = "avg"
 
 
-class LimitsConfig(Declaration):
+class LimitsConfig(AgentLimits):
+    """The agent's budget per attempt (AgentLimits: every agent harness obeys it, and reaching it is
+    the attempt's outcome), and the runtime's own bounds: ``attempt_timeout_s`` stops a harness run
+    that is still going (recorded as a ``timeout`` error), ``orchestration_timeout_s`` the whole run."""
+
     task_concurrency: int = Field(default=4, ge=1, le=1024)
     attempt_timeout_s: float | None = Field(default=None, gt=0)
     orchestration_timeout_s: float | None = Field(default=None, gt=0)
     cleanup_grace_seconds: float = Field(default=10.0, ge=0)
+
+    def agent_limits(self) -> AgentLimits:
+        return AgentLimits.model_validate(self.model_dump(include=set(AgentLimits.model_fields)))
 
 
 class NetworkConfig(Declaration):

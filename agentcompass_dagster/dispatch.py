@@ -8,7 +8,8 @@ One prompt, one tool agent run, and evidence that either closes completely or sa
     files: ./repo                      # optional directory copied into the agent's working dir
     model: my-model                    # <resources>/models/<id>.yaml, or an inline model declaration
     environment: local                 # <resources>/environments/<id>.yaml, a provider id, or inline
-    agent: {max_turns: 20, max_cost_usd: 1.0}   # tool_agent params (limits); checkpoints default off
+    agent: {command_timeout_s: 60}     # tool_agent params; checkpoints default off
+    limits: {max_turns: 20, max_cost_usd: 1.0}   # the agent's budget, as in a sweep's execution.limits
     output_schema: summary.schema.json # optional JSON Schema (Draft 2020-12) the final answer must meet
     runs_dir: dispatch-runs            # optional (or --runs-dir); relative to the current directory
 
@@ -34,7 +35,9 @@ The run directory:
     receipt.json                         the receipt, also printed; written for every outcome of a run
                                          directory this dispatch created
 
-Exit codes (R-DISP-2): 0 completed; 2 SPEC_INVALID, RUN_ID_INVALID; 3 FRAMEWORK_FAILED, TRANSCRIPT_EMPTY;
+Exit codes (R-DISP-2): 0 completed; 2 SPEC_INVALID, RUN_ID_INVALID; 3 the agent did not complete:
+AGENT_LIMIT_EXCEEDED (it reached a limit, named in the error), MODEL_FAILED (the endpoint failed), AGENT_FAILED
+(it broke the tool protocol), FRAMEWORK_FAILED (this framework failed), TRANSCRIPT_EMPTY;
 4 OUTPUT_SCHEMA_INVALID; 5 RUN_ID_EXISTS, AUDIT_WRITE_FAILED, RAW_SECRET_DETECTED, EVIDENCE_PERSIST_FAILED.
 """
 
@@ -92,7 +95,7 @@ from agentcompass_dagster.runtime.components import (
     register_declared_secrets,
 )
 from agentcompass_dagster.runtime.redact import redact
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec, Usage, utcnow
+from agentcompass_dagster.runtime.types import AgentLimits, ExecutionPlan, TaskSpec, Usage, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +110,9 @@ RUN_ID_INVALID = "RUN_ID_INVALID"
 RUN_ID_EXISTS = "RUN_ID_EXISTS"
 AUDIT_WRITE_FAILED = "AUDIT_WRITE_FAILED"
 FRAMEWORK_FAILED = "FRAMEWORK_FAILED"
+AGENT_LIMIT_EXCEEDED = "AGENT_LIMIT_EXCEEDED"
+MODEL_FAILED = "MODEL_FAILED"
+AGENT_FAILED = "AGENT_FAILED"
 RAW_SECRET_DETECTED = "RAW_SECRET_DETECTED"
 TRANSCRIPT_EMPTY = "TRANSCRIPT_EMPTY"
 OUTPUT_SCHEMA_INVALID = "OUTPUT_SCHEMA_INVALID"
@@ -141,6 +147,7 @@ class DispatchSpec(BaseModel):
     model: ModelRef
     environment: EnvironmentRef = "local"
     agent: ToolAgentParams = Field(default_factory=lambda: ToolAgentParams(checkpoints=False))
+    limits: AgentLimits = Field(default_factory=AgentLimits)
     output_schema: Path | None = None
     runs_dir: Path = Path("dispatch-runs")
 
@@ -399,7 +406,7 @@ def load_spec(path: Path) -> ResolvedSpec:
                                    registry.environments.get(env_config.provider_id, "environment.provider"),
                                    env_config)
     plan = ExecutionPlan(task_id=TASK_ID, attempt=1, benchmark_id="dispatch", harness_id="tool_agent",
-                         environment_id=env_config.id, model_id=model_config.id)
+                         environment_id=env_config.id, model_id=model_config.id, agent_limits=spec.limits)
     environment.validate_plan(plan)
     files = base / spec.files if spec.files is not None else None
     if files is not None and not files.is_dir():
@@ -428,7 +435,7 @@ async def run_agent(resolved: ResolvedSpec, durable_dir: Path, ledger: EventLedg
         if resolved.files is not None:
             await session.upload_dir(resolved.files, session.workdir)
         harness = HarnessConfig(id="tool_agent", params=resolved.params.model_dump(mode="json"))
-        run = AgentRun(resolved.model, resolved.params, session, task_id=TASK_ID, attempt=1,
+        run = AgentRun(resolved.model, resolved.params, resolved.plan.agent_limits, session, task_id=TASK_ID, attempt=1,
                        prompt=resolved.spec.prompt, durable_dir=durable_dir,
                        fingerprint=fingerprint(resolved.plan, harness, resolved.model_config),
                        log_redacted=False, on_record=ledger.agent_record)
@@ -545,8 +552,10 @@ class Dispatch:
         failure: tuple[str, str, int] | None = None
         try:
             outcome = await run_agent(resolved, agent_dir, ledger)
-            if outcome.error is not None:
-                failure = (FRAMEWORK_FAILED, outcome.error, EXIT_FRAMEWORK_FAILED)
+            if outcome.limit is not None:
+                failure = (AGENT_LIMIT_EXCEEDED, outcome.limit.message, EXIT_FRAMEWORK_FAILED)
+            elif outcome.error is not None:
+                failure = (MODEL_FAILED if outcome.model_failed else AGENT_FAILED, outcome.error, EXIT_FRAMEWORK_FAILED)
         except LedgerWriteError as exc:
             failure = (EVIDENCE_PERSIST_FAILED, f"the ledger failed during the agent run: {exc}", EXIT_EVIDENCE_FAILED)
         except Exception as exc:  # noqa: BLE001 - a plugin's failure is this run's outcome, reported, not raised

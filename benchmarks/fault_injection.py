@@ -70,7 +70,7 @@ from _bench import report_problems, results_root
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import ActivityRecord, read_activity
-from agentcompass_dagster.durable.resume import CALLS_DIR
+from agentcompass_dagster.durable.session import CALLS_DIR
 from agentcompass_dagster.environments.hostdir import PROCESSES
 from agentcompass_dagster.runtime.processes import Worker
 

@@ -102,9 +102,9 @@ class FakeOpenAI:
             self._replies.append(Reply(status, body, reply_headers, delay_s))
 
     def reply(self, content: str | None = None, tool_calls: list[dict[str, Any]] | None = None,
-              usage: dict[str, Any] | None = None, **fields: Any) -> None:
-        """Queue a 200 chat completion (see ``completion``)."""
-        self.push(200, completion(content, tool_calls, usage, **fields))
+              usage: dict[str, Any] | None = None, delay_s: float = 0.0, **fields: Any) -> None:
+        """Queue a 200 chat completion (see ``completion``), sent ``delay_s`` after the request arrives."""
+        self.push(200, completion(content, tool_calls, usage, **fields), delay_s=delay_s)
 
     def close(self) -> None:
         self._closed.set()

@@ -8,6 +8,7 @@ from typing import Any
 from conftest import write_sweep
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
+from agentcompass_dagster.runtime.types import AgentLimits
 
 SOLUTION = (TASKS_DIR / "count-errors" / "solution.sh").read_text()
 
@@ -24,9 +25,11 @@ def submit(answer: str = "done") -> dict[str, Any]:
 
 def sweep_file(tmp_path: Path, turns: dict[str, list[dict[str, Any]]], name: str = "sweep",
                models: list[dict[str, Any]] | None = None, environment: str | dict[str, Any] = "local",
-               **params: Any) -> Path:
+               harness: str = "tool_agent", **params: Any) -> Path:
+    """``params`` are the harness's, except the agent limits (max_turns, ...), which go to execution.limits."""
     record = tmp_path / "model-calls.jsonl"
     model = {"id": "solver-a", "provider": "scripted", "params": {"turns": turns, "record": str(record)}}
+    limits = {name: params.pop(name) for name in list(params) if name in AgentLimits.model_fields}
     return write_sweep(tmp_path, name=name, benchmarks=[{"id": "demo", "tasks": sorted(t for t in turns if t != "*")}],
-                       models=models or [model], harness={"id": "tool_agent", "params": params},
-                       environment=environment, execution={"limits": {"task_concurrency": 1}})
+                       models=models or [model], harness={"id": harness, "params": params},
+                       environment=environment, execution={"limits": {"task_concurrency": 1, **limits}})

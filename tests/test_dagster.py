@@ -112,7 +112,7 @@ def test_reuse_is_skipping(tmp_path: Path, dagster_home: Path) -> None:
     flag = tmp_path / "flag"
     write_task(tasks, "flaky", solution=f"test -f {flag} || exit 3\necho ok > out.txt", check="grep -qx ok out.txt")
     sweep = lab_sweep(tmp_path, ["m1", "m2"], tasks)
-    assert run_cli("run", sweep) == 0  # a task ending in error is a result (an _error_ detail), not a failed run
+    assert run_cli("run", sweep) == 3  # a task ending in error is a result (an _error_ detail): exit 3, not a failed run
     done = materialized(dagster_home)
     assert done == {f"{m}|{t}" for m in ("m1", "m2") for t in ("alpha", "beta", "gamma")}
     metadata = partition_metadata("m1|alpha")

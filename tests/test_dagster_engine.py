@@ -128,7 +128,7 @@ def test_a_cli_run_is_the_sweeps_job_with_its_tags_and_every_step(tmp_path: Path
     comparison and both checks run anyway. Per-task metadata is numeric. The generated instance keeps its
     event log with pooled connections, in SQLite or PostgreSQL."""
     sweep = engine_sweep(tmp_path, tasks={"t3": {"error": "scripted failure"}})
-    assert run_cli("run", sweep) == 0
+    assert run_cli("run", sweep) == 3  # t3 ended in error: completed, with a task in error
     with instance() as inst:
         storage = {"sqlite": "PooledSqliteEventLogStorage", "postgres": "PooledPostgresEventLogStorage"}[instance_kind]
         assert type(inst.event_log_storage).__name__ == storage

@@ -131,13 +131,14 @@ def test_default_run_id_is_generated(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"agent": {"max_turns": 0}}, "agent.max_turns=0"),
+        ({"limits": {"max_turns": 0}}, "limits.max_turns=0"),
+        ({"agent": {"max_turns": 3}}, "max_turns: agent limits are declared once"),
         ({"promt": "typo"}, "promt"),
         ({"model": "nonexistent"}, "model='nonexistent': no declaration"),
         ({"environment": "nowhere"}, "environment.provider='nowhere': unknown environment"),
         ({"files": "missing-dir"}, "files='missing-dir'"),
     ],
-    ids=["limit", "unknown-field", "unknown-model", "unknown-environment", "files"],
+    ids=["limit", "limit-in-agent", "unknown-field", "unknown-model", "unknown-environment", "files"],
 )
 def test_bad_field_is_spec_invalid(tmp_path: Path, fields: dict[str, Any], message: str,
                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,19 +198,22 @@ def test_existing_run_id_is_never_overwritten(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("turns", "agent", "error"),
+    ("turns", "fields", "error_code", "error"),
     [
-        ([{"fail": "upstream said no"}], {}, "model call failed: upstream said no"),
-        ([bash("true"), submit("x")], {"max_turns": 1}, "limit max_turns=1 reached"),
+        ([{"fail": "upstream said no"}], {}, "MODEL_FAILED", "model call failed: upstream said no"),
+        ([bash("true"), submit("x")], {"limits": {"max_turns": 1}}, "AGENT_LIMIT_EXCEEDED",
+         "limit max_turns=1 reached: 1 model calls used"),
+        ([{"tool_calls": [{"name": "python", "arguments": {}}]}], {}, "AGENT_FAILED", "unknown tool 'python'"),
     ],
-    ids=["model-error", "limit"],
+    ids=["model-error", "limit", "protocol"],
 )
-def test_agent_failure_is_framework_failed(tmp_path: Path, turns: list[dict[str, Any]], agent: dict[str, Any],
-                                           error: str) -> None:
-    """R-DISP-1, R-DISP-2: a model error or a passed limit is FRAMEWORK_FAILED, exit 3, with the
-    agent's error; the ledger closes with agent.failed and run.failed and the receipt is on disk."""
-    receipt, code = run_dispatch(write_spec(tmp_path, turns, agent=agent))
-    assert (code, receipt["errorCode"], receipt["status"]) == (3, "FRAMEWORK_FAILED", "failed")
+def test_agent_failure_says_what_failed(tmp_path: Path, turns: list[dict[str, Any]], fields: dict[str, Any],
+                                        error_code: str, error: str) -> None:
+    """R-DISP-1, R-DISP-2: an agent that did not complete is exit 3, with a code that says why (the
+    endpoint, a limit, the tool protocol) and the agent's error; the ledger closes with agent.failed
+    and run.failed and the receipt is on disk."""
+    receipt, code = run_dispatch(write_spec(tmp_path, turns, **fields))
+    assert (code, receipt["errorCode"], receipt["status"]) == (3, error_code, "failed")
     assert error in receipt["error"]
     run_dir = Path(receipt["runDir"])
     assert events(run_dir)[-2:] == ["agent.failed", "run.failed"] and "run.completed" not in events(run_dir)
@@ -321,11 +325,11 @@ def test_input_write_failure_is_audit_write_failed(tmp_path: Path, monkeypatch: 
 def test_failing_to_record_a_failure_is_evidence_persist_failed(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """R-DISP-4: the model fails and then run.failed cannot be appended (OSError injected on
-    EventLedger.append): EVIDENCE_PERSIST_FAILED, exit 5, causeErrorCode keeps FRAMEWORK_FAILED; the
+    EventLedger.append): EVIDENCE_PERSIST_FAILED, exit 5, causeErrorCode keeps MODEL_FAILED; the
     other finalisation writes (agent.failed, the receipt) are still made."""
     _fail_events(monkeypatch, "run.failed")
     receipt, code = run_dispatch(write_spec(tmp_path, [{"fail": "upstream said no"}]))
-    assert (code, receipt["errorCode"], receipt["causeErrorCode"]) == (5, "EVIDENCE_PERSIST_FAILED", "FRAMEWORK_FAILED")
+    assert (code, receipt["errorCode"], receipt["causeErrorCode"]) == (5, "EVIDENCE_PERSIST_FAILED", "MODEL_FAILED")
     assert receipt["finalizationErrorTypes"] == ["OSError"] and "upstream said no" in receipt["error"]
     assert events(Path(receipt["runDir"]))[-1] == "agent.failed"
     assert_receipt_on_disk(receipt)
@@ -337,7 +341,7 @@ def test_unwritable_receipt_is_reported_in_the_returned_one(tmp_path: Path, monk
     _fail_writes_to(monkeypatch, "atomic_write_json", "receipt.json")
     receipt, code = run_dispatch(write_spec(tmp_path, [{"fail": "upstream said no"}]))
     assert (code, receipt["receiptFileWritten"]) == (5, False)
-    assert (receipt["errorCode"], receipt["causeErrorCode"]) == ("EVIDENCE_PERSIST_FAILED", "FRAMEWORK_FAILED")
+    assert (receipt["errorCode"], receipt["causeErrorCode"]) == ("EVIDENCE_PERSIST_FAILED", "MODEL_FAILED")
     assert not (Path(receipt["runDir"]) / "receipt.json").exists()
 
 

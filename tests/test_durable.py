@@ -159,7 +159,8 @@ def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinis
     wait_for(lambda: side.exists() and "start" in side.read_text())
     kill(proc)
     first = run_dirs(tmp_path)[0]
-    assert resume(first) == 0
+    # The resume completed with the task in error (busy): exit 3.
+    assert resume(first) == 3
     busy = final_detail(tmp_path)
     assert "still runs in the old environment" in busy["error"]
     assert records(tmp_path)[-1].kind != "session" or records(tmp_path)[-1].status != "completed"
@@ -170,25 +171,73 @@ def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinis
     assert detail["correct"] and side.read_text().splitlines() == ["start", "end"]
 
 
-def test_kill_during_a_model_call_marks_it_aborted_and_sends_it_again(tmp_path: Path) -> None:
-    """R-RESUME-2: an interrupted model call is recorded as aborted and re-sent; completed steps before
-    it are never executed again (the loop continues from the log)."""
+def endpoint_model(fake: FakeOpenAI) -> list[dict[str, Any]]:
+    return [{"id": "endpoint", "provider": "openai_compat", "model": "served", "base_url": fake.base_url,
+             "params": {"max_retries": 0, "timeout_s": 600}}]
+
+
+def wait_for_request(fake: FakeOpenAI, count: int, proc: subprocess.Popen[str]) -> None:
+    """Until the endpoint has received ``count`` requests: the kill then lands while the model has the
+    call, whatever the machine's load."""
+    wait_for(lambda: len(fake.requests) >= count or proc.poll() is not None)
+    assert proc.poll() is None, f"agentcompass exited {proc.returncode} before request {count}"
+
+
+def reply_bash(fake: FakeOpenAI, command: str, call_id: str, **fields: Any) -> None:
+    fake.reply(tool_calls=[tool_call("bash", json.dumps({"command": command}), call_id)],
+               usage={"prompt_tokens": 100, "completion_tokens": 10}, **fields)
+
+
+@pytest.mark.parametrize("harness", ["tool_agent", "miniswe"])
+def test_kill_during_a_model_call_marks_it_aborted_and_sends_it_again(tmp_path: Path, fake_openai: FakeOpenAI,
+                                                                      harness: str) -> None:
+    """R-RESUME-2: an interrupted model call is recorded as aborted and sent again, with the same
+    conversation; completed steps before it are never executed again (the loop continues from the log;
+    mini-swe-agent's loop is driven over the log step by step)."""
+    side = tmp_path / "side.log"
+    reply_bash(fake_openai, f"echo one >> {side}", "call_a")
+    reply_bash(fake_openai, f"echo two >> {side}", "call_b")
+    fake_openai.reply(content="never sent", delay_s=3600)
+    proc = start(sweep_file(tmp_path, {"count-errors": []}, models=endpoint_model(fake_openai), harness=harness),
+                 tmp_path)
+    wait_for_request(fake_openai, 3, proc)
+    kill(proc)
+    reply_bash(fake_openai, SOLUTION, "call_c")
+    if harness == "miniswe":
+        reply_bash(fake_openai, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; cat answer.txt", "call_d")
+    else:
+        fake_openai.reply(tool_calls=[tool_call("submit", json.dumps({"answer": "done"}), "call_d")],
+                          usage={"prompt_tokens": 100, "completion_tokens": 10})
+    assert resume(run_dirs(tmp_path)[0]) == 0
+    detail = final_detail(tmp_path)
+    assert detail["correct"] and side.read_text().splitlines() == ["one", "two"]
+    requests = [r.body["messages"] for r in fake_openai.requests]
+    assert len(requests) == 5 and requests[3] == requests[2], "the re-sent call differs from the interrupted one"
+    log = records(tmp_path)
+    aborted = [r for r in log if r.status == "aborted"]
+    assert [(r.kind, r.id) for r in aborted] == [("model_call", "model-2")]
+    assert [r.data["turn"] for r in log if r.kind == "model_call" and r.status == "completed"] == [0, 1, 2, 3]
+    # Usage counts completed turns only: the aborted call returned nothing to pay for.
+    assert detail["attempts"]["1"]["usage"]["input_tokens"] == 400
+
+
+def test_a_killed_miniswe_attempt_resumes_from_its_old_environment_after_a_command(tmp_path: Path) -> None:
+    """A miniswe attempt killed while a command runs: the resume waits for it in the old environment,
+    collects its result (it ran once) and continues mini's loop from the log."""
     side, gate = tmp_path / "side.log", tmp_path / "gate"
-    turns = {"count-errors": [bash(f"echo one >> {side}"), {**bash(SOLUTION), "gate": str(gate)}, submit()]}
-    proc = start(sweep_file(tmp_path, turns), tmp_path)
-    # The model holds call 1 until the gate opens: the kill lands while the model has the call.
-    wait_for(lambda: (tmp_path / "model-calls.jsonl").exists() and ("count-errors", 1) in model_calls(tmp_path))
+    command = f"echo start >> {side}; while [ ! -e {gate} ]; do sleep 0.05; done; echo end >> {side}"
+    turns = {"count-errors": [bash(command), bash(SOLUTION),
+                              bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; cat answer.txt")]}
+    proc = start(sweep_file(tmp_path, turns, harness="miniswe"), tmp_path)
+    wait_for(lambda: side.exists() and "start" in side.read_text())
     kill(proc)
     gate.touch()
     assert resume(run_dirs(tmp_path)[0]) == 0
     detail = final_detail(tmp_path)
-    assert detail["correct"] and side.read_text().splitlines() == ["one"]
-    calls = model_calls(tmp_path)
-    assert calls.count(("count-errors", 0)) == 1 and calls.count(("count-errors", 1)) == 2
-    aborted = [s for s in detail["attempts"]["1"]["trajectory"] if s.get("status") == "aborted"]
-    assert [s["type"] for s in aborted] == ["model_call"]
-    # Usage counts completed turns only: the aborted call returned nothing to pay for.
-    assert detail["attempts"]["1"]["usage"]["input_tokens"] == 300
+    assert detail["correct"] and side.read_text().splitlines() == ["start", "end"]
+    assert model_calls(tmp_path).count(("count-errors", 0)) == 1
+    recovered = [r for r in records(tmp_path) if r.kind == "tool_call" and r.data.get("recovered")]
+    assert [r.id for r in recovered] == ["0.0"]
 
 
 @pytest.mark.parametrize("replay_safe", [False, True], ids=["reported", "rerun"])
@@ -280,7 +329,8 @@ def test_limits_count_what_was_spent_before_the_crash(tmp_path: Path) -> None:
     assert resume(first) == 0
     detail = final_detail(tmp_path, "create-hello")
     # Two turns before the crash at $0.01 each plus one after pass max_cost_usd=0.025 before max_turns.
-    assert "limit max_cost_usd=0.025 reached ($0.0300 spent)" in detail["attempts"]["1"]["run_error"]
+    limit = detail["attempts"]["1"]["limit"]
+    assert (limit["limit"], limit["allowance"], limit["used"]) == ("max_cost_usd", 0.025, pytest.approx(0.03))
     log = records(tmp_path, "create-hello")
     resumed_session = [r for r in log if r.kind == "session" and r.status == "in_flight"][-1]
     assert resumed_session.elapsed_s >= pre_crash

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from conftest import run_cli, write_sweep
+from conftest import run_cli, tree_snapshot, write_sweep
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.harnesses.miniswe import quiet_import
@@ -23,9 +23,11 @@ class RecordingModel(ScriptedModel):
 
     calls: ClassVar[dict[tuple[str, int], list[dict[str, Any]]]] = {}
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext) -> ModelTurn:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
+    ) -> ModelTurn:
         self.calls[(context.task_id, context.turn)] = messages
-        return super().complete(messages, tools, context)
+        return await super().complete(messages, tools, context)
 
 
 registry.models.register("recording-scripted", RecordingModel)
@@ -38,16 +40,17 @@ def _bash(command: str, **turn: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}], **turn}
 
 
-def _run(tmp_path: Path, tasks: list[str], turns: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def _run(tmp_path: Path, tasks: list[str], turns: dict[str, list[dict[str, Any]]],
+         exit_code: int = 0) -> dict[str, dict[str, Any]]:
     sweep = write_sweep(
         tmp_path, name="mini",
         benchmarks=[{"id": "demo", "tasks": tasks}],
         models=[{"id": "scripted-mini", "provider": "recording-scripted",
                  "params": {"price": {"input": 1.0, "output": 2.0}, "turns": turns}}],
-        harness={"id": "miniswe", "params": {"step_limit": 6}},
+        harness={"id": "miniswe"}, execution={"limits": {"max_turns": 6}},
     )
     RecordingModel.calls.clear()
-    assert run_cli("run", str(sweep), "--direct") == 0
+    assert run_cli("run", str(sweep), "--direct") == exit_code
     details = {}
     for path in (tmp_path / "results").rglob("details/*.json"):
         detail = json.loads(path.read_text())
@@ -99,7 +102,8 @@ def test_reference_commands_solve_the_task_and_land_in_the_trajectory(tmp_path: 
     assert mini["info"]["exit_status"] == "Submitted"
     assert mini["info"]["model_stats"] == {"instance_cost": pytest.approx(300e-6), "api_calls": 2}
     assert [m["role"] for m in mini["messages"]] == ["system", "user", "assistant", "tool", "assistant", "exit"]
-    assert mini["messages"][2]["extra"]["actions"] == [{"command": SOLVE, "tool_call_id": "call_0_0"}]
+    actions = mini["messages"][2]["extra"]["actions"]
+    assert [(a["command"], a["tool_call_id"], a["key"]) for a in actions] == [(SOLVE, "call_0_0", "0.0")]
     assert mini["messages"][3]["extra"]["raw_output"] == "5\n"
 
 
@@ -110,7 +114,7 @@ def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path
     details = _run(tmp_path, ["count-errors", "create-hello"], {
         "count-errors": [bad, _bash(SOLVE), _bash(SUBMIT)],
         "create-hello": [bad, bad, bad],
-    })
+    }, exit_code=3)
 
     recovered = details["count-errors"]
     assert recovered["correct"] is True and recovered["error"] is None
@@ -137,9 +141,11 @@ def test_replay_re_runs_a_miniswe_trajectory(tmp_path: Path) -> None:
     and match, including the submitting command; no model is asked."""
     _run(tmp_path, ["count-errors"], {"count-errors": [_bash("wc -l < app.log"), _bash(SOLVE), _bash(SUBMIT)]})
     run_dir = next((tmp_path / "results").rglob("run_info.json")).parent
+    before = tree_snapshot(run_dir)
     calls = len(RecordingModel.calls)
     assert run_cli("replay", str(run_dir), "--task", "count-errors", "--score") == 0
     report = json.loads(next((run_dir / "replays").glob("*.json")).read_text())
     assert report["status"] == "matched" and len(report["steps"]) == 3 and report["evaluation"]["correct"]
     assert len(RecordingModel.calls) == calls
-    assert not (run_dir / ".durable").exists(), "replay wrote into the recorded run"
+    after = tree_snapshot(run_dir)
+    assert {k: v for k, v in after.items() if not k.startswith("replays/")} == before, "replay wrote into the recorded run"

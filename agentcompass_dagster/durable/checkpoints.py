@@ -152,7 +152,8 @@ class CheckpointStore:
         self._clock_path = self.root / CLOCK
         for directory in (self._blobs, self._manifests):
             directory.mkdir(parents=True, exist_ok=True)
-        self._clock_path.touch(exist_ok=True)
+        # Created when missing, never touched here: opening a recorded run's store (replay) must not change it.
+        os.close(os.open(self._clock_path, os.O_WRONLY | os.O_CREAT, 0o644))
         # The manifest last captured or restored, with the stat of the files as they are now on disk.
         self._reference: Manifest | None = None
         self.last_capture_stats: CaptureStats | None = None

@@ -1,9 +1,17 @@
-"""Resume an unfinished attempt from its activity log (R-RESUME-1, R-RESUME-2).
+"""Resume an unfinished attempt from its activity log (R-RESUME-1, R-RESUME-2), for any harness that
+runs through a ``DurableSession``.
 
 The harness calls ``prepare_resume`` when it finds a log. One written under another configuration is set
-aside and the attempt starts over; a finished one (the process died after the agent ended, while
-scoring) gives its recorded outcome without running anything. Otherwise the old environment is
-classified:
+aside and the attempt starts over. One whose agent had finished:
+
+- without an error (the process died after the agent ended, while scoring): its recorded outcome stands
+  and nothing is run again;
+- with an error (a model endpoint that failed, a command the environment could not run): it is set aside
+  and the attempt starts over from the beginning, like a new sample. Not from its last checkpoint: the
+  conversation up to the error is conditioned on whatever caused it (a truncated reply, an outage
+  mid-turn), and a re-run is asked for to get an attempt the error did not shape.
+
+Otherwise the attempt was interrupted, and the old environment is classified:
 
 - busy: a command of the old environment still runs; wait for it up to ``resume_wait_s``, and if it
   still runs, stop and leave the attempt unfinished rather than run a second copy beside it;
@@ -23,24 +31,18 @@ import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.durable.activity import (
-    ACTIVITY_FILE,
-    ActivityLog,
-    ActivityRecord,
-)
+from agentcompass_dagster.durable.activity import ActivityRecord
+from agentcompass_dagster.durable.session import CALLS_DIR, CURSOR_FILE, DurableSession, observation
 from agentcompass_dagster.environments.hostdir import OUTPUT_LIMIT, probe_hostdir, process_of
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.safe_fs import read_beneath
 from agentcompass_dagster.runtime.store import load_run_request, set_aside
 
-if TYPE_CHECKING:
-    from agentcompass_dagster.harnesses.tool_agent import AgentRun
-
-CALLS_DIR = ".agentcompass/calls"
-CURSOR_FILE = ".agentcompass/cursor"
+INTERRUPTED_NOTE = ("[interrupted: the command was running when the agent process stopped; it was not run "
+                    "again because it is not declared replay-safe. Output it had produced:]\n")
 
 
 class CannotRestore(Exception):
@@ -54,7 +56,7 @@ class ResumeDecision:
     reason: str | None = None
 
 
-async def prepare_resume(run: AgentRun) -> ResumeDecision:
+async def prepare_resume(run: DurableSession) -> ResumeDecision:
     records = run.log.records()
     sessions = [r for r in records if r.kind == "session"]
     # A fork's seed names its lineage instead of a fingerprint: its configuration was checked when it was made.
@@ -63,8 +65,11 @@ async def prepare_resume(run: AgentRun) -> ResumeDecision:
     if not seeded and first != run.fingerprint:
         archive(run)
         return ResumeDecision("fresh")
-    handle = next((s.data.get("handle") for s in reversed(sessions) if s.status == "in_flight"), None)
     done = bool(sessions) and sessions[-1].status == "completed"
+    if done and sessions[-1].data.get("error"):
+        archive(run)
+        return ResumeDecision("errored", reason=sessions[-1].data["error"])
+    handle = next((s.data.get("handle") for s in reversed(sessions) if s.status == "in_flight"), None)
     in_flight = [] if done else run.log.in_flight()
     try:
         decision, finished, partial = await classify_environment(run, handle, in_flight)
@@ -81,33 +86,30 @@ async def prepare_resume(run: AgentRun) -> ResumeDecision:
     for record in in_flight:
         if record.kind == "model_call":
             run.append(ActivityRecord(id=record.id, kind="model_call", status="aborted",
-                                       data={**record.data, "reason": "interrupted by a crash; sent again"}))
+                                      data={**record.data, "reason": "interrupted by a crash; sent again"}))
             continue
         call = record.data["call"]
         if record.id in finished:
             exit_code, output = finished[record.id]
             await run.complete_tool(record.id, {
                 "turn": record.data["turn"], "call": call, "command": record.data.get("command"),
-                "exit_code": exit_code, "output": output, "observation": run.observation(exit_code, output),
-                "recovered": True,
+                "exit_code": exit_code, **run.stored_output(output), "recovered": True,
             })
         elif run.replay_safe(call["name"], record.data.get("command")):
             run.append(ActivityRecord(id=record.id, kind="tool_call", status="aborted",
-                                       data={**record.data, "reason": "interrupted; replay-safe, so run again"}))
+                                      data={**record.data, "reason": "interrupted; replay-safe, so run again"}))
         else:
-            output = partial.get(record.id, "")
-            note = ("[interrupted: the command was running when the agent process stopped; it was not run "
-                    "again because it is not declared replay-safe. Output it had produced:]\n")
+            stored = run.stored_output(partial.get(record.id, ""))
             await run.complete_tool(record.id, {
                 "turn": record.data["turn"], "call": call, "command": record.data.get("command"),
-                "exit_code": None, "output": output, "interrupted": True,
-                "observation": run.observation(None, note + output),
+                "exit_code": None, **stored, "interrupted": True,
+                "observation": observation(None, INTERRUPTED_NOTE + stored["output"]),
             }, status="interrupted")
     return decision
 
 
 async def classify_environment(
-    run: AgentRun, handle: dict[str, Any] | None, in_flight: list[ActivityRecord]
+    run: DurableSession, handle: dict[str, Any] | None, in_flight: list[ActivityRecord]
 ) -> tuple[ResumeDecision, dict[str, tuple[int, str]], dict[str, str]]:
     """Busy, attached or rebuilt; with the commands that finished after the crash and partial outputs."""
     tools = [r for r in in_flight if r.kind == "tool_call"]
@@ -116,13 +118,13 @@ async def classify_environment(
     if handle is not None and handle.get("kind") == "hostdir" and probe_hostdir(handle):
         root = Path(handle["root"])
         calls = f"commands/{CALLS_DIR}"
-        deadline = time.monotonic() + run.params.resume_wait_s
+        deadline = time.monotonic() + run.resume_wait_s
         for record in tools:
             while _running(root, calls, record.id):
                 if time.monotonic() >= deadline:
                     return (ResumeDecision("busy", reason=(
                         f"cannot resume: command {record.id} still runs in the old environment after "
-                        f"{run.params.resume_wait_s}s; the attempt stays unfinished")), {}, {})
+                        f"{run.resume_wait_s}s; the attempt stays unfinished")), {}, {})
                 await asyncio.sleep(0.1)
             exit_code = _read(root, f"{calls}/{record.id}.exit")
             output = _read(root, f"{calls}/{record.id}.out") or ""
@@ -140,7 +142,7 @@ async def classify_environment(
     return ResumeDecision("rebuilt"), {}, partial
 
 
-async def rebuild(run: AgentRun) -> None:
+async def rebuild(run: DurableSession) -> None:
     """Restore the latest checkpoint into the fresh environment the benchmark has just set up."""
     seq = run.log.last_checkpoint_seq()
     roots = run.env.checkpoint_roots()
@@ -153,14 +155,10 @@ async def rebuild(run: AgentRun) -> None:
     await asyncio.to_thread(run.store.restore, seq, roots, run.env.file_owner())
 
 
-def archive(run: AgentRun) -> None:
-    """Move a log of another configuration (and its checkpoints) aside; nothing is deleted."""
+def archive(run: DurableSession) -> None:
+    """Move a log that is not to be continued (and its checkpoints and blobs) aside; nothing is deleted."""
     set_aside(run.dir)
-    run.dir.mkdir(parents=True)
-    run.log = ActivityLog(run.dir / ACTIVITY_FILE, redacted=run.log.redacted)
-    run.restart_clock(0.0)
-    if run.store is not None:
-        run.store = type(run.store)(run.dir / "checkpoints")
+    run.reset()
 
 
 def _running(root: Path, calls: str, key: str) -> bool:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
-from agentcompass_dagster.config import HarnessConfig, ModelConfig, validate_declaration
-from agentcompass_dagster.models.base import build_model
+from agentcompass_dagster.config import HarnessConfig, validate_declaration
+from agentcompass_dagster.models.base import Model
 from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult
 
 if TYPE_CHECKING:
@@ -31,6 +31,11 @@ class HarnessSession:
     async def run(self) -> RunResult:
         return await self.harness.run_task(self.prepared, self.env, self.benchmark, self.plan)
 
+    def stopped(self, error: str) -> RunResult | None:
+        """The runtime stopped ``run`` (attempt timeout): what the session recorded until then, with
+        ``error``, or None when it recorded nothing worth keeping."""
+        return None
+
     async def close(self) -> None:
         """Release what the session holds; idempotent."""
 
@@ -40,7 +45,9 @@ class Harness:
     # Whether attempts keep an activity log and checkpoints (plan.private["durable_dir"]) to resume from.
     durable: ClassVar[bool] = False
 
-    def __init__(self, config: HarnessConfig, model: ModelConfig) -> None:
+    def __init__(self, config: HarnessConfig, model: Model) -> None:
+        """``model`` is the request's model plugin, built once for the request; harnesses that call no
+        model get the NoModel that names the results directory."""
         self.config = config
         self.model = model
 
@@ -64,12 +71,11 @@ class Harness:
 
 
 class AgentHarness(Harness):
-    """A harness that drives a model: its params are validated and its model client built once."""
+    """A harness that drives a model: its params are validated once."""
 
     requires_model = True
     params_model: ClassVar[type[BaseModel]]
 
-    def __init__(self, config: HarnessConfig, model: ModelConfig) -> None:
+    def __init__(self, config: HarnessConfig, model: Model) -> None:
         super().__init__(config, model)
         self.params = validate_declaration(self.params_model, config.params, "harness.params")
-        self.model_client = build_model(model)

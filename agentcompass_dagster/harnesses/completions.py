@@ -12,14 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.config import HarnessConfig, ModelConfig
+from agentcompass_dagster.config import HarnessConfig
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.harnesses.base import Harness
+from agentcompass_dagster.models.base import Model
 from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult
 
 
 class CompletionsHarness(Harness):
-    def __init__(self, config: HarnessConfig, model: ModelConfig) -> None:
+    def __init__(self, config: HarnessConfig, model: Model) -> None:
         super().__init__(config, model)
         path = config.params.get("path")
         if not isinstance(path, str) or not path:

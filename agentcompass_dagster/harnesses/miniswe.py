@@ -2,16 +2,27 @@
 
     harness:
       id: miniswe
-      params: {config: mini, step_limit: 30, cost_limit: 2.0, wall_time_limit_seconds: 1800,
-               command_timeout_s: 60}
+      params: {config: mini, command_timeout_s: 60}
+    execution:
+      limits: {max_turns: 30, max_cost_usd: 2.0, max_wall_s: 1800}
 
 mini-swe-agent is an optional dependency (``pip install 'agentcompass-dagster[miniswe]'``), imported
-only when an attempt runs. Its templates and limits come from one of its tool-call configs (``config``:
-a shipped config name such as ``mini``, or a path); the other params override that config's limits.
+only when an attempt runs. Its templates come from one of its tool-call configs (``config``: a shipped
+config name such as ``mini``, or a path). Its limits are the execution spec's, the same for every agent
+harness: ``max_turns``, ``max_cost_usd`` and ``max_wall_s`` are handed to mini as ``step_limit``,
+``cost_limit`` and ``wall_time_limit_seconds``, and checked before each model call with the same
+wording as tool_agent's (mini has no token limit; ``max_tokens`` is checked here). The wall-time limit
+also bounds the model call and the command in flight.
 
-mini's loop is synchronous, so it runs in a worker thread: its model calls go to our model layer with
-the ``bash`` tool, its commands go to the task's environment session on the attempt's event loop. It
-submits the way mini's local environment does: a command whose output starts with the line
+mini's loop is synchronous, so it runs in a worker thread; its model calls and commands run as
+coroutines on the attempt's event loop, so cancelling the attempt (a timeout, Ctrl-C) cancels the call
+in flight at once and the thread stops at its next step. Every model call and command goes through the
+attempt's activity log and every command through a checkpoint (``DurableSession``, as for tool_agent).
+A resumed attempt drives mini's own loop again over the log: recorded model turns are answered from the
+log and recorded commands give their recorded outputs, so mini rebuilds its state step by step without
+calling the model or running a command twice, and continues live where the log ends.
+
+It submits the way mini's local environment does: a command whose output starts with the line
 ``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` ends the run, and the rest of that output is the final answer.
 The trajectory is in the ``tool_agent`` step format; mini's own serialized run is ``artifacts["miniswe"]``.
 """
@@ -20,28 +31,38 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import math
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcompass_dagster.config import validate_declaration
+from agentcompass_dagster.durable.activity import ActivityRecord
+from agentcompass_dagster.durable.resume import prepare_resume
+from agentcompass_dagster.durable.session import DurableSession
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.harnesses.base import AgentHarness
-from agentcompass_dagster.harnesses.tool_agent import BASH_TOOL
-from agentcompass_dagster.models.base import CallContext, Model, ModelError, ToolCall
+from agentcompass_dagster.harnesses.base import AgentHarness, HarnessSession
+from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits
+from agentcompass_dagster.harnesses.tool_agent import BASH_TOOL, fingerprint
+from agentcompass_dagster.harnesses.tool_agent.tools import refuse_moved_limits
+from agentcompass_dagster.models.base import CallContext, Model, ModelError, ModelTurn, ToolCall
 from agentcompass_dagster.models.usage import turn_usage, usage_totals
 from agentcompass_dagster.runtime.types import (
+    AgentLimits,
     ExecutionPlan,
+    LimitHit,
     PreparedTask,
     RunResult,
     Usage,
@@ -56,19 +77,31 @@ DEFAULT_CONFIG = "mini"  # mini's shipped config for tool-calling models
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 # The keys of mini's messages that are chat messages; "extra" is mini's own bookkeeping.
 CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id")
+# Our limit -> mini's name for it (mini has no token limit).
+MINI_LIMITS = {"max_turns": "step_limit", "max_cost_usd": "cost_limit", "max_wall_s": "wall_time_limit_seconds"}
 
 
 class MiniSweParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     config: str | None = None
-    # mini's own config allows unlimited steps and $3 of cost, but a model without a price reports $0,
-    # so the step limit is finite by default here (0 = unlimited). None elsewhere keeps the config's value.
-    step_limit: int | None = Field(default=100, ge=0)
-    cost_limit: float | None = Field(default=None, ge=0)
-    wall_time_limit_seconds: int | None = Field(default=None, ge=0)
     # None: the config's environment.timeout, else mini's local-environment default.
     command_timeout_s: float | None = Field(default=None, gt=0)
+    max_observation_chars: int = Field(default=10_000, ge=100)
+    replay_safe_commands: list[str] = Field(default_factory=list)
+    checkpoints: bool = True
+    resume_wait_s: float = Field(default=30.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_limits(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            moved = sorted(set(value) & set(MINI_LIMITS.values()))
+            if moved:
+                raise ValueError(f"{', '.join(moved)}: agent limits are declared once for every harness, in "
+                                 "execution.limits (max_turns, max_tokens, max_cost_usd, max_wall_s); this "
+                                 "harness maps them onto mini-swe-agent's own")
+        return refuse_moved_limits(value, "harness.params")
 
 
 class MiniModelConfig(BaseModel):
@@ -112,6 +145,8 @@ class Bridge:
             future.cancel()
         try:
             return future.result()
+        except concurrent.futures.CancelledError:
+            raise Stopped("the attempt was stopped") from None
         finally:
             self._pending = None
 
@@ -122,28 +157,115 @@ class Bridge:
             pending.cancel()
 
 
+def limits_exit(hit: LimitHit) -> Any:
+    """mini's own exit for a limit, naming it (mini's says only 'LimitsExceeded')."""
+    from minisweagent.exceptions import LimitsExceeded
+
+    return LimitsExceeded({"role": "exit", "content": hit.message,
+                           "extra": {"exit_status": "LimitsExceeded", "submission": "", "limit": hit.model_dump()}})
+
+
+class Steps:
+    """The attempt's durable steps as mini meets them: recorded ones come back from the log, new ones
+    run on the event loop through the DurableSession (so every log write happens on the loop)."""
+
+    def __init__(self, session: DurableSession, bridge: Bridge, model: Model, limits: AgentLimits, *,
+                 task_id: str, attempt: int) -> None:
+        self.session = session
+        self.bridge = bridge
+        self.model = model
+        self.limits = limits
+        self.task_id = task_id
+        self.attempt = attempt
+        records = session.log.records()
+        self.turns = {r.data["turn"]: r for r in records if r.kind == "model_call" and r.status == "completed"}
+        self.tools = {r.id: r for r in records if r.kind == "tool_call" and r.status in ("completed", "interrupted")}
+        self.usages: list[Usage] = [Usage.model_validate(r.data["usage"]) for r in self.turns.values()]
+
+    def recorded(self, turn: int) -> bool:
+        return turn in self.turns
+
+    def check_limits(self) -> None:
+        spent = sum(u.cost_usd or 0.0 for u in self.usages)
+        check_limits(self.limits, len(self.usages), usage_totals(self.usages)[0], spent, self.session.elapsed())
+
+    def wall_left(self) -> float | None:
+        wall = self.limits.max_wall_s
+        return None if wall is None else max(0.0, wall - self.session.elapsed())
+
+    def model_turn(self, turn: int, chat: list[dict[str, Any]]) -> tuple[ModelTurn, Usage]:
+        record = self.turns.get(turn)
+        if record is not None:
+            return ModelTurn.model_validate(record.data["response"]), Usage.model_validate(record.data["usage"])
+        model_turn, usage = self.bridge.run(self._call(turn, chat))
+        self.usages.append(usage)
+        return model_turn, usage
+
+    async def _call(self, turn: int, chat: list[dict[str, Any]]) -> tuple[ModelTurn, Usage]:
+        request_id = f"model-{turn}"
+        self.session.append(ActivityRecord(id=request_id, kind="model_call", status="in_flight", data={"turn": turn}))
+        try:
+            async with asyncio.timeout(self.wall_left()):
+                model_turn = await self.model.complete(chat, [BASH_TOOL], CallContext(
+                    task_id=self.task_id, attempt=self.attempt, turn=turn))
+        except TimeoutError:
+            assert self.limits.max_wall_s is not None
+            hit = LimitHit(limit="max_wall_s", allowance=self.limits.max_wall_s, used=round(self.session.elapsed(), 3))
+            self._abort(request_id, turn, f"{hit.message} during the model call")
+            raise LimitExceeded(hit) from None
+        except ModelError as exc:
+            self._abort(request_id, turn, str(exc))
+            raise
+        usage = turn_usage(model_turn.usage, model_turn.cost_usd, self.model.price)
+        self.session.append(ActivityRecord(id=request_id, kind="model_call", status="completed",
+                                           checkpoint_seq=self.session.log.last_checkpoint_seq(),
+                                           data={"turn": turn, "response": model_turn.model_dump(mode="json"),
+                                                 "usage": usage.model_dump(mode="json")}))
+        return model_turn, usage
+
+    def _abort(self, request_id: str, turn: int, reason: str) -> None:
+        self.session.append(ActivityRecord(id=request_id, kind="model_call", status="aborted",
+                                           data={"turn": turn, "error": reason}))
+
+    def command(self, action: dict[str, Any], script: str, timeout: float) -> tuple[int | None, str, bool]:
+        """Exit code, output and whether it timed out, recorded or run now."""
+        record = self.tools.get(action["key"])
+        if record is None:
+            return self.bridge.run(self._command(action, script, timeout))
+        data = record.data
+        output = data.get("observation", data.get("output", "")) if record.status == "interrupted" else data["output"]
+        return data.get("exit_code"), output, bool(data.get("timed_out"))
+
+    async def _command(self, action: dict[str, Any], script: str, timeout: float) -> tuple[int | None, str, bool]:
+        key, turn = action["key"], action["turn"]
+        call = {"id": action["tool_call_id"], "name": "bash", "arguments": action["arguments"]}
+        self.session.append(ActivityRecord(id=key, kind="tool_call", status="in_flight",
+                                           data={"turn": turn, "call": call, "command": action["command"]}))
+        wall = self.wall_left()
+        data = await self.session.execute(key, script, timeout if wall is None else min(timeout, wall))
+        # The record names the agent's command; the script is that command with mini's environment setup.
+        data["command"] = action["command"]
+        await self.session.complete_tool(key, {"turn": turn, "call": call, **data})
+        return data["exit_code"], data["output"], data["timed_out"]
+
+
 class MiniModel:
     """mini's model protocol over our Model plugin, in mini's tool-call format."""
 
-    def __init__(self, model: Model, config: MiniModelConfig, bridge: Bridge, *, task_id: str, attempt: int) -> None:
-        self.model = model
+    def __init__(self, steps: Steps, config: MiniModelConfig) -> None:
+        self.steps = steps
         self.config = config
-        self.bridge = bridge
-        self.task_id = task_id
-        self.attempt = attempt
-        self.usages: list[Usage] = []
+        self.queries = 0
 
     def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         from minisweagent.exceptions import FormatError
         from minisweagent.models.utils.actions_toolcall import parse_toolcall_actions
 
-        self.bridge.check()
-        turn_index = len(self.usages)
+        self.steps.bridge.check()
+        turn_index = self.queries
+        self.queries += 1
         chat = [{k: v for k, v in m.items() if k in CHAT_KEYS} for m in messages if m.get("role") != "exit"]
-        turn = self.model.complete(chat, [BASH_TOOL],
-                                   CallContext(task_id=self.task_id, attempt=self.attempt, turn=turn_index))
-        usage = turn_usage(turn.usage, turn.cost_usd, self.model.price)
-        self.usages.append(usage)
+        turn, usage = self.steps.model_turn(turn_index, chat)
         # mini's limits count cost as a number; an unknown cost counts 0 there and None in our usage.
         extra = {"turn": turn_index, "response": turn.model_dump(mode="json"), "usage": usage.model_dump(mode="json"),
                  "cost": usage.cost_usd or 0.0, "timestamp": time.time()}
@@ -158,6 +280,10 @@ class MiniModel:
             # Like mini's models: the call and its cost stay on record although it yields no actions.
             exc.messages[0]["extra"].update(extra)
             raise
+        by_id = {call.id: call for call in turn.tool_calls}
+        for index, action in enumerate(actions):
+            action.update(key=f"{turn_index}.{index}", turn=turn_index,
+                          arguments=by_id[action["tool_call_id"]].arguments)
         return {**turn.assistant_message(), "extra": {"actions": actions, **extra}}
 
     def format_message(self, **kwargs: Any) -> dict[str, Any]:
@@ -188,11 +314,9 @@ class MiniModel:
 class MiniEnvironment:
     """mini's environment protocol over our environment session."""
 
-    def __init__(self, session: EnvironmentSession, config: MiniEnvironmentConfig, bridge: Bridge,
-                 uname: dict[str, str]) -> None:
-        self.session = session
+    def __init__(self, steps: Steps, config: MiniEnvironmentConfig, uname: dict[str, str]) -> None:
+        self.steps = steps
         self.config = config
-        self.bridge = bridge
         self.uname = uname
 
     def execute(self, action: dict[str, Any], cwd: str = "", *, timeout: float | None = None) -> dict[str, Any]:
@@ -200,21 +324,21 @@ class MiniEnvironment:
 
         command = action.get("command", "")
         timeout = timeout or self.config.timeout
-        # Merged streams, like mini's local environment, and its config's variables (PAGER=cat etc.).
+        # Like mini's local environment: its config's variables (PAGER=cat etc.), in its working directory.
         exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in self.config.env.items())
-        result = self.bridge.run(self.session.exec(f"exec 2>&1\n{exports}{command}", timeout_s=timeout,
-                                                   cwd=cwd or self.config.cwd))
-        output: dict[str, Any] = {"output": result.output, "returncode": result.exit_code, "exception_info": ""}
-        if result.timed_out:
+        script = f"{exports}cd {shlex.quote(cwd or self.config.cwd)}\n{command}"
+        exit_code, text, timed_out = self.steps.command(action, script, timeout)
+        output: dict[str, Any] = {"output": text, "returncode": exit_code, "exception_info": ""}
+        if timed_out:
             output.update(returncode=-1,
                           exception_info=f"An error occurred while executing the command: timed out after {timeout}s")
-        lines = result.output.lstrip().splitlines(keepends=True)
+        lines = text.lstrip().splitlines(keepends=True)
         if lines and lines[0].strip() == SUBMIT_MARKER and output["returncode"] == 0:
             submission = "".join(lines[1:])
             # The submitting command gets no observation message; its extra keeps it in the trajectory.
             raise Submitted({"role": "exit", "content": submission,
                              "extra": {"exit_status": "Submitted", "submission": submission,
-                                       "tool_call_id": action.get("tool_call_id"), "raw_output": result.output,
+                                       "tool_call_id": action.get("tool_call_id"), "raw_output": text,
                                        "returncode": output["returncode"]}})
         return output
 
@@ -294,56 +418,132 @@ def trajectory(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return steps
 
 
-class MiniSweHarness(AgentHarness):
-    params_model = MiniSweParams
-    params: MiniSweParams
+def durable_agent_class() -> type:
+    """mini's DefaultAgent, checking the execution spec's limits (with their names) before each live
+    model call; a turn answered from the log was within them when it ran."""
+    from minisweagent.agents.default import DefaultAgent
 
-    async def run_task(
-        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
-    ) -> RunResult:
+    class DurableAgent(DefaultAgent):  # type: ignore[misc]
+        steps: Steps
+
+        def query(self) -> dict[str, Any]:
+            if not self.steps.recorded(self.n_calls):
+                try:
+                    self.steps.check_limits()
+                except LimitExceeded as exc:
+                    raise limits_exit(exc.hit) from None
+            try:
+                return super().query()  # type: ignore[no-any-return]
+            except LimitExceeded as exc:
+                raise limits_exit(exc.hit) from None
+
+    return DurableAgent
+
+
+class MiniSweSession(HarnessSession):
+    harness: MiniSweHarness
+
+    async def run(self) -> RunResult:
         try:
             with quiet_import():
-                from minisweagent.agents.default import DefaultAgent
                 from minisweagent.environments.local import LocalEnvironmentConfig
+                agent_class = durable_agent_class()
         except ImportError as exc:
-            raise UserError(f"harness {self.id!r} needs mini-swe-agent ({exc}): "
+            raise UserError(f"harness {self.harness.id!r} needs mini-swe-agent ({exc}): "
                             "pip install 'agentcompass-dagster[miniswe]'") from None
-        started = time.monotonic()
-        spec = self.params.config or DEFAULT_CONFIG
+        harness, plan, env = self.harness, self.plan, self.env
+        params = harness.params
+        spec = params.config or DEFAULT_CONFIG
         data = load_config(spec)
         where = f"harness.params.config={spec!r}"
-        model_config = validate_declaration(MiniModelConfig, {**(data.get("model") or {}), "model_name": self.model.id},
-                                            f"{where} model")
+        model_config = validate_declaration(MiniModelConfig, {**(data.get("model") or {}),
+                                                              "model_name": harness.model.id}, f"{where} model")
         environment = data.get("environment") or {}
-        timeout = (self.params.command_timeout_s or environment.get("timeout")
+        timeout = (params.command_timeout_s or environment.get("timeout")
                    or LocalEnvironmentConfig.model_fields["timeout"].default)
         env_config = validate_declaration(MiniEnvironmentConfig, {**environment, "cwd": env.workdir, "timeout": timeout},
                                           f"{where} environment")
-        agent_kwargs = {**(data.get("agent") or {}),
-                        **self.params.model_dump(include={"step_limit", "cost_limit", "wall_time_limit_seconds"},
-                                                 exclude_none=True)}
+        limits = plan.agent_limits
+        mapped = {mini: math.ceil(value) if mini == "wall_time_limit_seconds" else value
+                  for ours, mini in MINI_LIMITS.items() if (value := getattr(limits, ours)) is not None}
+        agent_kwargs = {**(data.get("agent") or {}), **{mini: 0 for mini in MINI_LIMITS.values()}, **mapped}
 
-        bridge = Bridge(asyncio.get_running_loop())
-        mini_model = MiniModel(self.model_client, model_config, bridge, task_id=prepared.task.id, attempt=plan.attempt)
-        agent = DefaultAgent(mini_model, MiniEnvironment(env, env_config, bridge, await _uname(env)), **agent_kwargs)
+        durable = plan.private.get("durable_dir")
+        self._temporary = None if durable else Path(tempfile.mkdtemp(prefix="agentcompass-mini-"))
+        session = DurableSession(
+            env, Path(durable) if durable else self._temporary,  # type: ignore[arg-type]
+            fingerprint=fingerprint(plan, harness.config, harness.model.config), command_timeout_s=timeout,
+            max_observation_chars=params.max_observation_chars, replay_safe_commands=params.replay_safe_commands,
+            resume_wait_s=params.resume_wait_s, checkpoints=params.checkpoints)
+        resumed = None
+        if session.log.records():
+            decision = await prepare_resume(session)
+            if decision.classification == "busy":
+                return RunResult(status="error", error=decision.reason)
+            resumed = decision.classification
+        session.begin(resumed)
+        self.session = session
+        self.bridge = bridge = Bridge(asyncio.get_running_loop())
+        steps = Steps(session, bridge, harness.model, limits, task_id=self.prepared.task.id, attempt=plan.attempt)
+        self.agent = agent = agent_class(MiniModel(steps, model_config),
+                                         MiniEnvironment(steps, env_config, await _uname(env)), **agent_kwargs)
+        agent.steps = steps
+        self.usages = steps.usages
+        started = time.monotonic()
+        error = None
         try:
-            await asyncio.to_thread(agent.run, prepared.input)
-        except ModelError:
-            pass  # mini recorded it as its exit message, reported below like any other exit
+            await asyncio.to_thread(agent.run, self.prepared.input)
+        except ModelError as exc:
+            error = f"model call failed: {exc}"
         except asyncio.CancelledError:
-            # The thread cannot be cancelled: it stops at its next model call or command instead.
+            # The thread cannot be cancelled: its call in flight is, and it stops at its next step.
             bridge.stop()
             raise
+        result = self._result(error, time.monotonic() - started)
+        session.end(result.status, result.error, result.final_answer,
+                    result.limit.model_dump() if result.limit else None)
+        result.artifacts["agent"] = {"turns": len(steps.usages), "resumed": resumed}
+        return result
 
-        exit_message = agent.messages[-1]
+    def _result(self, error: str | None, duration_s: float) -> RunResult:
+        agent = self.agent
+        exit_message = agent.messages[-1] if agent.messages else {}
         extra = exit_message.get("extra", {})
         submitted = extra.get("exit_status") == "Submitted"
+        limit = LimitHit.model_validate(extra["limit"]) if extra.get("limit") else None
+        if error is None and not submitted and limit is None:
+            error = f"mini-swe-agent exited: {extra.get('exit_status')}: {exit_message.get('content')}"
         return RunResult(
-            status="completed" if submitted else "error",
+            status="completed" if error is None else "error",
             final_answer=extra.get("submission") if submitted else None,
-            error=None if submitted else f"mini-swe-agent exited: {extra.get('exit_status')}: {exit_message.get('content')}",
-            trajectory=trajectory(agent.messages),
-            usage=usage_totals(mini_model.usages)[0],
-            duration_s=time.monotonic() - started,
+            error=error,
+            limit=limit,
+            trajectory=trajectory(list(agent.messages)),
+            usage=usage_totals(self.usages)[0],
+            duration_s=duration_s,
             artifacts={"miniswe": agent.serialize()},
         )
+
+    def stopped(self, error: str) -> RunResult | None:
+        if getattr(self, "agent", None) is None:
+            return None
+        self.bridge.stop()
+        result = self._result(error, self.session.elapsed())
+        self.session.end("error", error, None, None)
+        return result
+
+    async def close(self) -> None:
+        temporary = getattr(self, "_temporary", None)
+        if temporary is not None:
+            await asyncio.to_thread(shutil.rmtree, temporary, True)
+
+
+class MiniSweHarness(AgentHarness):
+    params_model = MiniSweParams
+    durable = True
+    params: MiniSweParams
+
+    async def start_session(
+        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
+    ) -> HarnessSession:
+        return MiniSweSession(self, prepared, env, benchmark, plan)

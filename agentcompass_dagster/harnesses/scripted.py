@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentcompass_dagster.config import HarnessConfig, ModelConfig, validate_declaration
+from agentcompass_dagster.config import HarnessConfig, validate_declaration
 from agentcompass_dagster.harnesses.base import Harness, HarnessSession
 from agentcompass_dagster.harnesses.oracle import run_reference
+from agentcompass_dagster.models.base import Model
 from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult, Usage
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class ScriptedParams(BaseModel):
 
 
 class ScriptedHarness(Harness):
-    def __init__(self, config: HarnessConfig, model: ModelConfig) -> None:
+    def __init__(self, config: HarnessConfig, model: Model) -> None:
         super().__init__(config, model)
         self.params = validate_declaration(ScriptedParams, config.params, "harness.params")
         self._tries: dict[tuple[str, int], int] = {}

@@ -1,8 +1,10 @@
 """The Model plugin contract: one chat-completion turn with tool calls, in the OpenAI message format.
 
-A model is built once per request from its ModelConfig. Harnesses call ``complete`` from a worker thread
-(the SDKs are synchronous), passing a ``CallContext`` that names the task, the attempt and the turn, so
-a scripted model can answer deterministically and a resumed attempt gets the same answer for the same turn.
+A model is built once per request from its ModelConfig and handed to the harness. ``complete`` is a
+coroutine, awaited on the attempt's event loop, so an attempt timeout, an orchestration timeout or a Ctrl-C
+cancels a call in flight at once (a blocking call in a worker thread could not be abandoned: the process
+would wait for it to exit). The ``CallContext`` names the task, the attempt and the turn, so a scripted
+model can answer deterministically and a resumed attempt gets the same answer for the same turn.
 """
 
 from __future__ import annotations
@@ -64,13 +66,16 @@ class CallContext(BaseModel):
 
 
 class ModelError(RuntimeError):
-    """A model call that failed after the client's own retries; ``retryable`` says whether a later try
-    of the whole attempt may succeed (rate limits, outages) or not (bad key, bad request)."""
+    """A model call that failed after the client's own retries; ``status`` is the HTTP status, if any."""
 
-    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
-        self.retryable = retryable
         self.status = status
+
+
+class ContextOverflow(ModelError):
+    """The endpoint refused the request because the conversation is longer than the model's context: a
+    harness that can compact its context does so and sends the turn again."""
 
 
 class Model:
@@ -83,7 +88,9 @@ class Model:
     def id(self) -> str:
         return self.config.id
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext) -> ModelTurn:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
+    ) -> ModelTurn:
         raise ModelError(f"model {self.id!r} (provider {self.config.provider!r}) cannot be called")
 
 

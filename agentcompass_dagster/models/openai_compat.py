@@ -8,7 +8,7 @@ any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, Ollama).
       base_url: http://127.0.0.1:11434/v1   # optional: else the SDK's default (OPENAI_BASE_URL, else OpenAI)
       api_key_env: OPENAI_API_KEY           # optional: the variable that holds the key
       params:
-        timeout_s: 120                      # per HTTP request
+        timeout_s: 120                      # per HTTP request (a call may take (max_retries + 1) x timeout_s)
         max_retries: 3                      # the SDK's retries of 408, 409, 429, 5xx, timeouts, connection errors
         temperature: 0.0
         max_tokens: 4096
@@ -19,14 +19,21 @@ The key is read only from the variable ``api_key_env`` names: declarations are c
 a key written there would be too. Without ``api_key_env`` a placeholder is sent, as local servers need none.
 The key read is registered for redaction, so an endpoint or an agent that echoes it writes it nowhere; a
 ``base_url`` with credentials in it (``https://user:password@host``) is refused.
+
+Calls go through the SDK's asyncio client, so cancelling the attempt closes the connection of a call in
+flight at once. An HTTP 400 that says the context is too long is a ``ContextOverflow``, which a harness
+that can compact its context recovers from.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
+import re
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -36,6 +43,7 @@ from agentcompass_dagster.config import ModelConfig, validate_declaration
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.models.base import (
     CallContext,
+    ContextOverflow,
     Model,
     ModelError,
     ModelTurn,
@@ -45,7 +53,7 @@ from agentcompass_dagster.models.usage import Price
 from agentcompass_dagster.runtime.redact import register_secret
 
 if TYPE_CHECKING:
-    from openai import APIStatusError
+    from openai import APIStatusError, AsyncOpenAI
     from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletionMessageToolCallUnion
 
@@ -53,6 +61,9 @@ if TYPE_CHECKING:
 PLACEHOLDER_KEY = "no-key"
 # Long error bodies (a proxy's HTML page) would bury the status line.
 MAX_DETAIL = 500
+# How OpenAI, vLLM, llama.cpp, Ollama and proxies word a 400 for a conversation longer than the context.
+OVERFLOW = re.compile(r"context[ _-](length|window|size)|maximum context|too many tokens|prompt is too long|"
+                      r"exceeds? the (available )?context", re.IGNORECASE)
 
 
 class OpenAICompatParams(BaseModel):
@@ -79,18 +90,34 @@ class OpenAICompatModel(Model):
             raise field_error("model.model", config.model, "provider 'openai_compat' needs the served model's name")
         _refuse_credentials(config.base_url)
         self._api_key = _read_key(config.api_key_env)
+        # One client per event loop: an asyncio client's connections belong to the loop that opened them,
+        # and a model built once per process serves the loops of several orchestrations (Dagster steps).
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = weakref.WeakKeyDictionary()
+        self.base_url = str(self._client().base_url)
+
+    def _client(self) -> AsyncOpenAI:
         # Imported here: the SDK takes about half a second to import, which `agentcompass --help` should not pay.
         import openai
 
-        self._client = openai.OpenAI(
-            api_key=self._api_key or PLACEHOLDER_KEY,
-            base_url=config.base_url,
-            timeout=self.params.timeout_s,
-            max_retries=self.params.max_retries,
-        )
-        self.base_url = str(self._client.base_url)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        client = self._clients.get(loop) if loop is not None else None
+        if client is None:
+            client = openai.AsyncOpenAI(
+                api_key=self._api_key or PLACEHOLDER_KEY,
+                base_url=self.config.base_url,
+                timeout=self.params.timeout_s,
+                max_retries=self.params.max_retries,
+            )
+            if loop is not None:
+                self._clients[loop] = client
+        return client
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext) -> ModelTurn:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
+    ) -> ModelTurn:
         import openai
 
         request: dict[str, Any] = {"model": self.config.model, "messages": messages}
@@ -104,15 +131,17 @@ class OpenAICompatModel(Model):
             request["extra_body"] = self.params.extra_body
         started = time.monotonic()
         try:
-            response = self._client.chat.completions.create(**request)
+            response = await self._client().chat.completions.create(**request)
         except openai.APITimeoutError:
-            raise self._error(f"no response within timeout_s={self.params.timeout_s:g}", retryable=True) from None
+            raise self._error(f"no response within timeout_s={self.params.timeout_s:g}{self._tries()}") from None
         except openai.APIConnectionError:
-            raise self._error("cannot connect", retryable=True) from None
+            raise self._error(f"cannot connect{self._tries()}") from None
         except openai.APIStatusError as exc:
-            status = exc.status_code
-            transient = status in (408, 409, 429) or status >= 500
-            raise self._error(_status_problem(exc), retryable=transient, status=status) from None
+            problem = _status_problem(exc)
+            if exc.status_code == 400 and OVERFLOW.search(problem):
+                raise self._error(problem, status=400, overflow=True) from None
+            transient = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+            raise self._error(problem + (self._tries() if transient else ""), status=exc.status_code) from None
         except (openai.OpenAIError, ValueError) as exc:
             # ValueError: the SDK lets a body that is not JSON escape as json.JSONDecodeError.
             raise self._error(f"unusable response: {exc}") from None
@@ -144,7 +173,12 @@ class OpenAICompatModel(Model):
         # Some local servers send no id; the transcript needs one to pair the tool result with the call.
         return ToolCall(id=call.id or f"call_{context.turn}_{index}", name=function.name or "", arguments=arguments)
 
-    def _error(self, problem: str, *, retryable: bool = False, status: int | None = None) -> ModelError:
+    def _tries(self) -> str:
+        """What the SDK's retries added to a call, so a timeout says how long the call really took."""
+        retries = self.params.max_retries
+        return f" ({retries + 1} tries: max_retries={retries})" if retries else ""
+
+    def _error(self, problem: str, *, status: int | None = None, overflow: bool = False) -> ModelError:
         if len(problem) > MAX_DETAIL:
             problem = problem[:MAX_DETAIL] + "..."
         if self._api_key:
@@ -153,8 +187,8 @@ class OpenAICompatModel(Model):
         hint = ""
         if status in (401, 403) and not self.config.api_key_env:
             hint = " (no api_key_env is declared, so no key was sent)"
-        return ModelError(f"model {self.id!r} ({self.config.model} at {self.base_url}): {problem}{hint}",
-                          retryable=retryable, status=status)
+        error = ContextOverflow if overflow else ModelError
+        return error(f"model {self.id!r} ({self.config.model} at {self.base_url}): {problem}{hint}", status=status)
 
 
 def _status_problem(exc: APIStatusError) -> str:

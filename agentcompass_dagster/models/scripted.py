@@ -17,11 +17,12 @@ Turn ``n`` of an attempt always gets the script's ``n``-th response, so a resume
 an interrupted call gets the same answer. ``arguments`` given as a mapping are sent as JSON; given as a
 string they are sent verbatim (malformed JSON included). A turn may ``sleep`` first, wait until a ``gate``
 file exists (a test holds a call in flight for as long as it needs, whatever the machine's load), or
-``fail`` with a ModelError (``retryable`` as declared). Past the end of its script a model fails.
+``fail`` with a ModelError. Past the end of its script a model fails.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -58,7 +59,6 @@ class ScriptedTurn(BaseModel):
     sleep: float = Field(default=0.0, ge=0)
     gate: Path | None = None
     fail: str | None = None
-    retryable: bool = False
 
 
 class ScriptedModelParams(BaseModel):
@@ -77,7 +77,9 @@ class ScriptedModel(Model):
     def script(self, task_id: str) -> list[ScriptedTurn]:
         return self.params.turns.get(task_id, self.params.turns.get("*", []))
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext) -> ModelTurn:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
+    ) -> ModelTurn:
         started = time.monotonic()
         self._record(context)
         script = self.script(context.task_id)
@@ -86,11 +88,11 @@ class ScriptedModel(Model):
                              f"(its script has {len(script)})")
         turn = script[context.turn]
         if turn.sleep:
-            time.sleep(turn.sleep)
+            await asyncio.sleep(turn.sleep)
         while turn.gate is not None and not turn.gate.exists():
-            time.sleep(0.01)
+            await asyncio.sleep(0.01)
         if turn.fail is not None:
-            raise ModelError(turn.fail, retryable=turn.retryable)
+            raise ModelError(turn.fail)
         calls = [
             ToolCall(id=f"call_{context.turn}_{i}", name=c.name,
                      arguments=c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments))

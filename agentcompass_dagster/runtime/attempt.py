@@ -23,6 +23,7 @@ from typing import Any
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.environments.base import EnvironmentLimitExceeded, EnvironmentSession
 from agentcompass_dagster.errors import field_error
+from agentcompass_dagster.harnesses.base import HarnessSession
 from agentcompass_dagster.runtime.analysis import Analyzer, analyze_attempt
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
@@ -234,6 +235,7 @@ class TaskRunner:
             artifacts=result.artifacts,
             usage=result.usage,
             duration_s=time.monotonic() - started,
+            limit=result.limit,
             started_at=started_at,
             finished_at=utcnow(),
             meta={"resolved_execution_plan": plan.persisted_view(), **({"failure_site": site} if site else {}),
@@ -247,7 +249,7 @@ class TaskRunner:
         benchmark = self.components.benchmark
         if harness is None:
             await session.set_network_policy(plan.run_network_policy)
-            return await self._timed(benchmark.run_task(prepared, session, plan), plan)
+            return await self._timed(benchmark.run_task(prepared, session, plan), plan, None)
         prepared = harness.adapt_input(prepared)
         if harness.durable:
             durable = self.run_dir.durable_dir(prepared.task.id, plan.attempt)
@@ -259,17 +261,20 @@ class TaskRunner:
         harness_session = await harness.start_session(prepared, session, benchmark, plan)
         try:
             await session.set_network_policy(plan.run_network_policy)
-            return await self._timed(harness_session.run(), plan)
+            return await self._timed(harness_session.run(), plan, harness_session)
         finally:
             await self._close_quietly(harness_session, "harness session")
 
     @staticmethod
-    async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan) -> RunResult:
+    async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession | None) -> RunResult:
         started = time.monotonic()
         try:
             result = await asyncio.wait_for(run, plan.attempt_timeout_s)
         except TimeoutError:
-            result = RunResult(status="timeout", error=f"attempt timed out after {plan.attempt_timeout_s}s")
+            error = f"attempt timed out after {plan.attempt_timeout_s:g}s (execution.limits.attempt_timeout_s)"
+            # What the harness recorded until then (its trajectory) stays in the result.
+            result = (session.stopped(error) if session is not None else None) or RunResult(error=error)
+            result.status = "timeout"
         if not result.duration_s:
             result.duration_s = time.monotonic() - started
         return result

@@ -55,15 +55,16 @@ def resolve_components(request: RunRequest) -> Components:
     if harness_free != (request.harness.id == NO_HARNESS):
         problem = "is harness-free: declare harness none" if harness_free else "needs a harness"
         raise field_error("harness.id", request.harness.id, f"benchmark {request.benchmark.id!r} {problem}")
-    harness = None
-    if not harness_free:
-        harness_cls = registry.harnesses.get(request.harness.id, "harness.id")
-        harness = construct_plugin(f"harness {request.harness.id!r}", harness_cls, request.harness, request.model)
-    if getattr(harness, "requires_model", False) and request.model.provider == "none":
+    harness_cls = None if harness_free else registry.harnesses.get(request.harness.id, "harness.id")
+    if getattr(harness_cls, "requires_model", False) and request.model.provider == "none":
         raise field_error("model.provider", request.model.provider, f"harness {request.harness.id!r} needs a model")
+    # The one model client of the request: the harness that drives it gets it handed over.
+    model = construct_plugin(f"model {request.model.id!r}", model_cls, request.model)
+    harness = None if harness_cls is None else construct_plugin(f"harness {request.harness.id!r}", harness_cls,
+                                                                request.harness, model)
     return Components(
         benchmark=construct_plugin(f"benchmark {request.benchmark.id!r}", benchmark_cls, request.benchmark),
         harness=harness,
         environment=construct_plugin(f"environment {request.environment.id!r}", environment_cls, request.environment),
-        model=construct_plugin(f"model {request.model.id!r}", model_cls, request.model),
+        model=model,
     )

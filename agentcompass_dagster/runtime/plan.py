@@ -34,6 +34,7 @@ class Planner:
             run_network_policy=execution.network.run,
             evaluation_network_policy=execution.network.evaluation,
             attempt_timeout_s=execution.limits.attempt_timeout_s,
+            agent_limits=execution.limits.agent_limits(),
             max_retries=execution.max_retries,
             retry_pattern_list=execution.retry_pattern_list,
             benchmark_plan=benchmark_plan,

@@ -79,6 +79,33 @@ class Usage(Record):
 RunStatus = Literal["completed", "error", "timeout", "cancelled"]
 
 
+class AgentLimits(Record):
+    """The budget of one attempt, the same for every agent harness under comparison: model calls
+    (turns), tokens (input + output), cost in USD and wall time in seconds, counted over every process
+    that worked on the attempt. None is unlimited."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_turns: int | None = Field(default=30, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_wall_s: float | None = Field(default=None, gt=0)
+
+
+class LimitHit(Record):
+    """The limit an attempt reached: which, its allowance, and what was used when it stopped. Reaching a
+    limit is an outcome of the attempt (it is scored, usually as incorrect), not an error to re-run."""
+
+    limit: Literal["max_turns", "max_tokens", "max_cost_usd", "max_wall_s"]
+    allowance: float
+    used: float
+
+    @property
+    def message(self) -> str:
+        units = {"max_turns": " model calls", "max_tokens": " tokens", "max_cost_usd": " USD", "max_wall_s": " s"}
+        return (f"limit {self.limit}={self.allowance:g} reached: {self.used:g}{units[self.limit]} used")
+
+
 class RunResult(Record):
     """Raw outcome of running a harness on a task: no score yet."""
 
@@ -89,6 +116,7 @@ class RunResult(Record):
     usage: Usage = Field(default_factory=Usage)
     duration_s: float = 0.0
     error: str | None = None
+    limit: LimitHit | None = None
 
 
 class Evaluation(Record):
@@ -116,6 +144,7 @@ class EvaluatedAttempt(Record):
     artifacts: dict[str, Any] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
     duration_s: float = 0.0
+    limit: LimitHit | None = None
     retries: int = 0
     started_at: str | None = None
     finished_at: str | None = None
@@ -211,6 +240,7 @@ class ExecutionPlan(Record):
     run_network_policy: NetworkPolicy = NetworkPolicy.host
     evaluation_network_policy: NetworkPolicy = NetworkPolicy.host
     attempt_timeout_s: float | None = None
+    agent_limits: AgentLimits = Field(default_factory=AgentLimits)
     max_retries: int = 0
     retry_pattern_list: list[str] | None = None
     benchmark_plan: dict[str, Any] = Field(default_factory=dict)
@@ -228,6 +258,7 @@ class ExecutionPlan(Record):
         "run_network_policy",
         "evaluation_network_policy",
         "attempt_timeout_s",
+        "agent_limits",
         "max_retries",
         "retry_pattern_list",
         "benchmark_plan",
