@@ -34,42 +34,41 @@ import concurrent.futures
 import math
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field
 
 from agentcompass_dagster.config import validate_declaration
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.resume import prepare_resume
 from agentcompass_dagster.durable.session import DurableSession
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.harnesses.base import AgentHarness, HarnessSession
+from agentcompass_dagster.harnesses.durable_agent import (
+    DurableAgentHarness,
+    DurableAgentParams,
+    DurableAgentSession,
+    durable_session,
+)
 from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits
-from agentcompass_dagster.harnesses.tool_agent import BASH_TOOL, fingerprint
-from agentcompass_dagster.harnesses.tool_agent.tools import refuse_moved_limits
+from agentcompass_dagster.harnesses.tool_agent.tools import BASH_TOOL
 from agentcompass_dagster.models.base import CallContext, Model, ModelError, ModelTurn, ToolCall
 from agentcompass_dagster.models.usage import turn_usage, usage_totals
 from agentcompass_dagster.runtime.types import (
     AgentLimits,
-    ExecutionPlan,
     LimitHit,
-    PreparedTask,
     RunResult,
     Usage,
 )
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.benchmarks.base import Benchmark
     from agentcompass_dagster.environments.base import EnvironmentSession
 
 T = TypeVar("T")
@@ -81,27 +80,13 @@ CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id")
 MINI_LIMITS = {"max_turns": "step_limit", "max_cost_usd": "cost_limit", "max_wall_s": "wall_time_limit_seconds"}
 
 
-class MiniSweParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MiniSweParams(DurableAgentParams):
+    # Its own former names of the limits, refused with a pointer to execution.limits.
+    former_limit_names = set(AgentLimits.model_fields) | set(MINI_LIMITS.values())
 
     config: str | None = None
     # None: the config's environment.timeout, else mini's local-environment default.
     command_timeout_s: float | None = Field(default=None, gt=0)
-    max_observation_chars: int = Field(default=10_000, ge=100)
-    replay_safe_commands: list[str] = Field(default_factory=list)
-    checkpoints: bool = True
-    resume_wait_s: float = Field(default=30.0, ge=0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_limits(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            moved = sorted(set(value) & set(MINI_LIMITS.values()))
-            if moved:
-                raise ValueError(f"{', '.join(moved)}: agent limits are declared once for every harness, in "
-                                 "execution.limits (max_turns, max_tokens, max_cost_usd, max_wall_s); this "
-                                 "harness maps them onto mini-swe-agent's own")
-        return refuse_moved_limits(value, "harness.params")
 
 
 class MiniModelConfig(BaseModel):
@@ -440,8 +425,9 @@ def durable_agent_class() -> type:
     return DurableAgent
 
 
-class MiniSweSession(HarnessSession):
+class MiniSweSession(DurableAgentSession):
     harness: MiniSweHarness
+    agent: Any = None
 
     async def run(self) -> RunResult:
         try:
@@ -468,13 +454,8 @@ class MiniSweSession(HarnessSession):
                   for ours, mini in MINI_LIMITS.items() if (value := getattr(limits, ours)) is not None}
         agent_kwargs = {**(data.get("agent") or {}), **{mini: 0 for mini in MINI_LIMITS.values()}, **mapped}
 
-        durable = plan.private.get("durable_dir")
-        self._temporary = None if durable else Path(tempfile.mkdtemp(prefix="agentcompass-mini-"))
-        session = DurableSession(
-            env, Path(durable) if durable else self._temporary,  # type: ignore[arg-type]
-            fingerprint=fingerprint(plan, harness.config, harness.model.config), command_timeout_s=timeout,
-            max_observation_chars=params.max_observation_chars, replay_safe_commands=params.replay_safe_commands,
-            resume_wait_s=params.resume_wait_s, checkpoints=params.checkpoints)
+        session = durable_session(env, self.durable_dir(), params, fingerprint=self.fingerprint(),
+                                  command_timeout_s=timeout)
         resumed = None
         if session.log.records():
             decision = await prepare_resume(session)
@@ -525,25 +506,15 @@ class MiniSweSession(HarnessSession):
         )
 
     def stopped(self, error: str) -> RunResult | None:
-        if getattr(self, "agent", None) is None:
+        if self.agent is None:
             return None
         self.bridge.stop()
         result = self._result(error, self.session.elapsed())
         self.session.end("error", error, None, None)
         return result
 
-    async def close(self) -> None:
-        temporary = getattr(self, "_temporary", None)
-        if temporary is not None:
-            await asyncio.to_thread(shutil.rmtree, temporary, True)
 
-
-class MiniSweHarness(AgentHarness):
+class MiniSweHarness(DurableAgentHarness):
     params_model = MiniSweParams
-    durable = True
+    session_class = MiniSweSession
     params: MiniSweParams
-
-    async def start_session(
-        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
-    ) -> HarnessSession:
-        return MiniSweSession(self, prepared, env, benchmark, plan)

@@ -21,36 +21,27 @@ that point is kept either way.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass_dagster.config import HarnessConfig, ModelConfig
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.resume import prepare_resume
-from agentcompass_dagster.durable.session import DurableSession
-from agentcompass_dagster.harnesses.base import AgentHarness, HarnessSession
+from agentcompass_dagster.harnesses.durable_agent import (
+    DurableAgentHarness,
+    DurableAgentSession,
+    durable_session,
+)
 from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits
 from agentcompass_dagster.harnesses.tool_agent.state import AgentState, summarize, trajectory
 from agentcompass_dagster.harnesses.tool_agent.tools import TOOL_ARGUMENT, TOOLS, ToolAgentParams
 from agentcompass_dagster.models.base import CallContext, ContextOverflow, Model, ModelError, ToolCall
 from agentcompass_dagster.models.usage import turn_usage, usage_totals
-from agentcompass_dagster.runtime.types import (
-    AgentLimits,
-    ExecutionPlan,
-    LimitHit,
-    PreparedTask,
-    RunResult,
-    Usage,
-)
+from agentcompass_dagster.runtime.types import AgentLimits, LimitHit, RunResult, Usage
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.benchmarks.base import Benchmark
     from agentcompass_dagster.environments.base import EnvironmentSession
 
 
@@ -78,14 +69,6 @@ class AgentOutcome:
     model_failed: bool = False
 
 
-def fingerprint(plan: ExecutionPlan | None, harness: HarnessConfig, model: ModelConfig) -> dict[str, Any]:
-    """What must match for a log to be resumed rather than started over (R-RESUME-1)."""
-    parts = {"plan": plan.persisted_view() if plan is not None else {}, "harness": harness.model_dump(mode="json"),
-             "model": model.model_dump(mode="json")}
-    return {name: hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
-            for name, part in parts.items()}
-
-
 class AgentRun:
     """One attempt of the loop against one environment session and one activity log."""
 
@@ -100,11 +83,9 @@ class AgentRun:
         self.task_id = task_id
         self.attempt = attempt
         self.prompt = prompt
-        self.session = DurableSession(
-            env, durable_dir, fingerprint=fingerprint, command_timeout_s=params.command_timeout_s,
-            max_observation_chars=params.max_observation_chars, replay_safe_commands=params.replay_safe_commands,
-            resume_wait_s=params.resume_wait_s, checkpoints=params.checkpoints, log_redacted=log_redacted,
-            on_record=on_record)
+        self.session = durable_session(env, durable_dir, params, fingerprint=fingerprint,
+                                       command_timeout_s=params.command_timeout_s, log_redacted=log_redacted,
+                                       on_record=on_record)
         # Built from the log once the run starts; every record appended after that advances it, so the
         # state always equals a rebuild from the log without re-reading the whole log at every step.
         self.state: AgentState | None = None
@@ -262,45 +243,32 @@ class AgentRun:
         )
 
 
-class ToolAgentSession(HarnessSession):
+class ToolAgentSession(DurableAgentSession):
     """One attempt of the loop; keeps its AgentRun so that an attempt the runtime stopped still gives
     the trajectory it recorded."""
 
     harness: ToolAgentHarness
+    agent: AgentRun | None = None
 
     async def run(self) -> RunResult:
-        durable = self.plan.private.get("durable_dir")
-        self._temporary = None if durable else Path(tempfile.mkdtemp(prefix="agentcompass-agent-"))
         harness = self.harness
         self.agent = AgentRun(harness.model, harness.params, self.plan.agent_limits, self.env,
                               task_id=self.prepared.task.id, attempt=self.plan.attempt, prompt=self.prepared.input,
-                              durable_dir=Path(durable) if durable else self._temporary,  # type: ignore[arg-type]
-                              fingerprint=fingerprint(self.plan, harness.config, harness.model.config))
+                              durable_dir=self.durable_dir(), fingerprint=self.fingerprint())
         return outcome_result(await self.agent.run())
 
     def stopped(self, error: str) -> RunResult | None:
-        agent = getattr(self, "agent", None)
-        if agent is None:
+        if self.agent is None:
             return None
-        result = outcome_result(agent.stop(error))
+        result = outcome_result(self.agent.stop(error))
         result.status = "timeout"
         return result
 
-    async def close(self) -> None:
-        temporary = getattr(self, "_temporary", None)
-        if temporary is not None:
-            await asyncio.to_thread(shutil.rmtree, temporary, True)
 
-
-class ToolAgentHarness(AgentHarness):
+class ToolAgentHarness(DurableAgentHarness):
     params_model = ToolAgentParams
-    durable = True
+    session_class = ToolAgentSession
     params: ToolAgentParams
-
-    async def start_session(
-        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
-    ) -> HarnessSession:
-        return ToolAgentSession(self, prepared, env, benchmark, plan)
 
 
 def outcome_result(outcome: AgentOutcome) -> RunResult:

@@ -1,0 +1,102 @@
+"""What the durable agent harnesses (tool_agent, miniswe) share: their durable params, and a harness
+session that opens the attempt's DurableSession (in the run directory's ``.durable/``, or in a
+temporary directory removed at close when the runtime gave none)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentcompass_dagster.config import HarnessConfig, ModelConfig
+from agentcompass_dagster.durable.activity import ActivityRecord
+from agentcompass_dagster.durable.session import DurableSession
+from agentcompass_dagster.harnesses.base import AgentHarness, HarnessSession
+from agentcompass_dagster.runtime.types import AgentLimits, ExecutionPlan, PreparedTask
+
+if TYPE_CHECKING:
+    from agentcompass_dagster.benchmarks.base import Benchmark
+    from agentcompass_dagster.environments.base import EnvironmentSession
+
+
+def refuse_moved_limits(value: Any, moved_names: set[str]) -> Any:
+    """Limits used to be harness params; name where they went instead of a bare 'extra field'."""
+    if isinstance(value, dict):
+        moved = sorted(set(value) & moved_names)
+        if moved:
+            raise ValueError(f"{', '.join(moved)}: agent limits are declared once for every harness, in "
+                             "execution.limits (max_turns, max_tokens, max_cost_usd, max_wall_s); harness.params "
+                             "keeps only what is specific to the harness")
+    return value
+
+
+class DurableAgentParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    # Names a harness took its limits by before execution.limits held them.
+    former_limit_names: ClassVar[set[str]] = set(AgentLimits.model_fields)
+
+    max_observation_chars: int = Field(default=10_000, ge=100)
+    # Interrupted bash commands matching one of these are re-run on resume; any other is reported to
+    # the model as interrupted, since running it twice could repeat a side effect (R-RESUME-2).
+    replay_safe_commands: list[str] = Field(default_factory=list)
+    checkpoints: bool = True
+    # How long a resume waits for a command still running in the old environment (R-RESUME-1).
+    resume_wait_s: float = Field(default=30.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_limits(cls, value: Any) -> Any:
+        return refuse_moved_limits(value, cls.former_limit_names)
+
+
+def fingerprint(plan: ExecutionPlan | None, harness: HarnessConfig, model: ModelConfig) -> dict[str, Any]:
+    """What must match for a log to be resumed rather than started over (R-RESUME-1)."""
+    parts = {"plan": plan.persisted_view() if plan is not None else {}, "harness": harness.model_dump(mode="json"),
+             "model": model.model_dump(mode="json")}
+    return {name: hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
+            for name, part in parts.items()}
+
+
+def durable_session(env: EnvironmentSession, directory: Path, params: DurableAgentParams, *,
+                    fingerprint: dict[str, Any], command_timeout_s: float, log_redacted: bool = True,
+                    on_record: Callable[[ActivityRecord], None] | None = None) -> DurableSession:
+    return DurableSession(env, directory, fingerprint=fingerprint, command_timeout_s=command_timeout_s,
+                          max_observation_chars=params.max_observation_chars,
+                          replay_safe_commands=params.replay_safe_commands, resume_wait_s=params.resume_wait_s,
+                          checkpoints=params.checkpoints, log_redacted=log_redacted, on_record=on_record)
+
+
+class DurableAgentSession(HarnessSession):
+    harness: DurableAgentHarness
+    _temporary: Path | None = None
+
+    def durable_dir(self) -> Path:
+        durable = self.plan.private.get("durable_dir")
+        if durable is not None:
+            return Path(durable)
+        self._temporary = Path(tempfile.mkdtemp(prefix="agentcompass-agent-"))
+        return self._temporary
+
+    def fingerprint(self) -> dict[str, Any]:
+        return fingerprint(self.plan, self.harness.config, self.harness.model.config)
+
+    async def close(self) -> None:
+        if self._temporary is not None:
+            await asyncio.to_thread(shutil.rmtree, self._temporary, True)
+
+
+class DurableAgentHarness(AgentHarness):
+    durable = True
+    session_class: ClassVar[type[DurableAgentSession]]
+
+    async def start_session(
+        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
+    ) -> HarnessSession:
+        return self.session_class(self, prepared, env, benchmark, plan)
