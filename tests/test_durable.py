@@ -558,3 +558,14 @@ def test_a_finished_but_unreaped_command_is_not_busy() -> None:
         assert not process_alive(pid) and process_alive(os.getpid())
     finally:
         os.waitpid(pid, 0)
+
+
+def test_replay_compares_a_large_output_whole(tmp_path: Path) -> None:
+    """R-REPLAY-1: an output longer than the model was shown is kept whole in a blob; replay compares the
+    replayed output with all of it, not with the cut record."""
+    turns = {"count-errors": [bash("head -c 30000 /dev/zero | tr '\\0' x; echo end"), submit()]}
+    assert run_cli("run", sweep_file(tmp_path, turns), "--direct") == 0
+    run_dir = run_dirs(tmp_path)[0]
+    assert run_cli("replay", run_dir, "--task", "count-errors") == 0
+    report = json.loads(next((run_dir / "replays").glob("*.json")).read_text())
+    assert report["status"] == "matched" and len(report["steps"][0]["recorded_output"]) == 30004

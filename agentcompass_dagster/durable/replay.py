@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, read_activity
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
+from agentcompass_dagster.durable.session import BLOBS_DIR
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.atomic import atomic_write_json
 from agentcompass_dagster.runtime.components import resolve_components
@@ -68,6 +69,18 @@ def recorded_actions(trajectory: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and isinstance(s.get("command"), str)]
 
 
+def recorded_output(durable: Path, action: dict[str, Any]) -> str:
+    """The whole output a command had: the record keeps it cut to what the model saw, and a longer one
+    whole in the attempt's blobs (redacted, as every record)."""
+    blob = action.get("output_blob")
+    if isinstance(blob, dict) and isinstance(blob.get("sha256"), str) and blob["sha256"].isalnum():
+        try:
+            return (durable / BLOBS_DIR / blob["sha256"]).read_text(errors="replace")
+        except OSError:
+            pass
+    return str(action.get("output", ""))
+
+
 def replay(path: Path, task_id: str, attempt: int = 1, score: bool = False) -> ReplayReport:
     return asyncio.run(_replay(Path(path), task_id, attempt, score))
 
@@ -101,7 +114,7 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
             result = await session.exec(f"bash -c {shlex.quote(action['command'])} 2>&1", timeout_s=600)
             step = ReplayStep(
                 index=index, command=action["command"], recorded_exit_code=action.get("exit_code"),
-                actual_exit_code=result.exit_code, recorded_output=action.get("output", ""),
+                actual_exit_code=result.exit_code, recorded_output=recorded_output(durable, action),
                 actual_output=result.stdout + result.stderr, matches=False,
             )
             expected = normalize(step.recorded_output, roots)
