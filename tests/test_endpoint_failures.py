@@ -204,3 +204,16 @@ def test_a_large_output_is_stored_once_and_bounded(tmp_path: Path, fake_openai: 
                if r.kind == "tool_call" and r.status == "completed" and r.data.get("command")]
     assert len(records) == 4 and {r.data["output_blob"]["sha256"] for r in records} == {blobs[0].name}
     assert all("characters cut" in r.data["output"] and "observation" not in r.data for r in records)
+
+
+def test_a_reply_cut_at_the_token_limit_is_not_an_answer(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """A text reply with finish_reason 'length' (what a small model that never stops sends) ends the
+    attempt as the model's failure instead of being scored as a final answer."""
+    fake_openai.reply(content="The assistant is a user who is a user of the system." * 20, finish_reason="length")
+    sweep = endpoint_sweep(tmp_path, fake_openai, "tool_agent", ["count-errors"])
+    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), "--direct"],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    attempt = details_by_task(tmp_path / "results")["count-errors"]["attempts"]["1"]
+    assert attempt["final_answer"] is None and "cut at its token limit" in attempt["run_error"]

@@ -131,7 +131,8 @@ def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path
     failed = details["create-hello"]
     attempt = failed["attempts"]["1"]
     assert failed["correct"] is False and attempt["status"] == "error"
-    assert failed["error"] == attempt["run_error"] == "mini-swe-agent exited: RepeatedFormatError: RepeatedFormatError"
+    assert failed["error"] == attempt["run_error"] == (
+        "mini-swe-agent exited: RepeatedFormatError: 3 replies in a row without a usable tool call")
     assert [s["type"] for s in attempt["trajectory"][2:]] == ["model_call", "message"] * 3
     assert attempt["artifacts"]["miniswe"]["info"]["exit_status"] == "RepeatedFormatError"
 

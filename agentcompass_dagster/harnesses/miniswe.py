@@ -493,7 +493,10 @@ class MiniSweSession(DurableAgentSession):
         submitted = extra.get("exit_status") == "Submitted"
         limit = LimitHit.model_validate(extra["limit"]) if extra.get("limit") else None
         if error is None and not submitted and limit is None:
-            error = f"mini-swe-agent exited: {extra.get('exit_status')}: {exit_message.get('content')}"
+            status = extra.get("exit_status")
+            detail = (f"{agent.config.max_consecutive_format_errors} replies in a row without a usable tool call"
+                      if status == "RepeatedFormatError" else exit_message.get("content"))
+            error = f"mini-swe-agent exited: {status}: {detail}"
         return RunResult(
             status="completed" if error is None else "error",
             final_answer=extra.get("submission") if submitted else None,

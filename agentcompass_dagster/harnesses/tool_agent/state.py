@@ -53,7 +53,13 @@ class AgentState:
             spent.append(Usage.model_validate(record.data["usage"]))
             self.pending = [(f"{self.turns}.{i}", call) for i, call in enumerate(turn.tool_calls)]
             self.turns += 1
-            if not turn.tool_calls:
+            if not turn.tool_calls and turn.stop_reason == "length":
+                # A reply cut at the token limit is not an answer, however it reads (a small model that
+                # never stops fills it with text): the attempt ends as the model's failure.
+                self.error = ("the model's reply was cut at its token limit (finish_reason 'length') without a "
+                              f"tool call; {len(turn.content or '')} characters of text were not taken as the answer")
+                self.finished = True
+            elif not turn.tool_calls:
                 self.final_answer = turn.content or ""
                 self.finished = True
         elif record.kind == "tool_call" and record.status in ("completed", "interrupted"):
