@@ -132,12 +132,15 @@ def test_kill_during_a_tool_call_resume_attaches_and_collects_the_finished_comma
     """R-RESUME-1 (attached): the parent dies while a command runs; the command finishes in the still
     existing environment; resume waits for it, records its exit code and output and continues — the
     command ran once, earlier calls were not repeated."""
-    side = tmp_path / "side.log"
-    turns = {"count-errors": [bash(f"echo one >> {side}"), bash(f"echo two >> {side}; sleep 1.5; echo late-output"),
+    side, gate = tmp_path / "side.log", tmp_path / "gate"
+    # The command cannot finish before the kill, however loaded the machine: it waits for the gate.
+    waits = f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    turns = {"count-errors": [bash(f"echo one >> {side}"), bash(f"echo two >> {side}; {waits}; echo late-output"),
                               bash(SOLUTION), submit()]}
     proc = start(sweep_file(tmp_path, turns), tmp_path)
     wait_for(lambda: side.exists() and "two" in side.read_text())
     kill(proc)
+    gate.touch()
     assert resume(run_dirs(tmp_path)[0]) == 0
     detail = final_detail(tmp_path)
     assert detail["correct"]
@@ -245,8 +248,10 @@ def test_lost_environment_is_rebuilt_from_the_checkpoint(tmp_path: Path, replay_
     """R-RESUME-1 (rebuild) and R-RESUME-2: with the environment gone, resume sets the task up again and
     restores the latest checkpoint; the interrupted command is re-run only when declared replay-safe,
     otherwise the model is told it was interrupted."""
-    side = tmp_path / "side.log"
-    turns = {"count-errors": [bash("echo progress > progress.txt"), bash(f"echo slow >> {side}; sleep 2"),
+    side, gate = tmp_path / "side.log", tmp_path / "gate"
+    # Held until after the kill: it cannot finish first on a loaded machine.
+    turns = {"count-errors": [bash("echo progress > progress.txt"),
+                              bash(f"echo slow >> {side}; while [ ! -e {gate} ]; do sleep 0.05; done"),
                               bash("cat progress.txt"), bash(SOLUTION), submit()]}
     params = {"replay_safe_commands": ["^echo slow"]} if replay_safe else {}
     proc = start(sweep_file(tmp_path, turns, **params), tmp_path)
@@ -254,6 +259,7 @@ def test_lost_environment_is_rebuilt_from_the_checkpoint(tmp_path: Path, replay_
     handle = next(r.data["handle"] for r in records(tmp_path) if r.kind == "session")
     kill(proc)
     shutil.rmtree(handle["root"])
+    gate.touch()
     assert resume(run_dirs(tmp_path)[0]) == 0
     detail = final_detail(tmp_path)
     steps = detail["attempts"]["1"]["trajectory"]
@@ -398,14 +404,16 @@ def test_re_running_a_killed_dagster_launch_resumes_its_unfinished_attempt(tmp_p
 
     from agentcompass_dagster.defs.instance import ensure_dagster_home
 
-    side = tmp_path / "side.log"
-    turns = {"count-errors": [bash(f"echo one >> {side}"), bash(f"echo two >> {side}; sleep 1"),
+    side, gate = tmp_path / "side.log", tmp_path / "gate"
+    waits = f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    turns = {"count-errors": [bash(f"echo one >> {side}"), bash(f"echo two >> {side}; {waits}"),
                               bash(SOLUTION), submit()],
              "create-hello": [submit()]}
     sweep = sweep_file(tmp_path, turns)
     proc = start(sweep, tmp_path, dagster=True)
     wait_for(lambda: side.exists() and "two" in side.read_text(), timeout=120)
     kill(proc)
+    gate.touch()
     assert run_cli("run", sweep) == 0
     detail = final_detail(tmp_path)
     assert detail["correct"] and detail["attempts"]["1"]["artifacts"]["agent"]["resumed"] == "attached"
