@@ -1,6 +1,7 @@
-"""What the durable agent harnesses (tool_agent, miniswe) share: their durable params, and a harness
-session that opens the attempt's DurableSession (in the run directory's ``.durable/``, or in a
-temporary directory removed at close when the runtime gave none)."""
+"""What the durable agent harnesses (tool_agent, miniswe) share: their durable params, a model call
+through the activity log under the wall-time limit, and a harness session that opens the attempt's
+DurableSession (in the run directory's ``.durable/``, or in a temporary directory removed at close when
+the runtime gave none)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ from agentcompass_dagster.config import HarnessConfig, ModelConfig
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import DurableSession
 from agentcompass_dagster.harnesses.base import AgentHarness, HarnessSession
-from agentcompass_dagster.runtime.types import AgentLimits, ExecutionPlan, PreparedTask
+from agentcompass_dagster.harnesses.limits import LimitExceeded, wall_left
+from agentcompass_dagster.models.base import CallContext, Model, ModelError, ModelTurn
+from agentcompass_dagster.models.usage import turn_usage
+from agentcompass_dagster.runtime.types import AgentLimits, ExecutionPlan, LimitHit, PreparedTask, Usage
 
 if TYPE_CHECKING:
     from agentcompass_dagster.benchmarks.base import Benchmark
@@ -71,6 +75,37 @@ def durable_session(env: EnvironmentSession, directory: Path, params: DurableAge
                           max_observation_chars=params.max_observation_chars,
                           replay_safe_commands=params.replay_safe_commands, resume_wait_s=params.resume_wait_s,
                           checkpoints=params.checkpoints, log_redacted=log_redacted, on_record=on_record)
+
+
+async def call_model(session: DurableSession, model: Model, limits: AgentLimits, messages: list[dict[str, Any]],
+                     tools: list[dict[str, Any]], context: CallContext) -> tuple[ModelTurn, Usage]:
+    """One model call through the activity log: in flight before it is sent, completed with its response
+    and usage, or aborted with why (the endpoint failed, or max_wall_s cut it, raised as LimitExceeded)."""
+    turn = context.turn
+    request_id = f"model-{turn}"
+
+    def abort(reason: str) -> None:
+        session.append(ActivityRecord(id=request_id, kind="model_call", status="aborted",
+                                      data={"turn": turn, "error": reason}))
+
+    session.append(ActivityRecord(id=request_id, kind="model_call", status="in_flight", data={"turn": turn}))
+    try:
+        async with asyncio.timeout(wall_left(limits, session.elapsed())):
+            reply = await model.complete(messages, tools, context)
+    except TimeoutError:
+        assert limits.max_wall_s is not None
+        hit = LimitHit(limit="max_wall_s", allowance=limits.max_wall_s, used=round(session.elapsed(), 3))
+        abort(f"{hit.message} during the model call")
+        raise LimitExceeded(hit) from None
+    except ModelError as exc:
+        abort(str(exc))
+        raise
+    usage = turn_usage(reply.usage, reply.cost_usd, model.price)
+    session.append(ActivityRecord(id=request_id, kind="model_call", status="completed",
+                                  checkpoint_seq=session.log.last_checkpoint_seq(),
+                                  data={"turn": turn, "response": reply.model_dump(mode="json"),
+                                        "usage": usage.model_dump(mode="json")}))
+    return reply, usage
 
 
 class DurableAgentSession(HarnessSession):

@@ -3,6 +3,7 @@ attempt), checked the same way by each, so harnesses under comparison stop at th
 
 from __future__ import annotations
 
+from agentcompass_dagster.models.usage import usage_totals
 from agentcompass_dagster.runtime.types import AgentLimits, LimitHit, Usage
 
 
@@ -14,12 +15,19 @@ class LimitExceeded(Exception):
         self.hit = hit
 
 
-def check_limits(limits: AgentLimits, turns: int, usage: Usage, spent_usd: float, elapsed_s: float) -> None:
-    """Raise LimitExceeded for the first limit the attempt has reached; harnesses check before each
-    model call, so every harness stops at the same budget."""
-    used = {"max_turns": turns, "max_tokens": usage.input_tokens + usage.output_tokens,
-            "max_cost_usd": spent_usd, "max_wall_s": elapsed_s}
+def check_limits(limits: AgentLimits, usages: list[Usage], elapsed_s: float) -> None:
+    """Raise LimitExceeded for the first limit the attempt has reached, given the usage of every model
+    call it made (one per turn); harnesses check before each model call, so every harness stops at the
+    same budget."""
+    total = usage_totals(usages)[0]
+    used = {"max_turns": len(usages), "max_tokens": total.input_tokens + total.output_tokens,
+            "max_cost_usd": sum(u.cost_usd or 0.0 for u in usages), "max_wall_s": elapsed_s}
     for name, amount in used.items():
         allowance = getattr(limits, name)
         if allowance is not None and amount >= allowance:
             raise LimitExceeded(LimitHit(limit=name, allowance=allowance, used=round(amount, 6)))  # type: ignore[arg-type]
+
+
+def wall_left(limits: AgentLimits, elapsed_s: float) -> float | None:
+    """How long the call or command in flight may take before max_wall_s; None without that limit."""
+    return None if limits.max_wall_s is None else max(0.0, limits.max_wall_s - elapsed_s)

@@ -55,12 +55,13 @@ from agentcompass_dagster.harnesses.durable_agent import (
     DurableAgentHarness,
     DurableAgentParams,
     DurableAgentSession,
+    call_model,
     durable_session,
 )
-from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits
+from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits, wall_left
 from agentcompass_dagster.harnesses.tool_agent.tools import BASH_TOOL
 from agentcompass_dagster.models.base import CallContext, Model, ModelError, ModelTurn, ToolCall
-from agentcompass_dagster.models.usage import turn_usage, usage_totals
+from agentcompass_dagster.models.usage import usage_totals
 from agentcompass_dagster.runtime.types import (
     AgentLimits,
     LimitHit,
@@ -171,46 +172,17 @@ class Steps:
         return turn in self.turns
 
     def check_limits(self) -> None:
-        spent = sum(u.cost_usd or 0.0 for u in self.usages)
-        check_limits(self.limits, len(self.usages), usage_totals(self.usages)[0], spent, self.session.elapsed())
-
-    def wall_left(self) -> float | None:
-        wall = self.limits.max_wall_s
-        return None if wall is None else max(0.0, wall - self.session.elapsed())
+        check_limits(self.limits, self.usages, self.session.elapsed())
 
     def model_turn(self, turn: int, chat: list[dict[str, Any]]) -> tuple[ModelTurn, Usage]:
         record = self.turns.get(turn)
         if record is not None:
             return ModelTurn.model_validate(record.data["response"]), Usage.model_validate(record.data["usage"])
-        model_turn, usage = self.bridge.run(self._call(turn, chat))
+        context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=turn)
+        model_turn, usage = self.bridge.run(call_model(self.session, self.model, self.limits, chat, [BASH_TOOL],
+                                                       context))
         self.usages.append(usage)
         return model_turn, usage
-
-    async def _call(self, turn: int, chat: list[dict[str, Any]]) -> tuple[ModelTurn, Usage]:
-        request_id = f"model-{turn}"
-        self.session.append(ActivityRecord(id=request_id, kind="model_call", status="in_flight", data={"turn": turn}))
-        try:
-            async with asyncio.timeout(self.wall_left()):
-                model_turn = await self.model.complete(chat, [BASH_TOOL], CallContext(
-                    task_id=self.task_id, attempt=self.attempt, turn=turn))
-        except TimeoutError:
-            assert self.limits.max_wall_s is not None
-            hit = LimitHit(limit="max_wall_s", allowance=self.limits.max_wall_s, used=round(self.session.elapsed(), 3))
-            self._abort(request_id, turn, f"{hit.message} during the model call")
-            raise LimitExceeded(hit) from None
-        except ModelError as exc:
-            self._abort(request_id, turn, str(exc))
-            raise
-        usage = turn_usage(model_turn.usage, model_turn.cost_usd, self.model.price)
-        self.session.append(ActivityRecord(id=request_id, kind="model_call", status="completed",
-                                           checkpoint_seq=self.session.log.last_checkpoint_seq(),
-                                           data={"turn": turn, "response": model_turn.model_dump(mode="json"),
-                                                 "usage": usage.model_dump(mode="json")}))
-        return model_turn, usage
-
-    def _abort(self, request_id: str, turn: int, reason: str) -> None:
-        self.session.append(ActivityRecord(id=request_id, kind="model_call", status="aborted",
-                                           data={"turn": turn, "error": reason}))
 
     def command(self, action: dict[str, Any], script: str, timeout: float) -> tuple[int | None, str, bool]:
         """Exit code, output and whether it timed out, recorded or run now."""
@@ -226,7 +198,7 @@ class Steps:
         call = {"id": action["tool_call_id"], "name": "bash", "arguments": action["arguments"]}
         self.session.append(ActivityRecord(id=key, kind="tool_call", status="in_flight",
                                            data={"turn": turn, "call": call, "command": action["command"]}))
-        wall = self.wall_left()
+        wall = wall_left(self.limits, self.session.elapsed())
         data = await self.session.execute(key, script, timeout if wall is None else min(timeout, wall))
         # The record names the agent's command; the script is that command with mini's environment setup.
         data["command"] = action["command"]

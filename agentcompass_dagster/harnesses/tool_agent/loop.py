@@ -20,7 +20,6 @@ that point is kept either way.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,13 +31,14 @@ from agentcompass_dagster.durable.resume import prepare_resume
 from agentcompass_dagster.harnesses.durable_agent import (
     DurableAgentHarness,
     DurableAgentSession,
+    call_model,
     durable_session,
 )
-from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits
+from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits, wall_left
 from agentcompass_dagster.harnesses.tool_agent.state import AgentState, summarize, trajectory
 from agentcompass_dagster.harnesses.tool_agent.tools import TOOL_ARGUMENT, TOOLS, ToolAgentParams
 from agentcompass_dagster.models.base import CallContext, ContextOverflow, Model, ModelError, ToolCall
-from agentcompass_dagster.models.usage import turn_usage, usage_totals
+from agentcompass_dagster.models.usage import usage_totals
 from agentcompass_dagster.runtime.types import AgentLimits, LimitHit, RunResult, Usage
 
 if TYPE_CHECKING:
@@ -124,18 +124,16 @@ class AgentRun:
                 self._maybe_compact(state)
                 try:
                     await self._model_step(state)
-                except ContextOverflow as exc:
+                except ContextOverflow:
                     # One compaction and one more try per turn: an endpoint that still refuses is an error.
                     if overflowed_at == state.turns or not self._maybe_compact(state, force=True):
                         raise
                     overflowed_at = state.turns
-                    self._abort_model_call(state, f"context overflow, compacted and sent again: {exc}")
         except AgentFailure as exc:
             state.error = str(exc)
         except LimitExceeded as exc:
             state.limit = exc.hit
         except ModelError as exc:
-            self._abort_model_call(state, str(exc))
             state.error = f"model call failed: {exc}"
         status = "completed" if state.error is None else "error"
         session.end(status, state.error, state.final_answer, state.limit.model_dump() if state.limit else None)
@@ -149,35 +147,12 @@ class AgentRun:
         return self.outcome(state, error=error, resumed=None)
 
     def _check_limits(self, state: AgentState) -> None:
-        spent = sum(u.cost_usd or 0.0 for u in state.inherited_usages + state.usages)
-        check_limits(self.limits, state.turns, state.usage, spent, self.session.elapsed())
-
-    def _wall_left(self) -> float | None:
-        wall = self.limits.max_wall_s
-        return None if wall is None else max(0.0, wall - self.session.elapsed())
-
-    def _abort_model_call(self, state: AgentState, reason: str) -> None:
-        self.session.append(ActivityRecord(id=f"model-{state.turns}", kind="model_call", status="aborted",
-                                           data={"turn": state.turns, "error": reason}))
+        check_limits(self.limits, state.inherited_usages + state.usages, self.session.elapsed())
 
     async def _model_step(self, state: AgentState) -> None:
-        request_id = f"model-{state.turns}"
-        self.session.append(ActivityRecord(id=request_id, kind="model_call", status="in_flight",
-                                           data={"turn": state.turns}))
+        """The state advances from the completed record, like every other step."""
         context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=state.turns)
-        try:
-            async with asyncio.timeout(self._wall_left()):
-                turn = await self.model.complete(list(state.messages), TOOLS, context)
-        except TimeoutError:
-            assert self.limits.max_wall_s is not None
-            hit = LimitHit(limit="max_wall_s", allowance=self.limits.max_wall_s, used=round(self.session.elapsed(), 3))
-            self._abort_model_call(state, f"{hit.message} during the model call")
-            raise LimitExceeded(hit) from None
-        usage = turn_usage(turn.usage, turn.cost_usd, self.model.price)
-        self.session.append(ActivityRecord(id=request_id, kind="model_call", status="completed",
-                                           checkpoint_seq=self.session.log.last_checkpoint_seq(),
-                                           data={"turn": state.turns, "response": turn.model_dump(mode="json"),
-                                                 "usage": usage.model_dump(mode="json")}))
+        await call_model(self.session, self.model, self.limits, list(state.messages), TOOLS, context)
 
     async def _tool_step(self, key: str, call: ToolCall, turn: int) -> None:
         arguments = call.parsed_arguments()
@@ -196,7 +171,8 @@ class AgentRun:
         elif call.name == "submit":
             data.update(answer=arguments["answer"], observation="submitted")
         else:
-            data.update(await self.session.execute(key, arguments["command"], self._wall_left()))
+            data.update(await self.session.execute(key, arguments["command"],
+                                                   wall_left(self.limits, self.session.elapsed())))
         await self.session.complete_tool(key, data)
 
     def _maybe_compact(self, state: AgentState, force: bool = False) -> bool:

@@ -9,7 +9,6 @@ from typing import Any
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import observation
 from agentcompass_dagster.models.base import ModelTurn, ToolCall
-from agentcompass_dagster.models.usage import usage_totals
 from agentcompass_dagster.runtime.types import LimitHit, Usage
 
 
@@ -79,11 +78,6 @@ class AgentState:
             self.error = record.data.get("error")
             if record.data.get("limit"):
                 self.limit = LimitHit.model_validate(record.data["limit"])
-
-    @property
-    def usage(self) -> Usage:
-        """Everything this attempt has spent, inherited turns included (what limits count)."""
-        return usage_totals(self.inherited_usages + self.usages)[0]
 
 
 SUMMARY_HEADER = "Summary of earlier turns (older messages were compacted):"
