@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -269,28 +268,14 @@ def cmd_ui(args: argparse.Namespace) -> int:
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        _stop_group(proc)
+        from agentcompass_dagster.runtime.processes import stop_group
+
+        stop_group(proc, ((signal.SIGINT, 20), (signal.SIGTERM, 10), (signal.SIGKILL, 5)))
         return 130
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    for sig, wait in ((signal.SIGINT, 20), (signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            os.killpg(proc.pid, signal.SIGKILL)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-        except ProcessLookupError:
-            return
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "fork": cmd_fork, "replay": cmd_replay, "dispatch": cmd_dispatch, "summary": cmd_summary, "report": cmd_report, "ui": cmd_ui}

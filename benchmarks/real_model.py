@@ -83,6 +83,8 @@ from typing import Any
 import yaml
 from _bench import report_problems, results_root
 
+from agentcompass_dagster.runtime.processes import stop_group
+
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = Path.home() / ".cache" / "agentcompass" / "llama.cpp"
@@ -226,17 +228,7 @@ def llama_server(binary: Path, model: Path, port: int, log_path: Path) -> Iterat
             time.sleep(0.5)
         yield base
     finally:
-        for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 15.0)):
-            if proc.poll() is not None:
-                break
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
+        stop_group(proc, ((signal.SIGTERM, 15.0), (signal.SIGKILL, 15.0)))
 
 
 def served_model(base: str) -> str:

@@ -1,9 +1,12 @@
-"""Processes of this machine: whether one still runs, and an identity that survives pid reuse."""
+"""Processes of this machine: whether one still runs, an identity that survives pid reuse, and stopping
+a process group that a child leads."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,3 +69,21 @@ class Worker:
         if self.host != socket.gethostname():
             return True
         return process_alive(self.pid) and Worker.of(self.pid).started == self.started
+
+
+def stop_group(proc: subprocess.Popen[bytes], steps: tuple[tuple[signal.Signals, float], ...]) -> None:
+    """Stop the process group ``proc`` leads: each signal in turn, waiting its grace for the leader to exit;
+    once it has, what is left of the group is killed."""
+    for sig, grace in steps:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            os.killpg(proc.pid, signal.SIGKILL)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
