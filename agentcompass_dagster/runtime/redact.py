@@ -11,6 +11,7 @@ value under a key that merely looks secret vanish from every later write.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from typing import Any
@@ -64,6 +65,13 @@ _HEADER = re.compile(r"authorization|auth[ _-]?header", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
 # Shorter values cannot be told from ordinary text ("abc", "bob").
 _MIN_SECRET = 6
+# Every pattern above needs one of these somewhere in the text (a secret name, a key prefix, an HTTP
+# scheme, a URL): text without any, most of what a result holds (ids, timestamps, statuses), skips them.
+_TRIGGER = re.compile(
+    r"://|sk[-_]|gh[pousr]_|github_pat_|xox[abposr]-|akia|hf_|aiza|eyj|-----begin|bearer|basic|key|secret|passw"
+    r"|passphrase|token|auth|cookie|credential",
+    re.IGNORECASE,
+)
 
 _known: set[str] = set()
 _known_pattern: re.Pattern[str] | None = None
@@ -97,11 +105,14 @@ def register_url_passwords(value: Any) -> None:
             register_url_passwords(item)
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY.search(key))
 
 
 def redact_text(text: str) -> str:
+    if _TRIGGER.search(text) is None:
+        return _known_pattern.sub(REDACTED, text) if _known_pattern is not None else text
     # URL passwords first: a registered env value that is such a URL keeps its user and host visible.
     if "://" in text:
         text = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
