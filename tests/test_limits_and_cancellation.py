@@ -80,7 +80,7 @@ def recording_environment(prefix: str) -> tuple[str, list[Event]]:
         async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
             number = sum(1 for e in events if e[1] == "open")
             events.append((time.monotonic(), "open", number))
-            inner = await asyncio.to_thread(self._create)
+            inner = self.new_session()
             return RecordingSession(inner, events, number)
 
     registry.environments.register(provider_id, RecordingLocal)
@@ -242,7 +242,7 @@ def test_timeout_gives_a_slow_environment_close_its_grace(tmp_path: Path, privat
         async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
             number = int(task.id[1:])
             events.append((time.monotonic(), "open", number))
-            return SlowTeardownSession(await asyncio.to_thread(self._create), events, number)
+            return SlowTeardownSession(self.new_session(), events, number)
 
     env_id = f"slow-teardown-local-{uuid.uuid4().hex[:10]}"
     registry.environments.register(env_id, SlowTeardownLocal)

@@ -38,7 +38,8 @@ KEEP_FOR_RESUME_S = 24 * 3600
 
 class HostDirSession(EnvironmentSession):
     def __init__(self, root: Path, extra_env: dict[str, str], path: str, owner: tuple[int, int] | None = None,
-                 cgroup: Cgroup | None = None) -> None:
+                 cgroup: Cgroup | None = None, create_root: Callable[[], None] | None = None) -> None:
+        """``create_root`` makes ``root`` on first use (None: it exists already)."""
         self.root = root
         self.owner = owner
         self.cgroup = cgroup
@@ -47,8 +48,11 @@ class HostDirSession(EnvironmentSession):
         self.scratch = str(root / "scratch")
         self.home = str(root / "home")
         self.commands_dir = str(root / "commands")
-        os.makedirs(self.workdir, exist_ok=True)
-        self._chown(self.workdir)
+        self._create_root = create_root
+        self._rooted = False
+        self._root_lock = threading.Lock()
+        if create_root is None:
+            self.ensure_root()
         self._dirs_made = False
         self.env = {"PATH": path, "HOME": self.home, "TMPDIR": self.tmpdir(), "LANG": "C.UTF-8", **extra_env}
         self._closed = False
@@ -60,11 +64,25 @@ class HostDirSession(EnvironmentSession):
         if self.owner is not None:
             os.chown(path, *self.owner, follow_symlinks=False)
 
+    def ensure_root(self) -> None:
+        """The session's directory and its work directory, made on first use: a task that touches no
+        file and runs no command (a model-only task, most of a large sweep) makes and removes none."""
+        if self._rooted:
+            return
+        with self._root_lock:
+            if self._rooted:
+                return
+            if self._create_root is not None:
+                self._create_root()
+            os.makedirs(self.workdir, exist_ok=True)
+            self._chown(self.workdir)
+            self._rooted = True
+
     def make_dirs(self) -> None:
-        """Made on first use: a task that runs no command (the common case in large sweeps of
-        model-only tasks) pays for one directory, not four."""
+        """Made on first use: a task that runs no command pays for two directories, not five."""
         if self._dirs_made:
             return
+        self.ensure_root()
         for directory in (self.scratch, self.home, self.commands_dir):
             os.makedirs(directory, exist_ok=True)
             self._chown(directory)
@@ -140,15 +158,24 @@ class HostDirSession(EnvironmentSession):
 
     async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         target = self._absolute(path)
-        await asyncio.to_thread(write_beneath, self.root, target, data, mode, self._owner_for(target))
+        await asyncio.to_thread(self._write, target, data, mode)
+
+    def _write(self, target: str, data: bytes, mode: int) -> None:
+        self.ensure_root()
+        write_beneath(self.root, target, data, mode, self._owner_for(target))
 
     async def read_file(self, path: str) -> bytes:
-        return await asyncio.to_thread(read_beneath, self.root, self._absolute(path))
+        return await asyncio.to_thread(self._read, self._absolute(path))
+
+    def _read(self, target: str) -> bytes:
+        self.ensure_root()
+        return read_beneath(self.root, target)
 
     def _absolute(self, path: str) -> str:
         return path if os.path.isabs(path) else os.path.join(self.workdir, path)
 
     def checkpoint_roots(self) -> dict[str, Path] | None:
+        self.ensure_root()
         return {"work": Path(self.workdir), "home": Path(self.home)}
 
     def file_owner(self) -> tuple[int, int] | None:
@@ -157,6 +184,7 @@ class HostDirSession(EnvironmentSession):
     def handle(self) -> dict[str, Any] | None:
         """The session's directory and a token written into it, so a directory that was removed and
         re-created under the same name is not mistaken for this environment."""
+        self.ensure_root()
         try:
             token = read_beneath(self.root, IDENTITY_FILE).decode()
         except FileNotFoundError:
@@ -196,6 +224,8 @@ class HostDirSession(EnvironmentSession):
         if self._closed:
             return
         self._closed = True
+        if not self._rooted and self.cgroup is None and not self._join:
+            return  # nothing was made: nothing to free, no trip to a thread
         # Shielded: a cancellation arriving now must not drop the removal queued in the thread pool.
         problems = await asyncio.shield(asyncio.to_thread(self.release))
         if problems:

@@ -24,6 +24,7 @@ from agentcompass_dagster.environments.hostdir import (
     sweep_dead_sessions,
 )
 from agentcompass_dagster.runtime.safe_fs import remove_tree
+from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
 
 PREFIX = "agentcompass-"
@@ -33,7 +34,8 @@ OWNER = "local"
 
 class LocalSession(HostDirSession):
     def __init__(self, root: Path, env: dict[str, str], path: str) -> None:
-        super().__init__(root, env, path)
+        # Private to this user; mkdir refuses a path someone planted in the shared temp directory.
+        super().__init__(root, env, path, create_root=lambda: root.mkdir(mode=0o700))
         self._tried = False
 
     def cgroup_fds(self) -> list[int]:
@@ -66,18 +68,19 @@ class LocalEnvironment(Environment):
     def describe(self) -> str:
         return "local: a temp directory per task, commands as this user (no isolation beyond the files)"
 
-    async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
-        return await asyncio.to_thread(self._create)
+    def __init__(self, config: EnvironmentConfig) -> None:
+        super().__init__(config)
+        self._base = Path(tempfile.gettempdir())
+        self._swept = False
 
-    def _create(self) -> LocalSession:
-        base = Path(tempfile.gettempdir())
-        # Temp directories (and cgroups) of killed runs; the cgroups of those a resume may attach to stay.
-        sweep_dead_sessions(base, PREFIX, OWNER, _remove_dir)
-        name = f"{os.getpid()}-{secrets.token_hex(6)}"
-        root = base / f"{PREFIX}{name}"
-        root.mkdir(mode=0o700)
-        try:
-            return LocalSession(root, self.config.env, os.environ.get("PATH", "/usr/bin:/bin"))
-        except BaseException:
-            remove_tree(root)
-            raise
+    async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
+        """A session whose directory is made on first use (no file work, and no thread, before that)."""
+        if not self._swept:
+            # Temp directories (and cgroups) of killed runs; the cgroups of those a resume may attach to stay.
+            await asyncio.to_thread(sweep_dead_sessions, self._base, PREFIX, OWNER, _remove_dir)
+            self._swept = True
+        return self.new_session()
+
+    def new_session(self) -> LocalSession:
+        root = self._base / f"{PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+        return LocalSession(root, self.config.env, os.environ.get("PATH", "/usr/bin:/bin"))
