@@ -17,6 +17,7 @@ from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
 from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.harnesses.scripted import ScriptedHarness, ScriptedSession
+from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.types import (
     Evaluation,
     ExecutionPlan,
@@ -24,7 +25,6 @@ from agentcompass_dagster.runtime.types import (
     NetworkPolicy,
     PreparedTask,
     RunResult,
-    TaskDetail,
     TaskSpec,
 )
 
@@ -133,9 +133,9 @@ class FaultyBenchmark(SyntheticBenchmark):
             return Evaluation(error="injected evaluate failure")
         return await super().evaluate(prepared, result, session)
 
-    def aggregate_metrics(self, details: list[TaskDetail], total: int) -> MetricResult:
-        AGGREGATED.append([d.task_id for d in details])
-        return super().aggregate_metrics(details, total)
+    def aggregate_metrics(self, scores: TaskScores, total: int) -> MetricResult:
+        AGGREGATED.append(scores.task_ids())
+        return super().aggregate_metrics(scores, total)
 
 
 class RecordingHarness(ScriptedHarness):

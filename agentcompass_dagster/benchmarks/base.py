@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from agentcompass_dagster.config import BenchmarkConfig
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.metrics import standard_metrics
+from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.types import (
     EvaluationMode,
     Evaluation,
@@ -18,7 +19,6 @@ from agentcompass_dagster.runtime.types import (
     MetricResult,
     PreparedTask,
     RunResult,
-    TaskDetail,
     TaskSpec,
 )
 
@@ -80,10 +80,11 @@ class Benchmark(ABC):
     def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
         return None
 
-    def aggregate_metrics(self, details: list[TaskDetail], total: int) -> MetricResult:
-        """Request metrics from the task details in selected order. Details come without trajectories and
-        artifacts (those stay in details/ on disk), so metrics depend only on scores and counts."""
-        return standard_metrics(details, total)
+    def aggregate_metrics(self, scores: TaskScores, total: int) -> MetricResult:
+        """Request metrics from the scores of the finished tasks (``scores.rows()`` gives them in selected
+        order); the details themselves stay in details/ on disk, so metrics depend only on scores and
+        counts, and their memory does not grow with what a detail holds."""
+        return standard_metrics(scores, total)
 
 
 class HarnessFreeBenchmark(Benchmark):

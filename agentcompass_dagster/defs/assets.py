@@ -98,10 +98,12 @@ class TaskStream(OrchestrationObserver):
         # A claimed task whose normal detail the reuse source already had (its materialization was lost,
         # say, to a kill between the detail and the event) is finished: report it, run nothing.
         assert state.run_dir is not None
-        for task_id in state.reused:
-            if (state.request.model.id, task_id) in self.claimed:
-                detail = state.results[task_id]
-                self._report(state, detail, reused=True)
+        for position in state.scores.reused_positions():
+            task = state.tasks[position]
+            if (state.request.model.id, task.id) in self.claimed:
+                detail = state.run_dir.load_detail(task)
+                if detail is not None:
+                    self._report(state, detail, reused=True)
 
     def task_finished(self, state: RequestState, detail: TaskDetail) -> None:
         self._report(state, detail, reused=False)

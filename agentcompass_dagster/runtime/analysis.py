@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail, TaskSpec
+from agentcompass_dagster.runtime.scores import TaskScores
+from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
 
 
 class Analyzer:
@@ -150,18 +151,12 @@ def analyze_attempt(analyzers: list[Analyzer], task: TaskSpec, attempt: Evaluate
         attempt.meta["analysis_errors"] = failures
 
 
-def summarize_analysis(analyzers: list[Analyzer], details: list[TaskDetail]) -> tuple[str, dict[str, Any]] | None:
-    """analysis_summary.md and .json over every analysed attempt of these details, or None."""
+def summarize_analysis(analyzers: list[Analyzer], scores: TaskScores) -> tuple[str, dict[str, Any]] | None:
+    """analysis_summary.md and .json over every analysed attempt of these tasks, or None."""
     data: dict[str, Any] = {}
     sections = []
-    failures = sum(len(a.meta.get("analysis_errors", {})) for d in details for a in d.attempts.values())
     for analyzer in analyzers:
-        results = [
-            a.analysis_result[analyzer.name]
-            for d in details
-            for a in d.attempts.values()
-            if a.analysis_result and analyzer.name in a.analysis_result
-        ]
+        results = list(scores.analysis_results(analyzer.name))
         if not results:
             continue
         try:
@@ -171,6 +166,7 @@ def summarize_analysis(analyzers: list[Analyzer], details: list[TaskDetail]) -> 
             continue
         data[analyzer.name] = summary
         sections.append(f"## {analyzer.name}\n\n{analyzer.render(summary)}")
+    failures = scores.analysis_failures
     if not data and not failures:
         return None
     data["analysis_failures"] = failures

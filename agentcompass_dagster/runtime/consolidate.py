@@ -19,7 +19,8 @@ from agentcompass_dagster.runtime.analysis import Analyzer
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.store import DETAILS, ERROR_PREFIX, ReuseSource, RunDir, RunStore
-from agentcompass_dagster.runtime.types import TaskDetail, TaskSpec
+from agentcompass_dagster.runtime.scores import TaskScores
+from agentcompass_dagster.runtime.types import TaskSpec
 
 # A run whose details directory changed this long before the newest run started may still hold
 # details the newest lacks (clocks of hosts sharing the results directory differ a little).
@@ -74,17 +75,17 @@ def consolidate(
     try:
         run_dir.write_run_info(request, [t.id for t in tasks])
         run_dir.write_params(request)
-        results: dict[str, TaskDetail] = {}
+        scores = TaskScores(tasks)
         merged: dict[str, list[str]] = {}
         for source in (newest, *extra):
-            found = run_dir.materialize_reused_details(source, [t for t in tasks if t.id not in results])
-            results.update((task_id, detail.without_bulk()) for task_id, detail in found.items())
-            merged[source.run_id] = sorted(found)
+            before = set(scores.reused_positions())
+            run_dir.materialize_reused_details(source, scores)
+            merged[source.run_id] = sorted(tasks[p].id for p in set(scores.reused_positions()) - before)
         run_dir.set_reused_from(newest, merged[newest.run_id])
         run_dir.set_merged_from(extra, merged)
-        run_dir.log(f"consolidated {len(results)} details of {len(extra) + 1} runs: {newest.run_id} and "
+        run_dir.log(f"consolidated {len(scores)} details of {len(extra) + 1} runs: {newest.run_id} and "
                     f"{', '.join(source.run_id for source in extra)}")
-        finalize_request(request, components, analyzers, run_dir, tasks, results, set(results), "completed")
+        finalize_request(request, components, analyzers, run_dir, scores, "completed")
     except BaseException as exc:
         run_dir.write_terminal_status("failed", str(exc))
         raise

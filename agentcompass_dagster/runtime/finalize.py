@@ -12,58 +12,38 @@ from agentcompass_dagster.runtime import summary
 from agentcompass_dagster.runtime.analysis import Analyzer, summarize_analysis
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.parquet import write_run_parquet
+from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.store import RunDir, open_run_dir
-from agentcompass_dagster.runtime.types import (
-    MetricResult,
-    RequestResult,
-    TaskDetail,
-    TaskSpec,
-)
+from agentcompass_dagster.runtime.types import MetricResult, RequestResult, TaskSpec
 
 
-def write_summary(
-    request: RunRequest,
-    benchmark: Any,
-    run_dir: RunDir,
-    tasks: list[TaskSpec],
-    results: dict[str, TaskDetail],
-    reused: set[str],
-    status: str,
-) -> tuple[MetricResult, str]:
-    """R-FIN-1: merge reused and new details in selected order, aggregate through the benchmark, write
+def write_summary(request: RunRequest, benchmark: Any, run_dir: RunDir, scores: TaskScores,
+                  status: str) -> tuple[MetricResult, str]:
+    """R-FIN-1: merge reused and new tasks in selected order, aggregate through the benchmark, write
     summary.md, .summary_counts.json, metrics.parquet and task_results.parquet."""
-    details = [results[t.id] for t in tasks if t.id in results]
-    metrics = benchmark.aggregate_metrics(details, len(tasks))
-    counts = summary.count(details, [t.id for t in tasks], reused, metrics)
+    metrics = benchmark.aggregate_metrics(scores, len(scores.tasks))
+    counts = summary.count(scores, len(scores.tasks), metrics)
     title = f"{request.benchmark.id} · {request.model.id} · {request.harness.id}"
     lineage = request.metadata.get("lineage")
     if lineage:
         # Forks and replays are shown apart: their turns are not a from-scratch sample (R-FORK-1).
         title = (f"{lineage['kind']} of run {lineage['parent_run_id']} (task {lineage['task_id']}, checkpoint "
                  f"{lineage['checkpoint_seq']}, model {lineage['parent_model']} -> {lineage['model']}) · {title}")
-    markdown = summary.render(title, run_dir.run_id, status, counts, [d for d in details if d.is_error])
+    markdown = summary.render(title, run_dir.run_id, status, counts, list(scores.error_lines()))
     run_dir.save_results(markdown, counts)
     assert run_dir.info is not None
     identity = {"sweep": request.sweep, "benchmark": request.benchmark.id, "model": request.model.id,
                 "harness": request.harness.id, "run_id": run_dir.run_id,
                 "started_at": datetime.fromisoformat(run_dir.info.started_at)}
-    write_run_parquet(run_dir.path, identity, metrics, details, reused)
+    write_run_parquet(run_dir.path, identity, metrics, scores)
     return metrics, markdown
 
 
-def finalize_request(
-    request: RunRequest,
-    components: Components,
-    analyzers: list[Analyzer],
-    run_dir: RunDir,
-    tasks: list[TaskSpec],
-    results: dict[str, TaskDetail],
-    reused: set[str],
-    status: str,
-) -> RequestResult:
+def finalize_request(request: RunRequest, components: Components, analyzers: list[Analyzer], run_dir: RunDir,
+                     scores: TaskScores, status: str) -> RequestResult:
     """R-FIN-1: summary, optional analysis artifacts, terminal status; the result of the whole request."""
-    metrics, markdown = write_summary(request, components.benchmark, run_dir, tasks, results, reused, status)
-    analysis = summarize_analysis(analyzers, [results[t.id] for t in tasks if t.id in results])
+    metrics, markdown = write_summary(request, components.benchmark, run_dir, scores, status)
+    analysis = summarize_analysis(analyzers, scores)
     if analysis is not None:
         run_dir.save_analysis_summary(*analysis)
     run_dir.write_terminal_status(status)
@@ -90,4 +70,8 @@ def rerender_summary(path: Path) -> tuple[MetricResult, str]:
     tasks = [TaskSpec(id=task_id, category=results[task_id].category if task_id in results else None)
              for task_id in order]
     reused = set(run_dir.info.reused_from.task_ids) if run_dir.info.reused_from else set()
-    return write_summary(request, benchmark, run_dir, tasks, results, reused, run_dir.info.status)
+    scores = TaskScores(tasks)
+    for position, task in enumerate(tasks):
+        if task.id in results:
+            scores.add(position, results[task.id], reused=task.id in reused)
+    return write_summary(request, benchmark, run_dir, scores, run_dir.info.status)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from typing import Any
 
+import numpy as np
+
+from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.stats import bootstrap_mean
-from agentcompass_dagster.runtime.types import MetricCounts, MetricResult, TaskDetail
+from agentcompass_dagster.runtime.types import MetricCounts, MetricResult
 
 PASS_AT = (1, 2, 5, 10, 20, 50, 100)
 
@@ -21,11 +23,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def _correct_attempts(detail: TaskDetail) -> int:
-    return sum(a.correct and a.error is None for a in detail.attempts.values())
-
-
-def standard_metrics(details: list[TaskDetail], total: int) -> MetricResult:
+def standard_metrics(scores: TaskScores, total: int) -> MetricResult:
     """accuracy (and per category) = mean task score over tasks with a normal detail; a task's score is
     the mean over its attempts, so with k attempts this is the mean accuracy over attempts. pass@j for
     the usual j up to k (avg strategy: every attempt ran, the estimator is unbiased; pass strategy stops
@@ -33,25 +31,27 @@ def standard_metrics(details: list[TaskDetail], total: int) -> MetricResult:
     tasks for accuracy and pass@k, selected tasks for error_rate. Nothing evaluated: accuracy is None.
     ``details["uncertainty"]`` holds each metric's bootstrap standard error and 95% interval over tasks.
     """
-    evaluated = [d for d in details if not d.is_error]
-    errors = len(details) - len(evaluated)
-    by_category: dict[str, list[TaskDetail]] = defaultdict(list)
-    for detail in evaluated:
-        by_category[detail.category or "uncategorized"].append(detail)
-    per_task: dict[str, list[float]] = {"accuracy": [d.score for d in evaluated]}
+    rows = scores.rows()
+    evaluated = rows[scores.column("is_error")[rows] == 0] if len(rows) else rows
+    errors = len(rows) - len(evaluated)
+    score = scores.column("score")[evaluated] if len(evaluated) else np.array([])
+    correct = scores.column("correct")[evaluated] if len(evaluated) else np.array([], dtype=np.uint8)
+    per_task: dict[str, np.ndarray] = {"accuracy": score}
     per_category: dict[str, Any] = {}
-    for category in sorted(by_category):
-        group = by_category[category]
-        per_task[f"accuracy/{category}"] = [d.score for d in group]
-        per_category[category] = {"evaluated": len(group), "correct": sum(d.correct for d in group)}
-    k = max((d.k for d in evaluated), default=1)
+    for category, members in _by_category(scores, evaluated):
+        per_task[f"accuracy/{category}"] = score[members]
+        per_category[category] = {"evaluated": len(members), "correct": int(correct[members].sum())}
+    k = int(scores.column("k")[evaluated].max()) if len(evaluated) else 1
     if k > 1:
-        only_k = any(d.strategy == "pass" for d in evaluated)
+        only_k = bool(scores.column("pass_strategy")[evaluated].any())
+        tried = scores.column("tried")[evaluated]
+        solved = scores.column("correct_attempts")[evaluated]
         for j in sorted({j for j in PASS_AT if j <= k} | {k}):
             if only_k and j != k:
                 continue
-            per_task[f"pass@{j}"] = [pass_at_k(d.attempts_tried, _correct_attempts(d), j) for d in evaluated]
-    metrics: dict[str, float | None] = {name: _mean(values) for name, values in per_task.items()}
+            per_task[f"pass@{j}"] = _pass_at_each(tried, solved, j)
+    metrics: dict[str, float | None] = {name: float(values.mean()) if len(values) else None
+                                        for name, values in per_task.items()}
     metrics["error_rate"] = errors / total if total else None
     uncertainty = {}
     for name, values in per_task.items():
@@ -61,10 +61,24 @@ def standard_metrics(details: list[TaskDetail], total: int) -> MetricResult:
     return MetricResult(
         metrics=metrics,
         counts=MetricCounts(total=total, evaluated=len(evaluated), error=errors),
-        details={"per_category": per_category, "correct": sum(d.correct for d in evaluated), "k": k,
-                 "uncertainty": uncertainty},
+        details={"per_category": per_category, "correct": int(correct.sum()), "k": k, "uncertainty": uncertainty},
     )
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _by_category(scores: TaskScores, rows: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """(category, indices into ``rows`` of its tasks, in order), categories sorted by name."""
+    codes: dict[str, int] = {}
+    code = np.fromiter((codes.setdefault(scores.task(int(row)).category or "uncategorized", len(codes))
+                        for row in rows), dtype=np.int64, count=len(rows))
+    order = np.argsort(code, kind="stable")
+    groups = np.split(order, np.flatnonzero(np.diff(code[order])) + 1) if len(order) else []
+    names = {number: name for name, number in codes.items()}
+    return sorted(((names[int(code[group[0]])], group) for group in groups), key=lambda item: item[0])
+
+
+def _pass_at_each(tried: np.ndarray, solved: np.ndarray, k: int) -> np.ndarray:
+    """pass@k of every task, computed once per distinct (attempts tried, attempts solved)."""
+    pairs = np.stack([tried.astype(np.int64), solved.astype(np.int64)], axis=1)
+    unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    values = np.array([pass_at_k(int(n), int(c), k) for n, c in unique])
+    return values[inverse.reshape(-1)]

@@ -42,6 +42,7 @@ from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.naming import task_id_problem
 from agentcompass_dagster.runtime.plan import Planner
+from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.store import ReuseSource, RunDir, RunStore
 from agentcompass_dagster.runtime.types import (
     OrchestrationResult,
@@ -66,14 +67,17 @@ class RequestState:
     reuse_source: ReuseSource | None = None
     run_dir: RunDir | None = None
     runner: TaskRunner | None = None
-    pending: deque[TaskSpec] = field(default_factory=deque)
+    # Positions in ``tasks`` of the tasks still to run.
+    pending: deque[int] = field(default_factory=deque)
     active: int = 0
-    results: dict[str, TaskDetail] = field(default_factory=dict)
-    reused: set[str] = field(default_factory=set)
+    scores: TaskScores = field(init=False)
     status: str = "pending"
     finalizing: bool = False
     error: str | None = None
     result: RequestResult | None = None
+
+    def __post_init__(self) -> None:
+        self.scores = TaskScores(self.tasks)
 
     @property
     def prepared(self) -> bool:
@@ -287,15 +291,15 @@ class Orchestrator:
         state.run_dir = run_dir
         run_dir.write_run_info(request, [t.id for t in state.tasks])
         run_dir.write_params(request)
+        scores = state.scores
         if state.reuse_source is not None:
-            reused = run_dir.materialize_reused_details(state.reuse_source, state.tasks)
-            state.results.update((task_id, detail.without_bulk()) for task_id, detail in reused.items())
-            state.reused = set(reused)
-            run_dir.set_reused_from(state.reuse_source, sorted(state.reused))
+            reused = run_dir.materialize_reused_details(state.reuse_source, scores)
+            run_dir.set_reused_from(state.reuse_source,
+                                    sorted(state.tasks[position].id for position in scores.reused_positions()))
             checkpoints = run_dir.link_attempt_checkpoints(
-                state.reuse_source, [t for t in state.tasks if t.id not in reused]
+                state.reuse_source, [t for position, t in enumerate(state.tasks) if not scores.holds(position)]
             )
-            run_dir.log(f"reused {len(reused)} details and {checkpoints} attempt checkpoints from "
+            run_dir.log(f"reused {reused} details and {checkpoints} attempt checkpoints from "
                         f"{state.reuse_source.path}")
         dagster_run_id = request.metadata.get("dagster_run_id")
         if dagster_run_id:
@@ -304,7 +308,8 @@ class Orchestrator:
         state.runner = TaskRunner(request, state.components, run_dir, state.analyzers, self.permits)
         wanted = set(request.run_only) if request.run_only is not None else None
         state.pending = deque(
-            t for t in state.tasks if t.id not in state.results and (wanted is None or t.id in wanted)
+            position for position, t in enumerate(state.tasks)
+            if not scores.holds(position) and (wanted is None or t.id in wanted)
         )
         state.status = "running"
         run_dir.log(f"prepared {request.name}: {len(state.tasks)} tasks, {len(state.pending)} to run")
@@ -323,13 +328,14 @@ class Orchestrator:
                 state = self._next()
                 if state is None:
                     return
-                task = state.pending.popleft()
+                position = state.pending.popleft()
                 state.active += 1
                 self._cond.notify_all()
+            task = state.tasks[position]
             self.observer.task_started(state, task)
             try:
                 detail = await self._run_one(state, task)
-                state.results[task.id] = detail.without_bulk()
+                state.scores.add(position, detail)
                 self.observer.task_finished(state, detail)
             finally:
                 state.active -= 1
@@ -369,7 +375,7 @@ class Orchestrator:
         assert state.run_dir is not None
         try:
             state.result = finalize_request(state.request, state.components, state.analyzers, state.run_dir,
-                                            state.tasks, state.results, state.reused, "completed")
+                                            state.scores, "completed")
             state.status = "completed"
         except Exception as exc:
             state.status, state.error = "failed", _traceback(exc)
@@ -401,7 +407,7 @@ class Orchestrator:
                 continue
             state.status, state.error = status, reason
             if state.run_dir is not None:
-                state.run_dir.log(f"{status}: {reason}; {len(state.results)} of {len(state.tasks)} tasks have details")
+                state.run_dir.log(f"{status}: {reason}; {len(state.scores)} of {len(state.tasks)} tasks have details")
                 state.run_dir.write_terminal_status(status, reason)
                 state.run_dir.close()
 

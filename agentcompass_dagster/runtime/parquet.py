@@ -6,11 +6,13 @@ from __future__ import annotations
 import io
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from agentcompass_dagster.runtime.atomic import atomic_write_bytes
-from agentcompass_dagster.runtime.redact import redact_text
-from agentcompass_dagster.runtime.types import MetricResult, TaskDetail
+from agentcompass_dagster.runtime.scores import TaskScores
+from agentcompass_dagster.runtime.types import MetricResult
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -43,25 +45,20 @@ def task_results_schema() -> pa.Schema:
     ])
 
 
-def _write(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
-    import pyarrow as pa
+def _write(path: Path, table: pa.Table) -> None:
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_pylist(rows, schema=schema)
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def write_run_parquet(
-    run_dir: Path,
-    identity: dict[str, object],
-    metrics: MetricResult,
-    details: list[TaskDetail],
-    reused: set[str],
-) -> None:
+def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: MetricResult, scores: TaskScores) -> None:
     """``identity`` holds sweep, benchmark, model, harness, run_id and the run's started_at (what "newest"
-    is ordered by), repeated on every row."""
+    is ordered by), repeated on every row. task_results has one row per attempt (attempt 0 for a task
+    that ended before any), built column by column from the scores."""
+    import pyarrow as pa
+
     now = datetime.now(timezone.utc)
     counts = metrics.counts
     uncertainty = (metrics.details or {}).get("uncertainty", {})
@@ -72,24 +69,25 @@ def write_run_parquet(
                                                       for key in ("stderr", "ci_low", "ci_high")}}
         for name, value in metrics.metrics.items()
     ]
-    task_rows = []
-    for detail in details:
-        attempts = detail.attempts.values() or [None]
-        for attempt in attempts:
-            error = (attempt.error if attempt is not None else None) or (detail.error if attempt is None else None)
-            task_rows.append({
-                **identity,
-                "task_id": detail.task_id,
-                "category": detail.category,
-                "attempt": attempt.attempt if attempt is not None else 0,
-                "correct": bool(attempt and attempt.correct and attempt.error is None),
-                "score": attempt.score if attempt is not None else 0.0,
-                "input_tokens": attempt.usage.input_tokens if attempt is not None else 0,
-                "output_tokens": attempt.usage.output_tokens if attempt is not None else 0,
-                "cost_usd": attempt.usage.cost_usd if attempt is not None else None,
-                "duration_s": attempt.duration_s if attempt is not None else 0.0,
-                "error": redact_text(error.strip().splitlines()[-1][:500]) if error else None,
-                "reused": detail.task_id in reused,
-            })
-    _write(run_dir / METRICS_FILE, metric_rows, metrics_schema())
-    _write(run_dir / TASK_RESULTS_FILE, task_rows, task_results_schema())
+    _write(run_dir / METRICS_FILE, pa.Table.from_pylist(metric_rows, schema=metrics_schema()))
+    rows = scores.attempt_rows()
+    task_rows = scores.column("attempt_task")[rows] if len(rows) else np.array([], dtype=np.int64)
+    tasks = [scores.task(int(row)) for row in task_rows]
+    cost = scores.column("cost_usd")[rows] if len(rows) else np.array([])
+    schema = task_results_schema()
+    columns: dict[str, pa.Array] = {
+        "task_id": pa.array([task.id for task in tasks], pa.string()),
+        "category": pa.array([task.category for task in tasks], pa.string()),
+        "attempt": pa.array(scores.column("attempt")[rows].astype(np.int64) if len(rows) else [], pa.int64()),
+        "correct": pa.array(scores.column("attempt_correct")[rows].astype(bool) if len(rows) else [], pa.bool_()),
+        "score": pa.array(scores.column("attempt_score")[rows] if len(rows) else [], pa.float64()),
+        "input_tokens": pa.array(scores.column("input_tokens")[rows] if len(rows) else [], pa.int64()),
+        "output_tokens": pa.array(scores.column("output_tokens")[rows] if len(rows) else [], pa.int64()),
+        "cost_usd": pa.array(cost, pa.float64(), mask=np.isnan(cost)),
+        "duration_s": pa.array(scores.column("duration_s")[rows] if len(rows) else [], pa.float64()),
+        "error": pa.array([scores.attempt_errors.get(int(row)) for row in rows], pa.string()),
+        "reused": pa.array(scores.column("reused")[task_rows].astype(bool) if len(rows) else [], pa.bool_()),
+    }
+    for name, value in identity.items():
+        columns[name] = pa.repeat(pa.scalar(value, schema.field(name).type), len(rows))
+    _write(run_dir / TASK_RESULTS_FILE, pa.table([columns[field.name] for field in schema], schema=schema))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agentcompass_dagster.config import RunRequest
@@ -14,9 +15,19 @@ class Planner:
     def __init__(self, request: RunRequest, components: Components) -> None:
         self.request = request
         self.components = components
+        # Every plan of a request is this one with its task, attempt and benchmark plan filled in.
+        self._template = self._build(TaskSpec(id=""), 1, {})
+        self._persisted: dict[str, ExecutionPlan] = {}
 
     def plan(self, task: TaskSpec, attempt: int) -> ExecutionPlan:
-        return self._build(task, attempt, self.components.benchmark.plan(task))
+        benchmark_plan = self.components.benchmark.plan(task)
+        plan = self._template.model_copy(update={"task_id": task.id, "attempt": attempt,
+                                                 "benchmark_plan": benchmark_plan, "private": {}})
+        key = json.dumps(benchmark_plan, sort_keys=True, default=str) if benchmark_plan else ""
+        first = self._persisted.setdefault(key, plan)
+        if first is not plan:
+            plan.share_persisted(first)
+        return plan
 
     def _build(self, task: TaskSpec, attempt: int, benchmark_plan: dict[str, Any]) -> ExecutionPlan:
         request = self.request

@@ -8,7 +8,6 @@ and ``run.log``. Every write goes through runtime.atomic (temp file, fsync, rena
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -17,7 +16,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError
 
@@ -25,6 +24,7 @@ from agentcompass_dagster.config import OutputConfig, RunRequest
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.atomic import (
     TMP_SUFFIX,
+    DirectorySync,
     atomic_create_bytes,
     atomic_write_bytes,
     atomic_write_json,
@@ -34,6 +34,7 @@ from agentcompass_dagster.runtime.atomic import (
 )
 from agentcompass_dagster.runtime.naming import file_stem, normalize_component
 from agentcompass_dagster.runtime.redact import redact_text
+from agentcompass_dagster.runtime.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.summary import SummaryCounts
 from agentcompass_dagster.runtime.types import (
     SCHEMA_VERSION,
@@ -46,6 +47,8 @@ from agentcompass_dagster.runtime.types import (
 )
 
 log = logging.getLogger(__name__)
+
+DetailT = TypeVar("DetailT", TaskDetail, DetailView)
 
 RUN_INFO = "run_info.json"
 PARAMS = "params.json"
@@ -100,10 +103,11 @@ def detail_names(task_id: str, category: str | None) -> list[str]:
     return names + [f"{stem}.json"]
 
 
-def read_detail(path: Path) -> TaskDetail | None:
-    """A detail file, or None (with a warning) when it is unreadable: it is then treated as missing."""
+def read_detail(path: Path, model: type[DetailT] = TaskDetail) -> DetailT | None:  # type: ignore[assignment]
+    """A detail file (as ``model``), or None (with a warning) when it is unreadable: it is then treated
+    as missing."""
     try:
-        return TaskDetail.model_validate_json(path.read_bytes())
+        return model.model_validate_json(path.read_bytes())
     except FileNotFoundError:
         return None
     except (OSError, ValidationError, ValueError) as exc:
@@ -214,17 +218,21 @@ class RunStore:
         os.mkdir(path / RETRY_DETAILS)
         os.mkdir(path / ATTEMPT_CHECKPOINTS)
         fsync_dir(root)
-        return RunDir(path)
+        return RunDir(path, restorable=set())
 
 
 class RunDir:
     """One reserved run directory and the writers of its artifacts (thread-safe)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, restorable: set[str] | None = None) -> None:
         self.path = Path(path)
         self.details_dir = self.path / DETAILS
         self.retry_dir = self.path / RETRY_DETAILS
         self.info: RunInfo | None = None
+        # The file stems of tasks that may have attempt checkpoints here: those linked from a reuse
+        # source, in a directory this process reserved (None: unknown, look for every task).
+        self.restorable = restorable
+        self._details_sync = DirectorySync(self.details_dir)
         self._lock = threading.Lock()
         self._log_file: Any = None
 
@@ -288,11 +296,11 @@ class RunDir:
         """Keep the plan's allow-listed view for run_info.json. It reaches disk with the terminal status
         (rewriting an O(N) run_info.json per task would make a sweep quadratic); each detail carries its
         own plan as well, so a crash loses none."""
-        view = plan.persisted_view()
-        digest = hashlib.sha256(json.dumps(view, sort_keys=True).encode()).hexdigest()[:16]
+        digest = plan.digest()
         with self._lock:
             info = self._require_info()
-            info.plans.setdefault(digest, view)
+            if digest not in info.plans:
+                info.plans[digest] = plan.persisted_view()
             info.task_plans.setdefault(plan.task_id, {})[str(plan.attempt)] = digest
 
     def write_terminal_status(self, status: str, error: str | None = None) -> None:
@@ -336,7 +344,9 @@ class RunDir:
                 error.unlink(missing_ok=True)
                 return None
             return error
-        created = atomic_create_bytes(normal, data)
+        # The directory fsync is a group commit shared with the run's other writers: it has ended, for
+        # an fsync begun after this detail's rename, before the task is reported finished (R-STORE-6).
+        created = atomic_create_bytes(normal, data, self._details_sync)
         if error.exists():
             error.unlink(missing_ok=True)
             fsync_dir(self.details_dir)
@@ -357,9 +367,14 @@ class RunDir:
     def save_attempt_checkpoint(self, task: TaskSpec, attempt: EvaluatedAttempt) -> None:
         atomic_write_json(self._checkpoint(task.id, attempt.attempt), attempt, durable=False)
 
+    def may_hold_checkpoints(self, task: TaskSpec) -> bool:
+        return self.restorable is None or file_stem(task.id) in self.restorable
+
     def load_attempt_checkpoints(self, task: TaskSpec, k: int) -> dict[int, EvaluatedAttempt]:
         """Error-free checkpointed attempts of this task by index (an errored one runs again)."""
-        found = {}
+        found: dict[int, EvaluatedAttempt] = {}
+        if not self.may_hold_checkpoints(task):
+            return found
         for index in range(1, k + 1):
             try:
                 attempt = EvaluatedAttempt.model_validate_json(self._checkpoint(task.id, index).read_bytes())
@@ -383,8 +398,11 @@ class RunDir:
         names = os.listdir(origin) if origin.is_dir() else []
         linked = 0
         for name in names:
-            if name.endswith(".json") and name.rpartition("@")[0] in wanted:
+            stem = name.rpartition("@")[0]
+            if name.endswith(".json") and stem in wanted:
                 _link_or_copy(origin / name, self.path / ATTEMPT_CHECKPOINTS / name)
+                if self.restorable is not None:
+                    self.restorable.add(stem)
                 linked += 1
         durable = Path(source.path) / DURABLE
         for name in os.listdir(durable) if durable.is_dir() else []:
@@ -432,28 +450,31 @@ class RunDir:
                 found[detail.task_id] = detail
         return found
 
-    def materialize_reused_details(self, source: ReuseSource, tasks: list[TaskSpec]) -> dict[str, TaskDetail]:
-        """R-REUSE-4: hard-link (or copy) the source's normal details of the selected tasks into this
-        run's details/, then load them. Missing tasks and every ``_error_`` file are ignored; the source
-        directory is only read."""
+    def materialize_reused_details(self, source: ReuseSource, scores: TaskScores) -> int:
+        """R-REUSE-4: hard-link (or copy) the source's normal details of the selected tasks ``scores``
+        does not hold yet into this run's details/, and add them to ``scores``, read as DetailView (the
+        fields finalisation needs; trajectories and plans are skipped, not built). Missing tasks and
+        every ``_error_`` file are ignored; the source directory is only read. Returns how many were
+        reused."""
         source_details = Path(source.path) / DETAILS
-        linked = []
-        for task in tasks:
+        reused = 0
+        for position, task in enumerate(scores.tasks):
+            if scores.holds(position):
+                continue
             for name in detail_names(task.id, task.category):
-                src = source_details / name
-                if not src.is_file():
+                target = self.details_dir / name
+                if not _link_or_copy(source_details / name, target):
                     continue
-                _link_or_copy(src, self.details_dir / name)
-                linked.append(task)
+                detail = read_detail(target, DetailView)
+                if detail is None or detail.task_id != task.id or detail.is_error:
+                    # An unreadable source detail: drop our link so the task simply runs again.
+                    target.unlink(missing_ok=True)
+                    break
+                scores.add(position, detail, reused=True)
+                reused += 1
                 break
-        if linked:
+        if reused:
             fsync_dir(self.details_dir)
-        reused = self.load_partial_results(linked)
-        for task in linked:
-            if task.id not in reused:
-                # An unreadable source detail: drop our link so the task simply runs again.
-                for name in detail_names(task.id, task.category):
-                    (self.details_dir / name).unlink(missing_ok=True)
         return reused
 
     # summary and analysis
@@ -482,14 +503,20 @@ class RunDir:
                 self._log_file = None
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    """A hard link where the filesystem allows one, else a copy; an existing target is kept."""
+def _link_or_copy(source: Path, target: Path) -> bool:
+    """A hard link where the filesystem allows one, else a copy; an existing target is kept. False when
+    there is no ``source``."""
     try:
         os.link(source, target)
     except FileExistsError:
         pass
+    except FileNotFoundError:
+        if not source.exists():
+            return False
+        shutil.copy2(source, target)
     except OSError:
         shutil.copy2(source, target)
+    return True
 
 
 def set_aside(path: Path) -> Path | None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from pydantic import Field
 
-from agentcompass_dagster.runtime.types import MetricResult, Record, TaskDetail
+from agentcompass_dagster.runtime.scores import TaskScores
+from agentcompass_dagster.runtime.types import MetricResult, Record
 
 
 class CategoryCounts(Record):
@@ -33,36 +35,35 @@ class SummaryCounts(Record):
     usage: dict[str, Any] = Field(default_factory=dict)
 
 
-def count(details: list[TaskDetail], selected: list[str], reused: set[str], metrics: MetricResult) -> SummaryCounts:
-    by_id = {d.task_id: d for d in details}
+def count(scores: TaskScores, selected: int, metrics: MetricResult) -> SummaryCounts:
+    """The counts of ``selected`` tasks, of which ``scores`` holds the finished ones."""
     categories: dict[str, CategoryCounts] = {}
-    for detail in details:
-        group = categories.setdefault(detail.category or "uncategorized", CategoryCounts())
+    is_error, correct = scores.column("is_error"), scores.column("correct")
+    for row in scores.rows():
+        group = categories.setdefault(scores.task(int(row)).category or "uncategorized", CategoryCounts())
         group.total += 1
-        if detail.is_error:
+        if is_error[row]:
             group.error += 1
         else:
             group.evaluated += 1
-            group.correct += detail.correct
-    usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "cost_complete": True, "duration_s": 0.0}
-    for detail in details:
-        total = detail.usage
-        usage["input_tokens"] += total.input_tokens
-        usage["output_tokens"] += total.output_tokens
-        usage["duration_s"] += sum(a.duration_s for a in detail.attempts.values())
-        if total.cost_usd is None:
-            usage["cost_complete"] = False
-        else:
-            usage["cost_usd"] += total.cost_usd
-    errors = sum(d.is_error for d in details)
+            group.correct += int(correct[row])
+    # Attempt rows numbered 0 stand for tasks that ended before any attempt: they used nothing.
+    real = scores.column("attempt") > 0 if len(scores.attempt) else np.array([], dtype=bool)
+    cost = scores.column("cost_usd")[real] if len(real) else np.array([])
+    usage = {"input_tokens": int(scores.column("input_tokens")[real].sum()) if len(real) else 0,
+             "output_tokens": int(scores.column("output_tokens")[real].sum()) if len(real) else 0,
+             "cost_usd": float(np.nansum(cost)), "cost_complete": not bool(np.isnan(cost).any()),
+             "duration_s": float(scores.column("duration_s")[real].sum()) if len(real) else 0.0}
+    errors = int(is_error.sum()) if len(scores) else 0
+    reused = int(scores.column("reused").sum()) if len(scores) else 0
     return SummaryCounts(
-        total=len(selected),
-        evaluated=len(details) - errors,
+        total=selected,
+        evaluated=len(scores) - errors,
         error=errors,
-        missing=sum(task_id not in by_id for task_id in selected),
-        correct=sum(d.correct for d in details if not d.is_error),
-        reused=sum(task_id in reused for task_id in by_id),
-        new=sum(task_id not in reused for task_id in by_id),
+        missing=selected - len(scores),
+        correct=int(correct[is_error == 0].sum()) if len(scores) else 0,
+        reused=reused,
+        new=len(scores) - reused,
         categories=dict(sorted(categories.items())),
         metrics=metrics.metrics,
         uncertainty=(metrics.details or {}).get("uncertainty", {}),
@@ -74,7 +75,8 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: list[TaskDetail]) -> str:
+def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: list[tuple[str, str]]) -> str:
+    """``errors``: (task id, first line of its error) of the tasks that ended in error."""
     lines = [
         f"# {title}",
         "",
@@ -106,7 +108,7 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
         ]
     if errors:
         lines += ["", "## Errors", ""]
-        lines += [f"- `{d.task_id}`: {(d.error or '').splitlines()[0][:200] if d.error else ''}" for d in errors[:50]]
+        lines += [f"- `{task_id}`: {line}" for task_id, line in errors[:50]]
         if len(errors) > 50:
             lines.append(f"- ... and {len(errors) - 50} more")
     return "\n".join(lines) + "\n"

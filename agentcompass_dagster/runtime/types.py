@@ -8,12 +8,14 @@ directory written by another version still loads.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -154,6 +156,11 @@ class EvaluatedAttempt(Record):
     def error(self) -> str | None:
         return self.run_error or self.eval_error
 
+    @property
+    def analysis_errors(self) -> dict[str, str]:
+        errors: dict[str, str] = self.meta.get("analysis_errors", {})
+        return errors
+
 
 class TaskDetail(Record):
     """A task's terminal record: normal files count in metrics, ``_error_`` files are re-run by reuse."""
@@ -175,16 +182,6 @@ class TaskDetail(Record):
     @property
     def is_error(self) -> bool:
         return self.error is not None
-
-    def without_bulk(self) -> TaskDetail:
-        """This detail without trajectories, artifacts and plans: what the orchestrator keeps in memory
-        until finalisation, so memory does not grow with trajectory size (the full record is on disk)."""
-        slim = {
-            key: attempt.model_copy(update={"trajectory": [], "artifacts": {},
-                                            "meta": {k: v for k, v in attempt.meta.items() if k != "resolved_execution_plan"}})
-            for key, attempt in self.attempts.items()
-        }
-        return self.model_copy(update={"attempts": slim})
 
     @property
     def usage(self) -> Usage:
@@ -264,10 +261,27 @@ class ExecutionPlan(Record):
         "benchmark_plan",
     )
 
+    # The persisted view and its digest, made once per distinct plan (the Planner shares them between
+    # the attempts whose plans differ only in task and attempt); a plan is not changed once built.
+    _view: dict[str, Any] | None = PrivateAttr(default=None)
+    _digest: str | None = PrivateAttr(default=None)
+
     def persisted_view(self) -> dict[str, Any]:
         """The explicit allow-list that run_info.json and details carry (R-STORE-4), never a whole dump."""
-        data = self.model_dump(mode="json", include=set(self.PERSISTED_FIELDS))
-        return {name: data[name] for name in self.PERSISTED_FIELDS}
+        if self._view is None:
+            data = self.model_dump(mode="json", include=set(self.PERSISTED_FIELDS))
+            self._view = {name: data[name] for name in self.PERSISTED_FIELDS}
+        return self._view
+
+    def digest(self) -> str:
+        """What run_info.json stores the persisted view under."""
+        if self._digest is None:
+            self._digest = hashlib.sha256(json.dumps(self.persisted_view(), sort_keys=True).encode()).hexdigest()[:16]
+        return self._digest
+
+    def share_persisted(self, other: ExecutionPlan) -> None:
+        """Take ``other``'s persisted view and digest: the plans differ in nothing they hold."""
+        self._view, self._digest = other.persisted_view(), other.digest()
 
 
 RequestStatus = Literal["pending", "running", "completed", "failed", "cancelled", "timeout"]

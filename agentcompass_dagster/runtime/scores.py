@@ -1,0 +1,208 @@
+"""What finalisation needs of a request's finished tasks, held column by column.
+
+A task's detail stays on disk; the orchestrator keeps its scores, counts, usage and analysis here, at
+about a hundred bytes a task, so memory does not grow with what details hold (R-FIN-1 merges reused
+and new tasks in selected order from these columns). Reuse reads only these fields of a source detail
+(``DetailView``), which skips trajectories, artifacts and plans without building them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pydantic_core
+from pydantic import Field
+
+from agentcompass_dagster.runtime.redact import redact_text
+from agentcompass_dagster.runtime.types import Record, TaskDetail, TaskSpec
+
+
+class UsageView(Record):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+
+class AttemptMetaView(Record):
+    analysis_errors: dict[str, str] = Field(default_factory=dict)
+
+
+class AttemptView(Record):
+    """The fields of an evaluated attempt that metrics, summaries, Parquet and analysis read."""
+
+    attempt: int
+    correct: bool = False
+    score: float = 0.0
+    run_error: str | None = None
+    eval_error: str | None = None
+    analysis_result: dict[str, Any] | None = None
+    usage: UsageView = Field(default_factory=UsageView)
+    duration_s: float = 0.0
+    meta: AttemptMetaView = Field(default_factory=AttemptMetaView)
+
+    @property
+    def error(self) -> str | None:
+        return self.run_error or self.eval_error
+
+    @property
+    def analysis_errors(self) -> dict[str, str]:
+        return self.meta.analysis_errors
+
+
+class DetailView(Record):
+    """A task detail as finalisation reads it: the same names as TaskDetail, without the bulk."""
+
+    task_id: str
+    category: str | None = None
+    k: int = 1
+    strategy: str = "avg"
+    attempts: dict[str, AttemptView] = Field(default_factory=dict)
+    attempts_tried: int = 0
+    correct: bool = False
+    score: float = 0.0
+    error: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+
+Scored = TaskDetail | DetailView
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0][:200] if text else ""
+
+
+def _last_line(text: str) -> str:
+    return redact_text(text.strip().splitlines()[-1][:500]) if text.strip() else ""
+
+
+class TaskScores:
+    """The finished tasks of one request, one row per task and one per attempt (a task that ended
+    before any attempt has one attempt row numbered 0). Rows arrive in completion order; readers get
+    them in selected order."""
+
+    def __init__(self, tasks: Sequence[TaskSpec]) -> None:
+        self.tasks = tasks
+        self._held = bytearray(len(tasks))
+        self.position = array("l")
+        self.k = array("I")
+        self.tried = array("I")
+        self.correct_attempts = array("I")
+        self.correct = array("B")
+        self.score = array("d")
+        self.is_error = array("B")
+        self.reused = array("B")
+        self.pass_strategy = array("B")
+        self.errors: dict[int, str] = {}
+        self.attempt_task = array("l")
+        self.attempt = array("I")
+        self.attempt_correct = array("B")
+        self.attempt_score = array("d")
+        self.input_tokens = array("q")
+        self.output_tokens = array("q")
+        self.cost_usd = array("d")
+        self.duration_s = array("d")
+        self.attempt_errors: dict[int, str] = {}
+        self.analysis: list[bytes | None] = []
+        self.analysis_failures = 0
+        # Analyzer results repeat (a category, a count): one copy of each distinct encoding.
+        self._shared: dict[bytes, bytes] = {}
+
+    def __len__(self) -> int:
+        return len(self.position)
+
+    def holds(self, position: int) -> bool:
+        return bool(self._held[position])
+
+    def add(self, position: int, detail: Scored, reused: bool = False) -> None:
+        if self._held[position]:
+            return
+        self._held[position] = 1
+        row = len(self.position)
+        attempts = list(detail.attempts.values())
+        self.position.append(position)
+        self.k.append(detail.k)
+        self.tried.append(detail.attempts_tried)
+        self.correct_attempts.append(sum(a.correct and a.error is None for a in attempts))
+        self.correct.append(detail.correct)
+        self.score.append(detail.score)
+        self.is_error.append(detail.is_error)
+        self.reused.append(reused)
+        self.pass_strategy.append(detail.strategy == "pass")
+        if detail.error is not None:
+            self.errors[row] = detail.error
+        if not attempts:
+            self._add_attempt(row, 0, False, 0.0, 0, 0, math.nan, 0.0, detail.error, None)
+        for a in attempts:
+            self._add_attempt(row, a.attempt, a.correct and a.error is None, a.score, a.usage.input_tokens,
+                              a.usage.output_tokens, math.nan if a.usage.cost_usd is None else a.usage.cost_usd,
+                              a.duration_s, a.error, a.analysis_result)
+            self.analysis_failures += len(a.analysis_errors)
+
+    def _add_attempt(self, row: int, index: int, correct: bool, score: float, input_tokens: int, output_tokens: int,
+                     cost: float, duration: float, error: str | None, analysis: dict[str, Any] | None) -> None:
+        if error:
+            self.attempt_errors[len(self.attempt)] = _last_line(error)
+        self.attempt_task.append(row)
+        self.attempt.append(index)
+        self.attempt_correct.append(correct)
+        self.attempt_score.append(score)
+        self.input_tokens.append(input_tokens)
+        self.output_tokens.append(output_tokens)
+        self.cost_usd.append(cost)
+        self.duration_s.append(duration)
+        encoded = pydantic_core.to_json(analysis) if analysis else None
+        self.analysis.append(self._shared.setdefault(encoded, encoded) if encoded is not None else None)
+
+    # readers, in selected order
+
+    def rows(self) -> np.ndarray:
+        """Task rows in selected order."""
+        return np.argsort(np.frombuffer(self.position, dtype=np.int_), kind="stable") if len(self) else np.array([], int)
+
+    def attempt_rows(self) -> np.ndarray:
+        """Attempt rows in selected task order, attempts in their order."""
+        if not len(self.attempt):
+            return np.array([], int)
+        positions = np.frombuffer(self.position, dtype=np.int_)[np.frombuffer(self.attempt_task, dtype=np.int_)]
+        return np.lexsort((np.frombuffer(self.attempt, dtype=np.uint32), positions))
+
+    def column(self, name: str) -> np.ndarray:
+        """A task or attempt column as a read-only numpy view."""
+        values: array[Any] = getattr(self, name)
+        return np.frombuffer(values, dtype=np.dtype(values.typecode)) if len(values) else np.array([])
+
+    def task(self, row: int) -> TaskSpec:
+        return self.tasks[self.position[row]]
+
+    def task_ids(self) -> list[str]:
+        return [self.task(int(row)).id for row in self.rows()]
+
+    def reused_positions(self) -> list[int]:
+        return [self.position[row] for row in range(len(self)) if self.reused[row]]
+
+    def error_lines(self) -> Iterator[tuple[str, str]]:
+        """(task id, first line of its error) of every task that ended in error, in selected order."""
+        for row in self.rows():
+            if self.is_error[row]:
+                yield self.task(int(row)).id, _first_line(self.errors.get(int(row), ""))
+
+    def analysis_results(self, name: str) -> Iterator[dict[str, Any]]:
+        """Every attempt's result of the analyzer ``name``, in selected order."""
+        decoded: dict[bytes, dict[str, Any]] = {}
+        for row in self.attempt_rows():
+            encoded = self.analysis[row]
+            if encoded is None:
+                continue
+            if encoded not in decoded:
+                decoded[encoded] = json.loads(encoded)
+            result = decoded[encoded].get(name)
+            if result is not None:
+                yield result
