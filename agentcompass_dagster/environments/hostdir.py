@@ -44,10 +44,10 @@ class HostDirSession(EnvironmentSession):
         self.owner = owner
         self.cgroup = cgroup
         self._join = cgroup.join_fds() if cgroup is not None else []
-        self.workdir = str(root / "work")
-        self.scratch = str(root / "scratch")
-        self.home = str(root / "home")
-        self.commands_dir = str(root / "commands")
+        self.workdir = f"{root}/work"
+        self.scratch = f"{root}/scratch"
+        self.home = f"{root}/home"
+        self.commands_dir = f"{root}/commands"
         self._create_root = create_root
         self._rooted = False
         self._root_lock = threading.Lock()

@@ -134,15 +134,17 @@ class TaskRunner:
         with the same plan are restored, not run again (R-RETRY-4)."""
         config = self.request.execution.attempts
         done = STRATEGIES[config.strategy]
-        checkpoints = await asyncio.to_thread(self.run_dir.load_attempt_checkpoints, task, config.k) if config.k > 1 else {}
+        checkpoints = (await asyncio.to_thread(self.run_dir.load_attempt_checkpoints, task, config.k)
+                       if config.k > 1 and self.run_dir.may_hold_checkpoints(task) else {})
         attempts: dict[int, EvaluatedAttempt] = {}
         for index in range(1, config.k + 1):
             if done(attempts):
                 break
             plan = self.planner.plan(task, index)
-            self.run_dir.record_resolved_execution_plan(plan)
+            persisted = self.planner.persisted(plan)
+            self.run_dir.record_resolved_execution_plan(task.id, index, persisted)
             checkpoint = checkpoints.get(index)
-            if checkpoint is not None and checkpoint.meta.get("resolved_execution_plan") == plan.persisted_view():
+            if checkpoint is not None and checkpoint.meta.get("resolved_execution_plan") == persisted.view:
                 attempts[index] = checkpoint
                 continue
             attempts[index] = await self.run_attempt(task, plan)
@@ -173,7 +175,7 @@ class TaskRunner:
     ) -> None:
         """R-RETRY-3: the discarded try goes to retry_details/, outside the countable details."""
         record = {"phase": phase, "scope": scope, "matched_pattern": matched, "error": error,
-                  "plan": plan.persisted_view(), "discarded": discarded}
+                  "plan": self.planner.persisted(plan).view, "discarded": discarded}
         await asyncio.to_thread(self.run_dir.save_retry_detail, task.id, plan.attempt, retry, record)
         self.run_dir.log(f"retry {retry} of {task.id} attempt {plan.attempt} ({phase}, scope {scope}): "
                          f"{(error or '').splitlines()[-1][:200] if error else ''}")
@@ -238,7 +240,8 @@ class TaskRunner:
             limit=result.limit,
             started_at=started_at,
             finished_at=utcnow(),
-            meta={"resolved_execution_plan": plan.persisted_view(), **({"failure_site": site} if site else {}),
+            meta={"resolved_execution_plan": self.planner.persisted(plan).view,
+                  **({"failure_site": site} if site else {}),
                   **({"lineage": self.request.metadata["lineage"]} if "lineage" in self.request.metadata else {})},
         )
         return attempt, site

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.errors import field_error
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+
+
+class PersistedPlan(NamedTuple):
+    """What run_info.json and a detail record of a plan: its allow-listed view, and the digest
+    run_info.json stores it under."""
+
+    view: dict[str, Any]
+    digest: str
 
 
 class Planner:
@@ -17,17 +26,23 @@ class Planner:
         self.components = components
         # Every plan of a request is this one with its task, attempt and benchmark plan filled in.
         self._template = self._build(TaskSpec(id=""), 1, {})
-        self._persisted: dict[str, ExecutionPlan] = {}
+        self._persisted: dict[str, PersistedPlan] = {}
 
     def plan(self, task: TaskSpec, attempt: int) -> ExecutionPlan:
-        benchmark_plan = self.components.benchmark.plan(task)
-        plan = self._template.model_copy(update={"task_id": task.id, "attempt": attempt,
-                                                 "benchmark_plan": benchmark_plan, "private": {}})
-        key = json.dumps(benchmark_plan, sort_keys=True, default=str) if benchmark_plan else ""
-        first = self._persisted.setdefault(key, plan)
-        if first is not plan:
-            plan.share_persisted(first)
-        return plan
+        return self._template.model_copy(update={"task_id": task.id, "attempt": attempt,
+                                                 "benchmark_plan": self.components.benchmark.plan(task),
+                                                 "private": {}})
+
+    def persisted(self, plan: ExecutionPlan) -> PersistedPlan:
+        """The plan's persisted view and digest, made once per distinct plan of this request (plans
+        differ only in their benchmark plan, most of them in nothing)."""
+        key = json.dumps(plan.benchmark_plan, sort_keys=True, default=str) if plan.benchmark_plan else ""
+        found = self._persisted.get(key)
+        if found is None:
+            view = plan.persisted_view()
+            digest = hashlib.sha256(json.dumps(view, sort_keys=True).encode()).hexdigest()[:16]
+            found = self._persisted[key] = PersistedPlan(view, digest)
+        return found
 
     def _build(self, task: TaskSpec, attempt: int, benchmark_plan: dict[str, Any]) -> ExecutionPlan:
         request = self.request

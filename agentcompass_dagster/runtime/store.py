@@ -16,8 +16,9 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import pydantic_core
 from pydantic import Field, ValidationError
 
 from agentcompass_dagster.config import OutputConfig, RunRequest
@@ -31,20 +32,23 @@ from agentcompass_dagster.runtime.atomic import (
     atomic_write_text,
     dumps,
     fsync_dir,
+    to_json_bytes,
 )
 from agentcompass_dagster.runtime.naming import file_stem, normalize_component
-from agentcompass_dagster.runtime.redact import redact_text
+from agentcompass_dagster.runtime.redact import redact, redact_text
 from agentcompass_dagster.runtime.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.summary import SummaryCounts
 from agentcompass_dagster.runtime.types import (
     SCHEMA_VERSION,
     EvaluatedAttempt,
-    ExecutionPlan,
     Record,
     TaskDetail,
     TaskSpec,
     utcnow,
 )
+
+if TYPE_CHECKING:
+    from agentcompass_dagster.runtime.plan import PersistedPlan
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +236,10 @@ class RunDir:
         # The file stems of tasks that may have attempt checkpoints here: those linked from a reuse
         # source, in a directory this process reserved (None: unknown, look for every task).
         self.restorable = restorable
+        # task -> its plan's digest when attempt 1 is its only recorded attempt (one shared string, not a
+        # dict per task: 18 MB at 100,000 tasks), else attempt -> digest; written out as run_info's
+        # task_plans.
+        self._plan_refs: dict[str, str | dict[str, str]] = {}
         self._details_sync = DirectorySync(self.details_dir)
         self._lock = threading.Lock()
         self._log_file: Any = None
@@ -292,16 +300,21 @@ class RunDir:
             self._require_info().dagster_run_id = run_id
         self._flush_info()
 
-    def record_resolved_execution_plan(self, plan: ExecutionPlan) -> None:
+    def record_resolved_execution_plan(self, task_id: str, attempt: int, plan: PersistedPlan) -> None:
         """Keep the plan's allow-listed view for run_info.json. It reaches disk with the terminal status
         (rewriting an O(N) run_info.json per task would make a sweep quadratic); each detail carries its
         own plan as well, so a crash loses none."""
-        digest = plan.digest()
         with self._lock:
             info = self._require_info()
-            if digest not in info.plans:
-                info.plans[digest] = plan.persisted_view()
-            info.task_plans.setdefault(plan.task_id, {})[str(plan.attempt)] = digest
+            if plan.digest not in info.plans:
+                info.plans[plan.digest] = plan.view
+            known = self._plan_refs.get(task_id)
+            if known is None and attempt == 1:
+                self._plan_refs[task_id] = plan.digest
+            else:
+                by_attempt = {"1": known} if isinstance(known, str) else (known or {})
+                by_attempt[str(attempt)] = plan.digest
+                self._plan_refs[task_id] = by_attempt
 
     def write_terminal_status(self, status: str, error: str | None = None) -> None:
         with self._lock:
@@ -318,7 +331,25 @@ class RunDir:
 
     def _flush_info(self) -> None:
         with self._lock:
-            atomic_write_bytes(self.path / RUN_INFO, dumps(self._require_info()))
+            info = self._require_info()
+            if not self._plan_refs:
+                atomic_write_bytes(self.path / RUN_INFO, dumps(info))
+                return
+            # task_plans holds task ids and digests only: it is written entry by entry, each id redacted
+            # on its own, instead of as a dict per task copied by the dump and again by the redaction
+            # (30 MB at 100,000 tasks).
+            body = to_json_bytes(redact(info.model_dump(mode="json", exclude={"task_plans"})))
+            loaded = info.task_plans  # what a run directory read back from disk already held
+            entries = [*((task_id, plans) for task_id, plans in loaded.items() if task_id not in self._plan_refs),
+                       *((task_id, {**loaded[task_id], **({"1": refs} if isinstance(refs, str) else refs)})
+                         if task_id in loaded else (task_id, refs) for task_id, refs in self._plan_refs.items())]
+            plans = b",".join(
+                pydantic_core.to_json(redact_text(task_id)) + b":"
+                + (b'{"1":' + pydantic_core.to_json(refs) + b"}" if isinstance(refs, str) else pydantic_core.to_json(refs))
+                for task_id, refs in entries
+            )
+            closing = body.rindex(b"\n}")
+            atomic_write_bytes(self.path / RUN_INFO, body[:closing] + b',\n  "task_plans": {' + plans + b"}" + body[closing:])
 
     # details
 
