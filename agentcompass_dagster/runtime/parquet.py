@@ -4,6 +4,8 @@ from different runs and versions concatenate cleanly (read them with agentcompas
 from __future__ import annotations
 
 import io
+import os
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +18,14 @@ from agentcompass_dagster.runtime.types import MetricResult
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+def pyarrow_with_system_allocator() -> None:
+    """Two small files are written once at the end of a run: Arrow's default memory pool (mimalloc or
+    jemalloc) keeps ~25 MB of arenas for the rest of the process, the system allocator returns them. Only
+    where pyarrow is not imported yet (the pool is chosen then), and a pool the user chose wins."""
+    if "pyarrow" not in sys.modules:
+        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
 
 METRICS_FILE = "metrics.parquet"
 TASK_RESULTS_FILE = "task_results.parquet"
@@ -53,41 +63,116 @@ def _write(path: Path, table: pa.Table) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
+# Columns are built from their buffers: pa.array() and pa.scalar() import pandas on first use, 50 MB
+# of a 100,000-task run's peak memory for a library these files do not need.
+
+def _validity(missing: np.ndarray) -> pa.Buffer | None:
+    import pyarrow as pa
+
+    return pa.py_buffer(np.packbits(~missing, bitorder="little")) if missing.any() else None
+
+
+def _fixed(values: np.ndarray, type_: pa.DataType, missing: np.ndarray | None = None) -> pa.Array:
+    """int64, float64, timestamp or bool values (a numpy array) as an Arrow array."""
+    import pyarrow as pa
+
+    if pa.types.is_boolean(type_):
+        data = np.packbits(values.astype(bool), bitorder="little")
+    else:
+        data = np.ascontiguousarray(values, dtype=np.float64 if pa.types.is_floating(type_) else np.int64)
+    validity = _validity(missing) if missing is not None else None
+    return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(data)])
+
+
+def _string_array(n: int, offsets: np.ndarray, data: bytes, validity: pa.Buffer | None) -> pa.Array:
+    """A string column from its int64 offsets; int32 ones (no cast, which would load Arrow's compute
+    kernels, 14 MB) unless the column holds 2 GB or more."""
+    import pyarrow as pa
+
+    if offsets[-1] < 2**31:
+        return pa.Array.from_buffers(pa.string(), n, [validity, pa.py_buffer(offsets.astype(np.int32)),
+                                                      pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.large_string(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
+                                 ).cast(pa.string())
+
+
+def _strings(values: list[str | None]) -> pa.Array:
+    encoded = [b"" if value is None else value.encode() for value in values]
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    missing = np.fromiter((value is None for value in values), dtype=bool, count=len(values))
+    return _string_array(len(values), offsets, b"".join(encoded), _validity(missing))
+
+
+def _column(values: list[object] | np.ndarray, type_: pa.DataType) -> pa.Array:
+    """Any column of the schemas above from a list (None for missing) or a numpy array."""
+    import pyarrow as pa
+
+    if pa.types.is_string(type_):
+        return _strings(list(values))  # type: ignore[arg-type]
+    if isinstance(values, np.ndarray):
+        return _fixed(values, type_, np.isnan(values) if values.dtype.kind == "f" else None)
+    missing = np.fromiter((value is None for value in values), dtype=bool, count=len(values))
+    if pa.types.is_timestamp(type_):
+        numbers = [0 if value is None else int(value.timestamp() * 1_000_000) for value in values]  # type: ignore[attr-defined]
+    else:
+        numbers = [0 if value is None else value for value in values]
+    return _fixed(np.asarray(numbers), type_, missing)
+
+
+def _repeated(value: object, type_: pa.DataType, n: int) -> pa.Array:
+    import pyarrow as pa
+
+    if value is None or not pa.types.is_string(type_):
+        return _column([value] * n, type_)
+    encoded = str(value).encode()
+    return _string_array(n, np.arange(n + 1, dtype=np.int64) * len(encoded), encoded * n, None)
+
+
+def _table(columns: dict[str, pa.Array], schema: pa.Schema) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.Table.from_arrays([columns[field.name] for field in schema], schema=schema)
+
+
 def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: MetricResult, scores: TaskScores) -> None:
     """``identity`` holds sweep, benchmark, model, harness, run_id and the run's started_at (what "newest"
     is ordered by), repeated on every row. task_results has one row per attempt (attempt 0 for a task
     that ended before any), built column by column from the scores."""
-    import pyarrow as pa
-
-    now = datetime.now(timezone.utc)
+    pyarrow_with_system_allocator()
     counts = metrics.counts
     uncertainty = (metrics.details or {}).get("uncertainty", {})
-    metric_rows = [
-        {**identity, "metric": name, "value": value, "n": uncertainty.get(name, {}).get("n", counts.evaluated),
-         "total": counts.total,
-         "errors": counts.error, "timestamp": now, **{key: uncertainty.get(name, {}).get(key)
-                                                      for key in ("stderr", "ci_low", "ci_high")}}
-        for name, value in metrics.metrics.items()
-    ]
-    _write(run_dir / METRICS_FILE, pa.Table.from_pylist(metric_rows, schema=metrics_schema()))
+    names = list(metrics.metrics)
+    schema = metrics_schema()
+    per_metric: dict[str, list[object]] = {
+        "metric": list(names), "value": [metrics.metrics[name] for name in names],
+        "n": [uncertainty.get(name, {}).get("n", counts.evaluated) for name in names],
+        "total": [counts.total] * len(names), "errors": [counts.error] * len(names),
+        "timestamp": [datetime.now(timezone.utc)] * len(names),
+        **{key: [uncertainty.get(name, {}).get(key) for name in names] for key in ("stderr", "ci_low", "ci_high")},
+    }
+    columns = {name: _column(values, schema.field(name).type) for name, values in per_metric.items()}
+    columns |= {name: _repeated(value, schema.field(name).type, len(names)) for name, value in identity.items()}
+    _write(run_dir / METRICS_FILE, _table(columns, schema))
+
     rows = scores.attempt_rows()
+    schema = task_results_schema()
     task_rows = scores.column("attempt_task")[rows] if len(rows) else np.array([], dtype=np.int64)
     tasks = [scores.task(int(row)) for row in task_rows]
-    cost = scores.column("cost_usd")[rows] if len(rows) else np.array([])
-    schema = task_results_schema()
-    columns: dict[str, pa.Array] = {
-        "task_id": pa.array([task.id for task in tasks], pa.string()),
-        "category": pa.array([task.category for task in tasks], pa.string()),
-        "attempt": pa.array(scores.column("attempt")[rows].astype(np.int64) if len(rows) else [], pa.int64()),
-        "correct": pa.array(scores.column("attempt_correct")[rows].astype(bool) if len(rows) else [], pa.bool_()),
-        "score": pa.array(scores.column("attempt_score")[rows] if len(rows) else [], pa.float64()),
-        "input_tokens": pa.array(scores.column("input_tokens")[rows] if len(rows) else [], pa.int64()),
-        "output_tokens": pa.array(scores.column("output_tokens")[rows] if len(rows) else [], pa.int64()),
-        "cost_usd": pa.array(cost, pa.float64(), mask=np.isnan(cost)),
-        "duration_s": pa.array(scores.column("duration_s")[rows] if len(rows) else [], pa.float64()),
-        "error": pa.array([scores.attempt_errors.get(int(row)) for row in rows], pa.string()),
-        "reused": pa.array(scores.column("reused")[task_rows].astype(bool) if len(rows) else [], pa.bool_()),
+
+    def attempt_column(name: str) -> np.ndarray:
+        return scores.column(name)[rows] if len(rows) else np.array([])
+
+    columns = {
+        "task_id": _strings([task.id for task in tasks]),
+        "category": _strings([task.category for task in tasks]),
+        "correct": _column(attempt_column("attempt_correct"), schema.field("correct").type),
+        "score": _column(attempt_column("attempt_score"), schema.field("score").type),
+        "error": _strings([scores.attempt_errors.get(int(row)) for row in rows]),
+        "reused": _column(scores.column("reused")[task_rows] if len(rows) else np.array([]),
+                          schema.field("reused").type),
+        **{name: _column(attempt_column(name), schema.field(name).type)
+           for name in ("attempt", "input_tokens", "output_tokens", "cost_usd", "duration_s")},
     }
-    for name, value in identity.items():
-        columns[name] = pa.repeat(pa.scalar(value, schema.field(name).type), len(rows))
-    _write(run_dir / TASK_RESULTS_FILE, pa.table([columns[field.name] for field in schema], schema=schema))
+    columns |= {name: _repeated(value, schema.field(name).type, len(rows)) for name, value in identity.items()}
+    _write(run_dir / TASK_RESULTS_FILE, _table(columns, schema))
