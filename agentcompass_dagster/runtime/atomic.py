@@ -32,9 +32,14 @@ def to_jsonable(value: Any) -> Any:
 
 
 def dumps(value: Any) -> bytes:
-    """Redacted, stable JSON bytes (the same text as ``json.dumps(indent=2, ensure_ascii=False)``, made
-    by pydantic-core's serializer, which is ten times faster)."""
-    return pydantic_core.to_json(redact(to_jsonable(value)), indent=2) + b"\n"
+    """Redacted, stable JSON bytes."""
+    return to_json_bytes(redact(to_jsonable(value)))
+
+
+def to_json_bytes(data: Any) -> bytes:
+    """JSON of an already redacted value: the same text as ``json.dumps(indent=2, ensure_ascii=False)``,
+    made by pydantic-core's serializer, which is ten times faster."""
+    return pydantic_core.to_json(data, indent=2) + b"\n"
 
 
 def _write_temp(path: Path, data: bytes, durable: bool = True) -> Path:
