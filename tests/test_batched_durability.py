@@ -60,18 +60,18 @@ def test_a_task_is_reported_only_once_its_directory_entry_is_durable_and_fsyncs_
     journal = Journal()
     held, released = threading.Event(), threading.Event()
     renamed = threading.Semaphore(0)
-    real_fsync, real_rename = atomic.fsync_dir, atomic._rename_noreplace
+    real_fsync, real_rename = atomic.DirectorySync._fsync, atomic._rename_noreplace
     fsyncs = iter(range(1_000_000))
 
-    def fsync_dir(directory: Path) -> None:
-        if directory.name != "details":
-            return real_fsync(directory)
+    def fsync_dir(sync: atomic.DirectorySync) -> None:
+        if sync.directory.name != "details":
+            return real_fsync(sync)
         number = str(next(fsyncs))
         journal.add("fsync-start", number)
         if not held.is_set():
             held.set()
             assert released.wait(30), "the test never released the first fsync"
-        real_fsync(directory)
+        real_fsync(sync)
         journal.add("fsync-end", number)
 
     def rename(source: Path, target: Path) -> bool:
@@ -81,7 +81,7 @@ def test_a_task_is_reported_only_once_its_directory_entry_is_durable_and_fsyncs_
             renamed.release()
         return done
 
-    monkeypatch.setattr(atomic, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(atomic.DirectorySync, "_fsync", fsync_dir)
     monkeypatch.setattr(atomic, "_rename_noreplace", rename)
     reported: list[tuple[str, bool, bool]] = []
 

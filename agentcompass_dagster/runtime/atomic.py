@@ -23,6 +23,8 @@ TMP_SUFFIX = ".tmp"
 # Temp names only need to be unique among this process's writers (O_EXCL guards the rest): a counter
 # costs nothing, where a random token reads the kernel's entropy pool once per write.
 _serial = itertools.count()
+# A forked child keeps this pid and counter: its first clash with the parent's names is an O_EXCL retry.
+_PID = os.getpid()
 
 
 def to_jsonable(value: Any) -> Any:
@@ -44,7 +46,7 @@ def to_json_bytes(data: Any) -> bytes:
 
 def _write_temp(path: Path, data: bytes, durable: bool = True) -> Path:
     while True:
-        tmp = path.parent / f".{path.name}.{os.getpid()}-{next(_serial)}{TMP_SUFFIX}"
+        tmp = path.parent / f".{path.name}.{_PID}-{next(_serial)}{TMP_SUFFIX}"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             break
@@ -125,6 +127,20 @@ class DirectorySync:
         self._requested = 0
         self._synced = 0
         self._syncing = False
+        # Kept open between fsyncs: two syscalls fewer for every one.
+        self._fd: int | None = None
+
+    def _fsync(self) -> None:
+        if self._fd is None:
+            self._fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._syncing)
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def sync(self) -> None:
         with self._cond:
@@ -138,7 +154,7 @@ class DirectorySync:
                 covered = self._requested
                 self._cond.release()
                 try:
-                    fsync_dir(self.directory)
+                    self._fsync()
                 finally:
                     self._cond.acquire()
                     self._syncing = False

@@ -222,13 +222,13 @@ class RunStore:
         os.mkdir(path / RETRY_DETAILS)
         os.mkdir(path / ATTEMPT_CHECKPOINTS)
         fsync_dir(root)
-        return RunDir(path, restorable=set())
+        return RunDir(path, restorable=set(), fresh=True)
 
 
 class RunDir:
     """One reserved run directory and the writers of its artifacts (thread-safe)."""
 
-    def __init__(self, path: Path, restorable: set[str] | None = None) -> None:
+    def __init__(self, path: Path, restorable: set[str] | None = None, fresh: bool = False) -> None:
         self.path = Path(path)
         self.details_dir = self.path / DETAILS
         self.retry_dir = self.path / RETRY_DETAILS
@@ -241,6 +241,9 @@ class RunDir:
         # task_plans.
         self._plan_refs: dict[str, str | dict[str, str]] = {}
         self._details_sync = DirectorySync(self.details_dir)
+        # The ``_error_`` files this run wrote, in a directory it reserved (so there were none before);
+        # None where the directory may hold older ones: a success then looks for a stale one.
+        self._error_names: set[str] | None = set() if fresh else None
         self._lock = threading.Lock()
         self._log_file: Any = None
 
@@ -369,6 +372,8 @@ class RunDir:
         if detail.is_error:
             if normal.exists():
                 return None
+            if self._error_names is not None:
+                self._error_names.add(error.name)
             atomic_write_bytes(error, data)
             if normal.exists():
                 # A normal result landed while we wrote: it wins, and no stale error stays beside it.
@@ -378,7 +383,7 @@ class RunDir:
         # The directory fsync is a group commit shared with the run's other writers: it has ended, for
         # an fsync begun after this detail's rename, before the task is reported finished (R-STORE-6).
         created = atomic_create_bytes(normal, data, self._details_sync)
-        if error.exists():
+        if (self._error_names is None or error.name in self._error_names) and error.exists():
             error.unlink(missing_ok=True)
             fsync_dir(self.details_dir)
         return normal if created else None
@@ -528,6 +533,7 @@ class RunDir:
             self._log_file.write(line)
 
     def close(self) -> None:
+        self._details_sync.close()
         with self._lock:
             if self._log_file is not None:
                 self._log_file.close()
