@@ -13,8 +13,8 @@ from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.metrics import standard_metrics
 from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.types import (
-    EvaluationMode,
     Evaluation,
+    EvaluationMode,
     ExecutionPlan,
     MetricResult,
     PreparedTask,

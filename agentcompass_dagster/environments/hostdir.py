@@ -79,7 +79,8 @@ class HostDirSession(EnvironmentSession):
             self._rooted = True
 
     def make_dirs(self) -> None:
-        """Made on first use: a task that runs no command pays for two directories, not five."""
+        """Made with the first command: a task that only reads and writes files pays for two
+        directories, not five."""
         if self._dirs_made:
             return
         self.ensure_root()

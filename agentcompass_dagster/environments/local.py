@@ -17,6 +17,7 @@ import secrets
 import tempfile
 from pathlib import Path
 
+from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.environments.base import Environment, EnvironmentSession
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
 from agentcompass_dagster.environments.hostdir import (
@@ -24,7 +25,6 @@ from agentcompass_dagster.environments.hostdir import (
     sweep_dead_sessions,
 )
 from agentcompass_dagster.runtime.safe_fs import remove_tree
-from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
 
 PREFIX = "agentcompass-"

@@ -18,8 +18,8 @@ from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.runtime.analysis import Analyzer
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.finalize import finalize_request
-from agentcompass_dagster.runtime.store import DETAILS, ERROR_PREFIX, ReuseSource, RunDir, RunStore
 from agentcompass_dagster.runtime.scores import TaskScores
+from agentcompass_dagster.runtime.store import DETAILS, ERROR_PREFIX, ReuseSource, RunDir, RunStore
 from agentcompass_dagster.runtime.types import TaskSpec
 
 # A run whose details directory changed this long before the newest run started may still hold
