@@ -44,7 +44,8 @@ def to_json_bytes(data: Any) -> bytes:
     return pydantic_core.to_json(data, indent=2) + b"\n"
 
 
-def _write_temp(path: Path, data: bytes, durable: bool = True) -> Path:
+def open_temp(path: Path, data: bytes) -> tuple[Path, int]:
+    """A dot-prefixed temp file beside ``path`` holding ``data``, not yet fsynced, and its open fd."""
     while True:
         tmp = path.parent / f".{path.name}.{_PID}-{next(_serial)}{TMP_SUFFIX}"
         try:
@@ -57,13 +58,23 @@ def _write_temp(path: Path, data: bytes, durable: bool = True) -> Path:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        if durable:
-            os.fsync(fd)
     except BaseException:
         os.close(fd)
         tmp.unlink(missing_ok=True)
         raise
-    os.close(fd)
+    return tmp, fd
+
+
+def _write_temp(path: Path, data: bytes, durable: bool = True) -> Path:
+    tmp, fd = open_temp(path, data)
+    try:
+        if durable:
+            os.fsync(fd)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
     return tmp
 
 
@@ -169,7 +180,7 @@ _renameat2 = getattr(_libc, "renameat2", None)
 _noreplace_unsupported = False
 
 
-def _rename_noreplace(source: Path, target: Path) -> bool:
+def rename_noreplace(source: Path, target: Path) -> bool:
     """Rename unless ``target`` exists (False then, nothing moved). renameat2(RENAME_NOREPLACE) where
     the kernel and filesystem offer it; else a hard link of the source, which fails the same way."""
     global _noreplace_unsupported
@@ -187,29 +198,6 @@ def _rename_noreplace(source: Path, target: Path) -> bool:
     except FileExistsError:
         return False
     os.unlink(source)
-    return True
-
-
-def atomic_create_bytes(path: Path, data: bytes, sync: DirectorySync | None = None) -> bool:
-    """Create ``path`` atomically unless it exists; False (and nothing written) when it does.
-
-    A no-clobber rename of the finished temp file: two writers racing for one name cannot both win,
-    and neither overwrites the other. The directory entry is durable on return, through ``sync`` (a
-    group commit shared with the directory's other writers) when given.
-    """
-    tmp = _write_temp(path, data)
-    try:
-        created = _rename_noreplace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if not created:
-        tmp.unlink(missing_ok=True)
-        return False
-    if sync is not None:
-        sync.sync()
-    else:
-        fsync_dir(path.parent)
     return True
 
 

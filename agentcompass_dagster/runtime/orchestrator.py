@@ -353,7 +353,7 @@ class Orchestrator:
                 error=_traceback(exc),
                 finished_at=utcnow(),
             )
-        await asyncio.to_thread(_persist_detail, state.run_dir, detail)
+        await state.run_dir.persist(detail)
         return detail
 
     def _schedule_finalization(self) -> None:
@@ -410,13 +410,6 @@ class Orchestrator:
                 state.run_dir.log(f"{status}: {reason}; {len(state.scores)} of {len(state.tasks)} tasks have details")
                 state.run_dir.write_terminal_status(status, reason)
                 state.run_dir.close()
-
-
-def _persist_detail(run_dir: RunDir, detail: TaskDetail) -> None:
-    """The task's terminal detail, then its attempt checkpoints are no longer needed (R-RETRY-4)."""
-    run_dir.save_partial_result(detail)
-    if detail.k > 1:
-        run_dir.delete_attempt_checkpoints(detail.task_id, detail.k)
 
 
 def _use_worker_threads(orchestrator: Orchestrator) -> None:

@@ -8,6 +8,7 @@ and ``run.log``. Every write goes through runtime.atomic (temp file, fsync, rena
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -26,14 +27,16 @@ from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.atomic import (
     TMP_SUFFIX,
     DirectorySync,
-    atomic_create_bytes,
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
     dumps,
     fsync_dir,
+    open_temp,
+    rename_noreplace,
     to_json_bytes,
 )
+from agentcompass_dagster.runtime.detail_writer import DetailWriter
 from agentcompass_dagster.runtime.naming import file_stem, normalize_component
 from agentcompass_dagster.runtime.redact import redact, redact_text
 from agentcompass_dagster.runtime.scores import DetailView, TaskScores
@@ -241,6 +244,7 @@ class RunDir:
         # task_plans.
         self._plan_refs: dict[str, str | dict[str, str]] = {}
         self._details_sync = DirectorySync(self.details_dir)
+        self._writer: DetailWriter | None = None
         # The ``_error_`` files this run wrote, in a directory it reserved (so there were none before);
         # None where the directory may hold older ones: a success then looks for a stale one.
         self._error_names: set[str] | None = set() if fresh else None
@@ -366,27 +370,77 @@ class RunDir:
         A normal result is never overwritten (a concurrent second writer loses and gets None), an error
         never shadows an existing normal result, and a success removes the task's stale ``_error_`` file.
         """
+        if not detail.is_error:
+            return self.save_finished([detail])[0]
         normal = self.detail_path(detail.task_id, detail.category)
         error = self.detail_path(detail.task_id, detail.category, error=True)
-        data = dumps(detail)
-        if detail.is_error:
-            if normal.exists():
-                return None
-            if self._error_names is not None:
-                self._error_names.add(error.name)
-            atomic_write_bytes(error, data)
-            if normal.exists():
-                # A normal result landed while we wrote: it wins, and no stale error stays beside it.
-                error.unlink(missing_ok=True)
-                return None
-            return error
-        # The directory fsync is a group commit shared with the run's other writers: it has ended, for
-        # an fsync begun after this detail's rename, before the task is reported finished (R-STORE-6).
-        created = atomic_create_bytes(normal, data, self._details_sync)
-        if (self._error_names is None or error.name in self._error_names) and error.exists():
+        if normal.exists():
+            return None
+        if self._error_names is not None:
+            self._error_names.add(error.name)
+        atomic_write_bytes(error, dumps(detail))
+        if normal.exists():
+            # A normal result landed while we wrote: it wins, and no stale error stays beside it.
             error.unlink(missing_ok=True)
+            return None
+        return error
+
+    def save_finished(self, details: list[TaskDetail]) -> list[Path | None]:
+        """R-STORE-6 for normal details, several at once: each into a temp file, all fsynced, each
+        renamed into place unless a normal detail of its task is there (None for it then), one fsync of
+        details/ for all (shared with the run's other writers, begun after the last rename), and stale
+        ``_error_`` files of their tasks removed. Nothing is returned before all of it is durable."""
+        opened: list[tuple[Path, Path, int]] = []
+        try:
+            for detail in details:
+                path = self.detail_path(detail.task_id, detail.category)
+                opened.append((path, *open_temp(path, dumps(detail))))
+            for _, _, fd in opened:
+                os.fsync(fd)
+        except BaseException:
+            for _, tmp, _ in opened:
+                tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            for _, _, fd in opened:
+                os.close(fd)
+        results: list[Path | None] = []
+        for index, (path, tmp, _) in enumerate(opened):
+            try:
+                created = rename_noreplace(tmp, path)
+            except BaseException:
+                for _, left, _ in opened[index:]:
+                    left.unlink(missing_ok=True)
+                raise
+            if not created:
+                tmp.unlink(missing_ok=True)
+            results.append(path if created else None)
+        self._details_sync.sync()
+        stale = [error for detail in details
+                 if (error := self.detail_path(detail.task_id, detail.category, error=True))
+                 and (self._error_names is None or error.name in self._error_names) and error.exists()]
+        for error in stale:
+            error.unlink(missing_ok=True)
+        if stale:
             fsync_dir(self.details_dir)
-        return normal if created else None
+        return results
+
+    async def persist(self, detail: TaskDetail) -> None:
+        """A finished task's detail, durable on return; then its attempt checkpoints are no longer
+        needed (R-RETRY-4). Normal details go to the run's batch writer, error details straight to disk."""
+        if detail.is_error:
+            await asyncio.to_thread(self._persist_error, detail)
+            return
+        with self._lock:
+            if self._writer is None:
+                self._writer = DetailWriter(self)
+            writer = self._writer
+        await writer.submit(detail)
+
+    def _persist_error(self, detail: TaskDetail) -> None:
+        self.save_partial_result(detail)
+        if detail.k > 1:
+            self.delete_attempt_checkpoints(detail.task_id, detail.k)
 
     def save_retry_detail(self, task_id: str, attempt: int, retry: int, record: dict[str, Any]) -> Path:
         """R-RETRY-3: a discarded runtime retry, kept outside details/ so it never counts."""
@@ -533,6 +587,10 @@ class RunDir:
             self._log_file.write(line)
 
     def close(self) -> None:
+        with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
         self._details_sync.close()
         with self._lock:
             if self._log_file is not None:
