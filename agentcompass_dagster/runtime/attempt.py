@@ -272,7 +272,8 @@ class TaskRunner:
     async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession | None) -> RunResult:
         started = time.monotonic()
         try:
-            result = await asyncio.wait_for(run, plan.attempt_timeout_s)
+            # Without a timeout wait_for would only wrap the run in a task of its own.
+            result = await (asyncio.wait_for(run, plan.attempt_timeout_s) if plan.attempt_timeout_s is not None else run)
         except TimeoutError:
             error = f"attempt timed out after {plan.attempt_timeout_s:g}s (execution.limits.attempt_timeout_s)"
             # What the harness recorded until then (its trajectory) stays in the result.
