@@ -44,7 +44,8 @@ def _settle(items: list[_Waiting], results: list[Path | None] | Exception) -> No
 class DetailWriter:
     def __init__(self, run_dir: RunDir) -> None:
         self.run_dir = run_dir
-        self._queue: queue.SimpleQueue[_Waiting | None] = queue.SimpleQueue()
+        # A thread and the queue it alone reads; made by the first submit, again after a close.
+        self._queue: queue.SimpleQueue[_Waiting | None] | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -53,8 +54,10 @@ class DetailWriter:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Path | None] = loop.create_future()
         with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=f"details-{self.run_dir.run_id}", daemon=True)
+            if self._queue is None:
+                self._queue = queue.SimpleQueue()
+                self._thread = threading.Thread(target=self._run, args=(self._queue,), daemon=True,
+                                                name=f"details-{self.run_dir.run_id}")
                 self._thread.start()
             self._queue.put(_Waiting(detail, loop, future))
         return future
@@ -62,21 +65,22 @@ class DetailWriter:
     def close(self) -> None:
         """Write what is waiting, then stop the thread."""
         with self._lock:
-            thread, self._thread = self._thread, None
-            if thread is not None:
-                self._queue.put(None)
+            thread, waiting = self._thread, self._queue
+            self._thread = self._queue = None
+            if waiting is not None:
+                waiting.put(None)
         if thread is not None:
             thread.join()
 
-    def _run(self) -> None:
+    def _run(self, waiting: queue.SimpleQueue[_Waiting | None]) -> None:
         while True:
-            first = self._queue.get()
+            first = waiting.get()
             if first is None:
                 return
             batch, stop = [first], False
             while not stop:
                 try:
-                    item = self._queue.get_nowait()
+                    item = waiting.get_nowait()
                 except queue.Empty:
                     break
                 if item is None:
