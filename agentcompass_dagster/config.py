@@ -6,7 +6,9 @@ ignored setting. Errors are turned into one line naming the file, the field and 
 
 from __future__ import annotations
 
+import difflib
 import re
+import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -286,6 +288,26 @@ def _location(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The fields of the declaration at ``loc`` below ``model`` (list indexes and dict keys skipped)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part) if isinstance(current, type) and issubclass(current, BaseModel) else None
+        if field is None:
+            return []
+        nested = [t for t in (field.annotation, *typing.get_args(field.annotation))
+                  if isinstance(t, type) and issubclass(t, BaseModel)]
+        if not nested:
+            args = [a for a in typing.get_args(field.annotation) for a in (a, *typing.get_args(a))]
+            nested = [t for t in args if isinstance(t, type) and issubclass(t, BaseModel)]
+        if not nested:
+            return []
+        current = nested[0]
+    return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
+
+
 def validate_declaration(model: type[T], data: Any, where: str) -> T:
     """Validate ``data`` as ``model``; a failure is one UserError line naming where, field and value."""
     try:
@@ -297,6 +319,10 @@ def validate_declaration(model: type[T], data: Any, where: str) -> T:
             field = _location(tuple(error["loc"]))
             if error["type"] == "missing":
                 problems.append(f"{field}: missing")
+            elif error["type"] == "extra_forbidden":
+                near = difflib.get_close_matches(str(error["loc"][-1]), _field_names(model, error["loc"][:-1]), n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                problems.append(f"{field}={error['input']!r}: not a field here{hint}")
             else:
                 problems.append(f"{field}={error['input']!r}: {message}")
         more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
@@ -353,7 +379,23 @@ def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
     for field, kind in (("harness", "harnesses"), ("environment", "environments")):
         if field in data:
             data[field] = resolve_reference(root, kind, data[field], field, where)
-    return validate_declaration(SweepConfig, data, where)
+    sweep = validate_declaration(SweepConfig, data, where)
+    check_plugin_ids(sweep, where)
+    return sweep
+
+
+def check_plugin_ids(sweep: SweepConfig, where: str) -> None:
+    """Every plugin the sweep names is registered: an unknown id is refused here, naming the file,
+    before anything is imported or loaded."""
+    from agentcompass_dagster import registry  # plugins import these declarations; the registry is lazy
+
+    for index, benchmark in enumerate(sweep.benchmarks):
+        registry.benchmarks.check(benchmark.id, f"benchmarks[{index}].id", where)
+    registry.harnesses.check(sweep.harness.id, "harness.id", where)
+    registry.environments.check(sweep.environment.provider_id, "environment.id", where)
+    for index, model in enumerate(sweep.models):
+        if model.provider != "none":
+            registry.models.check(model.provider, f"models[{index}].provider", where)
 
 
 def _resources_root(sweep_path: Path) -> Path:

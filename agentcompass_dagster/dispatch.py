@@ -11,7 +11,7 @@ One prompt, one tool agent run, and evidence that either closes completely or sa
     agent: {command_timeout_s: 60}     # tool_agent params; checkpoints default off
     limits: {max_turns: 20, max_cost_usd: 1.0}   # the agent's budget, as in a sweep's execution.limits
     output_schema: summary.schema.json # optional JSON Schema (Draft 2020-12) the final answer must meet
-    runs_dir: dispatch-runs            # optional (or --runs-dir); relative to the current directory
+    runs_dir: results/dispatch         # optional (or --runs-dir); relative to the current directory
 
 ``files`` and ``output_schema`` are relative to the spec's directory; ``<resources>`` is the spec's
 directory, or its parent when that is named ``dispatch`` (``resources/dispatch/x.yaml`` names the
@@ -149,7 +149,8 @@ class DispatchSpec(BaseModel):
     agent: ToolAgentParams = Field(default_factory=lambda: ToolAgentParams(checkpoints=False))
     limits: AgentLimits = Field(default_factory=AgentLimits)
     output_schema: Path | None = None
-    runs_dir: Path = Path("dispatch-runs")
+    # Beside the sweeps' results, which are git-ignored, not loose in the working directory.
+    runs_dir: Path = Path("results/dispatch")
 
     @field_validator("agent", mode="before")
     @classmethod

@@ -9,6 +9,7 @@ Third-party packages add plugins without touching this repository by declaring a
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
@@ -39,13 +40,27 @@ class Registry(Generic[T]):
         self._load_entry_points()
         return sorted(self._targets)
 
+    def unknown(self, plugin_id: str, field: str) -> str:
+        """``field=id: unknown kind``, with the nearest known id when one is close, and the known ids."""
+        known = self.ids()
+        near = difflib.get_close_matches(plugin_id, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        return f"{field}={plugin_id!r}: unknown {self.kind}{hint} (known: {', '.join(known)})"
+
+    def check(self, plugin_id: str, field: str, where: str) -> None:
+        """Refuse an id no plugin has, naming the declaration file, without importing the plugin."""
+        if plugin_id not in self._targets:
+            self._load_entry_points()
+        if plugin_id not in self._targets:
+            raise UserError(f"{where}: {self.unknown(plugin_id, field)}")
+
     def get(self, plugin_id: str, field: str | None = None) -> type[T]:
         if plugin_id not in self._targets:
             self._load_entry_points()
         target = self._targets.get(plugin_id)
         name = field or f"{self.kind}.id"
         if target is None:
-            raise UserError(f"{name}={plugin_id!r}: unknown {self.kind} (known: {', '.join(self.ids())})")
+            raise UserError(self.unknown(plugin_id, name))
         if isinstance(target, str):
             target = self._import(plugin_id, target, name)
             self._targets[plugin_id] = target

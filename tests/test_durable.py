@@ -530,6 +530,28 @@ def test_replay_matches_an_unchanged_task_and_stops_at_the_first_difference(tmp_
     assert len(diverged["steps"]) == 1
 
 
+def test_replay_leaves_the_recorded_run_as_it_was(tmp_path: Path) -> None:
+    """R-REPLAY-1: replaying (and scoring) a recorded task reads the run it replays and writes only its
+    report under replays/: every other file of the run keeps its bytes, mode and mtime (the checkpoint
+    clock included)."""
+    turns = {"count-errors": [bash("wc -l < app.log"), bash(SOLUTION), submit()]}
+    assert run_cli("run", sweep_file(tmp_path, turns), "--direct") == 0
+    run_dir = run_dirs(tmp_path)[0]
+
+    def files() -> dict[str, tuple[bytes, int, int]]:
+        return {str(path.relative_to(run_dir)): (path.read_bytes(), path.lstat().st_mode, path.lstat().st_mtime_ns)
+                for path in sorted(run_dir.rglob("*"))
+                if path.is_file() and path.relative_to(run_dir).parts[0] != "replays"}
+
+    before = files()
+    assert any(name.endswith("checkpoints/clock") for name in before), sorted(before)
+    assert run_cli("replay", run_dir, "--task", "count-errors", "--score") == 0
+    assert list((run_dir / "replays").glob("*.json"))
+    after = files()
+    assert after.keys() == before.keys()
+    assert [name for name in before if before[name] != after[name]] == []
+
+
 def test_user_mistakes_get_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """R-RESUME-1 needs an unfinished attempt; fork needs a forkable checkpoint; replay a recorded task:
     each mistake is one line naming the argument and value, exit code 2, and nothing is written."""
@@ -539,7 +561,7 @@ def test_user_mistakes_get_one_line_errors(tmp_path: Path, capsys: pytest.Captur
     capsys.readouterr()
     cases = [
         (("resume", run_dir), "nothing to resume, every task has finished"),
-        (("resume", tmp_path / "nowhere"), "no readable run_info.json"),
+        (("resume", tmp_path / "nowhere"), "does not exist"),
         (("resume", run_dir, "--task", "no-such-task"), "--task='no-such-task': not a task of"),
         (("fork", run_dir, "--task", "count-errors", "--checkpoint", "99", "--model", "solver-a", "--sweep", sweep),
          "--model='solver-a': the parent ran with this same model"),

@@ -160,6 +160,10 @@ class RunStore:
 
     def check_writable(self) -> None:
         """Refuse a results_dir that cannot hold run directories, before anything runs."""
+        for path in (self.results_dir, *self.results_dir.parents):
+            if path.exists() and not path.is_dir():
+                what = "" if path == self.results_dir else f" ({path} is a file)"
+                raise UserError(f"output.results_dir={str(self.results_dir)!r}: not a directory{what}")
         try:
             self.results_dir.mkdir(parents=True, exist_ok=True)
             probe = self.results_dir / f".write-probe-{os.getpid()}{TMP_SUFFIX}"
@@ -644,9 +648,13 @@ def copy_durable(source: Path, target: Path, keep: Callable[[Path], bool] = lamb
 def open_run_dir(path: Path) -> RunDir:
     """An existing run directory, read back from its run_info.json (for `summary` and tools)."""
     path = Path(path)
+    if not path.exists():
+        raise UserError(f"RUN_DIR={str(path)!r}: does not exist")
+    if not path.is_dir():
+        raise UserError(f"RUN_DIR={str(path)!r}: not a directory")
     data = _read_json(path / RUN_INFO)
     if data is None:
-        raise UserError(f"RUN_DIR={str(path)!r}: no readable {RUN_INFO} there")
+        raise UserError(f"RUN_DIR={str(path)!r}: not a run directory (no readable {RUN_INFO} there)")
     run_dir = RunDir(path)
     run_dir.info = RunInfo.model_validate(data)
     return run_dir

@@ -1,0 +1,77 @@
+"""What a newcomer's mistakes get: one line naming the file, the field and the value (with the nearest
+known name for a near miss), exit code 2, and nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli, write_sweep
+
+
+def _refused(args: tuple[object, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    capsys.readouterr()
+    assert run_cli(*map(str, args)) == 2, args
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before, "something was written"
+    return err
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"harness": "oracel"}, "harness.id='oracel': unknown harness; did you mean 'oracle'?"),
+    ({"environment": "locl"}, "environment.id='locl': unknown environment; did you mean 'local'?"),
+    ({"benchmarks": [{"id": "dem"}]}, "benchmarks[0].id='dem': unknown benchmark; did you mean 'demo'?"),
+    ({"benchmarks": [{"id": "zzz"}]}, "benchmarks[0].id='zzz': unknown benchmark (known: demo,"),
+    ({"execution": {"limits": {"attempt_timout_s": 5}}},
+     "execution.limits.attempt_timout_s=5: not a field here; did you mean 'attempt_timeout_s'?"),
+    ({"execution": {"attempts": {"kk": 2}}}, "execution.attempts.kk=2: not a field here"),
+])
+def test_a_near_miss_names_the_file_the_field_and_the_nearest_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, object], expected: str
+) -> None:
+    """Unknown plugin ids and misspelled fields are refused when the sweep loads, before any plugin is
+    imported: the message starts with the sweep file and suggests the nearest known name."""
+    sweep = write_sweep(tmp_path, **fields)
+    err = _refused(("run", sweep, "--direct"), tmp_path, capsys)
+    assert err.startswith(f"agentcompass: error: {sweep}: {expected}"), err
+
+
+def test_a_results_dir_that_is_a_file_is_not_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """output.results_dir naming a file (or a path through one) says "not a directory", not "File exists"."""
+    (tmp_path / "taken").write_text("a file\n")
+    for results in (tmp_path / "taken", tmp_path / "taken" / "below"):
+        sweep = write_sweep(tmp_path, output={"results_dir": str(results)})
+        err = _refused(("run", sweep, "--direct"), tmp_path, capsys)
+        assert f"output.results_dir={str(results)!r}: not a directory" in err, err
+
+
+@pytest.mark.parametrize("command", ["summary", "resume"])
+def test_a_missing_run_directory_does_not_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """`summary` and `resume` of a path that is not there, a file, or a directory without run_info.json
+    say which of the three it is."""
+    (tmp_path / "file").write_text("x\n")
+    (tmp_path / "empty").mkdir()
+    for name, message in (("nowhere", "does not exist"), ("file", "not a directory"), ("empty", "not a run directory")):
+        err = _refused((command, tmp_path / name), tmp_path, capsys)
+        assert f"RUN_DIR={str(tmp_path / name)!r}: {message}" in err, err
+
+
+def test_dispatch_keeps_its_runs_under_the_results_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec without runs_dir writes its run to results/dispatch/ of the working directory, beside the
+    sweeps' (git-ignored) results, not to a new directory at the top of the repository."""
+    import yaml
+
+    from agentcompass_dagster.dispatch import run_dispatch
+
+    model = {"id": "scripted", "provider": "scripted", "params": {"turns": {"dispatch": [
+        {"tool_calls": [{"name": "submit", "arguments": {"answer": "done"}}]}]}}}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"prompt": "Say done.", "model": model, "run_id": "r1"}))
+    monkeypatch.chdir(tmp_path)
+    receipt, code = run_dispatch(spec)
+    assert code == 0, receipt
+    assert Path(receipt["runDir"]) == tmp_path / "results" / "dispatch" / "r1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "spec.yaml"]
