@@ -19,6 +19,13 @@ from typing import Any
 from agentcompass_dagster.errors import UserError
 
 DEFAULT_SWEEP = Path("resources/sweeps/demo.yaml")
+# The declarations shipped with the package (a link to the repository's resources/): the default sweep
+# where the working directory has no resources/ of its own.
+PACKAGED_RESOURCES = Path(__file__).resolve().parent / "resources"
+
+
+def default_sweep() -> Path:
+    return DEFAULT_SWEEP if DEFAULT_SWEEP.is_file() else PACKAGED_RESOURCES / "sweeps" / DEFAULT_SWEEP.name
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_TASK_ERRORS = 3
@@ -34,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run a declared sweep (default: resources/sweeps/demo.yaml) through Dagster, only what is missing",
         epilog=EXIT_CODES,
     )
-    run.add_argument("sweep", nargs="?", type=Path, default=DEFAULT_SWEEP, help="sweep YAML file")
+    run.add_argument("sweep", nargs="?", type=Path, default=None,
+                     help="sweep YAML file (default: resources/sweeps/demo.yaml here, else the packaged one)")
     run.add_argument("--results-dir", type=Path, help="override output.results_dir")
     run.add_argument("--direct", action="store_true",
                      help="run with the runtime alone, without Dagster: a new run directory every time")
@@ -114,6 +122,8 @@ def _board(running: str = "running") -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.sweep is None:
+        args.sweep = default_sweep()
     sweep = _load(args)
     if args.submit and args.direct:
         raise UserError("--submit: hands runs to the Dagster daemon; it does not go with --direct")

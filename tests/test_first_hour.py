@@ -75,3 +75,19 @@ def test_dispatch_keeps_its_runs_under_the_results_directory(tmp_path: Path, mon
     assert code == 0, receipt
     assert Path(receipt["runDir"]) == tmp_path / "results" / "dispatch" / "r1"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "spec.yaml"]
+
+
+def test_the_installed_command_runs_its_demo_from_an_empty_directory(tmp_path: Path) -> None:
+    """`agentcompass run` with no argument, in a directory with no resources/ of its own, runs the
+    packaged demo sweep through Dagster: 18 tasks, accuracy 1.0, results and the instance made here."""
+    import os
+    import subprocess
+    import sys
+
+    command = Path(sys.executable).parent / "agentcompass"
+    env = {key: value for key, value in os.environ.items() if key != "DAGSTER_HOME"}
+    proc = subprocess.run([str(command), "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Tasks: 18 selected · 18 evaluated · 18 correct" in proc.stdout, proc.stdout[-2000:]
+    assert "| accuracy | 1.0000 |" in proc.stdout
+    assert (tmp_path / "results" / "demo" / "demo" / "none").is_dir() and (tmp_path / ".dagster").is_dir()
