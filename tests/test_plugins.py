@@ -242,15 +242,15 @@ def test_entry_point_benchmark_runs_end_to_end(tiny_site: Path, tmp_path: Path) 
 
 
 def test_without_the_plugin_on_the_path_the_id_is_unknown(tiny_site: Path, tmp_path: Path) -> None:
-    """The same sweep without the plugin folder on PYTHONPATH: exit 2, one stderr line naming
-    benchmark.id='tiny' as an unknown benchmark, no traceback, nothing written."""
+    """The same sweep without the plugin folder on PYTHONPATH: exit 2, one stderr line naming the sweep
+    file and benchmarks[0].id='tiny' as an unknown benchmark, no traceback, nothing written."""
     sweep = _sweep(tmp_path, "tiny")
     proc = _run(sweep, tmp_path, None)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert "benchmark.id='tiny'" in lines[0]
+    assert f"{sweep}: benchmarks[0].id='tiny'" in lines[0]
     assert "unknown benchmark" in lines[0]
     assert not (tmp_path / "results" / "plugsweep").exists()
 
