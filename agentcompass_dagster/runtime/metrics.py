@@ -32,10 +32,10 @@ def standard_metrics(scores: TaskScores, total: int) -> MetricResult:
     ``details["uncertainty"]`` holds each metric's bootstrap standard error and 95% interval over tasks.
     """
     rows = scores.rows()
-    evaluated = rows[scores.column("is_error")[rows] == 0] if len(rows) else rows
+    evaluated = rows[scores.column("is_error")[rows] == 0]
     errors = len(rows) - len(evaluated)
-    score = scores.column("score")[evaluated] if len(evaluated) else np.array([])
-    correct = scores.column("correct")[evaluated] if len(evaluated) else np.array([], dtype=np.uint8)
+    score = scores.column("score")[evaluated]
+    correct = scores.column("correct")[evaluated]
     per_task: dict[str, np.ndarray] = {"accuracy": score}
     per_category: dict[str, Any] = {}
     for category, members in _by_category(scores, evaluated):

@@ -157,21 +157,17 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
 
     rows = scores.attempt_rows()
     schema = task_results_schema()
-    task_rows = scores.column("attempt_task")[rows] if len(rows) else np.array([], dtype=np.int64)
+    task_rows = scores.column("attempt_task")[rows]
     tasks = [scores.task(int(row)) for row in task_rows]
-
-    def attempt_column(name: str) -> np.ndarray:
-        return scores.column(name)[rows] if len(rows) else np.array([])
 
     columns = {
         "task_id": _strings([task.id for task in tasks]),
         "category": _strings([task.category for task in tasks]),
-        "correct": _column(attempt_column("attempt_correct"), schema.field("correct").type),
-        "score": _column(attempt_column("attempt_score"), schema.field("score").type),
+        "correct": _column(scores.column("attempt_correct")[rows], schema.field("correct").type),
+        "score": _column(scores.column("attempt_score")[rows], schema.field("score").type),
         "error": _strings([scores.attempt_errors.get(int(row)) for row in rows]),
-        "reused": _column(scores.column("reused")[task_rows] if len(rows) else np.array([]),
-                          schema.field("reused").type),
-        **{name: _column(attempt_column(name), schema.field(name).type)
+        "reused": _column(scores.column("reused")[task_rows], schema.field("reused").type),
+        **{name: _column(scores.column(name)[rows], schema.field(name).type)
            for name in ("attempt", "input_tokens", "output_tokens", "cost_usd", "duration_s")},
     }
     columns |= {name: _repeated(value, schema.field(name).type, len(rows)) for name, value in identity.items()}

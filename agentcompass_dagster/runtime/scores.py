@@ -165,19 +165,16 @@ class TaskScores:
 
     def rows(self) -> np.ndarray:
         """Task rows in selected order."""
-        return np.argsort(np.frombuffer(self.position, dtype=np.int_), kind="stable") if len(self) else np.array([], int)
+        return np.argsort(self.column("position"), kind="stable")
 
     def attempt_rows(self) -> np.ndarray:
         """Attempt rows in selected task order, attempts in their order."""
-        if not len(self.attempt):
-            return np.array([], int)
-        positions = np.frombuffer(self.position, dtype=np.int_)[np.frombuffer(self.attempt_task, dtype=np.int_)]
-        return np.lexsort((np.frombuffer(self.attempt, dtype=np.uint32), positions))
+        return np.lexsort((self.column("attempt"), self.column("position")[self.column("attempt_task")]))
 
     def column(self, name: str) -> np.ndarray:
-        """A task or attempt column as a read-only numpy view."""
+        """A task or attempt column as a read-only numpy view (of its own type, also when empty)."""
         values: array[Any] = getattr(self, name)
-        return np.frombuffer(values, dtype=np.dtype(values.typecode)) if len(values) else np.array([])
+        return np.frombuffer(values, dtype=np.dtype(values.typecode))
 
     def task(self, row: int) -> TaskSpec:
         return self.tasks[self.position[row]]

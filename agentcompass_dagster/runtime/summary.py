@@ -48,20 +48,20 @@ def count(scores: TaskScores, selected: int, metrics: MetricResult) -> SummaryCo
             group.evaluated += 1
             group.correct += int(correct[row])
     # Attempt rows numbered 0 stand for tasks that ended before any attempt: they used nothing.
-    real = scores.column("attempt") > 0 if len(scores.attempt) else np.array([], dtype=bool)
-    cost = scores.column("cost_usd")[real] if len(real) else np.array([])
-    usage = {"input_tokens": int(scores.column("input_tokens")[real].sum()) if len(real) else 0,
-             "output_tokens": int(scores.column("output_tokens")[real].sum()) if len(real) else 0,
+    real = scores.column("attempt") > 0
+    cost = scores.column("cost_usd")[real]
+    usage = {"input_tokens": int(scores.column("input_tokens")[real].sum()),
+             "output_tokens": int(scores.column("output_tokens")[real].sum()),
              "cost_usd": float(np.nansum(cost)), "cost_complete": not bool(np.isnan(cost).any()),
-             "duration_s": float(scores.column("duration_s")[real].sum()) if len(real) else 0.0}
-    errors = int(is_error.sum()) if len(scores) else 0
-    reused = int(scores.column("reused").sum()) if len(scores) else 0
+             "duration_s": float(scores.column("duration_s")[real].sum())}
+    errors = int(is_error.sum())
+    reused = int(scores.column("reused").sum())
     return SummaryCounts(
         total=selected,
         evaluated=len(scores) - errors,
         error=errors,
         missing=selected - len(scores),
-        correct=int(correct[is_error == 0].sum()) if len(scores) else 0,
+        correct=int(correct[is_error == 0].sum()),
         reused=reused,
         new=len(scores) - reused,
         categories=dict(sorted(categories.items())),
