@@ -174,6 +174,41 @@ def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinis
     assert detail["correct"] and side.read_text().splitlines() == ["start", "end"]
 
 
+def test_a_labelled_command_starts_only_once_the_host_has_recorded_its_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """R-RESUME-1 (busy): a command the durable session labels does nothing before the host has recorded
+    its process, so a crash between spawn and record cannot leave a command running that a resume takes
+    for ended (seen in CI: the resume ran the task on beside it)."""
+    import asyncio
+
+    from agentcompass_dagster.config import EnvironmentConfig
+    from agentcompass_dagster.environments.hostdir import HostDirSession
+    from agentcompass_dagster.environments.local import LocalEnvironment
+
+    session = LocalEnvironment(EnvironmentConfig(id="local")).new_session()
+    marker, record = tmp_path / "started", session.root / "scratch/processes/call-1"
+    record_process = HostDirSession._record
+
+    def late_record(self: HostDirSession, label: str, worker: Any) -> None:
+        # Held until the command has begun, or for a second: an ungated command finds no record.
+        deadline = time.monotonic() + 1.0
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        record_process(self, label, worker)
+
+    monkeypatch.setattr(HostDirSession, "_record", late_record)
+
+    async def scenario() -> Any:
+        try:
+            return await session.exec(f"touch {marker}; cat {record}", label="call-1")
+        finally:
+            await session.close()
+
+    result = asyncio.run(scenario())
+    assert result.exit_code == 0, result.stderr
+    assert "@" in result.stdout
+
+
 def endpoint_model(fake: FakeOpenAI) -> list[dict[str, Any]]:
     return [{"id": "endpoint", "provider": "openai_compat", "model": "served", "base_url": fake.base_url,
              "params": {"max_retries": 0, "timeout_s": 600}}]

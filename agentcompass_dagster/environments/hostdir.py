@@ -118,11 +118,15 @@ class HostDirSession(EnvironmentSession):
         started = time.monotonic()
         self.make_dirs()
         directory = cwd or self.workdir
+        # A labelled command waits for a line on its stdin, sent once the host has recorded its process:
+        # a crash between spawn and record must not leave a command running that a resume cannot see.
+        # If the host dies first, the command gets EOF (and PDEATHSIG) and never starts.
+        gated = label is not None
         proc = await asyncio.create_subprocess_exec(
-            *self.argv(command, directory, private),
+            *self.argv(f"read -r _ || exit 125; {command}" if gated else command, directory, private),
             cwd=directory,
             env=self.env,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.PIPE if gated else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
@@ -132,7 +136,7 @@ class HostDirSession(EnvironmentSession):
             await asyncio.to_thread(self._record, label, Worker.of(proc.pid))
         timed_out = False
         try:
-            stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout_s)
+            stdout, stderr = await asyncio.wait_for(proc.communicate(b"\n" if gated else None), timeout_s)
         except TimeoutError:
             timed_out = True
             _kill_group(proc.pid)
