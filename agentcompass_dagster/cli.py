@@ -74,6 +74,11 @@ def _parser() -> argparse.ArgumentParser:
     dispatch.add_argument("spec", type=Path, help="dispatch spec YAML file")
     dispatch.add_argument("--run-id", help="override the spec's run_id (must not exist yet)")
     dispatch.add_argument("--runs-dir", type=Path, help="override the spec's runs_dir")
+    show = sub.add_parser("show", help="what a run directory holds: tasks, attempts and their outcome, "
+                          "checkpoints (which are forkable), replays and lineage")
+    show.add_argument("run_dir", type=Path)
+    show.add_argument("--task", help="one task, with each attempt's checkpoints and a fork command")
+    show.add_argument("--json", action="store_true", help="print the overview as JSON")
     summary = sub.add_parser("summary", help="re-render summary.md of a run directory from its details")
     summary.add_argument("run_dir", type=Path)
     report = sub.add_parser("report", help="write one self-contained HTML report of a results directory")
@@ -174,21 +179,37 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool) -> int:
     from agentcompass_dagster.runtime.summary import SummaryCounts
 
     errors = 0
+    if not (launch.launched or launch.followed):
+        # Said first: the summaries below are of earlier runs, whose counts ("18 run in this run") are theirs.
+        print("Nothing to run: every task has a result and the metrics are current. "
+              "The newest complete run of each model:\n")
     for (benchmark, model), source in sorted(launch.newest.items()):
         print((Path(source.path) / "summary.md").read_text())
         print(f"run directory: {source.path}\n")
         counts = Path(source.path) / SUMMARY_COUNTS
         if counts.is_file():
             errors += SummaryCounts.model_validate_json(counts.read_text()).error
-    if launch.launched or launch.followed:
-        others = f", and followed {len(launch.followed)} launched elsewhere" if launch.followed else ""
-        print(f"dagster: {len(launch.launched)} run(s) of the sweep's job launched{others} in {launch.home}")
-    else:
-        print(f"dagster: nothing to run, every task has a result ({launch.home})")
+    print(f"dagster: {_launch_line(launch)} (instance: {launch.home})")
     if launch.failed:
         print(f"agentcompass: failed in Dagster: {'; '.join(launch.failed)}", file=sys.stderr)
         return EXIT_NOT_COMPLETED
     return _task_errors(errors)
+
+
+def _launch_line(launch: Any) -> str:
+    """What the Dagster runs of this command were for: a run evaluates one model's missing tasks in a
+    row of partitions (at most ``dagster.max_partitions_per_run``), all writing that model's run directory."""
+    parts = []
+    evaluating = len(launch.launched) - launch.metrics_runs
+    if evaluating:
+        parts.append(f"launched {evaluating} run(s) evaluating the {launch.missing} (model, task) partition(s) "
+                     "without a result, one per row of a model's partitions (at most "
+                     "dagster.max_partitions_per_run), each writing into that model's run directory")
+    if launch.metrics_runs:
+        parts.append(f"launched {launch.metrics_runs} run(s) of the metrics alone, older than the newest result")
+    if launch.followed:
+        parts.append(f"followed {len(launch.followed)} run(s) of this sweep launched elsewhere")
+    return "; ".join(parts) or "nothing launched"
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -243,6 +264,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from agentcompass_dagster.run_overview import overview, render
+
+    run = overview(args.run_dir, args.task)
+    print(run.model_dump_json(indent=2) if args.json else render(run, one_task=args.task is not None), end="")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from agentcompass_dagster.report import write_report
 
@@ -288,7 +317,7 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-COMMANDS = {"run": cmd_run, "resume": cmd_resume, "fork": cmd_fork, "replay": cmd_replay, "dispatch": cmd_dispatch, "summary": cmd_summary, "report": cmd_report, "ui": cmd_ui}
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "fork": cmd_fork, "replay": cmd_replay, "dispatch": cmd_dispatch, "show": cmd_show, "summary": cmd_summary, "report": cmd_report, "ui": cmd_ui}
 
 
 def main(argv: list[str] | None = None) -> int:

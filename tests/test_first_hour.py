@@ -79,7 +79,8 @@ def test_dispatch_keeps_its_runs_under_the_results_directory(tmp_path: Path, mon
 
 def test_the_installed_command_runs_its_demo_from_an_empty_directory(tmp_path: Path) -> None:
     """`agentcompass run` with no argument, in a directory with no resources/ of its own, runs the
-    packaged demo sweep through Dagster: 18 tasks, accuracy 1.0, results and the instance made here."""
+    packaged demo sweep through Dagster: 18 tasks, accuracy 1.0, results and the instance made here, and
+    says what its Dagster run was for; run again, it launches nothing and says so first."""
     import os
     import subprocess
     import sys
@@ -91,3 +92,80 @@ def test_the_installed_command_runs_its_demo_from_an_empty_directory(tmp_path: P
     assert "Tasks: 18 selected · 18 evaluated · 18 correct" in proc.stdout, proc.stdout[-2000:]
     assert "| accuracy | 1.0000 |" in proc.stdout
     assert (tmp_path / "results" / "demo" / "demo" / "none").is_dir() and (tmp_path / ".dagster").is_dir()
+    assert "launched 1 run(s) evaluating the 18 (model, task) partition(s) without a result" in proc.stdout
+    # Run again: nothing runs, and the summary reprinted is said to be the earlier run's.
+    again = subprocess.run([str(command), "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.startswith("Nothing to run: every task has a result"), again.stdout[:500]
+    assert "dagster: nothing launched" in again.stdout
+
+
+def test_with_several_attempts_the_summary_says_what_correct_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task is "correct" when any attempt was, while accuracy averages the attempts: with k=2, one
+    attempt right and one wrong per task, the summary says "2 correct (by at least one attempt)" and
+    counts the attempts (2 of 4) beside accuracy 0.5, instead of "2 correct" beside 0.5 unexplained."""
+    steps = [{"oracle": True}, {"answer": "no"}]
+    sweep = write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": ["create-hello", "fix-calc"]}],
+                        harness={"id": "scripted", "params": {"tasks": {"create-hello": steps, "fix-calc": steps}}},
+                        execution={"attempts": {"k": 2}})
+    assert run_cli("run", sweep, "--direct") == 0
+    out = capsys.readouterr().out
+    assert "2 correct (by at least one attempt)" in out, out
+    assert "Attempts: 4 run · 2 correct" in out and "| accuracy | 0.5000 |" in out, out
+    assert "2 run in this run · 0 reused from earlier runs" in out, out
+
+
+def test_show_lists_attempts_the_checkpoints_a_fork_accepts_and_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`agentcompass show RUN_DIR` names each task's state and attempts, the checkpoints of an agent
+    attempt with those a fork accepts (a fork at one of them runs; at one not marked forkable it is
+    refused), its replays and a fork's lineage; it changes nothing in the run directory (R-FORK-1)."""
+    import json
+    import shutil
+
+    from conftest import tree_snapshot
+    from scripted_agent import SOLUTION, bash, submit, sweep_file
+
+    turns = {"count-errors": [bash("echo draft > draft.txt"), bash(SOLUTION), submit()]}
+    models = [{"id": "solver-a", "provider": "scripted", "params": {"turns": turns}},
+              {"id": "solver-b", "provider": "scripted", "params": {"turns": {"count-errors": [submit()] * 3}}}]
+    assert run_cli("run", sweep_file(tmp_path, turns, models=models[:1]), "--direct") == 0
+    run_dir = next((tmp_path / "results").rglob("run_info.json")).parent
+    assert run_cli("replay", run_dir, "--task", "count-errors") == 0
+    before = tree_snapshot(run_dir)
+    capsys.readouterr()
+    assert run_cli("show", run_dir, "--task", "count-errors", "--json") == 0
+    (task,) = json.loads(capsys.readouterr().out)["tasks"]
+    assert tree_snapshot(run_dir) == before, "show changed the run directory"
+    (attempt,) = task["attempts"]
+    assert (task["state"], attempt["outcome"], task["score"]) == ("finished", "correct", 1.0)
+    assert [(r["attempt"], r["status"]) for r in task["replays"]] == [(1, "matched")]
+    forkable = [c["seq"] for c in attempt["checkpoints"] if c["forkable"]]
+    others = [c["seq"] for c in attempt["checkpoints"] if not c["forkable"]]
+    assert len(forkable) == 2, attempt["checkpoints"]  # after each bash turn; the submit ends the attempt
+    both = sweep_file(tmp_path, turns, name="both", models=models)
+    fork = ("fork", run_dir, "--task", "count-errors", "--model", "solver-b", "--sweep", both, "--checkpoint")
+    assert run_cli(*fork, forkable[0]) == 0
+    for seq in others:
+        assert run_cli(*fork, seq) == 2
+
+    assert run_cli("show", run_dir) == 0
+    out = capsys.readouterr().out
+    assert f"| count-errors | finished | 1.0000 | 1: correct | 1: {', '.join(map(str, forkable))} | 1 |" in out, out
+    fork_dir = next(p.parent for p in (tmp_path / "results").rglob("run_info.json") if ".forks" in str(p))
+    assert run_cli("show", fork_dir) == 0
+    assert f"lineage: fork of run {run_dir.name} (task count-errors, attempt 1, checkpoint {forkable[0]}" in \
+        capsys.readouterr().out
+
+    # After a crash: the task without a detail is unfinished, its agent attempt interrupted.
+    crashed = tmp_path / "crashed"
+    shutil.copytree(run_dir, crashed, symlinks=True)
+    for detail in (crashed / "details").glob("*.json"):
+        detail.unlink()
+    assert run_cli("show", crashed, "--json") == 0
+    (task,) = json.loads(capsys.readouterr().out)["tasks"]
+    assert (task["state"], [a["outcome"] for a in task["attempts"]]) == ("unfinished", ["interrupted"])
+    assert run_cli("show", run_dir, "--task", "nope") == 2

@@ -30,7 +30,7 @@ from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
 from agentcompass_dagster.defs.jobs import mounted, same_path_mounts, shared_paths
 from agentcompass_dagster.defs.partitions import identifier
-from agentcompass_dagster.defs.planning import plan_benchmark
+from agentcompass_dagster.defs.planning import Plan, plan_benchmark
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.launcher.follow import RunFollower
@@ -52,6 +52,10 @@ DAEMON_WAIT_S = 10.0
 class SweepLaunch:
     home: Path
     launched: list[str] = field(default_factory=list)
+    # What the launched runs are for: the (model, task) partitions without a result, and runs of the
+    # metrics alone (results all current, metrics older than the newest of them).
+    missing: int = 0
+    metrics_runs: int = 0
     followed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     newest: dict[tuple[str, str], ReuseSource] = field(default_factory=dict)
@@ -134,9 +138,11 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
         follower = RunFollower(instance, board)
         created: list[dg.DagsterRun] = []
         for sb in sbs:
-            runs, others = _plan(sb, instance, factory, follower)
+            plan, runs = _plan(sb, instance, factory, follower)
             created += runs
-            launch.followed += others
+            launch.followed += plan.in_flight
+            launch.missing += len(plan.missing)
+            launch.metrics_runs += plan.metrics_due
         launch.launched = [run.run_id for run in created]
         if submit:
             for run in created:
@@ -154,8 +160,9 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
 
 
 def _plan(sb: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
-          follower: RunFollower) -> tuple[list[dg.DagsterRun], list[str]]:
-    """Create the runs a benchmark needs; returns them and the runs in flight launched by others."""
+          follower: RunFollower) -> tuple[Plan, list[dg.DagsterRun]]:
+    """Create the runs a benchmark needs; returns its plan (with the runs in flight launched by others)
+    and them."""
     with sweep_lock(sb):
         plan = plan_benchmark(sb, instance, list(sb.task_keys))
         # Created under the lock: the next planner sees them in flight.
@@ -165,7 +172,7 @@ def _plan(sb: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
     follower.expect(sb, plan.missing)
     for run_id in [run.run_id for run in runs] + plan.in_flight:
         follower.follow(sb, run_id)
-    return runs, plan.in_flight
+    return plan, runs
 
 
 def daemon_alive(instance: dg.DagsterInstance) -> bool:

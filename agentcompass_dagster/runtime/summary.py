@@ -29,6 +29,10 @@ class SummaryCounts(Record):
     correct: int
     reused: int
     new: int
+    # Attempts that ran (tasks that ended before any attempt have none), and how many were correct: with
+    # k > 1 a task counts as correct when any attempt was, while accuracy averages the attempts.
+    attempts: int = 0
+    correct_attempts: int = 0
     categories: dict[str, CategoryCounts] = Field(default_factory=dict)
     metrics: dict[str, float | None] = Field(default_factory=dict)
     uncertainty: dict[str, dict[str, float]] = Field(default_factory=dict)
@@ -64,6 +68,8 @@ def count(scores: TaskScores, selected: int, metrics: MetricResult) -> SummaryCo
         correct=int(correct[is_error == 0].sum()),
         reused=reused,
         new=len(scores) - reused,
+        attempts=int(real.sum()),
+        correct_attempts=int(scores.column("attempt_correct")[real].sum()),
         categories=dict(sorted(categories.items())),
         metrics=metrics.metrics,
         uncertainty=(metrics.details or {}).get("uncertainty", {}),
@@ -75,6 +81,20 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def _correct(counts: SummaryCounts) -> str:
+    multiple = counts.attempts > counts.evaluated + counts.error
+    return f"{counts.correct} correct" + (" (by at least one attempt)" if multiple else "")
+
+
+def _attempts_line(counts: SummaryCounts) -> list[str]:
+    """With several attempts a task, what the attempts did: the metrics average them, "correct" above
+    counts a task any of whose attempts was."""
+    if counts.attempts <= counts.evaluated + counts.error:
+        return []
+    return ["", f"Attempts: {counts.attempts} run · {counts.correct_attempts} correct "
+                f"({counts.correct_attempts / counts.attempts:.2f} of them; the metrics average each task's attempts)"]
+
+
 def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: list[tuple[str, str]]) -> str:
     """``errors``: (task id, first line of its error) of the tasks that ended in error."""
     lines = [
@@ -82,8 +102,10 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
         "",
         f"run `{run_id}` · status **{status}**",
         "",
-        f"Tasks: {counts.total} selected · {counts.evaluated} evaluated · {counts.correct} correct · "
-        f"{counts.error} errors · {counts.missing} missing · {counts.reused} reused · {counts.new} new",
+        f"Tasks: {counts.total} selected · {counts.evaluated} evaluated · {_correct(counts)} · "
+        f"{counts.error} errors · {counts.missing} missing · {counts.new} run in this run · "
+        f"{counts.reused} reused from earlier runs",
+        *_attempts_line(counts),
         "",
         "| metric | value |",
         "|---|---|",
