@@ -1,9 +1,11 @@
 """PNG plots of a benchmark's metrics for the HTML report (matplotlib, Agg backend, no display).
 
 Every function takes the run-level frames of ONE sweep x benchmark (``load_metrics(dir, latest=True)``
-and ``load_task_results(dir, latest=True)`` filtered to it) and returns the bytes of a PNG of fixed size
-(WIDTH x HEIGHT pixels), also when there is nothing to draw: the figure then says so. Columns that an
-older results directory lacks (``stderr``, ``ci_low``, ``ci_high``, costs) are treated as absent.
+and ``load_task_results(dir, latest=True)`` filtered to it) and returns a ``Plot``: the bytes of a PNG
+sized for what it shows (a bar per model, a row per model and a column per category), so that one
+model's chart is small and several fit side by side on a page; also when there is nothing to draw (the
+figure then says so, at the smallest size). Columns that an older results directory lacks (``stderr``,
+``ci_low``, ``ci_high``, costs) are treated as absent.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import html
 import io
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -18,27 +21,43 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-WIDTH, HEIGHT, DPI = 800, 500, 100
+DPI = 100
+# Pixel sizes: the smallest (an empty figure, one model), and what each model or category adds.
+MIN_WIDTH, MAX_WIDTH, BAR_HEIGHT = 400, 1000, 380
+PER_MODEL_BAR, PER_CATEGORY, PER_MODEL_ROW = 90, 60, 36
+SCATTER = (520, 380)
 LABEL_MAX = 24  # characters of a model or category name shown on an axis
 BAR_COLOR = "#4C72B0"
 POINT_COLOR = "#DD8452"
 
 
-def _figure() -> tuple[Figure, Axes]:
+@dataclass(frozen=True)
+class Plot:
+    png: bytes
+    width: int
+    height: int
+
+
+def _figure(width: int = MIN_WIDTH, height: int = BAR_HEIGHT) -> tuple[Figure, Axes]:
     # A bare Figure with its own Agg canvas: no pyplot state, no display, safe in threads.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot()
 
 
-def _png(fig: Figure) -> bytes:
+def _width(base: int, per_item: int, items: int) -> int:
+    return max(MIN_WIDTH, min(MAX_WIDTH, base + per_item * items))
+
+
+def _png(fig: Figure) -> Plot:
     # No bbox_inches="tight": it would change the pixel size.
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
-    return buffer.getvalue()
+    width, height = fig.canvas.get_width_height()
+    return Plot(buffer.getvalue(), width, height)
 
 
 def _empty(ax: Axes, title: str, message: str) -> None:
@@ -95,11 +114,11 @@ def _error_bars(rows: list[tuple[str, float, float | None, float | None]]) -> li
     return [below, above]
 
 
-def accuracy_with_ci(metrics_df: pd.DataFrame) -> bytes:
+def accuracy_with_ci(metrics_df: pd.DataFrame) -> Plot:
     """Bars of accuracy per model with their 95% bootstrap interval (where the metrics carry one)."""
-    fig, ax = _figure()
-    title = "Accuracy per model (95% bootstrap CI over tasks)"
+    title = "Accuracy per model (95% CI over tasks)"
     rows = _accuracy_rows(metrics_df)
+    fig, ax = _figure(_width(310, PER_MODEL_BAR, len(rows)))
     if not rows:
         _empty(ax, title, "no accuracy recorded")
         return _png(fig)
@@ -128,22 +147,24 @@ def accuracy_with_ci(metrics_df: pd.DataFrame) -> bytes:
     return _png(fig)
 
 
-def category_heatmap(metrics_df: pd.DataFrame) -> bytes:
+def category_heatmap(metrics_df: pd.DataFrame) -> Plot:
     """Models x categories, coloured by the ``accuracy/<category>`` metrics (grey: no value)."""
     import numpy as np
 
-    fig, ax = _figure()
     title = "Accuracy per category"
     frame = metrics_df
-    if frame.empty or not {"model", "metric", "value"} <= set(frame.columns):
-        _empty(ax, title, "no per-category accuracy recorded")
-        return _png(fig)
-    frame = _newest(frame[frame["metric"].astype(str).str.startswith("accuracy/")])
+    if not frame.empty and {"model", "metric", "value"} <= set(frame.columns):
+        frame = _newest(frame[frame["metric"].astype(str).str.startswith("accuracy/")])
+    else:
+        frame = frame.iloc[0:0]
     if frame.empty:
+        fig, ax = _figure()
         _empty(ax, title, "no per-category accuracy recorded")
         return _png(fig)
     models = list(dict.fromkeys(frame["model"].astype(str)))
     categories = sorted(dict.fromkeys(frame["metric"].astype(str).str.removeprefix("accuracy/")))
+    fig, ax = _figure(_width(280, PER_CATEGORY, len(categories)),
+                      max(260, min(900, 190 + PER_MODEL_ROW * len(models))))
     grid = np.full((len(models), len(categories)), np.nan)
     for _, row in frame.iterrows():
         value = _number(row["value"])
@@ -194,15 +215,16 @@ def _usage(task_results: pd.DataFrame) -> tuple[str, str, dict[str, float]]:
     return "", "", {}
 
 
-def cost_vs_accuracy(metrics_df: pd.DataFrame, task_results_df: pd.DataFrame) -> bytes:
+def cost_vs_accuracy(metrics_df: pd.DataFrame, task_results_df: pd.DataFrame) -> Plot:
     """One point per model: what it spent (cost, else tokens, else time) against its accuracy."""
-    fig, ax = _figure()
     kind, label, spent = _usage(task_results_df)
     title = f"Accuracy against {kind or 'cost'} per model"
     rows = [row for row in _accuracy_rows(metrics_df) if row[0] in spent]
     if not rows:
+        fig, ax = _figure()
         _empty(ax, title, "no accuracy with usage recorded")
         return _png(fig)
+    fig, ax = _figure(*SCATTER)
     xs = [spent[model] for model, _, _, _ in rows]
     ys = [value for _, value, _, _ in rows]
     errors = _error_bars(rows)

@@ -60,12 +60,17 @@ td.none { color: #999; }
 tr.disagree td:first-child { box-shadow: inset 4px 0 0 #e0a100; }
 .verdict-better { font-weight: 600; color: #1b6e2a; } .verdict-none { color: #555; }
 .note { color: #555; font-size: 12px; margin: 2px 0 8px; }
-.plots { display: flex; flex-wrap: wrap; gap: 12px; }
-.plots figure { margin: 0; } .plots img { max-width: 100%; height: auto; border: 1px solid #dde1e6; }
+.plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 380px), 1fr)); gap: 12px;
+         align-items: start; }
+@media (min-width: 900px) { .plots figure.wide { grid-column: span 2; } }
+.plots figure { margin: 0; } .plots img { width: 100%; height: auto; border: 1px solid #dde1e6; }
 .plots figcaption { font-size: 12px; color: #555; }
 details summary { cursor: pointer; font-weight: 600; margin: 16px 0 6px; }
 a { color: #1f5fa8; }
 """
+
+# Plots wider than this (many models or categories) take two columns of the plot grid.
+WIDE_PLOT = 640
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
@@ -307,10 +312,13 @@ def _plots(b: _Benchmark) -> str:
          plots.cost_vs_accuracy(b.metrics, b.tasks)),
     ]
     parts = []
-    for name, caption, png in figures:
+    for name, caption, plot in figures:
+        # Shown at most at its own size (a one-model chart stays small); a wide one spans two columns.
+        wide = ' class="wide"' if plot.width > WIDE_PLOT else ""
         parts.append(
-            f'<figure><img class="plot" data-plot="{name}" width="{plots.WIDTH}" height="{plots.HEIGHT}" '
-            f'alt="{_esc(caption)}" src="{_data_uri(png)}"><figcaption>{_esc(caption)}</figcaption></figure>'
+            f'<figure{wide}><img class="plot" data-plot="{name}" width="{plot.width}" height="{plot.height}" '
+            f'style="max-width: min(100%, {plot.width}px)" alt="{_esc(caption)}" src="{_data_uri(plot.png)}">'
+            f'<figcaption>{_esc(caption)}</figcaption></figure>'
         )
     return f'<div class="plots">{"".join(parts)}</div>'
 

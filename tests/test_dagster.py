@@ -235,7 +235,7 @@ def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) ->
             plot = metadata[f"plot: {title}"].value
             assert plot.startswith(f"![{title}](data:image/png;base64,")
             png = base64.b64decode(plot.split("base64,", 1)[1].rstrip(")"))
-            assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 800
+            assert png[:8] == b"\x89PNG\r\n\x1a\n" and 400 <= int.from_bytes(png[16:20], "big") <= 1000
         checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
             [dg.AssetCheckKey(metrics_key, "counts_match_denominators"), dg.AssetCheckKey(metrics_key, "no_secret_in_run_dirs")])
         assert len(checks) == 2

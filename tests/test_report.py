@@ -33,6 +33,8 @@ FAILING = "sort-unique"
 ERROR_TEXT = "boom <b>&amp; friends</b>"
 K2_SWEEP, K2_MODEL = "k2 <&>", "m3"
 DATA_URI = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=\s]+)"')
+PLOT_IMG = re.compile(r'<img class="plot" data-plot="\w+" width="(\d+)" height="(\d+)"[^>]*'
+                      r' src="data:image/png;base64,([A-Za-z0-9+/=\s]+)"')
 HREF = re.compile(r'href="([^"#][^"]*)"')
 
 
@@ -114,16 +116,19 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory / "results"
 
 
-def _pngs(document: str) -> list[bytes]:
-    return [base64.b64decode(re.sub(r"\s", "", m)) for m in DATA_URI.findall(document)]
+def _plots(document: str) -> list[plots.Plot]:
+    """Each plot image of the page with the size its tag declares."""
+    return [plots.Plot(base64.b64decode(re.sub(r"\s", "", data)), int(width), int(height))
+            for width, height, data in PLOT_IMG.findall(document)]
 
 
-def _assert_plot(png: bytes) -> None:
+def _assert_plot(plot: plots.Plot) -> None:
     import matplotlib.image
 
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
-    assert pixels.shape[:2] == (plots.HEIGHT, plots.WIDTH)
+    assert plot.png[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = matplotlib.image.imread(io.BytesIO(plot.png), format="png")
+    assert pixels.shape[:2] == (plot.height, plot.width)
+    assert plots.MIN_WIDTH <= plot.width <= plots.MAX_WIDTH
     colours = np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)
     assert len(colours) > 10, f"a blank plot: {len(colours)} colour(s)"
 
@@ -168,12 +173,14 @@ def test_report_shows_models_metrics_comparisons_plots_and_tasks(results: Path, 
     for cell in ("m1", "m2", "17", "1.000", "0.235", "0.765", "13", "0", "m1 better", "&lt; 0.001"):
         assert _cell(comparisons, cell), cell
 
-    # three plots per section, of the fixed size, none blank
-    assert len(_pngs(cmp)) == 3
-    pngs = _pngs(document)
-    assert len(pngs) == 6
-    for png in pngs:
-        _assert_plot(png)
+    # three plots per section, each PNG of the size its tag declares, none blank; a one-model chart
+    # (the second sweep's) is narrower than the two-model one
+    assert len(_plots(cmp)) == 3 and len(DATA_URI.findall(document)) == 6
+    found = _plots(document)
+    assert len(found) == 6
+    for plot in found:
+        _assert_plot(plot)
+    assert found[3].width < found[0].width
 
     # one row per task, each model's outcome linked to the detail file, relative to the report
     table = _between(cmp, '<table class="tasks">', "</table>")
@@ -210,7 +217,8 @@ def test_report_shows_models_metrics_comparisons_plots_and_tasks(results: Path, 
 
 def test_report_in_headless_chromium(results: Path, tmp_path: Path) -> None:
     """Opened from disk, the page makes no request beyond its own file, logs no error, and its plots
-    decode at 800x500 with more than one colour."""
+    decode at the size their tags declare with more than one colour; at 1400 px a benchmark's three plots
+    share one row, none drawn larger than its own size."""
     if not CHROMIUM.is_file():
         pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
     sync_api = pytest.importorskip("playwright.sync_api",
@@ -252,8 +260,12 @@ def test_report_in_headless_chromium(results: Path, tmp_path: Path) -> None:
                 const colours = new Set();
                 for (let i = 0; i < data.length && colours.size < 50; i += 4 * 97)
                     colours.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
+                const box = img.getBoundingClientRect(), grid = img.closest('.plots').getBoundingClientRect();
                 return {plot: img.dataset.plot, complete: img.complete, width: img.naturalWidth,
-                        height: img.naturalHeight, colours: colours.size};
+                        height: img.naturalHeight, declared: [img.width, img.height].map(Number),
+                        tag: [Number(img.getAttribute('width')), Number(img.getAttribute('height'))],
+                        top: box.top, left: box.left - grid.left, shown: box.width, grid: grid.width,
+                        colours: colours.size};
             })""")
             links = page.eval_on_selector_all("table.tasks a", "links => links.map(a => a.href)")
             page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
@@ -263,8 +275,13 @@ def test_report_in_headless_chromium(results: Path, tmp_path: Path) -> None:
 
     assert [i["plot"] for i in images] == ["accuracy", "categories", "cost"] * 2
     for image in images:
-        assert image["complete"] and (image["width"], image["height"]) == (plots.WIDTH, plots.HEIGHT), image
+        assert image["complete"] and [image["width"], image["height"]] == image["tag"], image
         assert image["colours"] > 1, f"blank plot: {image}"
+        assert image["shown"] <= image["width"] + 2, f"a plot stretched beyond its own size (and border): {image}"
+    # At 1400 px the three plots of a benchmark share one row across the page, not one plot per row.
+    for section in (images[:3], images[3:]):
+        assert len({round(i["top"]) for i in section}) == 1, section
+        assert section[-1]["left"] > section[-1]["grid"] / 2, section
     assert len(links) == 2 * 18 + 3
     for link in links:
         parts = urlsplit(link)
@@ -286,7 +303,8 @@ def test_report_of_a_missing_or_empty_directory_is_one_line(tmp_path: Path,
     assert not (tmp_path / "report.html").exists()
 
 
-def test_plots_have_a_fixed_size_for_one_model_and_without_intervals(results: Path) -> None:
+def test_plots_are_sized_for_one_model_and_drawn_without_intervals(results: Path) -> None:
+    """One model's chart and empty figures come at the smallest size, not stretched to a page."""
     metrics = load_metrics(results, latest=True)
     tasks = load_task_results(results, latest=True)
     one = metrics[metrics["model"] == "m2"].drop(columns=["stderr", "ci_low", "ci_high"], errors="ignore")
@@ -294,3 +312,5 @@ def test_plots_have_a_fixed_size_for_one_model_and_without_intervals(results: Pa
     for png in (plots.accuracy_with_ci(one), plots.category_heatmap(one), plots.cost_vs_accuracy(one, no_usage),
                 plots.accuracy_with_ci(metrics.iloc[0:0]), plots.cost_vs_accuracy(metrics, tasks.iloc[0:0])):
         _assert_plot(png)
+    assert plots.accuracy_with_ci(one).width == plots.MIN_WIDTH
+    assert plots.accuracy_with_ci(metrics.iloc[0:0]).width == plots.MIN_WIDTH

@@ -238,8 +238,8 @@ def _metrics(sb: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
         plots = {"accuracy per model": accuracy_with_ci(metric_rows),
                  "accuracy per category": category_heatmap(metric_rows),
                  "cost against accuracy": cost_vs_accuracy(metric_rows, task_rows)}
-        for title, png in plots.items():
-            atomic_write_bytes(sb.benchmark_dir / f"{title.replace(' ', '_')}.png", png)
+        for title, plot in plots.items():
+            atomic_write_bytes(sb.benchmark_dir / f"{title.replace(' ', '_')}.png", plot.png)
     accuracy = {f"accuracy {row.model}": float(row.value) for row in metric_rows.itertuples()
                 if row.metric == "accuracy"} if not metric_rows.empty else {}
     inline = inline_accuracy(metric_rows)
@@ -248,8 +248,8 @@ def _metrics(sb: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
         "summary": dg.MetadataValue.md(table),
         **({"accuracy per model": dg.MetadataValue.md(inline)} if inline else {}),
         **accuracy,
-        **{f"plot: {title}": dg.MetadataValue.md(f"![{title}](data:image/png;base64,{base64.b64encode(png).decode()})")
-           for title, png in plots.items()},
+        **{f"plot: {title}": dg.MetadataValue.md(
+            f"![{title}](data:image/png;base64,{base64.b64encode(plot.png).decode()})") for title, plot in plots.items()},
         "models": len(newest),
         "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
         "metrics": dg.MetadataValue.path(str((sb.benchmark_dir / METRICS_FILE).resolve())),
