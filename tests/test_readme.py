@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 from agentcompass_dagster.config import load_sweep
@@ -53,3 +55,103 @@ def test_readme_scale_out_declaration_validates() -> None:
     assert block is not None
     deployment = DagsterDeployment.model_validate(yaml.safe_load(block.group(1))["dagster"])
     assert (deployment.max_partitions_per_run, deployment.max_concurrent_runs) == (250, 4)
+
+
+COMMENT = re.compile(r"\s+#.*$")
+
+
+def readme_commands() -> list[str]:
+    """Every command line of the README's bash blocks, comments removed, in order."""
+    readme = (REPO / "README.md").read_text()
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", readme, re.S):
+        lines += [COMMENT.sub("", line).strip() for line in block.splitlines() if line.strip()]
+    return lines
+
+
+def workdir(tmp_path: Path) -> Path:
+    """A directory where the README's commands run as written: `.venv` and `resources/` as in a clone
+    (each declaration a link to the repository's, so a test can add a sweep of its own)."""
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    for source in (REPO / "resources").rglob("*"):
+        target = tmp_path / "resources" / source.relative_to(REPO / "resources")
+        if source.is_dir():
+            target.mkdir(parents=True)
+        else:
+            target.symlink_to(source)
+    return tmp_path
+
+
+def sh(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "DAGSTER_HOME"}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_readme_install_and_test_commands_are_the_ones_ci_runs() -> None:
+    """`.ci/run` runs exactly the README's install and test commands (the install quietly)."""
+    commands = readme_commands()
+    ci = (REPO / ".ci" / "run").read_text()
+    install = next(c for c in commands if "pip install" in c)
+    tests = next(c for c in commands if "pytest" in c)
+    assert install.replace("pip install", "pip install -q") in ci, install
+    assert tests in ci, tests
+
+
+def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
+    """Each `agentcompass run`, `summary` and `report` line of the README, run verbatim by bash in a
+    directory laid out like a clone (the `<run_id>` filled in with the run the first line made), exits 0;
+    `ui` (a server, tested in test_ui_browser) must at least parse."""
+    cwd = workdir(tmp_path)
+    commands = [c for c in readme_commands() if c.startswith(".venv/bin/agentcompass")
+                and "results/S/B/M" not in c and "demo-agent" not in c]
+    assert commands[0] == ".venv/bin/agentcompass run", commands
+    for command in commands:
+        if "<run_id>" in command:
+            run_dir = max((cwd / "results" / "demo" / "demo" / "none").iterdir(), key=lambda p: p.name)
+            command = command.replace("<run_id>", run_dir.name)
+        if command.split()[1] == "ui":
+            command += " --help"
+        proc = sh(command, cwd)
+        assert proc.returncode == 0, f"{command}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
+    assert (cwd / "results" / "report.html").is_file()
+
+
+def test_the_readme_durable_commands_run_as_written(tmp_path: Path) -> None:
+    """The demo-agent line, then `show`, `resume`, `fork` and `replay` as the README writes them, with S/B/M,
+    <run_id> and T filled in from that run (resume: of a copy whose task lost its detail, as a kill -9
+    before the write leaves it), the checkpoint from `agentcompass show`, and S.yaml a sweep declaring
+    the `other` model: each exits 0."""
+    import json
+    import shutil
+
+    import yaml
+
+    cwd = workdir(tmp_path)
+    commands = [c for c in readme_commands() if "demo-agent" in c or "results/S/B/M" in c]
+    assert [c.split()[1] for c in commands] == ["run", "show", "resume", "fork", "replay"], commands
+    assert sh(commands[0], cwd).returncode == 0
+    (run_dir,) = (cwd / "results" / "demo-agent" / "demo" / "scripted-demo").iterdir()
+    task = "create-hello"
+    shown = sh(f".venv/bin/agentcompass show {run_dir} --task {task} --json", cwd)
+    checkpoints = json.loads(shown.stdout)["tasks"][0]["attempts"][0]["checkpoints"]
+    forkable = next(c["seq"] for c in checkpoints if c["forkable"])
+    sweep = yaml.safe_load((REPO / "resources" / "sweeps" / "demo-agent.yaml").read_text())
+    other = {"id": "other", "provider": "scripted", "params": {"turns": {task: [
+        {"tool_calls": [{"name": "submit", "arguments": {"answer": "never asked"}}]},
+        {"tool_calls": [{"name": "submit", "arguments": {"answer": "done"}}]}]}}}
+    sweep["models"] = ["scripted-demo", other]
+    (cwd / "resources" / "sweeps" / "S.yaml").write_text(yaml.safe_dump(sweep))
+    # What a kill -9 after the agent ended and before its detail was written leaves, to resume.
+    crashed = run_dir.with_name(run_dir.name + "-crashed")
+    shutil.copytree(run_dir, crashed, symlinks=True)
+    next((crashed / "details").glob(f"{task}*.json")).unlink()
+    fills = {"[--task T]": f"--task {task}", "--task T": f"--task {task}",
+             "--checkpoint 4": f"--checkpoint {forkable}", "[--score]": "--score",
+             "--sweep S.yaml": "--sweep resources/sweeps/S.yaml"}
+    for command in commands[1:]:
+        target = crashed if command.split()[1] == "resume" else run_dir
+        command = command.replace("results/S/B/M/<run_id>", str(target.relative_to(cwd)))
+        for placeholder, value in fills.items():
+            command = command.replace(placeholder, value)
+        proc = sh(command, cwd)
+        assert proc.returncode == 0, f"{command}: exit {proc.returncode}\n{proc.stdout[-1000:]}{proc.stderr[-2000:]}"
