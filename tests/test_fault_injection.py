@@ -1,6 +1,6 @@
 """R-FAULT-1: fault-injection experiments (parent killed, environment lost, tool interrupted) recover.
 
-One trial of every scenario of ``benchmarks/fault_injection.py``, through the benchmark's own code: a real
+One trial of every scenario of ``perf/fault_injection.py``, through the script's own code: a real
 sweep subprocess killed with SIGKILL at the scenario's point, then ``agentcompass resume`` as a subprocess.
 Each must recover (resume exits 0, the answer is correct and the completed steps equal an uninterrupted
 run's) without repeating a completed model turn or a completed non-replay-safe command."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import REPO
 
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "perf"))
 
 import fault_injection
 

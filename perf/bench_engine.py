@@ -30,10 +30,10 @@ floor's; CPU <= 1 ms per attempt; peak RSS < 200 MB at N=100,000; ms/attempt fla
 
 Run it from the repository root:
 
-    python benchmarks/bench_engine.py [--k 1 3] [--n 10000] [--concurrency 8] [--harness oracle]
+    python perf/bench_engine.py [--k 1 3] [--n 10000] [--concurrency 8] [--harness oracle]
                                       [--results-dir DIR] [--json]
 
-The final figures: ``python benchmarks/bench_engine.py --n 10000 --k 1 3`` on an otherwise idle machine.
+The final figures: ``python perf/bench_engine.py --n 10000 --k 1 3`` on an otherwise idle machine.
 
 Without --results-dir the run directories go to a temp directory that is removed afterwards; with it,
 each (k, N) gets a fresh ``bench-k<K>-n<N>-*`` directory below DIR that is kept.

@@ -12,7 +12,7 @@ own time is the environment's measure of ``exec``, both read from the attempt's 
 attempt time is the detail's, which also holds opening and closing the environment and scoring). What is left is the loop: activity-log appends
 (fsynced), checkpoints, the command wrapper's bookkeeping, redaction, the event loop.
 
-    python benchmarks/bench_agent_turns.py [--turns 50] [--harness tool_agent] [--environment local]
+    python perf/bench_agent_turns.py [--turns 50] [--harness tool_agent] [--environment local]
                                            [--no-checkpoints] [--json]
 
 Target: <= 20 ms per turn. It is reported, never asserted; run it on a quiet machine.

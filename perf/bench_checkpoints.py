@@ -18,7 +18,7 @@ modes, and every git command succeeds. Timings never fail the script: this is a 
 
 Run it from the repository root:
 
-    python benchmarks/bench_checkpoints.py [--files 1000] [--total-mb 50] [--changed 10] [--seed 0]
+    python perf/bench_checkpoints.py [--files 1000] [--total-mb 50] [--changed 10] [--seed 0]
                                            [--dir DIR] [--json]
 
 Without --dir the trees, the store and the repository go to a temp directory that is removed afterwards;

@@ -29,7 +29,7 @@ total. An environment whose measurement raises is reported as a failure and the 
 Run it from the repository root (the Docker engine of .ci/docker.sh listens on the socket below):
 
     DOCKER_HOST=unix:///var/lib/agentcompass-ci/docker.sock \\
-        python benchmarks/bench_environments.py [--n 100] [--only local,sandbox,docker] [--json]
+        python perf/bench_environments.py [--n 100] [--only local,sandbox,docker] [--json]
 
 Progress goes to stderr; the demo sweeps' run directories go to a temp directory removed afterwards.
 """

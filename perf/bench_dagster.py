@@ -33,7 +33,7 @@ process and under 4 s as a whole process; peak RSS under 300 MB) but never fail 
 
 Run it from the repository root:
 
-    python benchmarks/bench_dagster.py [--n 10000] [--concurrency 8] [--harness oracle] [--instance URL]
+    python perf/bench_dagster.py [--n 10000] [--concurrency 8] [--harness oracle] [--instance URL]
                                        [--split 4] [--results-dir DIR] [--profile DIR] [--json]
 
 Without --results-dir everything (DAGSTER_HOME, run directories) goes to a temp directory that is

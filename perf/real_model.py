@@ -42,7 +42,7 @@ errorCode.
 
 Run it from the repository root:
 
-    python benchmarks/real_model.py [--harnesses tool_agent,miniswe] [--tasks N] [--max-turns 8]
+    python perf/real_model.py [--harnesses tool_agent,miniswe] [--tasks N] [--max-turns 8]
                                     [--attempt-timeout 300] [--concurrency 1] [--environment sandbox]
                                     [--llama-server PATH] [--cache-dir DIR] [--model-wheels DIR] [--port P]
                                     [--probe-max-tokens 256] [--no-dispatch] [--dir DIR] [--json PATH]

@@ -1,4 +1,4 @@
-"""Helpers shared by the by-hand benchmarks in this directory (``bench_store.py``, ``bench_engine.py``,
+"""Helpers shared by the by-hand performance scripts in this directory (``bench_store.py``, ``bench_engine.py``,
 ``bench_dagster.py``, ``bench_environments.py``, ``bench_vs_inspect.py``).
 
 A measurement is made in a fresh child process (the calling script re-invoked with its hidden ``--child``
@@ -14,7 +14,7 @@ filesystem by --concurrency threads, each the textbook atomic durable write (a t
 directory, fsync it, rename it to its final name, fsync the directory). It runs in its own child, this
 file run as a script:
 
-    python benchmarks/_bench.py --floor DIR --n N --bytes SIZE --threads T
+    python perf/_bench.py --floor DIR --n N --bytes SIZE --threads T
 """
 
 from __future__ import annotations

@@ -27,10 +27,10 @@ script: this is a report, not a test.
 
 Run it from the repository root:
 
-    python benchmarks/bench_store.py [--n 10000] [--concurrency 8] [--harness oracle]
+    python perf/bench_store.py [--n 10000] [--concurrency 8] [--harness oracle]
                                      [--results-dir DIR] [--json]
 
-The final figures: ``python benchmarks/bench_store.py --n 100000`` (and ``--n 10000`` for the throughput
+The final figures: ``python perf/bench_store.py --n 100000`` (and ``--n 10000`` for the throughput
 and floor targets, set at N=10,000) on an otherwise idle machine.
 
 Without --results-dir the run directories go to a temp directory that is removed afterwards; with it,

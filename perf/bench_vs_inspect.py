@@ -29,10 +29,10 @@ informational.
 
 Run it from the repository root:
 
-    python benchmarks/bench_vs_inspect.py [--sizes 1000 10000 | --n N] [--concurrency 8] [--venv DIR]
+    python perf/bench_vs_inspect.py [--sizes 1000 10000 | --n N] [--concurrency 8] [--venv DIR]
                                           [--results-dir DIR] [--json]
 
-The final figures: ``python benchmarks/bench_vs_inspect.py --sizes 1000 10000`` on an otherwise idle
+The final figures: ``python perf/bench_vs_inspect.py --sizes 1000 10000`` on an otherwise idle
 machine. Without --results-dir the run directories and Inspect's logs go to a temp directory that is
 removed afterwards; with it, they are kept below DIR.
 """

@@ -11,7 +11,7 @@ so each sample does a little less than with the mock's default.
 Prints one JSON object on its last stdout line: the eval() call's wall and user+system CPU seconds, this
 process's peak RSS after it, the log's status and its sample counts.
 
-    python benchmarks/_inspect_noop.py --n N [--concurrency 8] --log-dir DIR
+    python perf/_inspect_noop.py --n N [--concurrency 8] --log-dir DIR
 """
 
 from __future__ import annotations

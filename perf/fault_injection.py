@@ -35,7 +35,7 @@ attempt's first new completed (or interrupted) step record.
 
 Run it from the repository root:
 
-    python benchmarks/fault_injection.py [--trials 50] [--scenarios a,b] [--seed 0] [--files 2000]
+    python perf/fault_injection.py [--trials 50] [--scenarios a,b] [--seed 0] [--files 2000]
                                          [--steps 3] [--model-sleep 0.1] [--command-sleep 0.1]
                                          [--dir DIR] [--json PATH]
 
