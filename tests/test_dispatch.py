@@ -12,8 +12,10 @@ import pytest
 import yaml
 from conftest import run_cli, run_cli_process, tree_snapshot
 
-from agentcompass_dagster import dispatch as dispatch_module
-from agentcompass_dagster.dispatch import EventLedger, run_dispatch, usage_summary
+from agentcompass_dagster.dispatch import run as dispatch_module
+from agentcompass_dagster.dispatch import run_dispatch
+from agentcompass_dagster.dispatch.evidence import usage_summary
+from agentcompass_dagster.dispatch.ledger import EventLedger
 from agentcompass_dagster.models.usage import turn_usage
 
 SECRET = "sk-" + "A1b2C3d4E5" * 4

@@ -16,7 +16,7 @@ import pytest
 from conftest import run_cli, write_sweep
 from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 
-from agentcompass_dagster.dispatch import has_secret, transcript_has_secret
+from agentcompass_dagster.dispatch.evidence import has_secret, transcript_has_secret
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
 from agentcompass_dagster.runtime import redact as redact_module
 from agentcompass_dagster.runtime.redact import (
