@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass_dagster.durable import checkpoints
+from agentcompass_dagster.durable import file_tree
 from agentcompass_dagster.durable.checkpoints import CheckpointError, CheckpointStore
 from agentcompass_dagster.runtime.redact import REDACTED
 
@@ -391,7 +391,7 @@ def test_a_store_inside_a_root_and_unknown_roots_are_refused(tmp_path: Path) -> 
 
 def test_restore_without_renameat2_swaps_by_renames(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """R-CKPT-2: where renameat2 is missing, restore falls back to renames and gets the same result."""
-    monkeypatch.setattr(checkpoints, "_renameat2", None)
+    monkeypatch.setattr(file_tree, "_renameat2", None)
     work = tmp_path / "work"
     write_tree(work, 5)
     store = CheckpointStore(tmp_path / "store")
@@ -415,7 +415,7 @@ def test_a_failed_swap_puts_every_root_back(tmp_path: Path, monkeypatch: pytest.
     (work / "d1" / "f0001.txt").write_text("later\n")
     (home / "d2" / "f0002.txt").write_text("later\n")
     before_work, before_home = snapshot(work), snapshot(home)
-    real_swap, calls = checkpoints._swap, []
+    real_swap, calls = file_tree.swap, []
 
     def swap_failing_second(a: Path, b: Path) -> None:
         calls.append(b)
@@ -423,7 +423,7 @@ def test_a_failed_swap_puts_every_root_back(tmp_path: Path, monkeypatch: pytest.
             raise OSError("no space left for the swap")
         real_swap(a, b)
 
-    monkeypatch.setattr(checkpoints, "_swap", swap_failing_second)
+    monkeypatch.setattr(file_tree, "swap", swap_failing_second)
     with pytest.raises(OSError, match="no space left"):
         store.restore(1, {"work": work, "home": home})
     assert calls == [work, home, work]

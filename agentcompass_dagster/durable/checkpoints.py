@@ -33,71 +33,35 @@ the root's filesystem (a root that is a mount point cannot be swapped). A store 
 
 from __future__ import annotations
 
-import codecs
-import ctypes
 import errno
 import hashlib
-import io
-import logging
 import os
-import re
 import secrets
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_IMODE, S_ISREG
-from typing import Literal
 
 from pydantic import Field
 
+from agentcompass_dagster.durable import file_tree
+from agentcompass_dagster.durable.file_tree import CHUNK
 from agentcompass_dagster.runtime.atomic import (
     TMP_SUFFIX,
     atomic_write_bytes,
     fsync_dir,
 )
-from agentcompass_dagster.runtime.redact import redact_text
-from agentcompass_dagster.runtime.safe_fs import open_dir, remove_tree
 from agentcompass_dagster.runtime.types import Record, utcnow
-
-log = logging.getLogger(__name__)
 
 BLOBS = "blobs"
 MANIFESTS = "manifests"
 CLOCK = "clock"
-CHUNK = 1 << 20
 # A file with more data than this is left out of checkpoints (an agent can write gigabytes); holes of a
 # sparse file do not count.
 MAX_FILE_BYTES = 512 << 20
 # A checkpoint follows every step, so compression speed matters more than ratio.
 COMPRESS_LEVEL = 1
-
-# Credential stores that tools and SDKs keep in a home directory, some also in a checkout. Checkpoints
-# outlive the run and are copied into forks, so credentials must never reach one; the environment
-# provisions them again when an attempt resumes. A pattern matches the trailing components of a path
-# relative to its root (".ssh" at any depth), and "*" never crosses a "/".
-CREDENTIAL_DIRS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".config/gcloud", ".config/gh")
-CREDENTIAL_FILES = (
-    ".netrc", ".git-credentials", ".pgpass", ".pypirc", ".docker/config.json", ".env",
-    "*.pem", "*.key", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
-)
-
-
-def _trailing(patterns: Iterable[str]) -> re.Pattern[str]:
-    alternatives = ("[^/]*".join(re.escape(part) for part in pattern.split("*")) for pattern in patterns)
-    return re.compile(rf"(?:^|/)(?:{'|'.join(alternatives)})$")
-
-
-_CREDENTIAL_DIR = _trailing(CREDENTIAL_DIRS)
-_CREDENTIAL_FILE = _trailing(CREDENTIAL_FILES)
-
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
-_renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)  # glibc >= 2.28
-if _renameat2 is not None:
-    _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    _renameat2.restype = ctypes.c_int
-
 
 class CheckpointError(Exception):
     """A checkpoint cannot be captured or restored as asked; restore leaves the roots untouched."""
@@ -139,7 +103,6 @@ class CaptureStats:
     bytes_written: int = 0  # compressed bytes of the new blobs
 
 
-Kind = Literal["dir", "file", "excluded", "skipped"]
 
 
 class CheckpointStore:
@@ -174,11 +137,11 @@ class CheckpointStore:
 
     def stored_bytes(self) -> int:
         """Bytes of all blobs and manifests (apparent sizes; temp files left by a crash not counted)."""
-        total = sum(_sizes(self._manifests))
+        total = sum(file_tree.sizes(self._manifests))
         with os.scandir(self._blobs) as subdirs:
             for subdir in subdirs:
                 if subdir.is_dir(follow_symlinks=False):
-                    total += sum(_sizes(Path(subdir.path)))
+                    total += sum(file_tree.sizes(Path(subdir.path)))
         return total
 
     def capture(
@@ -203,36 +166,7 @@ class CheckpointStore:
             if reference is not None and (name in reference.redacted_roots) == redacted:
                 known = reference.roots.get(name, {})
             clock = reference.clock_ns if reference is not None else 0
-            files: dict[str, FileEntry] = {}
-            modes: dict[str, int] = {}
-            manifest.roots[name], manifest.dirs[name] = files, modes
-            if not os.path.lexists(root):
-                continue
-            if os.path.islink(root):
-                # An agent that swapped its working dir for a symlink must not have a host tree saved.
-                manifest.skipped += 1
-                continue
-            if not os.path.isdir(root):
-                raise CheckpointError(f"root {name} is not a directory: {root}")
-            for rel, dir_fd, entry, kind in _walk(str(root)):
-                if kind == "dir":
-                    modes[rel] = S_IMODE(entry.stat(follow_symlinks=False).st_mode)
-                elif kind == "excluded":
-                    manifest.excluded += 1
-                elif kind == "skipped":
-                    manifest.skipped += 1
-                else:
-                    st = entry.stat(follow_symlinks=False)
-                    old = known.get(rel)
-                    if old is not None and old.stat == _stat_key(st) and old.stat[3] < clock:
-                        files[rel] = old
-                        stats.files_reused += 1
-                    elif (new := self._capture_file(dir_fd, entry.name, redacted, stats, touched)) is None:
-                        manifest.skipped += 1
-                    elif new == TOO_LARGE:
-                        manifest.too_large.append(f"{name}/{rel}")
-                    else:
-                        files[rel] = new
+            self._capture_root(manifest, name, Path(root), redacted, known, clock, stats, touched)
         manifest.clock_ns = self._clock()
         for subdir in touched:
             fsync_dir(subdir)
@@ -242,6 +176,41 @@ class CheckpointStore:
         self._reference = manifest
         self.last_capture_stats = stats
         return manifest
+
+    def _capture_root(self, manifest: Manifest, name: str, root: Path, redacted: bool, known: dict[str, FileEntry],
+                      clock: int, stats: CaptureStats, touched: set[Path]) -> None:
+        """One root into ``manifest``: a file whose stat matches its ``known`` entry (and is older than
+        ``clock``) keeps that entry unread."""
+        files: dict[str, FileEntry] = {}
+        modes: dict[str, int] = {}
+        manifest.roots[name], manifest.dirs[name] = files, modes
+        if not os.path.lexists(root):
+            return
+        if os.path.islink(root):
+            # An agent that swapped its working dir for a symlink must not have a host tree saved.
+            manifest.skipped += 1
+            return
+        if not os.path.isdir(root):
+            raise CheckpointError(f"root {name} is not a directory: {root}")
+        for rel, dir_fd, entry, kind in file_tree.walk(str(root)):
+            if kind == "dir":
+                modes[rel] = S_IMODE(entry.stat(follow_symlinks=False).st_mode)
+            elif kind == "excluded":
+                manifest.excluded += 1
+            elif kind == "skipped":
+                manifest.skipped += 1
+            else:
+                st = entry.stat(follow_symlinks=False)
+                old = known.get(rel)
+                if old is not None and old.stat == file_tree.stat_key(st) and old.stat[3] < clock:
+                    files[rel] = old
+                    stats.files_reused += 1
+                elif (new := self._capture_file(dir_fd, entry.name, redacted, stats, touched)) is None:
+                    manifest.skipped += 1
+                elif new == TOO_LARGE:
+                    manifest.too_large.append(f"{name}/{rel}")
+                else:
+                    files[rel] = new
 
     def restore(self, seq: int, roots: dict[str, Path], owner: tuple[int, int] | None = None) -> None:
         """Make the managed files of each root exactly those of checkpoint ``seq`` (R-CKPT-2); with
@@ -286,14 +255,14 @@ class CheckpointStore:
             try:
                 for name, target in targets.items():
                     if existed[name]:
-                        _swap(staged[name], target)
+                        file_tree.swap(staged[name], target)
                     else:
                         os.rename(staged[name], target)
                     swapped.append(name)
             except BaseException:
                 for name in reversed(swapped):
                     if existed[name]:
-                        _swap(staged[name], targets[name])
+                        file_tree.swap(staged[name], targets[name])
                     else:
                         os.rename(targets[name], staged[name])
                 raise
@@ -301,7 +270,7 @@ class CheckpointStore:
             # After the swaps these hold the previous trees; after a failure, the unused new ones.
             for path in staged.values():
                 if os.path.lexists(path):
-                    _remove_tree(path)
+                    file_tree.discard_tree(path)
         self._reference = manifest.model_copy(update={"roots": {**manifest.roots, **fresh}, "clock_ns": clock})
 
     def _latest_before(self, seq: int) -> Manifest | None:
@@ -342,17 +311,19 @@ class CheckpointStore:
             st = os.fstat(fd)
             if not S_ISREG(st.st_mode):
                 return None
-            extents = _data_extents(fd, st) if st.st_blocks * 512 < st.st_size else None
+            extents = file_tree.data_extents(fd, st) if st.st_blocks * 512 < st.st_size else None
             data = sum(length for _, length in extents) if extents is not None else st.st_size
             if data > MAX_FILE_BYTES:
                 return TOO_LARGE
-            content = _extent_content(fd, extents) if extents is not None else _content(source, redacted)
+            content = (file_tree.extent_content(fd, extents) if extents is not None
+                       else file_tree.content(source, redacted))
             digest, size = self._put(content, stats, touched)
         stats.files_read += 1
         stats.bytes_read += data
         # The stat taken before reading: a write during the read changes it, so the next capture rereads.
         return FileEntry(digest=digest, size=size, mode=S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns,
-                         stat=_stat_key(st), extents=extents, apparent_size=st.st_size if extents is not None else None)
+                         stat=file_tree.stat_key(st), extents=extents,
+                         apparent_size=st.st_size if extents is not None else None)
 
     def _put(self, chunks: Iterable[bytes], stats: CaptureStats, touched: set[Path]) -> tuple[str, int]:
         """Stream content into a blob unless one with its digest exists; (digest, size).
@@ -404,7 +375,7 @@ class CheckpointStore:
         for rel, entry in files.items():  # every parent directory is in modes, made above
             fresh[rel] = self._write(staged / rel, entry, f"{name}/{rel}", owner)
         if os.path.isdir(live):
-            _carry_over(live, staged, files, modes)
+            file_tree.carry_over(live, staged, files, modes)
         # Deepest first, so a directory that loses its write or search bit no longer needs either.
         for rel in sorted(modes, key=lambda r: r.count("/"), reverse=True):
             os.chmod(staged / rel, modes[rel])
@@ -438,7 +409,7 @@ class CheckpointStore:
                 os.fchown(out.fileno(), *owner)
             os.utime(out.fileno(), ns=(entry.mtime_ns, entry.mtime_ns))
             st = os.fstat(out.fileno())
-        return entry.model_copy(update={"stat": _stat_key(st)})
+        return entry.model_copy(update={"stat": file_tree.stat_key(st)})
 
     def _blob_content(self, digest: str, where: str) -> Iterator[bytes]:
         path = self._blob_path(digest)
@@ -458,194 +429,3 @@ class CheckpointStore:
 
 
 TOO_LARGE = "too large"
-
-
-def _data_extents(fd: int, st: os.stat_result) -> list[tuple[int, int]]:
-    """The (offset, length) runs of a sparse file that hold data."""
-    extents, offset = [], 0
-    while offset < st.st_size:
-        try:
-            start = os.lseek(fd, offset, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # only a hole is left
-                break
-            raise
-        end = os.lseek(fd, start, os.SEEK_HOLE)
-        extents.append((start, end - start))
-        offset = end
-    return extents
-
-
-def _extent_content(fd: int, extents: list[tuple[int, int]]) -> Iterator[bytes]:
-    for start, length in extents:
-        done = 0
-        while done < length:
-            chunk = os.pread(fd, min(CHUNK, length - done), start + done)
-            if not chunk:
-                return
-            done += len(chunk)
-            yield chunk
-
-
-def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns
-
-
-def _sizes(directory: Path) -> Iterator[int]:
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
-                yield entry.stat(follow_symlinks=False).st_size
-
-
-def _content(source: io.FileIO, redacted: bool) -> Iterator[bytes]:
-    """The content to store: the file's bytes or, in a redacted root, its UTF-8 text redacted."""
-    head = source.read(CHUNK)
-    if redacted and _may_be_text(head):
-        whole = head + source.read()
-        try:
-            text = whole.decode()
-        except UnicodeDecodeError:
-            yield whole
-        else:
-            yield redact_text(text).encode()
-        return
-    yield head
-    while chunk := source.read(CHUNK):
-        yield chunk
-
-
-def _may_be_text(head: bytes) -> bool:
-    """Whether the first chunk decodes as UTF-8, allowing a character cut at its end; binaries in a
-    redacted root are then streamed instead of read whole."""
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _is_utf8(name: str) -> bool:
-    if name.isascii():
-        return True
-    try:
-        name.encode()
-    except UnicodeEncodeError:  # undecodable bytes, surrogate-escaped by os.scandir; JSON cannot hold them
-        return False
-    return True
-
-
-def _walk(root: str) -> Iterator[tuple[str, int, os.DirEntry[str], Kind]]:
-    """Every entry below ``root`` as (path relative to root, descriptor of its directory, entry, kind),
-    parents before children.
-
-    "file" is a managed regular file, "excluded" a credential path (an excluded directory is not
-    entered), "skipped" a symlink, special file or non-UTF-8 name. Directories are opened from their
-    parent's descriptor without following symlinks, so a directory swapped for a symlink while the
-    walk runs leads nowhere.
-    """
-    fd = open_dir(root)
-    try:
-        yield from _walk_fd(fd, "")
-    finally:
-        os.close(fd)
-
-
-def _walk_fd(fd: int, prefix: str) -> Iterator[tuple[str, int, os.DirEntry[str], Kind]]:
-    with os.scandir(fd) as listing:
-        entries = list(listing)
-    for entry in entries:
-        rel = prefix + entry.name
-        kind: Kind
-        if not _is_utf8(entry.name):
-            kind = "skipped"
-        elif entry.is_dir(follow_symlinks=False):
-            kind = "excluded" if _CREDENTIAL_DIR.search(rel) else "dir"
-        elif entry.is_file(follow_symlinks=False):
-            kind = "excluded" if _CREDENTIAL_FILE.search(rel) else "file"
-        else:
-            kind = "skipped"
-        yield rel, fd, entry, kind
-        if kind == "dir":
-            try:
-                child = open_dir(entry.name, fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
-                    continue
-                raise
-            try:
-                yield from _walk_fd(child, rel + "/")
-            finally:
-                os.close(child)
-
-
-def _carry_over(live: Path, staged: Path, files: dict[str, FileEntry], dirs: dict[str, int]) -> None:
-    """Hard-link ``live``'s unmanaged entries into ``staged``: a checkpoint neither saves nor removes them.
-    Where one collides with a checkpoint path, the checkpoint wins."""
-    for rel, dir_fd, entry, kind in _walk(str(live)):
-        if kind in ("dir", "file") or _collides(rel, files, dirs):
-            continue
-        dest = staged / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if entry.is_dir(follow_symlinks=False):
-            _link_tree(open_dir(entry.name, dir_fd), str(dest))
-        else:
-            os.link(entry.name, dest, src_dir_fd=dir_fd, follow_symlinks=False)
-
-
-def _collides(rel: str, files: dict[str, FileEntry], dirs: dict[str, int]) -> bool:
-    if rel in files or rel in dirs:
-        return True
-    parent = rel
-    while "/" in parent:
-        parent = parent.rsplit("/", 1)[0]
-        if parent in files:
-            return True
-    return False
-
-
-def _link_tree(source_fd: int, dest: str) -> None:
-    """Recreate the directory open at ``source_fd`` at dest and hard-link everything else in it;
-    nothing is followed. Closes ``source_fd``."""
-    try:
-        os.mkdir(dest)
-        for entry in list(os.scandir(source_fd)):
-            target = os.path.join(dest, entry.name)
-            if entry.is_dir(follow_symlinks=False):
-                _link_tree(open_dir(entry.name, source_fd), target)
-            else:
-                os.link(entry.name, target, src_dir_fd=source_fd, follow_symlinks=False)
-        os.chmod(dest, S_IMODE(os.fstat(source_fd).st_mode))
-    finally:
-        os.close(source_fd)
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap a and b in one atomic step; False where the kernel, libc or filesystem cannot."""
-    if _renameat2 is None:
-        return False
-    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        return False
-    raise OSError(err, os.strerror(err), str(a), None, str(b))
-
-
-def _swap(a: Path, b: Path) -> None:
-    """Exchange the trees at a and b."""
-    if _exchange(a, b):
-        return
-    # Three renames: not atomic, b is briefly absent. Only where renameat2 is missing.
-    aside = b.with_name(f"{b.name}.swap-{secrets.token_hex(4)}")
-    os.rename(b, aside)
-    os.rename(a, b)
-    os.rename(aside, a)
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a tree, logging rather than raising: a restore has committed or failed by now. The tree
-    may be the agent's previous one, locked (chattr +i, read-only directories) however it liked."""
-    problems = remove_tree(path)
-    if problems:
-        log.warning("could not remove %s: %s", path, "; ".join(problems[:3]))
