@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, read_activity
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
 from agentcompass_dagster.durable.session import BLOBS_DIR
+from agentcompass_dagster.environments.base import EnvironmentSession
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.atomic import atomic_write_json
 from agentcompass_dagster.runtime.components import resolve_components
@@ -110,25 +111,7 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
         prepared = await components.benchmark.prepare_task(task, session, request, plan.benchmark_plan)
         await session.set_network_policy(plan.run_network_policy)
         roots = [*old_roots, str(getattr(session, "root", "")), session.workdir, session.scratch]
-        for index, action in enumerate(actions, start=1):
-            result = await session.exec(f"bash -c {shlex.quote(action['command'])} 2>&1", timeout_s=600)
-            step = ReplayStep(
-                index=index, command=action["command"], recorded_exit_code=action.get("exit_code"),
-                actual_exit_code=result.exit_code, recorded_output=recorded_output(durable, action),
-                actual_output=result.stdout + result.stderr, matches=False,
-            )
-            expected = normalize(step.recorded_output, roots)
-            actual = normalize(step.actual_output, roots)
-            step.matches = step.recorded_exit_code == step.actual_exit_code and expected == actual
-            report.steps.append(step)
-            if not step.matches:
-                report.status = "diverged"
-                report.first_difference = {
-                    "step": index, "command": action["command"],
-                    "expected": {"exit_code": step.recorded_exit_code, "output": expected},
-                    "actual": {"exit_code": step.actual_exit_code, "output": actual},
-                }
-                break
+        await _replay_actions(session, actions, durable, roots, report)
         if report.first_difference is None:
             differences = await asyncio.to_thread(_compare_artifacts, durable, session)
             report.artifacts_compared = differences is not None
@@ -148,7 +131,32 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
     return report
 
 
-def _compare_artifacts(durable: Path, session: Any) -> list[str] | None:
+async def _replay_actions(session: EnvironmentSession, actions: list[dict[str, Any]], durable: Path, roots: list[str],
+                          report: ReplayReport) -> None:
+    """Run each recorded command in ``session`` and compare it with the record (paths of the old and new
+    environments normalised); stop at the first difference, which the report then holds."""
+    for index, action in enumerate(actions, start=1):
+        result = await session.exec(f"bash -c {shlex.quote(action['command'])} 2>&1", timeout_s=600)
+        step = ReplayStep(
+            index=index, command=action["command"], recorded_exit_code=action.get("exit_code"),
+            actual_exit_code=result.exit_code, recorded_output=recorded_output(durable, action),
+            actual_output=result.stdout + result.stderr, matches=False,
+        )
+        expected = normalize(step.recorded_output, roots)
+        actual = normalize(step.actual_output, roots)
+        step.matches = step.recorded_exit_code == step.actual_exit_code and expected == actual
+        report.steps.append(step)
+        if not step.matches:
+            report.status = "diverged"
+            report.first_difference = {
+                "step": index, "command": action["command"],
+                "expected": {"exit_code": step.recorded_exit_code, "output": expected},
+                "actual": {"exit_code": step.actual_exit_code, "output": actual},
+            }
+            return
+
+
+def _compare_artifacts(durable: Path, session: EnvironmentSession) -> list[str] | None:
     """Paths of the working directory whose content differs from the attempt's last checkpoint; None
     when there is nothing to compare (no checkpoint, or files this machine cannot reach)."""
     roots = session.checkpoint_roots()
