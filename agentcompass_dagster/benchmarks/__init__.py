@@ -1,1 +1,2 @@
-"""Benchmarks: task sources with their evaluation (demo, synthetic; HumanEval and Harbor tasks later)."""
+"""Benchmarks: task sources with their evaluation (demo, humaneval, harbor, synthetic); the contract is
+``base.Benchmark``."""

@@ -1,1 +1,2 @@
-"""Execution environments: where a task's commands run (local subprocess; sandbox and docker later)."""
+"""Execution environments: where a task's commands run (local, sandbox under bubblewrap, docker); the
+contract is ``base.Environment`` and its ``base.EnvironmentSession``."""

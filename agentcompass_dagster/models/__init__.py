@@ -1,1 +1,1 @@
-"""Models: what a harness calls (no model; scripted and OpenAI-compatible later)."""
+"""Models: what a harness calls (none, scripted, openai_compat); the contract is ``base.Model``."""
