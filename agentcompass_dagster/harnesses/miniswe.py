@@ -348,30 +348,37 @@ def load_config(spec: str) -> dict[str, Any]:
     return data
 
 
-def trajectory(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """mini's messages as ``tool_agent`` steps: messages, model calls with usage, and bash calls with exit
-    code, output and observation, so replay treats both harnesses alike."""
+def trajectory(messages: list[dict[str, Any]], durations: dict[str, float]) -> list[dict[str, Any]]:
+    """mini's messages as ``tool_agent`` steps: messages, model calls with usage and duration, and bash
+    calls with exit code, output, observation and duration (``durations``: seconds by action key, from
+    the activity log), so replay and the analyzers treat both harnesses alike."""
     steps: list[dict[str, Any]] = []
-    calls: dict[str, tuple[int, dict[str, Any], str]] = {}
+    calls: dict[str, tuple[int, dict[str, Any], str, str]] = {}
     for message in messages:
         role, extra = message.get("role"), message.get("extra") or {}
         # An assistant message, or the feedback to a call mini could not parse, carries our model call.
         if "response" in extra:
             response = extra["response"]
-            steps.append({"type": "model_call", "status": "completed", "turn": extra["turn"],
-                          "content": response.get("content"), "tool_calls": response.get("tool_calls", []),
-                          "usage": extra["usage"], "model_id": response.get("model_id")})
+            step = {"type": "model_call", "status": "completed", "turn": extra["turn"],
+                    "content": response.get("content"), "tool_calls": response.get("tool_calls", []),
+                    "usage": extra["usage"], "model_id": response.get("model_id"),
+                    "duration_s": response.get("duration_s")}
+            if extra.get("interrupt_type") == "FormatError":
+                # mini could not use the reply (no tool call, bad JSON, unknown tool): its feedback follows.
+                step["format_error"] = True
+            steps.append(step)
             by_id = {call["id"]: call for call in response.get("tool_calls", [])}
             for action in extra.get("actions", []):
-                calls[action["tool_call_id"]] = (extra["turn"], by_id[action["tool_call_id"]], action["command"])
+                calls[action["tool_call_id"]] = (extra["turn"], by_id[action["tool_call_id"]], action["command"],
+                                                 action["key"])
         if role in ("system", "user"):
             steps.append({"type": "message", "role": role, "content": message.get("content")})
         elif role in ("tool", "exit") and (call_id := message.get("tool_call_id", extra.get("tool_call_id"))) in calls:
-            turn, call, command = calls[call_id]
+            turn, call, command, key = calls[call_id]
             observation = message["content"] if role == "tool" else "submitted"
             steps.append({"type": "tool_call", "status": "completed", "turn": turn, "call": call, "command": command,
                           "exit_code": extra.get("returncode"), "output": extra.get("raw_output", ""),
-                          "observation": observation})
+                          "observation": observation, "duration_s": durations.get(key)})
     return steps
 
 
@@ -474,7 +481,8 @@ class MiniSweSession(DurableAgentSession):
             final_answer=extra.get("submission") if submitted else None,
             error=error,
             limit=limit,
-            trajectory=trajectory(list(agent.messages)),
+            trajectory=trajectory(list(agent.messages), {r.id: r.data["duration_s"] for r in self.session.log.records()
+                                                         if r.kind == "tool_call" and "duration_s" in r.data}),
             usage=usage_totals(self.usages)[0],
             duration_s=duration_s,
             artifacts={"miniswe": agent.serialize()},

@@ -104,7 +104,8 @@ def summarize(messages: list[dict[str, Any]]) -> str:
 
 
 def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[dict[str, Any]]:
-    """Every message, model call (with usage), tool call (with observation) and compaction, in order."""
+    """Every message, model call (with usage, duration and stop reason), tool call (with observation) and
+    compaction, in order."""
     steps: list[dict[str, Any]] = [{"type": "message", "role": "system", "content": system},
                                    {"type": "message", "role": "user", "content": prompt}]
     for record in records:
@@ -114,7 +115,8 @@ def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[
         if record.kind == "model_call" and "response" in record.data:
             response = record.data["response"]
             step.update(content=response.get("content"), tool_calls=response.get("tool_calls", []),
-                        model_id=response.get("model_id"), duration_s=response.get("duration_s"))
+                        model_id=response.get("model_id"), duration_s=response.get("duration_s"),
+                        stop_reason=response.get("stop_reason"))
             del step["response"]
         elif record.kind == "tool_call" and "call" in record.data:
             step["observation"] = tool_observation(record.data)
