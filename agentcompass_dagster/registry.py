@@ -123,5 +123,11 @@ analyzers: Registry[Any] = Registry(
     {
         "error_category": "agentcompass_dagster.runtime.analysis:ErrorCategoryAnalyzer",
         "trajectory_stats": "agentcompass_dagster.runtime.analysis:TrajectoryStatsAnalyzer",
+        "loops": "agentcompass_dagster.analyzers.loops:LoopsAnalyzer",
+        "tool_errors": "agentcompass_dagster.analyzers.tool_errors:ToolErrorsAnalyzer",
+        "cost_outliers": "agentcompass_dagster.analyzers.outliers:CostOutliersAnalyzer",
+        "time_split": "agentcompass_dagster.analyzers.time_split:TimeSplitAnalyzer",
+        "gave_up": "agentcompass_dagster.analyzers.gave_up:GaveUpAnalyzer",
+        "reward_hacking": "agentcompass_dagster.analyzers.reward_hacking:RewardHackingAnalyzer",
     },
 )

@@ -17,6 +17,7 @@ from typing import Any
 
 import dagster as dg
 
+from agentcompass_dagster.analyzers.overview import figures_table, run_figures, summed_counts
 from agentcompass_dagster.defs.coordination import (
     InstancePermits,
     claim_partitions,
@@ -243,6 +244,7 @@ def _metrics(sb: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
     accuracy = {f"accuracy {row.model}": float(row.value) for row in metric_rows.itertuples()
                 if row.metric == "accuracy"} if not metric_rows.empty else {}
     inline = inline_accuracy(metric_rows)
+    analysis = {model: run_figures(Path(source.path)) for model, source in newest.items()}
     return dg.MaterializeResult(asset_key=sb.key("metrics"), metadata={
         # Markdown under 1,000 characters shows inline in the UI: the table, and a tiny SVG chart.
         "summary": dg.MetadataValue.md(table),
@@ -250,6 +252,9 @@ def _metrics(sb: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
         **accuracy,
         **{f"plot: {title}": dg.MetadataValue.md(
             f"![{title}](data:image/png;base64,{base64.b64encode(plot.png).decode()})") for title, plot in plots.items()},
+        # What the analyzers found in each model's run (its analysis_summary.md has the flagged attempts).
+        "analysis": dg.MetadataValue.md(figures_table(analysis)),
+        **summed_counts(analysis),
         "models": len(newest),
         "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
         "metrics": dg.MetadataValue.path(str((sb.benchmark_dir / METRICS_FILE).resolve())),

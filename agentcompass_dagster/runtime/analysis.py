@@ -1,7 +1,8 @@
 """Analyzers (R-ATT-5): per-attempt diagnostics beside the score, never part of it.
 
 An analyzer is picked for a request by dataset (benchmark id), by the data it requires (an attempt
-without a trajectory is not given to a trajectory analyzer), by configuration
+without a trajectory is not given to a trajectory analyzer, one that reports no token or cost is not
+given a usage analyzer), by configuration
 (``execution.analyzers``: names or families; unset = every built-in, [] = none) and by family. Its
 result goes to ``attempt.analysis_result[name]``; if it raises, the failure goes to
 ``attempt.meta["analysis_errors"][name]`` and the score and the attempt's own error stay as they were.
@@ -13,12 +14,24 @@ import re
 import statistics
 import traceback
 from collections import Counter
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+
+
+# A flagged list longer than this shows its head in analysis_summary.md; the .json keeps all of it.
+RENDERED_ITEMS = 20
+
+
+class AttemptResult(NamedTuple):
+    """One attempt's result of one analyzer, with the attempt it is about (what a summary lists)."""
+
+    task_id: str
+    attempt: int
+    result: dict[str, Any]
 
 
 class Analyzer:
@@ -32,6 +45,9 @@ class Analyzer:
         have = {"trajectory"} if attempt.trajectory else set()
         if attempt.error:
             have.add("error")
+        usage = attempt.usage
+        if usage.input_tokens or usage.output_tokens or usage.cost_usd:
+            have.add("usage")
         return self.requires <= have
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
@@ -40,9 +56,48 @@ class Analyzer:
     def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def summarize_attempts(self, items: list[AttemptResult]) -> dict[str, Any]:
+        """The summary over every analysed attempt; an analyzer that lists flagged attempts overrides this
+        to know which they are, the others summarise the results alone."""
+        return self.summarize([item.result for item in items])
+
     def render(self, summary: dict[str, Any]) -> str:
-        rows = "\n".join(f"| {key} | {value} |" for key, value in summary.items())
-        return f"| {self.name} | value |\n|---|---|\n{rows}"
+        """Scalars as a table, a mapping as a table of its own, a list (flagged attempts) as bullets."""
+        scalars = {key: value for key, value in summary.items() if not isinstance(value, (dict, list))}
+        parts = [_table(self.name, scalars)] if scalars else []
+        for key, value in summary.items():
+            if isinstance(value, dict):
+                parts.append(_table(key, value))
+            elif isinstance(value, list) and not value:
+                parts.append(f"{key}: none")
+            elif isinstance(value, list):
+                lines = [f"- {self.render_item(item)}" for item in value[:RENDERED_ITEMS]]
+                if len(value) > RENDERED_ITEMS:
+                    lines.append(f"- ... and {len(value) - RENDERED_ITEMS} more (analysis_summary.json)")
+                parts.append(f"{key}:\n\n" + "\n".join(lines))
+        return "\n\n".join(parts)
+
+    def render_item(self, item: Any) -> str:
+        if not isinstance(item, dict):
+            return str(item)
+        where = f"{item['task']} attempt {item['attempt']}" if {"task", "attempt"} <= item.keys() else ""
+        rest = ", ".join(f"{key} {markdown_code(value) if key == 'command' else value}" for key, value in item.items()
+                         if key not in ("task", "attempt"))
+        return f"{where}: {rest}" if where else rest
+
+    def description(self) -> str:
+        """The first paragraph of the analyzer's docstring, under its heading in analysis_summary.md."""
+        return " ".join((type(self).__doc__ or "").strip().split("\n\n")[0].split())
+
+
+def _table(title: str, values: dict[str, Any]) -> str:
+    return f"| {title} | value |\n|---|---|\n" + "\n".join(f"| {key} | {value} |" for key, value in values.items())
+
+
+def markdown_code(text: object, limit: int = 200) -> str:
+    """A command as inline code on one line, whatever it holds."""
+    flat = " ".join(str(text).split())
+    return "`" + (flat if len(flat) <= limit else flat[:limit] + "...").replace("`", "'") + "`"
 
 
 _ERROR_CATEGORIES = (
@@ -155,17 +210,21 @@ def summarize_analysis(analyzers: list[Analyzer], scores: TaskScores) -> tuple[s
     """analysis_summary.md and .json over every analysed attempt of these tasks, or None."""
     data: dict[str, Any] = {}
     sections = []
+    rows = scores.attempt_rows()
+    analysed = [(int(row), results) for row, results in zip(rows, scores.decoded_analysis(rows)) if results]
     for analyzer in analyzers:
-        results = list(scores.analysis_results(analyzer.name))
-        if not results:
+        items = [AttemptResult(*scores.attempt_key(row), results[analyzer.name])
+                 for row, results in analysed if analyzer.name in results]
+        if not items:
             continue
         try:
-            summary = analyzer.summarize(results)
+            summary = analyzer.summarize_attempts(items)
         except Exception as exc:
             data[analyzer.name] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
         data[analyzer.name] = summary
-        sections.append(f"## {analyzer.name}\n\n{analyzer.render(summary)}")
+        heading = "\n\n".join(part for part in (f"## {analyzer.name}", analyzer.description()) if part)
+        sections.append(f"{heading}\n\n{analyzer.render(summary)}")
     failures = scores.analysis_failures
     if not data and not failures:
         return None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from agentcompass_dagster.analyzers.columns import analysis_columns
 from agentcompass_dagster.runtime.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.types import MetricResult
@@ -52,6 +53,11 @@ def task_results_schema() -> pa.Schema:
         ("correct", pa.bool_()), ("score", pa.float64()), ("input_tokens", pa.int64()),
         ("output_tokens", pa.int64()), ("cost_usd", pa.float64()), ("duration_s", pa.float64()),
         ("error", pa.string()), ("reused", pa.bool_()), ("started_at", pa.timestamp("us", tz="UTC")),
+        # The analyzers' figures (agentcompass_dagster.analyzers.columns), null where one did not run.
+        ("loop_max_repeats", pa.int64()), ("no_progress_streak", pa.int64()), ("tool_error_rate", pa.float64()),
+        ("malformed_call_rate", pa.float64()), ("token_outlier", pa.bool_()), ("cost_outlier", pa.bool_()),
+        ("model_time_s", pa.float64()), ("tool_time_s", pa.float64()), ("framework_time_s", pa.float64()),
+        ("gave_up", pa.bool_()), ("reward_hacking", pa.string()),
     ])
 
 
@@ -171,4 +177,6 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
            for name in ("attempt", "input_tokens", "output_tokens", "cost_usd", "duration_s")},
     }
     columns |= {name: _repeated(value, schema.field(name).type, len(rows)) for name, value in identity.items()}
+    columns |= {name: _column(values, schema.field(name).type)
+                for name, values in analysis_columns(scores.decoded_analysis(rows)).items()}
     _write(run_dir / TASK_RESULTS_FILE, _table(columns, schema))

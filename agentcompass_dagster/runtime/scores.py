@@ -191,15 +191,18 @@ class TaskScores:
             if self.is_error[row]:
                 yield self.task(int(row)).id, _first_line(self.errors.get(int(row), ""))
 
-    def analysis_results(self, name: str) -> Iterator[dict[str, Any]]:
-        """Every attempt's result of the analyzer ``name``, in selected order."""
+    def attempt_key(self, row: int) -> tuple[str, int]:
+        """(task id, attempt number) of an attempt row."""
+        return self.task(self.attempt_task[row]).id, self.attempt[row]
+
+    def decoded_analysis(self, rows: np.ndarray) -> list[dict[str, Any] | None]:
+        """The analysis of each of these attempt rows (results by analyzer name; None: not analysed).
+        Rows that share an encoding share one decoded dict: read it, never change it."""
         decoded: dict[bytes, dict[str, Any]] = {}
-        for row in self.attempt_rows():
+        analyses: list[dict[str, Any] | None] = []
+        for row in rows:
             encoded = self.analysis[row]
-            if encoded is None:
-                continue
-            if encoded not in decoded:
+            if encoded is not None and encoded not in decoded:
                 decoded[encoded] = json.loads(encoded)
-            result = decoded[encoded].get(name)
-            if result is not None:
-                yield result
+            analyses.append(None if encoded is None else decoded[encoded])
+        return analyses
