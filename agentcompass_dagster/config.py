@@ -16,7 +16,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.types import AgentLimits, EvaluationMode, NetworkPolicy
+from agentcompass_dagster.runtime.types import (
+    AgentLimits,
+    EvaluationMode,
+    Lineage,
+    NetworkPolicy,
+    Strategy,
+    lift_metadata,
+)
 
 KINDS = ("models", "harnesses", "environments")
 
@@ -61,7 +68,7 @@ class EnvironmentConfig(Declaration):
 
 class AttemptsConfig(Declaration):
     k: int = Field(default=1, ge=1, le=1000)
-    strategy: str = "avg"
+    strategy: Strategy = "avg"
 
 
 class LimitsConfig(AgentLimits):
@@ -227,11 +234,11 @@ class SweepConfig(Declaration):
         *,
         harness: HarnessConfig | None = None,
         environment: EnvironmentConfig | None = None,
-        metadata: dict[str, Any] | None = None,
         run_only: list[str] | None = None,
+        dagster_run_id: str | None = None,
     ) -> RunRequest:
         """The one place a sweep's RunRequest is built; the Dagster layer overrides the harness and the
-        environment (launchpad resources), and says which tasks to run."""
+        environment (launchpad resources), says which tasks to run and which Dagster run runs them."""
         return RunRequest(
             name=f"{benchmark.id}/{model.id}",
             sweep=self.name,
@@ -241,8 +248,8 @@ class SweepConfig(Declaration):
             environment=environment or self.environment,
             execution=self.execution,
             output=output,
-            metadata=metadata or {},
             run_only=run_only,
+            dagster_run_id=dagster_run_id,
         )
 
 
@@ -257,25 +264,35 @@ class RunRequest(Declaration):
     environment: EnvironmentConfig
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
-    metadata: dict[str, Any] = Field(default_factory=dict)
     # Run only these of the selected tasks; the others only carry over from the reuse source. The
     # Dagster layer runs exactly the requested partitions this way while the new run directory still
     # holds every finished detail.
     run_only: list[str] | None = None
+    # A fork's parent run and cut (R-FORK-1), and the durable directory its attempt starts from.
+    lineage: Lineage | None = None
+    durable_seed: Path | None = None
+    # The Dagster run executing the request: a run directory it left running is failed with it.
+    dagster_run_id: str | None = None
+
+    # Older run_info.json files keep the lineage, seed and Dagster run id in ``metadata`` (R-COMPAT-1).
+    _lift_metadata = model_validator(mode="before")(lift_metadata)
 
     def to_task_payload(self) -> dict[str, Any]:
-        """The whole request; run_info.json keeps its redacted form."""
-        empty = {name for name in ("metadata", "run_only") if not getattr(self, name)}
+        """The whole request; run_info.json keeps its redacted form (unset optional fields left out, as
+        older versions wrote it)."""
+        empty = {name for name in ("run_only", "lineage", "durable_seed", "dagster_run_id") if not getattr(self, name)}
         return self.model_dump(mode="json", exclude=empty)
 
-    def to_persistence_params(self) -> dict[str, Any]:
-        """Only what storage and reuse need; params.json keeps its redacted form."""
-        return {
-            "benchmark": {"id": self.benchmark.id, "params": self.benchmark.params},
-            "model": {"id": self.model.id, "provider": self.model.provider, "model": self.model.model},
-            "output": self.output.model_dump(mode="json"),
-            "metadata": self.metadata,
-        }
+    def fork(self, model: ModelConfig, task_id: str, output: OutputConfig, lineage: Lineage, seed: Path) -> RunRequest:
+        """This run's request with the solver model changed, cut down to one attempt of one task that
+        starts from ``seed``, the parent's history up to the cut (R-FORK-1)."""
+        benchmark = self.benchmark.model_copy(update={"tasks": [task_id]})
+        attempts = self.execution.attempts.model_copy(update={"k": 1})
+        return self.model_copy(update={
+            "name": f"{self.benchmark.id}/{model.id}", "model": model, "benchmark": benchmark,
+            "execution": self.execution.model_copy(update={"attempts": attempts}), "output": output,
+            "run_only": None, "lineage": lineage, "durable_seed": seed, "dagster_run_id": None,
+        })
 
 
 T = TypeVar("T", bound=BaseModel)
@@ -308,23 +325,30 @@ def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
 
 
+def _problem(model: type[BaseModel], error: Any) -> str:
+    """One validation error as ``field=value: problem``, with the nearest name for a near miss."""
+    field = _location(tuple(error["loc"]))
+    if error["type"] == "missing":
+        return f"{field}: missing"
+    if error["type"] == "extra_forbidden":
+        near = difflib.get_close_matches(str(error["loc"][-1]), _field_names(model, error["loc"][:-1]), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        return f"{field}={error['input']!r}: not a field here{hint}"
+    if error["type"] in ("literal_error", "enum"):
+        # pydantic lists the allowed values as "'a', 'b' or 'c'".
+        known = re.findall(r"'([^']*)'", error.get("ctx", {}).get("expected", ""))
+        near = difflib.get_close_matches(str(error["input"]), known, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        return f"{field}={error['input']!r}: not one of {', '.join(known)}{hint}"
+    return f"{field}={error['input']!r}: {error['msg'].removeprefix('Value error, ')}"
+
+
 def validate_declaration(model: type[T], data: Any, where: str) -> T:
     """Validate ``data`` as ``model``; a failure is one UserError line naming where, field and value."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors(include_url=False)[:3]:
-            message = error["msg"].removeprefix("Value error, ")
-            field = _location(tuple(error["loc"]))
-            if error["type"] == "missing":
-                problems.append(f"{field}: missing")
-            elif error["type"] == "extra_forbidden":
-                near = difflib.get_close_matches(str(error["loc"][-1]), _field_names(model, error["loc"][:-1]), n=1)
-                hint = f"; did you mean {near[0]!r}?" if near else ""
-                problems.append(f"{field}={error['input']!r}: not a field here{hint}")
-            else:
-                problems.append(f"{field}={error['input']!r}: {message}")
+        problems = [_problem(model, error) for error in exc.errors(include_url=False)[:3]]
         more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
         raise UserError(f"{where}: " + "; ".join(problems) + more) from None
 

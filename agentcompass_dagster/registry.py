@@ -12,17 +12,25 @@ from __future__ import annotations
 import difflib
 import importlib
 from importlib.metadata import entry_points
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentcompass_dagster.errors import UserError
+
+if TYPE_CHECKING:
+    from agentcompass_dagster.contracts import Analyzer, Benchmark, Environment, Harness, Model
 
 T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, group: str, builtins: dict[str, str]) -> None:
+    """Plugin classes by id, each a subclass of the registry's contract (``contract`` is its import path:
+    the contracts import the declarations, which use the registries)."""
+
+    def __init__(self, kind: str, group: str, contract: str, builtins: dict[str, str]) -> None:
         self.kind = kind
         self.group = group
+        self._contract_path = contract
+        self._contract: type[T] | None = None
         self._targets: dict[str, str | type[T]] = dict(builtins)
         self._entry_points_loaded = False
 
@@ -64,7 +72,16 @@ class Registry(Generic[T]):
         if isinstance(target, str):
             target = self._import(plugin_id, target, name)
             self._targets[plugin_id] = target
+        contract = self.contract()
+        if not (isinstance(target, type) and issubclass(target, contract)):
+            raise UserError(f"{name}={plugin_id!r}: the {self.kind} plugin {target!r} is not a subclass of "
+                            f"{contract.__module__}.{contract.__name__}")
         return target
+
+    def contract(self) -> type[T]:
+        if self._contract is None:
+            self._contract = self._import(self.kind, self._contract_path, f"{self.kind} contract")
+        return self._contract
 
     def _import(self, plugin_id: str, target: str, field: str) -> Any:
         module_name, _, attr = target.partition(":")
@@ -77,9 +94,10 @@ class Registry(Generic[T]):
         return obj
 
 
-benchmarks: Registry[Any] = Registry(
+benchmarks: Registry[Benchmark] = Registry(
     "benchmark",
     "agentcompass.benchmarks",
+    "agentcompass_dagster.contracts.benchmark:Benchmark",
     {
         "demo": "agentcompass_dagster.benchmarks.demo:DemoBenchmark",
         "synthetic": "agentcompass_dagster.benchmarks.synthetic:SyntheticBenchmark",
@@ -87,10 +105,12 @@ benchmarks: Registry[Any] = Registry(
         "harbor": "agentcompass_dagster.benchmarks.harbor_tasks:HarborTasksBenchmark",
     },
 )
-harnesses: Registry[Any] = Registry(
+harnesses: Registry[Harness] = Registry(
     "harness",
     "agentcompass.harnesses",
+    "agentcompass_dagster.contracts.harness:Harness",
     {
+        "none": "agentcompass_dagster.harnesses.none:NoHarness",
         "oracle": "agentcompass_dagster.harnesses.oracle:OracleHarness",
         "nop": "agentcompass_dagster.harnesses.nop:NopHarness",
         "scripted": "agentcompass_dagster.harnesses.scripted:ScriptedHarness",
@@ -99,30 +119,33 @@ harnesses: Registry[Any] = Registry(
         "miniswe": "agentcompass_dagster.harnesses.miniswe:MiniSweHarness",
     },
 )
-environments: Registry[Any] = Registry(
+environments: Registry[Environment] = Registry(
     "environment",
     "agentcompass.environments",
+    "agentcompass_dagster.contracts.environment:Environment",
     {
         "local": "agentcompass_dagster.environments.local:LocalEnvironment",
         "sandbox": "agentcompass_dagster.environments.sandbox:SandboxEnvironment",
         "docker": "agentcompass_dagster.environments.docker:DockerEnvironment",
     },
 )
-models: Registry[Any] = Registry(
+models: Registry[Model] = Registry(
     "model",
     "agentcompass.models",
+    "agentcompass_dagster.contracts.model:Model",
     {
-        "none": "agentcompass_dagster.models.base:NoModel",
+        "none": "agentcompass_dagster.models.none:NoModel",
         "openai_compat": "agentcompass_dagster.models.openai_compat:OpenAICompatModel",
         "scripted": "agentcompass_dagster.models.scripted:ScriptedModel",
     },
 )
-analyzers: Registry[Any] = Registry(
+analyzers: Registry[Analyzer] = Registry(
     "analyzer",
     "agentcompass.analyzers",
+    "agentcompass_dagster.contracts.analyzer:Analyzer",
     {
-        "error_category": "agentcompass_dagster.runtime.analysis:ErrorCategoryAnalyzer",
-        "trajectory_stats": "agentcompass_dagster.runtime.analysis:TrajectoryStatsAnalyzer",
+        "error_category": "agentcompass_dagster.analyzers.errors:ErrorCategoryAnalyzer",
+        "trajectory_stats": "agentcompass_dagster.analyzers.errors:TrajectoryStatsAnalyzer",
         "loops": "agentcompass_dagster.analyzers.loops:LoopsAnalyzer",
         "tool_errors": "agentcompass_dagster.analyzers.tool_errors:ToolErrorsAnalyzer",
         "cost_outliers": "agentcompass_dagster.analyzers.outliers:CostOutliersAnalyzer",

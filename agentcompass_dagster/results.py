@@ -33,7 +33,8 @@ def _run_files(results_dir: Path, name: str, include_forks: bool = False) -> lis
 
 
 def _is_fork(run_dir: Path) -> bool:
-    return bool((read_params(run_dir) or {}).get("metadata", {}).get("lineage"))
+    params = read_params(run_dir)
+    return params is not None and params.lineage is not None
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

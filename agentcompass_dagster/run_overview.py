@@ -21,6 +21,7 @@ from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.scores import DetailView
 from agentcompass_dagster.runtime.store import ATTEMPT_CHECKPOINTS, DURABLE, ERROR_PREFIX, open_run_dir, read_detail
+from agentcompass_dagster.runtime.types import lift_metadata
 
 TaskState = Literal["finished", "error", "unfinished", "not started"]
 
@@ -85,7 +86,7 @@ def overview(path: Path, task_id: str | None = None) -> RunOverview:
     run = RunOverview(
         path=str(path), run_id=info.run_id, status=info.status, started_at=info.started_at,
         finished_at=info.finished_at, benchmark=_id(request, "benchmark"), model=_id(request, "model"),
-        harness=_id(request, "harness"), lineage=(request.get("metadata") or {}).get("lineage"),
+        harness=_id(request, "harness"), lineage=lift_metadata(request).get("lineage"),
         reused_from=f"{reused.run_id} ({len(reused.task_ids)} tasks)" if reused else None,
         merged_from=[source.run_id for source in info.merged_from],
     )

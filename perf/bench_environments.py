@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from _bench import check_run_dir, report_problems, results_root, run_request
+
 from agentcompass_dagster import registry
 from agentcompass_dagster.benchmarks.demo import DemoBenchmark
 from agentcompass_dagster.config import (
@@ -64,7 +65,7 @@ from agentcompass_dagster.config import (
     OutputConfig,
     RunRequest,
 )
-from agentcompass_dagster.environments.base import Environment
+from agentcompass_dagster.contracts.environment import Environment
 from agentcompass_dagster.environments.hostdir import HostDirSession
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
 

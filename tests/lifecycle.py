@@ -14,7 +14,7 @@ from typing import Any
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
-from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
+from agentcompass_dagster.contracts.environment import EnvironmentSession, ExecResult
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.harnesses.scripted import ScriptedHarness, ScriptedSession
 from agentcompass_dagster.runtime.scores import TaskScores
@@ -146,24 +146,18 @@ class RecordingHarness(ScriptedHarness):
     async def start_session(self, prepared: PreparedTask, env: Any, benchmark: Any, plan: ExecutionPlan) -> Any:
         EVENTS.append("start")
         session = await super().start_session(prepared, env, benchmark, plan)
-        return RecordingHarnessSession(session)
+        return RecordingHarnessSession(self, prepared, env, benchmark, plan, session.step)
 
-    async def run_task(self, prepared: PreparedTask, env: Any, benchmark: Any, plan: ExecutionPlan) -> RunResult:
+
+class RecordingHarnessSession(ScriptedSession):
+    async def run(self) -> RunResult:
         EVENTS.append("run")
         await _site("run")
-        return await super().run_task(prepared, env, benchmark, plan)
-
-
-class RecordingHarnessSession:
-    def __init__(self, inner: ScriptedSession) -> None:
-        self.inner = inner
-
-    async def run(self) -> RunResult:
-        return await self.inner.run()
+        return await super().run()
 
     async def close(self) -> None:
         EVENTS.append("close_session")
-        await self.inner.close()
+        await super().close()
         await _site("close_session")
 
 

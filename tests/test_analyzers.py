@@ -18,8 +18,8 @@ from agentcompass_dagster import registry
 from agentcompass_dagster.analyzers.outliers import far_above
 from agentcompass_dagster.analyzers.reward_hacking import patterns_of
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
+from agentcompass_dagster.contracts.analyzer import AttemptResult
 from agentcompass_dagster.results import load_task_results
-from agentcompass_dagster.runtime.analysis import AttemptResult
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
 
 FIXTURES = Path(__file__).parent / "data" / "trajectories"

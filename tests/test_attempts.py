@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import pytest
+from typing import Any, get_args
 
 import lifecycle
+import pytest
+
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import (
     BenchmarkConfig,
@@ -19,13 +19,15 @@ from agentcompass_dagster.config import (
     ModelConfig,
     OutputConfig,
     RunRequest,
+    validate_declaration,
 )
+from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.analysis import Analyzer
+from agentcompass_dagster.runtime.attempt import STRATEGIES
 from agentcompass_dagster.runtime.metrics import pass_at_k
 from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
 from agentcompass_dagster.runtime.store import open_run_dir
-from agentcompass_dagster.runtime.types import RequestResult, TaskDetail
+from agentcompass_dagster.runtime.types import RequestResult, Strategy, TaskDetail
 
 SPLIT_NETWORK = {"baseline": "host", "run": "none", "evaluation": "host"}
 
@@ -189,6 +191,14 @@ def test_avg_and_pass_strategies_and_pass_at_k(tmp_path: Path) -> None:
                                           harness={"tasks": {"t0": steps}}))
     assert detail.attempts_tried == 2 and detail.first_correct_attempt == 2 and detail.correct
     assert set(result.metrics.metrics) >= {"pass@3"} and "pass@1" not in result.metrics.metrics
+
+
+def test_the_declarable_strategies_are_the_ones_the_runner_knows() -> None:
+    """R-RETRY-1: every strategy a declaration accepts has its rule, and any other is refused when the
+    declaration is validated, naming the allowed ones."""
+    assert set(STRATEGIES) == set(get_args(Strategy))
+    with pytest.raises(UserError, match=r"^execution: attempts.strategy='best': not one of avg, pass$"):
+        validate_declaration(ExecutionConfig, {"attempts": {"strategy": "best"}}, "execution")
 
 
 def test_interrupted_task_runs_only_missing_attempts(tmp_path: Path) -> None:

@@ -23,8 +23,8 @@ from conftest import IMAGE, REPO, details_by_task, needs_docker, processes_with,
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.config import EnvironmentConfig, load_sweep
+from agentcompass_dagster.contracts.environment import EnvironmentSession, ExecResult
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
-from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable
 from agentcompass_dagster.environments.sandbox import SandboxEnvironment
 from agentcompass_dagster.runtime.orchestrator import run_requests

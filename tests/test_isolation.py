@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import IMAGE, needs_docker, processes_with, write_sweep, write_task
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
-
-from conftest import IMAGE, needs_docker, processes_with, write_sweep, write_task
 
 SANDBOX_ROOT = Path("/var/tmp/agentcompass-sandbox")
 
@@ -137,7 +136,7 @@ def test_sandbox_limits_give_clear_errors(tmp_path: Path) -> None:
     import asyncio
 
     from agentcompass_dagster.config import EnvironmentConfig
-    from agentcompass_dagster.environments.base import EnvironmentLimitExceeded
+    from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded
     from agentcompass_dagster.environments.sandbox import SandboxEnvironment
     from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
 

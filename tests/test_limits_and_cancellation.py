@@ -23,16 +23,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from conftest import max_open_at_once, processes_with, write_sweep
+from lifecycle import DelegatingSession
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.environments.base import EnvironmentSession
+from agentcompass_dagster.contracts.environment import EnvironmentSession
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.runtime.orchestrator import run_requests
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskDetail, TaskSpec
-
-from conftest import max_open_at_once, processes_with, write_sweep
-from lifecycle import DelegatingSession
 
 Event = tuple[float, str, int]  # (time.monotonic(), "open" | "close", session number)
 

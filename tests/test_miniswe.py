@@ -10,8 +10,8 @@ import pytest
 from conftest import run_cli, tree_snapshot, write_sweep
 
 from agentcompass_dagster import registry
+from agentcompass_dagster.contracts.model import CallContext, ModelTurn
 from agentcompass_dagster.harnesses.miniswe import quiet_import
-from agentcompass_dagster.models.base import CallContext, ModelTurn
 from agentcompass_dagster.models.scripted import ScriptedModel
 
 with quiet_import():

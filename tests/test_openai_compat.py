@@ -14,8 +14,8 @@ import pytest
 from fake_openai import FakeOpenAI, completion, fake_openai_server, tool_call  # noqa: F401
 
 from agentcompass_dagster.config import ModelConfig
+from agentcompass_dagster.contracts.model import CallContext, ContextOverflow, ModelError
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.models.base import CallContext, ContextOverflow, ModelError
 from agentcompass_dagster.models.openai_compat import PLACEHOLDER_KEY, OpenAICompatModel
 from agentcompass_dagster.models.usage import turn_usage
 from agentcompass_dagster.registry import models

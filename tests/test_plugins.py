@@ -44,7 +44,7 @@ packages = ["tiny_bench"]
 TINY_INIT = '''\
 """Four arithmetic questions; the reference solution answers them, evaluate compares the answer."""
 
-from agentcompass_dagster.benchmarks.base import Benchmark, ReferenceSolution
+from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
 from agentcompass_dagster.runtime.types import Evaluation, TaskSpec
 
 

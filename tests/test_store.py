@@ -21,7 +21,7 @@ from agentcompass_dagster.config import (
 )
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
-from agentcompass_dagster.runtime.store import RunStore, open_run_dir
+from agentcompass_dagster.runtime.store import RunStore, open_run_dir, run_root
 from agentcompass_dagster.runtime.types import (
     ExecutionPlan,
     MetricCounts,
@@ -56,17 +56,16 @@ def only_result(requests: list[RunRequest]) -> RequestResult:
 def test_run_directory_layout_and_normalisation(tmp_path: Path) -> None:
     """R-STORE-1: <results_dir>/<run_name>/<benchmark>/<model>/<run_id>/ with user parts normalised."""
     results = tmp_path / "results"
-    store = RunStore(results)
     output = OutputConfig(results_dir=results, run_name="../../outside")
-    root = store.root_for(output, "demo", "org/model:v1\x07")
+    root = run_root(output, "demo", "org/model:v1\x07")
     assert root.resolve().is_relative_to(results.resolve())
     assert root.parts[-1] == "org_model_v1_"
     assert root.parts[-2] == "demo"
     assert ".." not in root.relative_to(results).parts
-    long_root = store.root_for(OutputConfig(results_dir=results, run_name="x" * 500), "demo", "y" * 500)
+    long_root = run_root(OutputConfig(results_dir=results, run_name="x" * 500), "demo", "y" * 500)
     assert all(len(part) <= 120 for part in long_root.relative_to(results).parts)
-    assert store.root_for(OutputConfig(results_dir=results, run_name="x" * 500), "demo", "y" * 499) != long_root
-    run_dir = store.reserve(root, "../../../etc")
+    assert run_root(OutputConfig(results_dir=results, run_name="x" * 500), "demo", "y" * 499) != long_root
+    run_dir = RunStore(results).reserve(root, "../../../etc")
     assert run_dir.path.parent == root and run_dir.path.is_dir()
 
 
@@ -117,7 +116,7 @@ def test_artifacts_of_a_run(tmp_path: Path) -> None:
     assert plan["harness_id"] == "oracle" and plan["max_retries"] == 1
     assert info["reused_from"] is None
     params = json.loads((run_dir / "params.json").read_text())
-    assert set(params) == {"benchmark", "model", "output", "metadata", "started_at"}
+    assert set(params) == {"benchmark", "model", "output", "lineage", "dagster_run_id", "started_at"}
     assert "harness" not in params and "execution" not in params
     assert sorted(p.name for p in (run_dir / "details").iterdir()) == ["t0_a.json", "t1_b.json", "t2_c.json", "t3_a.json"]
     assert (run_dir / "retry_details").is_dir()
@@ -271,11 +270,44 @@ def test_existing_run_directories_still_load(tmp_path: Path) -> None:
     assert [t.id for t in bench.load_tasks()] == [t.id for t in bench.load_tasks()]
 
 
+def test_a_fork_written_with_lineage_in_metadata_still_reads_as_a_fork(tmp_path: Path) -> None:
+    """R-COMPAT-1, R-FORK-1: older versions kept a request's lineage, durable seed and Dagster run id in
+    its ``metadata`` (run_info.json and params.json); such a run still loads with them as fields, is
+    shown and summarised as a fork and stays out of the from-scratch statistics."""
+    from agentcompass_dagster.results import load_task_results
+    from agentcompass_dagster.run_overview import overview
+    from agentcompass_dagster.runtime.finalize import rerender_summary
+    from agentcompass_dagster.runtime.store import load_run_request, read_params
+    from agentcompass_dagster.runtime.types import Lineage
+
+    run_dir = Path(only_result([synthetic_request(tmp_path / "results", n=2)]).run_dir)
+    lineage = {"kind": "fork", "parent_run_id": "parent-1", "parent_run_dir": "/results/parent-1", "task_id": "t0",
+               "attempt": 1, "checkpoint_seq": 3, "parent_model": "a", "model": "m", "forked_at": "2024-01-01"}
+    metadata = {"lineage": lineage, "durable_seed": "/results/s.forks/.seeds/f", "dagster_run_id": "dg-1",
+                "resumed_from": "older"}
+    info = json.loads((run_dir / "run_info.json").read_text())
+    info["request"]["metadata"] = metadata
+    (run_dir / "run_info.json").write_text(json.dumps(info))
+    params = json.loads((run_dir / "params.json").read_text())
+    del params["lineage"], params["dagster_run_id"]
+    (run_dir / "params.json").write_text(json.dumps({**params, "metadata": metadata}))
+
+    _, request, _ = load_run_request(run_dir)
+    assert request.lineage == Lineage.model_validate(lineage) and request.dagster_run_id == "dg-1"
+    assert request.durable_seed == Path(metadata["durable_seed"])
+    old_params = read_params(run_dir)
+    assert old_params is not None and old_params.lineage == request.lineage and old_params.dagster_run_id == "dg-1"
+    assert overview(run_dir).lineage == lineage
+    assert rerender_summary(run_dir)[1].startswith("# fork of run parent-1 (task t0, checkpoint 3, model a -> m)")
+    assert load_task_results(tmp_path / "results").empty
+    assert set(load_task_results(tmp_path / "results", include_forks=True)["run_id"]) == {run_dir.name}
+
+
 def test_plan_is_persisted_through_an_allow_list() -> None:
     """R-STORE-4: the resolved plan is written as an explicit allow-list view, never a whole dump."""
     plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="e",
-                         model_id="m", private={"client": "sk-live-secret-object"})
+                         model_id="m", durable_dir=Path("/home/someone/results/run/.durable/t@1"))
     view = plan.persisted_view()
-    assert "private" not in view and "task_id" not in view
+    assert "durable_dir" not in view and "task_id" not in view and "durable_dir" not in plan.model_dump()
     assert list(view) == list(ExecutionPlan.PERSISTED_FIELDS)
-    assert "sk-live-secret-object" not in json.dumps(view)
+    assert "/home/someone" not in json.dumps(view)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentcompass_dagster.analyzers.steps import normalized, tool_steps
-from agentcompass_dagster.runtime.analysis import Analyzer, AttemptResult
+from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
 
 LOOP_REPEATS = 3

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from agentcompass_dagster.runtime.analysis import Analyzer, AttemptResult
+from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
 
 IQRS = 3.0

@@ -8,7 +8,7 @@ from typing import Any
 
 from agentcompass_dagster.analyzers.shell import command_names, operands_of, written
 from agentcompass_dagster.analyzers.steps import tool_steps
-from agentcompass_dagster.runtime.analysis import Analyzer, AttemptResult, markdown_code
+from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult, markdown_code
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
 
 PATTERNS = ("verifier_access", "file_attributes", "reward_write", "killed_tests", "edited_tests")

@@ -14,15 +14,15 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass_dagster.benchmarks.base import Benchmark, ReferenceSolution
 from agentcompass_dagster.config import load_yaml
+from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.types import EvaluationMode, Evaluation, PreparedTask, RunResult, TaskSpec
+from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
 
 if TYPE_CHECKING:
     from agentcompass_dagster.config import RunRequest
-    from agentcompass_dagster.environments.base import EnvironmentSession
+    from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 TASKS_DIR = Path(__file__).parent / "demo_tasks"
 CHECK_TIMEOUT_S = 60.0

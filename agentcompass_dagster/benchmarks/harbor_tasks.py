@@ -26,10 +26,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.benchmarks.base import Benchmark, ReferenceSolution
+from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.harnesses.oracle import SCRATCH_VARIABLE
-from agentcompass_dagster.runtime.types import EvaluationMode, Evaluation, PreparedTask, TaskSpec
+from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, TaskSpec
 
 DEFAULT_VERIFIER_TIMEOUT_S = 120.0
 MAPPED = ("/logs/verifier", "/solution", "/tests")

@@ -19,10 +19,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.benchmarks.base import Benchmark, ReferenceSolution
+from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.types import EvaluationMode, Evaluation, PreparedTask, RunResult, TaskSpec
+from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
 
 
 def problems_file() -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcompass_dagster.benchmarks.base import Benchmark, ReferenceSolution
+from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
 from agentcompass_dagster.errors import field_error
 from agentcompass_dagster.runtime.types import Evaluation, PreparedTask, RunResult, TaskSpec
 

@@ -131,8 +131,8 @@ def reap_dead_runs(sb: SweepBenchmark, instance: dg.DagsterInstance) -> list[str
 def _fail_run_dirs(sb: SweepBenchmark, dagster_run_id: str, message: str) -> None:
     for model in sb.sweep.models:
         for source in sb.store.runs_newest_first(sb.root(model.id)):
-            params = read_params(source.path) or {}
-            if params.get("metadata", {}).get("dagster_run_id") != dagster_run_id:
+            params = read_params(source.path)
+            if params is None or params.dagster_run_id != dagster_run_id:
                 continue
             run_dir = open_run_dir(Path(source.path))
             assert run_dir.info is not None

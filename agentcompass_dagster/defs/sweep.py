@@ -22,7 +22,7 @@ from agentcompass_dagster.config import (
 from agentcompass_dagster.defs.partitions import attempts_partitions, identifier, partition_key, tasks_partitions_name
 from agentcompass_dagster.runtime.components import Components, resolve_components
 from agentcompass_dagster.runtime.orchestrator import Prepared, load_selected_tasks
-from agentcompass_dagster.runtime.store import ReuseSource, RunStore
+from agentcompass_dagster.runtime.store import ReuseSource, RunStore, run_root
 from agentcompass_dagster.runtime.types import TaskSpec
 
 # Run tags naming what a run evaluates; the launcher, the schedule and the sensor find runs by them.
@@ -138,7 +138,7 @@ class SweepBenchmark:
         return RunStore(self.sweep.output.results_dir)
 
     def root(self, model_id: str) -> Path:
-        return self.store.root_for(self.output, self.benchmark.id, model_id)
+        return run_root(self.output, self.benchmark.id, model_id)
 
     @property
     def benchmark_dir(self) -> Path:
@@ -164,9 +164,8 @@ class SweepBenchmark:
         dagster_run_id: str | None = None,
     ) -> RunRequest:
         model = next(m for m in self.sweep.models if m.id == model_id)
-        metadata = {"dagster_run_id": dagster_run_id} if dagster_run_id else None
         return self.sweep.request(self.benchmark, model, self.output, harness=harness, environment=environment,
-                                  metadata=metadata, run_only=run_only)
+                                  run_only=run_only, dagster_run_id=dagster_run_id)
 
 
 def keys_of(tasks: list[TaskSpec]) -> dict[str, TaskSpec]:

@@ -10,9 +10,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ConfigDict
 
+from agentcompass_dagster.contracts.model import ModelTurn, ToolCall
 from agentcompass_dagster.dispatch.receipt import UsageTotals
 from agentcompass_dagster.durable.activity import ActivityRecord
-from agentcompass_dagster.models.base import ModelTurn, ToolCall
 from agentcompass_dagster.models.usage import usage_totals
 from agentcompass_dagster.runtime.redact import redact
 from agentcompass_dagster.runtime.types import Usage

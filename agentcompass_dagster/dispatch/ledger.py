@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentcompass_dagster.contracts.model import ModelTurn
 from agentcompass_dagster.durable.activity import ActivityRecord
-from agentcompass_dagster.models.base import ModelTurn
 from agentcompass_dagster.runtime.atomic import append_line
 from agentcompass_dagster.runtime.redact import redact
 from agentcompass_dagster.runtime.types import utcnow

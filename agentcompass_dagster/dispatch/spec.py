@@ -24,11 +24,11 @@ from agentcompass_dagster.config import (
     resolve_reference,
     validate_declaration,
 )
+from agentcompass_dagster.contracts.environment import Environment
+from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.dispatch.evidence import has_secret
-from agentcompass_dagster.environments.base import Environment
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.harnesses.tool_agent import ToolAgentParams
-from agentcompass_dagster.models.base import Model, build_model
 from agentcompass_dagster.runtime.components import construct_plugin, register_declared_secrets
 from agentcompass_dagster.runtime.types import AgentLimits, ExecutionPlan
 
@@ -160,7 +160,8 @@ def load_spec(path: Path) -> ResolvedSpec:
         update={"system_prompt": spec.system_prompt})
     return ResolvedSpec(
         spec=spec, text=raw.decode(errors="replace"), sha256=hashlib.sha256(raw).hexdigest(),
-        model_config=model_config, model=construct_plugin(f"model {model_config.id!r}", build_model, model_config),
+        model_config=model_config, model=construct_plugin(f"model {model_config.id!r}",
+                               registry.models.get(model_config.provider, "model.provider"), model_config),
         environment=environment, plan=plan, params=params, files=files, schema=schema, schema_id=schema_id,
     )
 

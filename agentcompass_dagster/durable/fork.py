@@ -27,11 +27,11 @@ from agentcompass_dagster.durable.activity import (
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.store import copy_durable, load_run_request
-from agentcompass_dagster.runtime.types import utcnow
+from agentcompass_dagster.runtime.types import Lineage
 
 FORKS_SUFFIX = ".forks"
 # Fields that name or place a run rather than configure what it does.
-_IDENTITY_FIELDS = {"name", "sweep", "model", "output", "metadata", "run_only"}
+_IDENTITY_FIELDS = {"name", "sweep", "model", "output", "run_only", "lineage", "durable_seed", "dagster_run_id"}
 
 
 def config_differences(parent: RunRequest, child: RunRequest) -> list[str]:
@@ -93,25 +93,18 @@ def prepare_fork(
                         f"(forkable: {', '.join(map(str, cuts)) or 'none'})")
     cut = next(i for i, r in enumerate(records) if r.seq == checkpoint)
     inherited = [r for r in records[: cut + 1] if r.kind != "session" and r.status != "in_flight"]
-    lineage = {"kind": "fork", "parent_run_id": run_dir.run_id, "parent_run_dir": str(Path(parent_dir).resolve()),
-               "task_id": task_id, "attempt": attempt, "checkpoint_seq": checkpoint,
-               "parent_model": parent.model.id, "model": child.model.id, "forked_at": utcnow()}
+    lineage = Lineage(parent_run_id=run_dir.run_id, parent_run_dir=str(Path(parent_dir).resolve()), task_id=task_id,
+                      attempt=attempt, checkpoint_seq=checkpoint, parent_model=parent.model.id, model=child.model.id)
     run_name = f"{parent.output.run_name or parent.sweep}{FORKS_SUFFIX}"
     fork_id = f"fork-{file_stem(task_id)}-{checkpoint}-{os.urandom(3).hex()}"
     seed = results_dir / run_name / ".seeds" / fork_id
     _write_seed(seed, source, inherited, checkpoint, lineage)
     output = parent.output.model_copy(update={"results_dir": results_dir, "run_name": run_name, "run_id": fork_id,
                                               "reuse": False, "reuse_run_id": None})
-    benchmark = parent.benchmark.model_copy(update={"tasks": [task_id]})
-    execution = parent.execution.model_copy(update={"attempts": parent.execution.attempts.model_copy(update={"k": 1})})
-    return parent.model_copy(update={
-        "name": f"{parent.benchmark.id}/{child.model.id}", "model": child.model, "benchmark": benchmark,
-        "execution": execution, "output": output, "run_only": None,
-        "metadata": {"lineage": lineage, "durable_seed": str(seed)},
-    })
+    return parent.fork(child.model, task_id, output, lineage, seed)
 
 
-def _write_seed(seed: Path, source: Path, inherited: list[ActivityRecord], cut: int, lineage: dict[str, Any]) -> None:
+def _write_seed(seed: Path, source: Path, inherited: list[ActivityRecord], cut: int, lineage: Lineage) -> None:
     """The parent's checkpoints up to the cut, and a new log of the inherited records."""
     def up_to_cut(relative: Path) -> bool:
         parts = relative.parts
@@ -121,6 +114,6 @@ def _write_seed(seed: Path, source: Path, inherited: list[ActivityRecord], cut: 
     copy_durable(source, seed, up_to_cut)
     log = ActivityLog(seed / ACTIVITY_FILE)
     log.append(ActivityRecord(id="session", kind="session", status="in_flight",
-                              data={"seed": True, "lineage": lineage, "handle": None}))
+                              data={"seed": True, "lineage": lineage.model_dump(mode="json"), "handle": None}))
     for record in inherited:
         log.append(record.model_copy(update={"data": {**record.data, "inherited": True}}))

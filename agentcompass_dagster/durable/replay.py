@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentcompass_dagster.contracts.environment import EnvironmentSession
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, read_activity
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
 from agentcompass_dagster.durable.session import BLOBS_DIR
-from agentcompass_dagster.environments.base import EnvironmentSession
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.atomic import atomic_write_json
 from agentcompass_dagster.runtime.components import resolve_components

@@ -191,5 +191,6 @@ def resume_request(path: Path, task_id: str | None = None) -> RunRequest:
                         + (f"task {task_id!r} has finished" if task_id else "every task has finished"))
     output = request.output.model_copy(update={"results_dir": results_dir, "reuse": True,
                                                "reuse_run_id": run_dir.run_id, "run_id": None})
+    # A resume is no longer the Dagster run that made the directory: that run's failure must not fail it.
     return request.model_copy(update={"output": output, "run_only": [task_id] if task_id else None,
-                                      "metadata": {**request.metadata, "resumed_from": run_dir.run_id}})
+                                      "dagster_run_id": None})

@@ -27,8 +27,8 @@ from agentcompass_dagster.runtime.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.redact import redact_text
 
 if TYPE_CHECKING:
+    from agentcompass_dagster.contracts.environment import EnvironmentSession
     from agentcompass_dagster.durable.checkpoints import CheckpointStore
-    from agentcompass_dagster.environments.base import EnvironmentSession
 
 CALLS_DIR = ".agentcompass/calls"
 CURSOR_FILE = ".agentcompass/cursor"

@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
-from agentcompass_dagster.environments.base import (
+from agentcompass_dagster.contracts.environment import (
     Environment,
     EnvironmentLimitExceeded,
     EnvironmentSession,

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.environments.base import EnvironmentSession, ExecResult
+from agentcompass_dagster.contracts.environment import EnvironmentSession, ExecResult
 from agentcompass_dagster.environments.cgroups import Cgroup, stale
 from agentcompass_dagster.runtime.processes import Worker, proc_stat, process_alive
 from agentcompass_dagster.runtime.safe_fs import read_beneath, relative, remove_tree, write_beneath

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from agentcompass_dagster.config import EnvironmentConfig
-from agentcompass_dagster.environments.base import Environment, EnvironmentSession
+from agentcompass_dagster.contracts.environment import Environment, EnvironmentSession
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
 from agentcompass_dagster.environments.hostdir import (
     HostDirSession,

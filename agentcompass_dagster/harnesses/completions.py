@@ -10,16 +10,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from agentcompass_dagster.config import HarnessConfig
+from agentcompass_dagster.contracts.harness import Harness, HarnessSession
+from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.harnesses.base import Harness
-from agentcompass_dagster.models.base import Model
-from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult
+from agentcompass_dagster.runtime.types import RunResult
+
+
+class CompletionsSession(HarnessSession):
+    harness: CompletionsHarness
+
+    async def run(self) -> RunResult:
+        task_id, attempt = self.prepared.task.id, self.plan.attempt
+        samples = self.harness.samples.get(task_id, [])
+        if attempt > len(samples):
+            return RunResult(status="error", error=f"no sample {attempt} for task {task_id!r} "
+                                                   f"({len(samples)} in {self.harness.config.params['path']})")
+        return RunResult(final_answer=samples[attempt - 1])
 
 
 class CompletionsHarness(Harness):
+    session_class = CompletionsSession
+
     def __init__(self, config: HarnessConfig, model: Model) -> None:
         super().__init__(config, model)
         path = config.params.get("path")
@@ -38,10 +51,3 @@ class CompletionsHarness(Harness):
                 self.samples.setdefault(str(sample["task_id"]), []).append(str(sample["completion"]))
             except (ValueError, KeyError, TypeError):
                 raise UserError(f"{path}:{number}: expected a JSON object with task_id and completion") from None
-
-    async def run_task(self, prepared: PreparedTask, env: Any, benchmark: Any, plan: ExecutionPlan) -> RunResult:
-        samples = self.samples.get(prepared.task.id, [])
-        if plan.attempt > len(samples):
-            return RunResult(status="error", error=f"no sample {plan.attempt} for task {prepared.task.id!r} "
-                                                   f"({len(samples)} in {self.config.params['path']})")
-        return RunResult(final_answer=samples[plan.attempt - 1])

@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcompass_dagster.config import HarnessConfig, ModelConfig
+from agentcompass_dagster.contracts.harness import AgentHarness, HarnessSession
+from agentcompass_dagster.contracts.model import CallContext, Model, ModelError, ModelTurn
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import DurableSession
-from agentcompass_dagster.harnesses.base import AgentHarness, HarnessSession
 from agentcompass_dagster.harnesses.limits import LimitExceeded, wall_left
-from agentcompass_dagster.models.base import CallContext, Model, ModelError, ModelTurn
 from agentcompass_dagster.models.usage import turn_usage
 from agentcompass_dagster.runtime.types import AgentLimits, ExecutionPlan, LimitHit, PreparedTask, Usage
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.benchmarks.base import Benchmark
-    from agentcompass_dagster.environments.base import EnvironmentSession
+    from agentcompass_dagster.contracts.benchmark import Benchmark
+    from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 
 def refuse_moved_limits(value: Any, moved_names: set[str]) -> Any:
@@ -113,9 +113,8 @@ class DurableAgentSession(HarnessSession):
     _temporary: Path | None = None
 
     def durable_dir(self) -> Path:
-        durable = self.plan.private.get("durable_dir")
-        if durable is not None:
-            return Path(durable)
+        if self.plan.durable_dir is not None:
+            return self.plan.durable_dir
         self._temporary = Path(tempfile.mkdtemp(prefix="agentcompass-agent-"))
         return self._temporary
 

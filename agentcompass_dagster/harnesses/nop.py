@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from agentcompass_dagster.contracts.harness import Harness, HarnessSession
+from agentcompass_dagster.runtime.types import RunResult
 
-from agentcompass_dagster.harnesses.base import Harness
-from agentcompass_dagster.runtime.types import PreparedTask, RunResult
+
+class NopSession(HarnessSession):
+    async def run(self) -> RunResult:
+        return RunResult()
 
 
 class NopHarness(Harness):
-    async def run_task(self, prepared: PreparedTask, env: Any, benchmark: Any, plan: Any) -> RunResult:
-        return RunResult()
+    session_class = NopSession

@@ -6,13 +6,13 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from agentcompass_dagster.harnesses.base import Harness
+from agentcompass_dagster.contracts.harness import Harness, HarnessSession
 from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult
+from agentcompass_dagster.runtime.types import PreparedTask, RunResult
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.benchmarks.base import Benchmark
-    from agentcompass_dagster.environments.base import EnvironmentSession
+    from agentcompass_dagster.contracts.benchmark import Benchmark
+    from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 SOLUTION_TIMEOUT_S = 600.0
 # Reference scripts find the task's private files (e.g. a solution's data) under this variable.
@@ -44,8 +44,10 @@ async def run_reference(prepared: PreparedTask, env: EnvironmentSession, benchma
     return RunResult(final_answer=solution.answer, trajectory=trajectory)
 
 
+class OracleSession(HarnessSession):
+    async def run(self) -> RunResult:
+        return await run_reference(self.prepared, self.env, self.benchmark)
+
+
 class OracleHarness(Harness):
-    async def run_task(
-        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
-    ) -> RunResult:
-        return await run_reference(prepared, env, benchmark)
+    session_class = OracleSession

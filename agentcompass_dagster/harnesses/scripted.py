@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import HarnessConfig, validate_declaration
-from agentcompass_dagster.harnesses.base import Harness, HarnessSession
+from agentcompass_dagster.contracts.harness import Harness, HarnessSession
+from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.harnesses.oracle import run_reference
-from agentcompass_dagster.models.base import Model
 from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult, Usage
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.benchmarks.base import Benchmark
-    from agentcompass_dagster.environments.base import EnvironmentSession
+    from agentcompass_dagster.contracts.benchmark import Benchmark
+    from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 
 class ScriptStep(BaseModel):
@@ -83,7 +83,7 @@ class ScriptedHarness(Harness):
             return steps[min(attempt, len(steps)) - 1] if steps else self.params.default
         return steps
 
-    def _next_try(self, task_id: str, attempt: int) -> int:
+    def next_try(self, task_id: str, attempt: int) -> int:
         with self._lock:
             count = self._tries.get((task_id, attempt), 0) + 1
             self._tries[(task_id, attempt)] = count
@@ -104,19 +104,7 @@ class ScriptedHarness(Harness):
             raise RuntimeError(step.start_raises)
         return ScriptedSession(self, prepared, env, benchmark, plan, step)
 
-    async def run_task(
-        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
-    ) -> RunResult:
-        task_id = prepared.task.id
-        step = self.step(task_id, plan.attempt)
-        tried = self._next_try(task_id, plan.attempt)
-        self.record(event="start", model=self.model.id, task=task_id, attempt=plan.attempt, tried=tried)
-        try:
-            return await self._perform(step, tried, prepared, env, benchmark)
-        finally:
-            self.record(event="end", model=self.model.id, task=task_id, attempt=plan.attempt, tried=tried)
-
-    async def _perform(
+    async def perform(
         self, step: ScriptStep, tried: int, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark
     ) -> RunResult:
         if step.sleep:
@@ -144,12 +132,23 @@ class ScriptedHarness(Harness):
 
 
 class ScriptedSession(HarnessSession):
+    harness: ScriptedHarness
+
     def __init__(
         self, harness: ScriptedHarness, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark,
         plan: ExecutionPlan, step: ScriptStep,
     ) -> None:
         super().__init__(harness, prepared, env, benchmark, plan)
         self.step = step
+
+    async def run(self) -> RunResult:
+        harness, task_id, attempt = self.harness, self.prepared.task.id, self.plan.attempt
+        tried = harness.next_try(task_id, attempt)
+        harness.record(event="start", model=harness.model.id, task=task_id, attempt=attempt, tried=tried)
+        try:
+            return await harness.perform(self.step, tried, self.prepared, self.env, self.benchmark)
+        finally:
+            harness.record(event="end", model=harness.model.id, task=task_id, attempt=attempt, tried=tried)
 
     async def close(self) -> None:
         if self.step.close_sleep:

@@ -40,8 +40,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import ModelConfig, validate_declaration
-from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.models.base import (
+from agentcompass_dagster.contracts.model import (
     CallContext,
     ContextOverflow,
     Model,
@@ -49,6 +48,7 @@ from agentcompass_dagster.models.base import (
     ModelTurn,
     ToolCall,
 )
+from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.models.usage import Price
 from agentcompass_dagster.runtime.redact import register_secret
 

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import ModelConfig, validate_declaration
-from agentcompass_dagster.models.base import (
+from agentcompass_dagster.contracts.model import (
     CallContext,
     Model,
     ModelError,

@@ -17,14 +17,13 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.environments.base import EnvironmentLimitExceeded, EnvironmentSession
-from agentcompass_dagster.errors import field_error
-from agentcompass_dagster.harnesses.base import HarnessSession
-from agentcompass_dagster.runtime.analysis import Analyzer, analyze_attempt
+from agentcompass_dagster.contracts.analyzer import Analyzer
+from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded, EnvironmentSession
+from agentcompass_dagster.contracts.harness import HarnessSession
+from agentcompass_dagster.runtime.analysis import analyze_attempt
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.plan import Planner
@@ -36,6 +35,7 @@ from agentcompass_dagster.runtime.types import (
     ExecutionPlan,
     PreparedTask,
     RunResult,
+    Strategy,
     TaskDetail,
     TaskSpec,
     utcnow,
@@ -52,16 +52,12 @@ def _pass_done(attempts: dict[int, EvaluatedAttempt]) -> bool:
     return any(a.correct and a.error is None for a in attempts.values())
 
 
-# A strategy says, given the attempts so far, whether the remaining ones may be skipped (R-RETRY-1).
-STRATEGIES: dict[str, Callable[[dict[int, EvaluatedAttempt]], bool]] = {"avg": _avg_done, "pass": _pass_done}
+# A strategy says, given the attempts so far, whether the remaining ones may be skipped (R-RETRY-1); the
+# declaration accepts only these (config.AttemptsConfig.strategy).
+STRATEGIES: dict[Strategy, Callable[[dict[int, EvaluatedAttempt]], bool]] = {"avg": _avg_done, "pass": _pass_done}
 
 # Failure sites whose retry reruns the whole attempt in a new environment with the same plan (R-RETRY-2).
 WHOLE_ATTEMPT_SITES = frozenset({"environment", "prepare", "inference", "artifact", "general"})
-
-
-def check_strategy(name: str) -> None:
-    if name not in STRATEGIES:
-        raise field_error("execution.attempts.strategy", name, f"unknown strategy (known: {', '.join(STRATEGIES)})")
 
 
 def _failure(exc: BaseException) -> str:
@@ -98,7 +94,7 @@ class RetryBudget:
         return matched
 
 
-def build_detail(task: TaskSpec, k: int, strategy: str, attempts: dict[int, EvaluatedAttempt]) -> TaskDetail:
+def build_detail(task: TaskSpec, k: int, strategy: Strategy, attempts: dict[int, EvaluatedAttempt]) -> TaskDetail:
     first_correct = next((i for i in sorted(attempts) if attempts[i].correct and attempts[i].error is None), None)
     error = next((a.error for a in attempts.values() if a.error), None)
     return TaskDetail(
@@ -242,25 +238,23 @@ class TaskRunner:
             finished_at=utcnow(),
             meta={"resolved_execution_plan": self.planner.persisted(plan).view,
                   **({"failure_site": site} if site else {}),
-                  **({"lineage": self.request.metadata["lineage"]} if "lineage" in self.request.metadata else {})},
+                  **({"lineage": self.request.lineage.model_dump(mode="json")} if self.request.lineage else {})},
         )
         return attempt, site
 
     async def _run(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan) -> RunResult:
-        """R-ATT-2: the harness path, or a harness-free benchmark's own run, under the run policy."""
+        """R-ATT-2: the harness path (a harness-free benchmark's own run through harness ``none``), under
+        the run policy."""
         harness = self.components.harness
         benchmark = self.components.benchmark
-        if harness is None:
-            await session.set_network_policy(plan.run_network_policy)
-            return await self._timed(benchmark.run_task(prepared, session, plan), plan, None)
         prepared = harness.adapt_input(prepared)
         if harness.durable:
             durable = self.run_dir.durable_dir(prepared.task.id, plan.attempt)
-            seed = self.request.metadata.get("durable_seed")
-            if seed and not durable.exists():
+            seed = self.request.durable_seed
+            if seed is not None and not durable.exists():
                 # A fork starts from its parent's history and checkpoints (R-FORK-1).
-                await asyncio.to_thread(copy_durable, Path(seed), durable)
-            plan.private["durable_dir"] = str(durable)
+                await asyncio.to_thread(copy_durable, seed, durable)
+            plan = plan.model_copy(update={"durable_dir": durable})
         harness_session = await harness.start_session(prepared, session, benchmark, plan)
         try:
             await session.set_network_policy(plan.run_network_policy)
@@ -269,7 +263,7 @@ class TaskRunner:
             await self._close_quietly(harness_session, "harness session")
 
     @staticmethod
-    async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession | None) -> RunResult:
+    async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession) -> RunResult:
         started = time.monotonic()
         try:
             # Without a timeout wait_for would only wrap the run in a task of its own.
@@ -277,7 +271,7 @@ class TaskRunner:
         except TimeoutError:
             error = f"attempt timed out after {plan.attempt_timeout_s:g}s (execution.limits.attempt_timeout_s)"
             # What the harness recorded until then (its trajectory) stays in the result.
-            result = (session.stopped(error) if session is not None else None) or RunResult(error=error)
+            result = session.stopped(error) or RunResult(error=error)
             result.status = "timeout"
         if not result.duration_s:
             result.duration_s = time.monotonic() - started

@@ -2,28 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.contracts import Benchmark, Environment, Harness, HarnessFreeBenchmark, Model
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.runtime.redact import register_secret, register_url_passwords
 
-NO_HARNESS = "none"
+P = TypeVar("P")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Components:
-    benchmark: Any
-    harness: Any
-    environment: Any
-    model: Any
+    benchmark: Benchmark
+    harness: Harness
+    environment: Environment
+    model: Model
 
 
-def construct_plugin(kind: str, cls: Any, *args: Any) -> Any:
+def construct_plugin(kind: str, cls: Callable[..., P], *args: Any) -> P:
     try:
         return cls(*args)
     except UserError:
@@ -43,28 +45,25 @@ def register_declared_secrets(env: dict[str, str], *declarations: BaseModel) -> 
 
 
 def resolve_components(request: RunRequest) -> Components:
-    """Look every plugin up in its registry and build it; unknown ids and bad params are UserErrors."""
-    from agentcompass_dagster.benchmarks.base import HarnessFreeBenchmark
-
+    """Look every plugin up in its registry and build it; unknown ids, bad params and plugins that do not
+    fit together (a model the harness needs, a benchmark that runs itself) are UserErrors."""
     register_declared_secrets(request.environment.env, request)
 
     benchmark_cls = registry.benchmarks.get(request.benchmark.id, "benchmark.id")
     environment_cls = registry.environments.get(request.environment.provider_id, "environment.provider")
     model_cls = registry.models.get(request.model.provider, "model.provider")
-    harness_free = isinstance(benchmark_cls, type) and issubclass(benchmark_cls, HarnessFreeBenchmark)
-    if harness_free != (request.harness.id == NO_HARNESS):
-        problem = "is harness-free: declare harness none" if harness_free else "needs a harness"
+    harness_cls = registry.harnesses.get(request.harness.id, "harness.id")
+    runs_itself = issubclass(benchmark_cls, HarnessFreeBenchmark)
+    if runs_itself != harness_cls.runs_the_benchmark:
+        problem = "is harness-free: declare harness none" if runs_itself else "needs a harness"
         raise field_error("harness.id", request.harness.id, f"benchmark {request.benchmark.id!r} {problem}")
-    harness_cls = None if harness_free else registry.harnesses.get(request.harness.id, "harness.id")
-    if getattr(harness_cls, "requires_model", False) and request.model.provider == "none":
+    if harness_cls.requires_model and request.model.provider == "none":
         raise field_error("model.provider", request.model.provider, f"harness {request.harness.id!r} needs a model")
     # The one model client of the request: the harness that drives it gets it handed over.
     model = construct_plugin(f"model {request.model.id!r}", model_cls, request.model)
-    harness = None if harness_cls is None else construct_plugin(f"harness {request.harness.id!r}", harness_cls,
-                                                                request.harness, model)
     return Components(
         benchmark=construct_plugin(f"benchmark {request.benchmark.id!r}", benchmark_cls, request.benchmark),
-        harness=harness,
+        harness=construct_plugin(f"harness {request.harness.id!r}", harness_cls, request.harness, model),
         environment=construct_plugin(f"environment {request.environment.id!r}", environment_cls, request.environment),
         model=model,
     )

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.runtime.analysis import Analyzer
+from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.scores import TaskScores

@@ -8,27 +8,28 @@ from typing import Any
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest, validate_declaration
+from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.runtime import summary
-from agentcompass_dagster.runtime.analysis import Analyzer, summarize_analysis
+from agentcompass_dagster.runtime.analysis import summarize_analysis
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.parquet import write_run_parquet
 from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.store import RunDir, open_run_dir
-from agentcompass_dagster.runtime.types import MetricResult, RequestResult, TaskSpec
+from agentcompass_dagster.runtime.types import MetricResult, RequestResult, RunDirStatus, TaskSpec, TerminalStatus
 
 
 def write_summary(request: RunRequest, benchmark: Any, run_dir: RunDir, scores: TaskScores,
-                  status: str) -> tuple[MetricResult, str]:
+                  status: RunDirStatus) -> tuple[MetricResult, str]:
     """R-FIN-1: merge reused and new tasks in selected order, aggregate through the benchmark, write
     summary.md, .summary_counts.json, metrics.parquet and task_results.parquet."""
     metrics = benchmark.aggregate_metrics(scores, len(scores.tasks))
     counts = summary.count(scores, len(scores.tasks), metrics)
     title = f"{request.benchmark.id} · {request.model.id} · {request.harness.id}"
-    lineage = request.metadata.get("lineage")
+    lineage = request.lineage
     if lineage:
-        # Forks and replays are shown apart: their turns are not a from-scratch sample (R-FORK-1).
-        title = (f"{lineage['kind']} of run {lineage['parent_run_id']} (task {lineage['task_id']}, checkpoint "
-                 f"{lineage['checkpoint_seq']}, model {lineage['parent_model']} -> {lineage['model']}) · {title}")
+        # Forks are shown apart: their turns are not a from-scratch sample (R-FORK-1).
+        title = (f"{lineage.kind} of run {lineage.parent_run_id} (task {lineage.task_id}, checkpoint "
+                 f"{lineage.checkpoint_seq}, model {lineage.parent_model} -> {lineage.model}) · {title}")
     markdown = summary.render(title, run_dir.run_id, status, counts, list(scores.error_lines()))
     run_dir.save_results(markdown, counts)
     assert run_dir.info is not None
@@ -40,7 +41,7 @@ def write_summary(request: RunRequest, benchmark: Any, run_dir: RunDir, scores: 
 
 
 def finalize_request(request: RunRequest, components: Components, analyzers: list[Analyzer], run_dir: RunDir,
-                     scores: TaskScores, status: str) -> RequestResult:
+                     scores: TaskScores, status: TerminalStatus) -> RequestResult:
     """R-FIN-1: summary, optional analysis artifacts, terminal status; the result of the whole request."""
     metrics, markdown = write_summary(request, components.benchmark, run_dir, scores, status)
     analysis = summarize_analysis(analyzers, scores)
@@ -51,7 +52,7 @@ def finalize_request(request: RunRequest, components: Components, analyzers: lis
         name=request.name,
         run_id=run_dir.run_id,
         run_dir=str(run_dir.path),
-        status=status,  # type: ignore[arg-type]
+        status=status,
         metadata={"benchmark": request.benchmark.id, "model": request.model.id, "harness": request.harness.id},
         metrics=metrics,
         summary=markdown,

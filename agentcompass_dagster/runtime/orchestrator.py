@@ -34,22 +34,25 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.runtime.analysis import Analyzer, check_analyzer_names, select_analyzers
-from agentcompass_dagster.runtime.attempt import TaskRunner, check_strategy
+from agentcompass_dagster.runtime.analysis import check_analyzer_names, select_analyzers
+from agentcompass_dagster.runtime.attempt import TaskRunner
 from agentcompass_dagster.runtime.components import Components, resolve_components
 from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.naming import task_id_problem
 from agentcompass_dagster.runtime.plan import Planner
 from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.store import ReuseSource, RunDir, RunStore
+from agentcompass_dagster.runtime.store import ReuseSource, RunDir, RunStore, run_root
 from agentcompass_dagster.runtime.types import (
     OrchestrationResult,
     RequestOutcome,
     RequestResult,
+    RequestStatus,
     TaskDetail,
     TaskSpec,
+    TerminalStatus,
     utcnow,
 )
 
@@ -71,7 +74,7 @@ class RequestState:
     pending: deque[int] = field(default_factory=deque)
     active: int = 0
     scores: TaskScores = field(init=False)
-    status: str = "pending"
+    status: RequestStatus = "pending"
     finalizing: bool = False
     error: str | None = None
     result: RequestResult | None = None
@@ -192,7 +195,6 @@ class Orchestrator:
         validated and selected here, once per request, so a bad task id leaves no directory behind."""
         states = []
         for request in self.requests:
-            check_strategy(request.execution.attempts.strategy)
             check_analyzer_names(request)
             prepared = self.prepared.get(request.name)
             components = prepared.components if prepared else resolve_components(request)
@@ -200,7 +202,7 @@ class Orchestrator:
             Planner(request, components).preflight(selected[0])
             store = RunStore(request.output.results_dir)
             store.check_writable()
-            root = store.root_for(request.output, request.benchmark.id, request.model.id)
+            root = run_root(request.output, request.benchmark.id, request.model.id)
             store.check_run_id_free(root, request.output.run_id)
             states.append(RequestState(request, components, select_analyzers(request), store, root, selected))
         self._freeze_reuse_sources(states)
@@ -232,7 +234,7 @@ class Orchestrator:
         self._finalizers: list[asyncio.Task[None]] = []
         self._own = [asyncio.create_task(self._prepare_in_order())]
         self._own += [asyncio.create_task(self._worker()) for _ in range(self.task_concurrency)]
-        status = "completed"
+        status: TerminalStatus = "completed"
         try:
             async with asyncio.timeout(self.timeout_s):
                 await asyncio.gather(*self._own)
@@ -249,7 +251,7 @@ class Orchestrator:
         outcomes = {
             s.request.name: RequestOutcome(
                 name=s.request.name,
-                status=s.status,  # type: ignore[arg-type]
+                status=s.status,
                 error=s.error,
                 paths=s.run_dir.paths if s.run_dir else {},
                 result=s.result,
@@ -257,7 +259,7 @@ class Orchestrator:
             for s in self.states
         }
         return OrchestrationResult(
-            id=self.id, status=status, started_at=started_at, finished_at=utcnow(), outcomes=outcomes  # type: ignore[arg-type]
+            id=self.id, status=status, started_at=started_at, finished_at=utcnow(), outcomes=outcomes
         )
 
     def _may_prepare(self, index: int) -> bool:
@@ -301,9 +303,8 @@ class Orchestrator:
             )
             run_dir.log(f"reused {reused} details and {checkpoints} attempt checkpoints from "
                         f"{state.reuse_source.path}")
-        dagster_run_id = request.metadata.get("dagster_run_id")
-        if dagster_run_id:
-            run_dir.set_dagster_run_id(str(dagster_run_id))
+        if request.dagster_run_id:
+            run_dir.set_dagster_run_id(request.dagster_run_id)
         run_dir.log(f"environment {request.environment.id!r}: {state.components.environment.describe()}")
         state.runner = TaskRunner(request, state.components, run_dir, state.analyzers, self.permits)
         wanted = set(request.run_only) if request.run_only is not None else None
@@ -385,7 +386,7 @@ class Orchestrator:
 
     # timeout and cancellation
 
-    async def _cancel_remaining(self, status: str, reason: str) -> None:
+    async def _cancel_remaining(self, status: TerminalStatus, reason: str) -> None:
         """R-CLEAN-2: lock terminal states, cancel preparation and workers, give their cleanup the grace
         period, persist the terminal state of every unfinished request."""
         self._locked = True
@@ -401,7 +402,7 @@ class Orchestrator:
                 log.warning("%d tasks still cleaning up after the %ss grace", len(still_running), self.cleanup_grace_s)
         await asyncio.to_thread(self._persist_unfinished, status, reason)
 
-    def _persist_unfinished(self, status: str, reason: str) -> None:
+    def _persist_unfinished(self, status: TerminalStatus, reason: str) -> None:
         for state in self.states:
             if state.status not in ("pending", "running") or state.finalizing:
                 continue

@@ -30,8 +30,7 @@ class Planner:
 
     def plan(self, task: TaskSpec, attempt: int) -> ExecutionPlan:
         return self._template.model_copy(update={"task_id": task.id, "attempt": attempt,
-                                                 "benchmark_plan": self.components.benchmark.plan(task),
-                                                 "private": {}})
+                                                 "benchmark_plan": self.components.benchmark.plan(task)})
 
     def persisted(self, plan: ExecutionPlan) -> PersistedPlan:
         """The plan's persisted view and digest, made once per distinct plan of this request (plans

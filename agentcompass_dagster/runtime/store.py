@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic_core
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from agentcompass_dagster.config import OutputConfig, RunRequest
 from agentcompass_dagster.errors import UserError
@@ -44,9 +44,13 @@ from agentcompass_dagster.runtime.summary import SummaryCounts
 from agentcompass_dagster.runtime.types import (
     SCHEMA_VERSION,
     EvaluatedAttempt,
+    Lineage,
     Record,
+    RunDirStatus,
     TaskDetail,
     TaskSpec,
+    TerminalStatus,
+    lift_metadata,
     utcnow,
 )
 
@@ -86,7 +90,7 @@ class RunInfo(Record):
     schema_version: int = SCHEMA_VERSION
     run_id: str
     request_name: str
-    status: str = "running"
+    status: RunDirStatus = "running"
     started_at: str = Field(default_factory=utcnow)
     finished_at: str | None = None
     error: str | None = None
@@ -130,9 +134,35 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def read_params(run_dir: str | Path) -> dict[str, Any] | None:
-    """A run's params.json: small, unlike run_info.json, which grows with the tasks."""
-    return _read_json(Path(run_dir) / PARAMS)
+class RunParams(Record):
+    """params.json: what storage and reuse need of a request; small, unlike run_info.json, which grows
+    with the tasks."""
+
+    benchmark: dict[str, Any] = Field(default_factory=dict)
+    model: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    lineage: Lineage | None = None
+    dagster_run_id: str | None = None
+    started_at: str = ""
+
+    # Older params.json files keep the lineage and the Dagster run id in ``metadata`` (R-COMPAT-1).
+    _lift_metadata = model_validator(mode="before")(lift_metadata)
+
+    @classmethod
+    def of(cls, request: RunRequest, started_at: str) -> RunParams:
+        return cls(benchmark={"id": request.benchmark.id, "params": request.benchmark.params},
+                   model={"id": request.model.id, "provider": request.model.provider, "model": request.model.model},
+                   output=request.output.model_dump(mode="json"), lineage=request.lineage,
+                   dagster_run_id=request.dagster_run_id, started_at=started_at)
+
+
+def read_params(run_dir: str | Path) -> RunParams | None:
+    """A run's params.json, or None when it is missing or unreadable."""
+    data = _read_json(Path(run_dir) / PARAMS)
+    try:
+        return RunParams.model_validate(data) if data is not None else None
+    except ValidationError:
+        return None
 
 
 def _started_at(run_dir: Path) -> str | None:
@@ -140,10 +170,25 @@ def _started_at(run_dir: Path) -> str | None:
     directory is not a run."""
     if not (run_dir / RUN_INFO).is_file():
         return None
-    for data in (read_params(run_dir), _read_json(run_dir / RUN_INFO)):
-        if data is not None and data.get("started_at"):
-            return str(data["started_at"])
-    return ""
+    params = read_params(run_dir)
+    if params is not None and params.started_at:
+        return params.started_at
+    info = _read_json(run_dir / RUN_INFO)
+    return str(info["started_at"]) if info is not None and info.get("started_at") else ""
+
+
+def run_root(output: OutputConfig, benchmark_id: str, model_id: str) -> Path:
+    """Where the runs of one benchmark x model lie (R-STORE-1), user-named parts made safe; the runtime
+    and the Dagster layer both find them here."""
+    root = Path(output.results_dir)
+    if output.run_name:
+        root = root / normalize_component(output.run_name, "output.run_name")
+    return root / normalize_component(benchmark_id, "benchmark.id") / normalize_component(model_id, "model.id")
+
+
+def results_dir_of(run_path: Path, output: OutputConfig) -> Path:
+    """The results_dir a run directory of ``output`` lies in, wherever it has moved since: run_root undone."""
+    return Path(run_path).resolve().parents[3 if output.run_name else 2]
 
 
 class RunStore:
@@ -151,12 +196,6 @@ class RunStore:
 
     def __init__(self, results_dir: Path) -> None:
         self.results_dir = Path(results_dir)
-
-    def root_for(self, output: OutputConfig, benchmark_id: str, model_id: str) -> Path:
-        root = self.results_dir
-        if output.run_name:
-            root = root / normalize_component(output.run_name, "output.run_name")
-        return root / normalize_component(benchmark_id, "benchmark.id") / normalize_component(model_id, "model.id")
 
     def check_writable(self) -> None:
         """Refuse a results_dir that cannot hold run directories, before anything runs."""
@@ -287,7 +326,7 @@ class RunDir:
 
     def write_params(self, request: RunRequest) -> None:
         started_at = self._require_info().started_at
-        atomic_write_json(self.path / PARAMS, {**request.to_persistence_params(), "started_at": started_at})
+        atomic_write_json(self.path / PARAMS, RunParams.of(request, started_at))
 
     def set_reused_from(self, source: ReuseSource, task_ids: list[str]) -> None:
         """R-REUSE-5: record the source (id and path) and which tasks came from it."""
@@ -327,7 +366,7 @@ class RunDir:
                 by_attempt[str(attempt)] = plan.digest
                 self._plan_refs[task_id] = by_attempt
 
-    def write_terminal_status(self, status: str, error: str | None = None) -> None:
+    def write_terminal_status(self, status: TerminalStatus, error: str | None = None) -> None:
         with self._lock:
             info = self._require_info()
             info.status = status
@@ -671,7 +710,4 @@ def load_run_request(path: Path) -> tuple[RunDir, RunRequest, Path]:
     except ValidationError as exc:
         raise UserError(f"RUN_DIR={str(path)!r}: its run_info.json request cannot be read back: "
                         f"{exc.errors(include_url=False)[0]['msg']}") from None
-    results_dir = Path(path).resolve().parent.parent.parent
-    if request.output.run_name:
-        results_dir = results_dir.parent
-    return run_dir, request, results_dir
+    return run_dir, request, results_dir_of(path, request.output)

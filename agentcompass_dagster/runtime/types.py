@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 from enum import Enum
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -81,6 +82,48 @@ class Usage(Record):
 
 
 RunStatus = Literal["completed", "error", "timeout", "cancelled"]
+
+# How a task's semantic attempts end (R-RETRY-1): ``avg`` runs all k, ``pass`` stops at the first valid success.
+Strategy = Literal["avg", "pass"]
+
+# How a request (and the run directory it wrote) ends; before that it is pending, then running.
+TerminalStatus = Literal["completed", "failed", "cancelled", "timeout"]
+RequestStatus = Literal["pending", "running", TerminalStatus]
+# What run_info.json says: a run directory exists once its request runs.
+RunDirStatus = Literal["running", TerminalStatus]
+
+
+class Lineage(Record):
+    """Where a forked run comes from (R-FORK-1): the parent run and attempt, the checkpoint it was cut
+    at, and the change of solver model."""
+
+    kind: Literal["fork"] = "fork"
+    parent_run_id: str
+    parent_run_dir: str
+    task_id: str
+    attempt: int
+    checkpoint_seq: int
+    parent_model: str
+    model: str
+    forked_at: str = Field(default_factory=utcnow)
+
+
+# What older versions kept in the ``metadata`` mapping of a request and of params.json; fields now.
+_METADATA_FIELDS = ("lineage", "durable_seed", "dagster_run_id")
+
+
+def lift_metadata(data: Any) -> Any:
+    """A request or params.json as older versions wrote it (R-COMPAT-1): the lineage, durable seed and
+    Dagster run id in its ``metadata`` become fields; the rest of ``metadata`` goes (``resumed_from``
+    repeated output.reuse_run_id)."""
+    if not isinstance(data, dict) or "metadata" not in data:
+        return data
+    data = dict(data)
+    metadata = data.pop("metadata")
+    for name in _METADATA_FIELDS:
+        if isinstance(metadata, dict) and metadata.get(name) is not None:
+            data.setdefault(name, metadata[name])
+    return data
 
 
 class AgentLimits(Record):
@@ -171,7 +214,7 @@ class TaskDetail(Record):
     task_id: str
     category: str | None = None
     k: int = 1
-    strategy: str = "avg"
+    strategy: Strategy = "avg"
     attempts: dict[str, EvaluatedAttempt] = Field(default_factory=dict)
     attempts_tried: int = 0
     first_correct_attempt: int | None = None
@@ -243,8 +286,9 @@ class ExecutionPlan(Record):
     max_retries: int = 0
     retry_pattern_list: list[str] | None = None
     benchmark_plan: dict[str, Any] = Field(default_factory=dict)
-    # Everything else a plugin may need at run time; never persisted (see persisted_view).
-    private: dict[str, Any] = Field(default_factory=dict, exclude=True)
+    # Where a durable harness keeps the attempt's activity log and checkpoints, set by the runtime just
+    # before the harness session starts; a place on this machine, so never persisted (see persisted_view).
+    durable_dir: Path | None = Field(default=None, exclude=True)
 
     PERSISTED_FIELDS: ClassVar[tuple[str, ...]] = (
         "benchmark_id",
@@ -269,9 +313,6 @@ class ExecutionPlan(Record):
         return {name: data[name] for name in self.PERSISTED_FIELDS}
 
 
-RequestStatus = Literal["pending", "running", "completed", "failed", "cancelled", "timeout"]
-
-
 class RequestResult(Record):
     name: str
     run_id: str
@@ -294,7 +335,7 @@ class RequestOutcome(Record):
 
 class OrchestrationResult(Record):
     id: str
-    status: Literal["completed", "failed", "cancelled", "timeout"]
+    status: TerminalStatus
     started_at: str
     finished_at: str
     outcomes: dict[str, RequestOutcome] = Field(default_factory=dict)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentcompass_dagster.contracts.model import CallContext, ContextOverflow, Model, ModelError, ToolCall
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.resume import prepare_resume
 from agentcompass_dagster.harnesses.durable_agent import (
@@ -37,12 +38,11 @@ from agentcompass_dagster.harnesses.durable_agent import (
 from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits, wall_left
 from agentcompass_dagster.harnesses.tool_agent.state import AgentState, summarize, trajectory
 from agentcompass_dagster.harnesses.tool_agent.tools import TOOL_ARGUMENT, TOOLS, ToolAgentParams
-from agentcompass_dagster.models.base import CallContext, ContextOverflow, Model, ModelError, ToolCall
 from agentcompass_dagster.models.usage import usage_totals
 from agentcompass_dagster.runtime.types import AgentLimits, LimitHit, RunResult, Usage
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.environments.base import EnvironmentSession
+    from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 
 class AgentFailure(Exception):

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentcompass_dagster.contracts.model import ModelTurn, ToolCall
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import observation
-from agentcompass_dagster.models.base import ModelTurn, ToolCall
 from agentcompass_dagster.runtime.types import LimitHit, Usage
 
 

@@ -10,6 +10,7 @@ model can answer deterministically and a resumed attempt gets the same answer fo
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -78,7 +79,9 @@ class ContextOverflow(ModelError):
     harness that can compact its context does so and sends the turn again."""
 
 
-class Model:
+class Model(ABC):
+    """Built once per request from its declaration; ``complete`` is the one call a harness makes."""
+
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
         raw_price = config.params.get("price")
@@ -88,18 +91,7 @@ class Model:
     def id(self) -> str:
         return self.config.id
 
+    @abstractmethod
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
-    ) -> ModelTurn:
-        raise ModelError(f"model {self.id!r} (provider {self.config.provider!r}) cannot be called")
-
-
-class NoModel(Model):
-    """For harnesses that call no model (oracle, nop): the model id only names the results directory."""
-
-
-def build_model(config: ModelConfig) -> Model:
-    """The model plugin a declaration names, built once per harness."""
-    from agentcompass_dagster import registry
-
-    return registry.models.get(config.provider, "model.provider")(config)
+    ) -> ModelTurn: ...

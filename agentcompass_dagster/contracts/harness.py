@@ -1,22 +1,28 @@
 """The Harness plugin contract. A harness runs a prepared task and returns a raw RunResult; it never
-scores (scoring is the benchmark's)."""
+scores (scoring is the benchmark's).
+
+There is one way to implement one: a ``HarnessSession`` subclass whose ``run`` does the work, named by
+the harness's ``session_class``. ``start_session`` builds it (override it only for work that must happen
+before the run policy is switched on, or that may fail before the session exists); ``stopped`` says what
+was recorded when the runtime stopped ``run``; ``close`` releases what the session holds."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
 from agentcompass_dagster.config import HarnessConfig, validate_declaration
-from agentcompass_dagster.models.base import Model
+from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.benchmarks.base import Benchmark
-    from agentcompass_dagster.environments.base import EnvironmentSession
+    from agentcompass_dagster.contracts.benchmark import Benchmark
+    from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 
-class HarnessSession:
+class HarnessSession(ABC):
     """One attempt's run of a harness; ``close`` always follows ``start_session`` (R-CLEAN-1)."""
 
     def __init__(
@@ -28,8 +34,8 @@ class HarnessSession:
         self.benchmark = benchmark
         self.plan = plan
 
-    async def run(self) -> RunResult:
-        return await self.harness.run_task(self.prepared, self.env, self.benchmark, self.plan)
+    @abstractmethod
+    async def run(self) -> RunResult: ...
 
     def stopped(self, error: str) -> RunResult | None:
         """The runtime stopped ``run`` (attempt timeout): what the session recorded until then, with
@@ -41,8 +47,12 @@ class HarnessSession:
 
 
 class Harness:
+    session_class: ClassVar[type[HarnessSession]]
     requires_model: ClassVar[bool] = False
-    # Whether attempts keep an activity log and checkpoints (plan.private["durable_dir"]) to resume from.
+    # The harness of benchmarks that run their tasks themselves (HarnessFreeBenchmark), declared as
+    # harness ``none``; every other harness refuses them, and they refuse every other harness.
+    runs_the_benchmark: ClassVar[bool] = False
+    # Whether attempts keep an activity log and checkpoints (in plan.durable_dir) to resume from.
     durable: ClassVar[bool] = False
 
     def __init__(self, config: HarnessConfig, model: Model) -> None:
@@ -62,12 +72,7 @@ class Harness:
     async def start_session(
         self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
     ) -> HarnessSession:
-        return HarnessSession(self, prepared, env, benchmark, plan)
-
-    async def run_task(
-        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
-    ) -> RunResult:
-        raise NotImplementedError(f"harness {self.id!r} implements neither run_task nor start_session")
+        return self.session_class(self, prepared, env, benchmark, plan)
 
 
 class AgentHarness(Harness):

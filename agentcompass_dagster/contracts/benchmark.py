@@ -24,7 +24,7 @@ from agentcompass_dagster.runtime.types import (
 
 if TYPE_CHECKING:
     from agentcompass_dagster.config import RunRequest
-    from agentcompass_dagster.environments.base import EnvironmentSession
+    from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 
 class ReferenceSolution(BaseModel):

@@ -1,0 +1,77 @@
+"""The built-in analyzers of every attempt: which kind of failure ended it (``error_category``) and how
+long its trajectory was (``trajectory_stats``)."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from typing import Any
+
+from agentcompass_dagster.contracts.analyzer import Analyzer
+from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+
+_ERROR_CATEGORIES = (
+    ("timeout", re.compile(r"timed? ?out|TimeoutError|deadline", re.I)),
+    ("model_api", re.compile(r"rate ?limit|\b429\b|APIConnection|APIStatus|openai|model call", re.I)),
+    ("environment", re.compile(r"environment|No space left|Permission denied|bwrap|docker|container|OSError", re.I)),
+)
+_EXCEPTION = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Exit|Interrupt))\b")
+
+
+class ErrorCategoryAnalyzer(Analyzer):
+    """Which kind of failure ended an attempt: timeout, model API, environment, evaluation, harness
+    exception (by exception type), a returned error, or none."""
+
+    name = "error_category"
+    family = "errors"
+
+    def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
+        if attempt.error is None:
+            return {"category": "none"}
+        if attempt.status == "timeout":
+            return {"category": "timeout"}
+        if attempt.eval_error and not attempt.run_error:
+            return {"category": "evaluation"}
+        # A traceback's last line is the exception itself; the lines above are code, which would match
+        # anything.
+        last = attempt.error.strip().splitlines()[-1]
+        for category, pattern in _ERROR_CATEGORIES:
+            if pattern.search(last):
+                return {"category": category}
+        exception = _EXCEPTION.match(last)
+        if exception and "Traceback" in attempt.error:
+            return {"category": "harness_exception", "exception": exception.group(1)}
+        return {"category": "returned_error"}
+
+    def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        return dict(Counter(r["category"] for r in results).most_common())
+
+
+class TrajectoryStatsAnalyzer(Analyzer):
+    """How long trajectories are: steps, tool calls, tokens and seconds per attempt."""
+
+    name = "trajectory_stats"
+    family = "trajectory"
+    requires = frozenset({"trajectory"})
+
+    def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
+        tool_calls = 0
+        for step in attempt.trajectory:
+            calls = step.get("tool_calls")
+            tool_calls += len(calls) if isinstance(calls, list) else int(step.get("type") in ("tool_call", "command"))
+        return {
+            "steps": len(attempt.trajectory),
+            "tool_calls": tool_calls,
+            "tokens": attempt.usage.input_tokens + attempt.usage.output_tokens,
+            "duration_s": round(attempt.duration_s, 3),
+        }
+
+    def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        summary: dict[str, Any] = {"attempts": len(results)}
+        for key in ("steps", "tool_calls", "tokens", "duration_s"):
+            values = [r[key] for r in results]
+            summary[f"{key} mean"] = round(statistics.fmean(values), 3)
+            summary[f"{key} median"] = statistics.median(values)
+            summary[f"{key} max"] = max(values)
+        return summary

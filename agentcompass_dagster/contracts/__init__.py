@@ -1,0 +1,40 @@
+"""The plugin contracts, all in this package: what a benchmark, a harness, an environment (and its
+session), a model and an analyzer must provide, and when the runtime calls each part. A plugin
+subclasses one of these ABCs and is registered by id (``agentcompass_dagster.registry``, or an entry point
+of a third-party package); the registry refuses a class that does not.
+
+One attempt, in order (R-ATT-1..R-ATT-4):
+
+1. ``Environment.open(plan, task) -> EnvironmentSession`` (``benchmark.py``, ``environment.py``): a fresh
+   session per attempt, closed in a ``finally`` whatever happens (``EnvironmentSession.close``).
+2. ``Benchmark.prepare_task(task, session, request, benchmark_plan) -> PreparedTask``.
+3. ``Harness.adapt_input(prepared)``, then ``Harness.start_session(prepared, session, benchmark, plan)
+   -> HarnessSession`` (``harness.py``): the only way a harness runs. The runtime switches the
+   environment to the run network policy, awaits ``HarnessSession.run() -> RunResult`` (asking
+   ``stopped`` for what was recorded when the attempt times out) and closes it in a nested ``finally``.
+   A harness that calls a model gets the request's ``Model`` (``model.py``) at construction and awaits
+   ``Model.complete(messages, tools, context) -> ModelTurn``.
+4. ``Benchmark.collect_artifacts`` while the session is alive, then ``Benchmark.evaluate`` (the only
+   scorer) in the mode the plan names (reuse, none, fresh).
+5. ``Analyzer.analyze(task, attempt)`` for each analyzer that applies (``analyzer.py``).
+
+A benchmark that runs its tasks itself subclasses ``HarnessFreeBenchmark`` and is declared with harness
+``none``, a harness like any other whose session calls the benchmark's ``run_task``.
+"""
+
+from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
+from agentcompass_dagster.contracts.benchmark import Benchmark, HarnessFreeBenchmark, ReferenceSolution
+from agentcompass_dagster.contracts.environment import (
+    Environment,
+    EnvironmentLimitExceeded,
+    EnvironmentSession,
+    ExecResult,
+)
+from agentcompass_dagster.contracts.harness import AgentHarness, Harness, HarnessSession
+from agentcompass_dagster.contracts.model import CallContext, ContextOverflow, Model, ModelError, ModelTurn, ToolCall
+
+__all__ = [
+    "AgentHarness", "Analyzer", "AttemptResult", "Benchmark", "CallContext", "ContextOverflow", "Environment",
+    "EnvironmentLimitExceeded", "EnvironmentSession", "ExecResult", "Harness", "HarnessFreeBenchmark",
+    "HarnessSession", "Model", "ModelError", "ModelTurn", "ReferenceSolution", "ToolCall",
+]

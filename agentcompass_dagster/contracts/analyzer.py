@@ -1,0 +1,91 @@
+"""The Analyzer plugin contract (R-ATT-5): a per-attempt diagnostic beside the score, never part of it.
+
+``analyze`` sees one evaluated attempt and returns a JSON-able result (``attempt.analysis_result[name]``);
+``summarize_attempts`` (or ``summarize``, for one that needs only the results) turns every attempt's
+result into the request's section of analysis_summary.md|json; ``render`` writes that section.
+``requires`` names the data an attempt must hold ("trajectory", "error", "usage") to be given to it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, NamedTuple
+
+from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+
+# A flagged list longer than this shows its head in analysis_summary.md; the .json keeps all of it.
+RENDERED_ITEMS = 20
+
+
+class AttemptResult(NamedTuple):
+    """One attempt's result of one analyzer, with the attempt it is about (what a summary lists)."""
+
+    task_id: str
+    attempt: int
+    result: dict[str, Any]
+
+
+class Analyzer(ABC):
+    name: ClassVar[str]
+    family: ClassVar[str] = "general"
+    datasets: ClassVar[frozenset[str] | None] = None
+    requires: ClassVar[frozenset[str]] = frozenset()
+
+    def applies_to(self, attempt: EvaluatedAttempt) -> bool:
+        """The attempt holds the data this analyzer needs."""
+        have = {"trajectory"} if attempt.trajectory else set()
+        if attempt.error:
+            have.add("error")
+        usage = attempt.usage
+        if usage.input_tokens or usage.output_tokens or usage.cost_usd:
+            have.add("usage")
+        return self.requires <= have
+
+    @abstractmethod
+    def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]: ...
+
+    def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def summarize_attempts(self, items: list[AttemptResult]) -> dict[str, Any]:
+        """The summary over every analysed attempt; an analyzer that lists flagged attempts overrides this
+        to know which they are, the others summarise the results alone."""
+        return self.summarize([item.result for item in items])
+
+    def render(self, summary: dict[str, Any]) -> str:
+        """Scalars as a table, a mapping as a table of its own, a list (flagged attempts) as bullets."""
+        scalars = {key: value for key, value in summary.items() if not isinstance(value, (dict, list))}
+        parts = [_table(self.name, scalars)] if scalars else []
+        for key, value in summary.items():
+            if isinstance(value, dict):
+                parts.append(_table(key, value))
+            elif isinstance(value, list) and not value:
+                parts.append(f"{key}: none")
+            elif isinstance(value, list):
+                lines = [f"- {self.render_item(item)}" for item in value[:RENDERED_ITEMS]]
+                if len(value) > RENDERED_ITEMS:
+                    lines.append(f"- ... and {len(value) - RENDERED_ITEMS} more (analysis_summary.json)")
+                parts.append(f"{key}:\n\n" + "\n".join(lines))
+        return "\n\n".join(parts)
+
+    def render_item(self, item: Any) -> str:
+        if not isinstance(item, dict):
+            return str(item)
+        where = f"{item['task']} attempt {item['attempt']}" if {"task", "attempt"} <= item.keys() else ""
+        rest = ", ".join(f"{key} {markdown_code(value) if key == 'command' else value}" for key, value in item.items()
+                         if key not in ("task", "attempt"))
+        return f"{where}: {rest}" if where else rest
+
+    def description(self) -> str:
+        """The first paragraph of the analyzer's docstring, under its heading in analysis_summary.md."""
+        return " ".join((type(self).__doc__ or "").strip().split("\n\n")[0].split())
+
+
+def _table(title: str, values: dict[str, Any]) -> str:
+    return f"| {title} | value |\n|---|---|\n" + "\n".join(f"| {key} | {value} |" for key, value in values.items())
+
+
+def markdown_code(text: object, limit: int = 200) -> str:
+    """A command as inline code on one line, whatever it holds."""
+    flat = " ".join(str(text).split())
+    return "`" + (flat if len(flat) <= limit else flat[:limit] + "...").replace("`", "'") + "`"

@@ -1,0 +1,129 @@
+"""The checks anyone can run on the layout of the package: the runtime imports no Dagster, no module
+imports another that imports it back, no module over 450 lines, no function over 60."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGE = REPO / "agentcompass_dagster"
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 60
+
+
+def sources() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "demo_tasks" not in p.parts and "resources" not in p.parts)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_at_load(path: Path, name: str, modules: set[str]) -> set[str]:
+    """The package's modules that importing ``name`` imports: top-level imports, those under if/try at
+    module level, not those under ``if TYPE_CHECKING`` or inside functions."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def named(module: str) -> str | None:
+        while module and module not in modules:
+            module = module.rpartition(".")[0]
+        return module or None
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, ast.Import):
+                found.update(m for a in node.names if (m := named(a.name)))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([node.module] if node.module else []))
+                found.update(m for a in node.names if (m := named(f"{base}.{a.name}")))
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(node.orelse)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+                visit(getattr(node, "finalbody", []))
+
+    visit(ast.parse(path.read_text()).body)
+    found.discard(name)
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_runtime_and_durable_layers_import_no_dagster() -> None:
+    """`import agentcompass_dagster.runtime` (and every module below it and below durable/) loads no
+    dagster module: the runtime runs without the Dagster layer."""
+    names = [module_name(p) for p in sources() if module_name(p).startswith(
+        ("agentcompass_dagster.runtime", "agentcompass_dagster.durable"))]
+    code = ("import importlib, sys\n"
+            f"for name in {names!r}:\n    importlib.import_module(name)\n"
+            "print(sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.')))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]", proc.stdout[:500]
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """The import graph of the package (imports made when a module loads) has no cycle."""
+    paths = {module_name(p): p for p in sources()}
+    graph = {name: imported_at_load(path, name, set(paths)) for name, path in paths.items()}
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]], "the check itself"
+    assert cycles(graph) == []
+
+
+def test_no_module_is_over_450_lines_and_no_function_over_60() -> None:
+    long_modules, long_functions = [], []
+    for path in sources():
+        text = path.read_text()
+        if text.count("\n") > MAX_MODULE_LINES:
+            long_modules.append(f"{path.relative_to(REPO)}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {length} lines")
+    assert not long_modules and not long_functions, "\n".join(long_modules + long_functions)
