@@ -37,6 +37,13 @@ class Registry(Generic[T]):
     def register(self, plugin_id: str, target: str | type[T]) -> None:
         self._targets[plugin_id] = target
 
+    def snapshot(self) -> dict[str, str | type[T]]:
+        """What is registered now, for ``restore`` (a test that registers plugins of its own)."""
+        return dict(self._targets)
+
+    def restore(self, saved: dict[str, str | type[T]]) -> None:
+        self._targets = dict(saved)
+
     def _load_entry_points(self) -> None:
         if self._entry_points_loaded:
             return
@@ -154,3 +161,5 @@ analyzers: Registry[Analyzer] = Registry(
         "reward_hacking": "agentcompass_dagster.analyzers.reward_hacking:RewardHackingAnalyzer",
     },
 )
+
+ALL: tuple[Registry[Any], ...] = (benchmarks, harnesses, environments, models, analyzers)

@@ -144,6 +144,19 @@ def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def plugin_registries() -> Iterator[None]:
+    """Plugins a test registers are gone after it: every registry is restored to what it held."""
+    from agentcompass_dagster import registry
+
+    saved = [(r, r.snapshot()) for r in registry.ALL]
+    try:
+        yield
+    finally:
+        for r, targets in saved:
+            r.restore(targets)
+
+
+@pytest.fixture
 def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -18,10 +18,13 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from conftest import run_cli, write_sweep
 
+from agentcompass_dagster import registry
 from agentcompass_dagster.runtime.types import TaskDetail
 
 TINY_PYPROJECT = """\
@@ -307,3 +310,63 @@ def test_broken_entry_points_do_not_hide_working_ones(broken_site: Path, tiny_si
     known = line.split("(known: ", 1)[1].rstrip(")").split(", ")
     assert {"tiny", "ghost", "noattr", "needsdep", "syntaxerr", "demo", "synthetic"} <= set(known)
 
+
+
+# --- contracts -------------------------------------------------------------------------------------
+
+def _self_running_benchmark() -> type:
+    from agentcompass_dagster.contracts import HarnessFreeBenchmark
+    from agentcompass_dagster.runtime.types import Evaluation, RunResult, TaskSpec
+
+    class SelfRunning(HarnessFreeBenchmark):
+        """Runs each task itself: a command in the task's environment, whose output is the answer."""
+
+        def load_tasks(self) -> list[TaskSpec]:
+            return [TaskSpec(id="a", input="x"), TaskSpec(id="b", input="y")]
+
+        async def run_task(self, prepared: Any, session: Any, plan: Any) -> RunResult:
+            out = await session.exec(f"echo ran-{prepared.task.id}")
+            return RunResult(final_answer=out.stdout.strip())
+
+        async def evaluate(self, prepared: Any, result: RunResult, session: Any) -> Evaluation:
+            correct = result.final_answer == f"ran-{prepared.task.id}"
+            return Evaluation(correct=correct, score=float(correct))
+
+    return SelfRunning
+
+
+def test_a_harness_free_benchmark_runs_through_the_none_harness(
+    tmp_path: Path, plugin_registries: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R-ATT-2: a benchmark that runs its tasks itself is declared with harness `none`, and runs inside
+    the harness boundary like any other (its run_task is the session's run); any other harness is
+    refused for it, and `none` is refused for a benchmark that needs a harness."""
+    registry.benchmarks.register("self-running", _self_running_benchmark())
+    sweep = write_sweep(tmp_path, benchmarks=[{"id": "self-running"}], harness="none")
+    assert run_cli("run", sweep, "--direct") == 0
+    assert "Tasks: 2 selected · 2 evaluated · 2 correct" in capsys.readouterr().out
+    other = write_sweep(tmp_path, name="other", benchmarks=[{"id": "self-running"}], harness="oracle")
+    assert run_cli("run", other, "--direct") == 2
+    assert "harness.id='oracle': benchmark 'self-running' is harness-free: declare harness none" in \
+        capsys.readouterr().err
+    demo = write_sweep(tmp_path, name="demo-none", harness="none")
+    assert run_cli("run", demo, "--direct") == 2
+    assert "harness.id='none': benchmark 'demo' needs a harness" in capsys.readouterr().err
+
+
+def test_a_plugin_that_does_not_subclass_its_contract_is_refused(
+    tmp_path: Path, plugin_registries: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A class registered as a harness that is not a contracts.Harness is refused in one line naming the
+    id and the contract, before anything runs."""
+
+    class NotAHarness:
+        pass
+
+    registry.harnesses.register("impostor", NotAHarness)
+    sweep = write_sweep(tmp_path, harness="impostor")
+    assert run_cli("run", sweep, "--direct") == 2
+    err = capsys.readouterr().err
+    assert "harness.id='impostor': the harness plugin" in err and "is not a subclass of " \
+        "agentcompass_dagster.contracts.harness.Harness" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
