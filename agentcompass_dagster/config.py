@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.types import (
@@ -210,6 +210,8 @@ class SweepConfig(Declaration):
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     sensor: SensorConfig = Field(default_factory=SensorConfig)
     dagster: DagsterDeployment = Field(default_factory=DagsterDeployment)
+    # The file load_sweep read this from, for errors found only once tasks are loaded.
+    _file: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> SweepConfig:
@@ -239,6 +241,7 @@ class SweepConfig(Declaration):
     ) -> RunRequest:
         """The one place a sweep's RunRequest is built; the Dagster layer overrides the harness and the
         environment (launchpad resources), says which tasks to run and which Dagster run runs them."""
+        index = next((i for i, declared in enumerate(self.benchmarks) if declared.id == benchmark.id), None)
         return RunRequest(
             name=f"{benchmark.id}/{model.id}",
             sweep=self.name,
@@ -250,6 +253,7 @@ class SweepConfig(Declaration):
             output=output,
             run_only=run_only,
             dagster_run_id=dagster_run_id,
+            declared_in=f"{self._file}: benchmarks[{index}]" if self._file and index is not None else None,
         )
 
 
@@ -273,6 +277,9 @@ class RunRequest(Declaration):
     durable_seed: Path | None = None
     # The Dagster run executing the request: a run directory it left running is failed with it.
     dagster_run_id: str | None = None
+    # Where the request's benchmark is declared ("<sweep file>: benchmarks[<index>]"), for errors found
+    # once its tasks are loaded; it says nothing about what ran, so it is never persisted.
+    declared_in: str | None = Field(default=None, exclude=True)
 
     # Older run_info.json files keep the lineage, seed and Dagster run id in ``metadata`` (R-COMPAT-1).
     _lift_metadata = model_validator(mode="before")(lift_metadata)
@@ -282,6 +289,10 @@ class RunRequest(Declaration):
         older versions wrote it)."""
         empty = {name for name in ("run_only", "lineage", "durable_seed", "dagster_run_id") if not getattr(self, name)}
         return self.model_dump(mode="json", exclude=empty)
+
+    def benchmark_field(self, name: str) -> str:
+        """A field of the request's benchmark as its declaration names it."""
+        return f"{self.declared_in}.{name}" if self.declared_in else f"benchmark.{name}"
 
     def fork(self, model: ModelConfig, task_id: str, output: OutputConfig, lineage: Lineage, seed: Path) -> RunRequest:
         """This run's request with the solver model changed, cut down to one attempt of one task that
@@ -405,6 +416,7 @@ def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
             data[field] = resolve_reference(root, kind, data[field], field, where)
     sweep = validate_declaration(SweepConfig, data, where)
     check_plugin_ids(sweep, where)
+    sweep._file = where
     return sweep
 
 

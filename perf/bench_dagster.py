@@ -251,14 +251,14 @@ def measure_launch(phase: str, sweep_file: Path, n: int, profile: Path | None) -
 def check_sweep(sweep_file: Path, n: int, harness: str) -> list[str]:
     """The finished sweep: N materialized attempts partitions in the instance, and a newest run directory
     with N normal details, the harness's expected accuracy and every task new."""
-    sb = sweep_benchmarks(load_sweep(sweep_file))[0]
+    sweep_benchmark = sweep_benchmarks(load_sweep(sweep_file))[0]
     ensure_dagster_home(None)
     with dg.DagsterInstance.get() as instance:
-        partitions = len(instance.get_materialized_partitions(sb.key("attempts")))
+        partitions = len(instance.get_materialized_partitions(sweep_benchmark.key("attempts")))
     problems = []
     if partitions != n:
         problems.append(f"the instance holds {partitions} materialized attempts partitions, expected {n}")
-    newest = sb.newest_runs(SUMMARY_COUNTS).get(MODEL_ID)
+    newest = sweep_benchmark.newest_runs(SUMMARY_COUNTS).get(MODEL_ID)
     if newest is None:
         return [*problems, f"no finished run directory of model {MODEL_ID!r}"]
     run_dir = Path(newest.path)

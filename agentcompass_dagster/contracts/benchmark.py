@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel
 
 from agentcompass_dagster.config import BenchmarkConfig
-from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.metrics import standard_metrics
 from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.types import (
@@ -48,13 +47,11 @@ class Benchmark(ABC):
     def load_tasks(self) -> list[TaskSpec]: ...
 
     def select_tasks(self, tasks: list[TaskSpec]) -> list[TaskSpec]:
-        """Keep the declared ``tasks`` (in declared order) and at most ``limit`` of them."""
+        """Keep the declared ``tasks`` (in declared order; the runtime has refused an id that is not one of
+        ``tasks``) and at most ``limit`` of them."""
         selected = tasks
         if self.config.tasks is not None:
             by_id = {task.id: task for task in tasks}
-            unknown = [task_id for task_id in self.config.tasks if task_id not in by_id]
-            if unknown:
-                raise UserError(f"benchmark.tasks={unknown[0]!r}: no such task in benchmark {self.id!r}")
             selected = [by_id[task_id] for task_id in dict.fromkeys(self.config.tasks)]
         if self.config.limit is not None:
             selected = selected[: self.config.limit]

@@ -13,15 +13,15 @@ from agentcompass_dagster.runtime.store import SUMMARY, SUMMARY_COUNTS
 MAX_FINDINGS = 20
 
 
-def counts_check(sb: SweepBenchmark) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=sb.key("metrics"), name="counts_match_denominators",
+def counts_check(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=sweep_benchmark.key("metrics"), name="counts_match_denominators",
                     description="In each model's newest run: evaluated + errors + missing = selected tasks, and "
                     "every metric row carries those counts (accuracy per category: its category's tasks).")
     def counts_match_denominators() -> dg.AssetCheckResult:
         import pandas as pd
 
         problems = []
-        for model, source in sb.newest_runs(SUMMARY_COUNTS).items():
+        for model, source in sweep_benchmark.newest_runs(SUMMARY_COUNTS).items():
             run = Path(source.path)
             counts = json.loads((run / SUMMARY_COUNTS).read_text()) if (run / SUMMARY_COUNTS).is_file() else None
             if counts is None:
@@ -42,13 +42,13 @@ def counts_check(sb: SweepBenchmark) -> dg.AssetChecksDefinition:
     return counts_match_denominators
 
 
-def secrets_check(sb: SweepBenchmark) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=sb.key("metrics"), name="no_secret_in_run_dirs",
+def secrets_check(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=sweep_benchmark.key("metrics"), name="no_secret_in_run_dirs",
                     description="No file of a model's newest run directory holds a secret-looking value.")
     def no_secret_in_run_dirs() -> dg.AssetCheckResult:
         findings = []
         scanned = 0
-        for source in sb.newest_runs(SUMMARY).values():
+        for source in sweep_benchmark.newest_runs(SUMMARY).values():
             for path in Path(source.path).rglob("*"):
                 if not path.is_file() or path.suffix == ".parquet":
                     continue

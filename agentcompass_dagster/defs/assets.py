@@ -26,7 +26,7 @@ from agentcompass_dagster.defs.coordination import (
     record_worker,
     sweep_lock,
 )
-from agentcompass_dagster.defs.partitions import identifier, split_key
+from agentcompass_dagster.defs.partitions import dagster_name, split_key
 from agentcompass_dagster.defs.planning import register_tasks
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.sweep import SweepBenchmark
@@ -59,26 +59,27 @@ def write_frame(path: Path, frame: Any) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def tasks_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
+def tasks_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     @dg.asset(
-        key=sb.key("tasks"),
-        group_name=sb.group,
-        description=f"The selected tasks of benchmark {sb.benchmark.id!r}; one attempts partition per task.",
+        key=sweep_benchmark.key("tasks"),
+        group_name=sweep_benchmark.group,
+        description=f"The selected tasks of benchmark {sweep_benchmark.benchmark.id!r}; one attempts partition "
+        "per task.",
     )
     def tasks(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         import pandas as pd
 
-        record_worker(sb, context)
-        ensure_pool_limits(sb, context.instance)
-        keys = sb.task_keys
-        _, new = register_tasks(sb, context.instance, list(keys))
-        sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
+        record_worker(sweep_benchmark, context)
+        ensure_pool_limits(sweep_benchmark, context.instance)
+        keys = sweep_benchmark.task_keys
+        _, new = register_tasks(sweep_benchmark, context.instance, list(keys))
+        sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
         frame = pd.DataFrame({"task_id": [t.id for t in keys.values()], "partition_key": list(keys),
                               "category": [t.category for t in keys.values()]})
-        write_frame(sb.benchmark_dir / TASKS_FILE, frame)
+        write_frame(sweep_benchmark.benchmark_dir / TASKS_FILE, frame)
         return dg.MaterializeResult(metadata={
             "tasks": len(keys), "new partitions": len(new),
-            "path": dg.MetadataValue.path(str((sb.benchmark_dir / TASKS_FILE).resolve()))})
+            "path": dg.MetadataValue.path(str((sweep_benchmark.benchmark_dir / TASKS_FILE).resolve()))})
 
     return tasks
 
@@ -87,12 +88,12 @@ class TaskStream(OrchestrationObserver):
     """Hands each finished task from the runtime's thread to the step's thread, which reports it to
     Dagster at once (the step must yield its events itself)."""
 
-    def __init__(self, sb: SweepBenchmark, claimed: set[tuple[str, str]]) -> None:
-        self.sb = sb
+    def __init__(self, sweep_benchmark: SweepBenchmark, claimed: set[tuple[str, str]]) -> None:
+        self.sweep_benchmark = sweep_benchmark
         self.claimed = claimed
         self.events: queue.Queue[dg.AssetMaterialization | dg.AssetObservation] = queue.Queue()
-        self._model_keys = {model_id: key for key, model_id in sb.model_keys.items()}
-        self._task_keys = {task.id: key for key, task in sb.task_keys.items()}
+        self._model_keys = {model_id: key for key, model_id in sweep_benchmark.model_keys.items()}
+        self._task_keys = {task.id: key for key, task in sweep_benchmark.task_keys.items()}
         self._details_dirs: dict[str, Path] = {}
 
     def request_prepared(self, state: RequestState) -> None:
@@ -113,7 +114,7 @@ class TaskStream(OrchestrationObserver):
         assert state.run_dir is not None
         key = dg.MultiPartitionKey({"model": self._model_keys[state.request.model.id],
                                     "task": self._task_keys[detail.task_id]})
-        asset_key = self.sb.key("attempts")
+        asset_key = self.sweep_benchmark.key("attempts")
         if detail.is_error:
             error = (detail.error or "").strip().splitlines()[-1:] or [""]
             self.events.put(dg.AssetObservation(asset_key=asset_key, partition=key, metadata={
@@ -173,18 +174,18 @@ def _stream(context: dg.AssetExecutionContext, orchestration: OrchestrationThrea
         raise
 
 
-def _evaluate(context: dg.AssetExecutionContext, sb: SweepBenchmark) -> Generator[Any, None, str | None]:
+def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark) -> Generator[Any, None, str | None]:
     """The step's attempts half; returns what failed, if anything, once every event is out."""
-    harness: HarnessResource = getattr(context.resources, sb.harness_resource_key)
-    environment: EnvironmentResource = getattr(context.resources, sb.environment_resource_key)
-    tasks = sb.task_keys
+    harness: HarnessResource = getattr(context.resources, sweep_benchmark.harness_resource_key)
+    environment: EnvironmentResource = getattr(context.resources, sweep_benchmark.environment_resource_key)
+    tasks = sweep_benchmark.task_keys
     wanted = []
     for key in context.partition_keys:
         model_key, task_key = split_key(str(key))
-        if task_key in tasks and model_key in sb.model_keys:
+        if task_key in tasks and model_key in sweep_benchmark.model_keys:
             wanted.append(str(key))
     run_id = context.run.run_id
-    mine = claim_partitions(sb, context.instance, run_id, wanted)
+    mine = claim_partitions(sweep_benchmark, context.instance, run_id, wanted)
     try:
         skipped = len(wanted) - len(mine)
         if skipped:
@@ -195,17 +196,18 @@ def _evaluate(context: dg.AssetExecutionContext, sb: SweepBenchmark) -> Generato
         by_model: dict[str, list[str]] = {}
         for key in mine:
             model_key, task_key = split_key(key)
-            by_model.setdefault(sb.model_keys[model_key], []).append(tasks[task_key].id)
-        requests = [sb.request(model_id, task_ids, harness.config(), environment.config(), run_id)
+            by_model.setdefault(sweep_benchmark.model_keys[model_key], []).append(tasks[task_key].id)
+        requests = [sweep_benchmark.request(model_id, task_ids, harness.config(), environment.config(), run_id)
                     for model_id, task_ids in by_model.items()]
-        stream = TaskStream(sb, {(m, t) for m, ids in by_model.items() for t in ids})
+        stream = TaskStream(sweep_benchmark, {(m, t) for m, ids in by_model.items() for t in ids})
         permits = InstancePermits(context.instance, run_id, context.op_handle.name)
-        orchestrator = Orchestrator(requests, observer=stream, prepared=sb.prepared(requests), permits=permits)
+        orchestrator = Orchestrator(requests, observer=stream, prepared=sweep_benchmark.prepared(requests),
+                                    permits=permits)
         orchestration = OrchestrationThread(orchestrator).start()
         yield from _stream(context, orchestration, stream, orchestrator.cleanup_grace_s)
         result = orchestration.result()
     finally:
-        drop_claim(sb, run_id)
+        drop_claim(sweep_benchmark, run_id)
     failed = {name: o.error for name, o in result.outcomes.items() if o.status != "completed"}
     if not failed:
         return None
@@ -213,17 +215,18 @@ def _evaluate(context: dg.AssetExecutionContext, sb: SweepBenchmark) -> Generato
                      for name, error in failed.items())
 
 
-def _metrics(sb: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
+def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
     """Each model's newest run made complete (consolidated, when runs overlapped), then the metrics of
     the benchmark from those runs: Parquet, summary.md, plots."""
     import pandas as pd
 
-    with sweep_lock(sb):
-        for model in sb.sweep.models:
-            request = sb.request(model.id, [], dagster_run_id=dagster_run_id)
-            components = sb.components(request)
-            consolidate(request, components, select_analyzers(request), sb.tasks, sb.store, sb.root(model.id))
-        newest = sb.newest_runs(METRICS_FILE)
+    with sweep_lock(sweep_benchmark):
+        for model in sweep_benchmark.sweep.models:
+            request = sweep_benchmark.request(model.id, [], dagster_run_id=dagster_run_id)
+            components = sweep_benchmark.components(request)
+            consolidate(request, components, select_analyzers(request), sweep_benchmark.tasks, sweep_benchmark.store,
+                        sweep_benchmark.root(model.id))
+        newest = sweep_benchmark.newest_runs(METRICS_FILE)
         frames: dict[str, list[Any]] = {name: [] for name in (METRICS_FILE, TASK_RESULTS_FILE)}
         for source in newest.values():
             for name, parts in frames.items():
@@ -232,20 +235,21 @@ def _metrics(sb: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
         metric_rows = pd.concat(frames[METRICS_FILE], ignore_index=True) if frames[METRICS_FILE] else pd.DataFrame()
         task_rows = pd.concat(frames[TASK_RESULTS_FILE], ignore_index=True) if frames[TASK_RESULTS_FILE] else pd.DataFrame()
         table = _markdown_table(metric_rows)
-        sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
-        write_frame(sb.benchmark_dir / METRICS_FILE, metric_rows)
-        write_frame(sb.benchmark_dir / TASK_RESULTS_FILE, task_rows)
-        atomic_write_text(sb.benchmark_dir / SUMMARY_FILE, f"# {sb.sweep.name} · {sb.benchmark.id}\n\n{table}\n")
+        sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
+        write_frame(sweep_benchmark.benchmark_dir / METRICS_FILE, metric_rows)
+        write_frame(sweep_benchmark.benchmark_dir / TASK_RESULTS_FILE, task_rows)
+        atomic_write_text(sweep_benchmark.benchmark_dir / SUMMARY_FILE,
+                          f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}\n\n{table}\n")
         plots = {"accuracy per model": accuracy_with_ci(metric_rows),
                  "accuracy per category": category_heatmap(metric_rows),
                  "cost against accuracy": cost_vs_accuracy(metric_rows, task_rows)}
         for title, plot in plots.items():
-            atomic_write_bytes(sb.benchmark_dir / f"{title.replace(' ', '_')}.png", plot.png)
+            atomic_write_bytes(sweep_benchmark.benchmark_dir / f"{title.replace(' ', '_')}.png", plot.png)
     accuracy = {f"accuracy {row.model}": float(row.value) for row in metric_rows.itertuples()
                 if row.metric == "accuracy"} if not metric_rows.empty else {}
     inline = inline_accuracy(metric_rows)
     analysis = {model: run_figures(Path(source.path)) for model, source in newest.items()}
-    return dg.MaterializeResult(asset_key=sb.key("metrics"), metadata={
+    return dg.MaterializeResult(asset_key=sweep_benchmark.key("metrics"), metadata={
         # Markdown under 1,000 characters shows inline in the UI: the table, and a tiny SVG chart.
         "summary": dg.MetadataValue.md(table),
         **({"accuracy per model": dg.MetadataValue.md(inline)} if inline else {}),
@@ -257,36 +261,38 @@ def _metrics(sb: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
         **summed_counts(analysis),
         "models": len(newest),
         "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
-        "metrics": dg.MetadataValue.path(str((sb.benchmark_dir / METRICS_FILE).resolve())),
+        "metrics": dg.MetadataValue.path(str((sweep_benchmark.benchmark_dir / METRICS_FILE).resolve())),
     })
 
 
-def evaluation_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
-    attempts_key, metrics_key = sb.key("attempts"), sb.key("metrics")
+def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
+    attempts_key, metrics_key = sweep_benchmark.key("attempts"), sweep_benchmark.key("metrics")
 
     @dg.multi_asset(
-        name=identifier(sb.sweep.name, sb.benchmark.id, "evaluate"),
+        name=dagster_name(sweep_benchmark.sweep.name, sweep_benchmark.benchmark.id, "evaluate"),
         specs=[
-            dg.AssetSpec(attempts_key, deps=[sb.key("tasks")], partitions_def=sb.partitions, skippable=True,
-                         group_name=sb.group, description=(
-                             f"Every task of {sb.benchmark.id!r} for every model, k attempts each (inside the "
+            dg.AssetSpec(attempts_key, deps=[sweep_benchmark.key("tasks")], partitions_def=sweep_benchmark.partitions,
+                         skippable=True,
+                         group_name=sweep_benchmark.group, description=(
+                             f"Every task of {sweep_benchmark.benchmark.id!r} for every model, k attempts each "
+                             "(inside the "
                              "task's detail). A partition is materialized when its task ends with a normal "
                              "result; a task that ends in error stays missing and runs again.")),
-            dg.AssetSpec(metrics_key, deps=[attempts_key], group_name=sb.group, description=(
-                f"Metrics of {sb.benchmark.id!r} per model, from each model's newest complete run.")),
+            dg.AssetSpec(metrics_key, deps=[attempts_key], group_name=sweep_benchmark.group, description=(
+                f"Metrics of {sweep_benchmark.benchmark.id!r} per model, from each model's newest complete run.")),
         ],
         can_subset=True,
-        pool=sb.pool,
+        pool=sweep_benchmark.pool,
         backfill_policy=dg.BackfillPolicy.single_run(),
-        required_resource_keys={sb.harness_resource_key, sb.environment_resource_key},
+        required_resource_keys={sweep_benchmark.harness_resource_key, sweep_benchmark.environment_resource_key},
     )
     def evaluate(context: dg.AssetExecutionContext) -> Iterator[Any]:
-        record_worker(sb, context)
+        record_worker(sweep_benchmark, context)
         failure = None
         if attempts_key in context.selected_asset_keys:
-            failure = yield from _evaluate(context, sb)
+            failure = yield from _evaluate(context, sweep_benchmark)
         if metrics_key in context.selected_asset_keys:
-            yield _metrics(sb, context.run.run_id)
+            yield _metrics(sweep_benchmark, context.run.run_id)
         if failure:
             raise dg.Failure(description=f"requests did not complete: {failure}")
 
@@ -309,36 +315,39 @@ def _markdown_table(metrics: Any) -> str:
     return "\n".join(lines)
 
 
-def comparison_asset(sb: SweepBenchmark) -> dg.AssetsDefinition:
+def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     @dg.asset(
-        key=sb.key("comparison"),
-        group_name=sb.group,
-        deps=[sb.key("metrics")],
-        description=f"Every pair of models on the {sb.benchmark.id!r} tasks both finished: the difference in "
+        key=sweep_benchmark.key("comparison"),
+        group_name=sweep_benchmark.group,
+        deps=[sweep_benchmark.key("metrics")],
+        description=f"Every pair of models on the {sweep_benchmark.benchmark.id!r} tasks both finished: "
+        "the difference in "
         "accuracy with a paired bootstrap 95% interval and the exact McNemar test.",
     )
     def comparison(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         import pandas as pd
 
-        record_worker(sb, context)
-        scores = _task_scores(sb)
+        record_worker(sweep_benchmark, context)
+        scores = _task_scores(sweep_benchmark)
         rows = []
-        models = [m.id for m in sb.sweep.models if m.id in scores]
+        models = [m.id for m in sweep_benchmark.sweep.models if m.id in scores]
         for index, a in enumerate(models):
             for b in models[index + 1:]:
                 result = paired_comparison(scores[a], scores[b])
                 if result is None:
                     continue
-                rows.append({"sweep": sb.sweep.name, "benchmark": sb.benchmark.id, "model_a": a, "model_b": b,
+                rows.append({"sweep": sweep_benchmark.sweep.name, "benchmark": sweep_benchmark.benchmark.id,
+                             "model_a": a, "model_b": b,
                              "n": result.n, "accuracy_a": result.mean_a, "accuracy_b": result.mean_b,
                              "diff": result.diff, "ci_low": result.ci_low, "ci_high": result.ci_high,
                              "only_a": result.only_a, "only_b": result.only_b, "p_value": result.p_value,
                              "verdict": result.verdict(a, b)})
         frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
-        sb.benchmark_dir.mkdir(parents=True, exist_ok=True)
-        write_frame(sb.benchmark_dir / COMPARISON_FILE, frame)
+        sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
+        write_frame(sweep_benchmark.benchmark_dir / COMPARISON_FILE, frame)
         table = comparison_table(frame)
-        atomic_write_text(sb.benchmark_dir / "comparison.md", f"# {sb.sweep.name} · {sb.benchmark.id}: comparisons\n\n{table}\n")
+        atomic_write_text(sweep_benchmark.benchmark_dir / "comparison.md",
+                          f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}: comparisons\n\n{table}\n")
         return dg.MaterializeResult(metadata={"comparisons": dg.MetadataValue.md(table), "pairs": len(rows)})
 
     return comparison
@@ -348,12 +357,12 @@ COMPARISON_COLUMNS = ["sweep", "benchmark", "model_a", "model_b", "n", "accuracy
                       "ci_high", "only_a", "only_b", "p_value", "verdict"]
 
 
-def _task_scores(sb: SweepBenchmark) -> dict[str, dict[str, float]]:
+def _task_scores(sweep_benchmark: SweepBenchmark) -> dict[str, dict[str, float]]:
     """Model -> task -> mean score over attempts (what accuracy averages), for tasks without error."""
     import pandas as pd
 
     scores: dict[str, dict[str, float]] = {}
-    for model, source in sb.newest_runs(TASK_RESULTS_FILE).items():
+    for model, source in sweep_benchmark.newest_runs(TASK_RESULTS_FILE).items():
         rows = pd.read_parquet(Path(source.path) / TASK_RESULTS_FILE, columns=["task_id", "score", "error"])
         finished = rows.groupby("task_id")["error"].apply(lambda e: e.isna().all())
         means = rows.groupby("task_id")["score"].mean()

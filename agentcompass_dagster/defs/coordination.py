@@ -32,9 +32,9 @@ WORKER_TAG = "agentcompass/worker"
 
 
 @contextmanager
-def sweep_lock(sb: SweepBenchmark) -> Iterator[None]:
+def sweep_lock(sweep_benchmark: SweepBenchmark) -> Iterator[None]:
     """Exclusive, across processes and containers sharing the results directory, for one sweep."""
-    directory = sb.benchmark_dir.parent
+    directory = sweep_benchmark.benchmark_dir.parent
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
@@ -50,8 +50,8 @@ class Claim(BaseModel):
     partitions: list[str]
 
 
-def _claims_dir(sb: SweepBenchmark) -> Path:
-    return sb.benchmark_dir / CLAIMS_DIR
+def _claims_dir(sweep_benchmark: SweepBenchmark) -> Path:
+    return sweep_benchmark.benchmark_dir / CLAIMS_DIR
 
 
 def run_worker(run: dg.DagsterRun) -> Worker | None:
@@ -60,11 +60,11 @@ def run_worker(run: dg.DagsterRun) -> Worker | None:
     return Worker.parse(text) if text else None
 
 
-def record_worker(sb: SweepBenchmark, context: dg.AssetExecutionContext) -> None:
+def record_worker(sweep_benchmark: SweepBenchmark, context: dg.AssetExecutionContext) -> None:
     """Name this process as the run's worker (once per run), so a launcher on this machine can tell a
     run whose worker was killed from one still working. Only where steps execute in the run worker:
     a step of the multiprocess, docker or k8s executor is a process of its own that ends with its step."""
-    if sb.sweep.dagster.executor == "in_process" and WORKER_TAG not in context.run.tags:
+    if sweep_benchmark.sweep.dagster.executor == "in_process" and WORKER_TAG not in context.run.tags:
         context.instance.add_run_tags(context.run.run_id, {WORKER_TAG: str(Worker.this())})
 
 
@@ -76,10 +76,10 @@ def run_is_live(instance: dg.DagsterInstance, run_id: str) -> bool:
     return worker is None or worker.alive()
 
 
-def live_claims(sb: SweepBenchmark, instance: dg.DagsterInstance, exclude: str | None = None) -> set[str]:
+def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, exclude: str | None = None) -> set[str]:
     """Partitions claimed by runs still evaluating (call under the sweep lock)."""
     claimed: set[str] = set()
-    directory = _claims_dir(sb)
+    directory = _claims_dir(sweep_benchmark)
     for name in os.listdir(directory) if directory.is_dir() else []:
         if not name.endswith(".json") or name.startswith("."):
             continue
@@ -93,25 +93,26 @@ def live_claims(sb: SweepBenchmark, instance: dg.DagsterInstance, exclude: str |
     return claimed
 
 
-def write_claim(sb: SweepBenchmark, run_id: str, partitions: list[str]) -> None:
-    directory = _claims_dir(sb)
+def write_claim(sweep_benchmark: SweepBenchmark, run_id: str, partitions: list[str]) -> None:
+    directory = _claims_dir(sweep_benchmark)
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_json(directory / f"{run_id}.json",
                       Claim(run_id=run_id, worker=str(Worker.this()), partitions=partitions), durable=False)
 
 
-def drop_claim(sb: SweepBenchmark, run_id: str) -> None:
-    (_claims_dir(sb) / f"{run_id}.json").unlink(missing_ok=True)
+def drop_claim(sweep_benchmark: SweepBenchmark, run_id: str) -> None:
+    (_claims_dir(sweep_benchmark) / f"{run_id}.json").unlink(missing_ok=True)
 
 
-def claim_partitions(sb: SweepBenchmark, instance: dg.DagsterInstance, run_id: str, wanted: list[str]) -> list[str]:
+def claim_partitions(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run_id: str,
+                     wanted: list[str]) -> list[str]:
     """Of ``wanted``, the partitions this run may evaluate: not materialized, not claimed by a live
     run. They are claimed for this run before the lock is released."""
-    with sweep_lock(sb):
-        done = set(instance.get_materialized_partitions(sb.key("attempts")))
-        busy = live_claims(sb, instance, exclude=run_id)
+    with sweep_lock(sweep_benchmark):
+        done = set(instance.get_materialized_partitions(sweep_benchmark.key("attempts")))
+        busy = live_claims(sweep_benchmark, instance, exclude=run_id)
         mine = [key for key in wanted if key not in done and key not in busy]
-        write_claim(sb, run_id, mine)
+        write_claim(sweep_benchmark, run_id, mine)
     return mine
 
 
@@ -130,10 +131,10 @@ def _set_limit(instance: dg.DagsterInstance, key: str, limit: int) -> None:
                 raise
 
 
-def ensure_pool_limits(sb: SweepBenchmark, instance: dg.DagsterInstance) -> None:
+def ensure_pool_limits(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance) -> None:
     """The sweep's pool allows max_concurrent_runs evaluating steps at once, across every run."""
     if instance.event_log_storage.supports_global_concurrency_limits:
-        _set_limit(instance, sb.pool, sb.sweep.dagster.max_concurrent_runs)
+        _set_limit(instance, sweep_benchmark.pool, sweep_benchmark.sweep.dagster.max_concurrent_runs)
 
 
 class InstancePermits:

@@ -14,7 +14,7 @@ from agentcompass_dagster.defs.asset_checks import counts_check, secrets_check
 from agentcompass_dagster.defs.assets import comparison_asset, evaluation_asset, tasks_asset
 from agentcompass_dagster.defs.code_location import DEFAULT_RESOURCES, sweep_files_from_env
 from agentcompass_dagster.defs.jobs import sweep_job
-from agentcompass_dagster.defs.partitions import identifier
+from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.schedules import sweep_schedule
 from agentcompass_dagster.defs.sensors import new_tasks_sensor
@@ -25,30 +25,30 @@ warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 
-def benchmark_definitions(sb: SweepBenchmark) -> dg.Definitions:
-    job = sweep_job(sb)
+def benchmark_definitions(sweep_benchmark: SweepBenchmark) -> dg.Definitions:
+    job = sweep_job(sweep_benchmark)
     return dg.Definitions(
-        assets=[tasks_asset(sb), evaluation_asset(sb), comparison_asset(sb)],
-        asset_checks=[counts_check(sb), secrets_check(sb)],
+        assets=[tasks_asset(sweep_benchmark), evaluation_asset(sweep_benchmark), comparison_asset(sweep_benchmark)],
+        asset_checks=[counts_check(sweep_benchmark), secrets_check(sweep_benchmark)],
         jobs=[job],
-        schedules=[sweep_schedule(sb, job)] if sb.sweep.schedule.cron else [],
-        sensors=[new_tasks_sensor(sb, job)],
+        schedules=[sweep_schedule(sweep_benchmark, job)] if sweep_benchmark.sweep.schedule.cron else [],
+        sensors=[new_tasks_sensor(sweep_benchmark, job)],
     )
 
 
 def sweep_definitions(sweep: SweepConfig) -> dg.Definitions:
     resources = {
-        identifier(sweep.name, "harness"): HarnessResource.declared(sweep.harness),
-        identifier(sweep.name, "environment"): EnvironmentResource.declared(sweep.environment),
+        dagster_name(sweep.name, "harness"): HarnessResource.declared(sweep.harness),
+        dagster_name(sweep.name, "environment"): EnvironmentResource.declared(sweep.environment),
     }
-    return dg.Definitions.merge(*(benchmark_definitions(sb) for sb in sweep_benchmarks(sweep)),
+    return dg.Definitions.merge(*(benchmark_definitions(member) for member in sweep_benchmarks(sweep)),
                                 dg.Definitions(resources=resources))
 
 
 def definitions_for(sweeps: list[SweepConfig], where: str) -> dg.Definitions:
     groups: dict[str, str] = {}
     for sweep in sweeps:
-        group = identifier(sweep.name)
+        group = dagster_name(sweep.name)
         if group in groups:
             raise UserError(f"{where}: sweep name={sweep.name!r} clashes with {groups[group]!r}")
         groups[group] = sweep.name

@@ -14,49 +14,53 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from agentcompass_dagster.config import DockerConfig, K8sConfig
 from agentcompass_dagster.defs.code_location import location_env, sweep_files_from_env
 from agentcompass_dagster.defs.instance import PG_URL_ENV
-from agentcompass_dagster.defs.partitions import identifier
+from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 
 
-def sweep_job(sb: SweepBenchmark) -> UnresolvedAssetJobDefinition:
+def sweep_job(sweep_benchmark: SweepBenchmark) -> UnresolvedAssetJobDefinition:
     return dg.define_asset_job(
-        sb.job_name,
-        selection=dg.AssetSelection.assets(sb.key("tasks"), sb.key("attempts"), sb.key("metrics"), sb.key("comparison")),
-        description=f"Evaluate sweep {sb.sweep.name!r} on benchmark {sb.benchmark.id!r}: the missing tasks of a "
+        sweep_benchmark.job_name,
+        selection=dg.AssetSelection.assets(sweep_benchmark.key("tasks"), sweep_benchmark.key("attempts"),
+                                           sweep_benchmark.key("metrics"), sweep_benchmark.key("comparison")),
+        description=f"Evaluate sweep {sweep_benchmark.sweep.name!r} on benchmark {sweep_benchmark.benchmark.id!r}: "
+        "the missing tasks of a "
         "partition range, then the metrics, the comparison and their checks.",
-        tags=sb.tags,
-        executor_def=_executor(sb),
+        tags=sweep_benchmark.tags,
+        executor_def=_executor(sweep_benchmark),
     )
 
 
-def _executor(sb: SweepBenchmark) -> dg.ExecutorDefinition:
-    deployment = sb.sweep.dagster
+def _executor(sweep_benchmark: SweepBenchmark) -> dg.ExecutorDefinition:
+    deployment = sweep_benchmark.sweep.dagster
     if deployment.executor == "multiprocess":
         return dg.multiprocess_executor
     if deployment.executor == "docker":
         assert deployment.docker is not None
-        return docker_executor(sb, deployment.docker)
+        return docker_executor(sweep_benchmark, deployment.docker)
     if deployment.executor == "k8s":
         assert deployment.k8s is not None
-        return k8s_executor(sb, deployment.k8s)
+        return k8s_executor(sweep_benchmark, deployment.k8s)
     return dg.in_process_executor
 
 
-def docker_executor(sb: SweepBenchmark, docker: DockerConfig) -> dg.ExecutorDefinition:
+def docker_executor(sweep_benchmark: SweepBenchmark, docker: DockerConfig) -> dg.ExecutorDefinition:
     """dagster-docker's docker_executor: each step in its own container, which sees the results
     directory, the sweep files and (SQLite) the instance at the host's paths, and gets the code
     location's own environment, so it loads the same sweeps the run worker did."""
     from dagster_docker import docker_executor as executor
 
-    kwargs = {**docker.container_kwargs, "volumes": step_volumes(docker.container_kwargs.get("volumes"), shared_paths(sb))}
+    kwargs = {**docker.container_kwargs, "volumes": step_volumes(docker.container_kwargs.get("volumes"),
+                                                                 shared_paths(sweep_benchmark))}
     config: dict[str, object] = {"image": docker.image, "env_vars": [*docker.env_vars, *location_env()],
                                  "container_kwargs": kwargs}
     if docker.network:
         config["network"] = docker.network
-    return executor.configured(config, name=identifier(sb.sweep.name, sb.benchmark.id, "docker_executor"))
+    return executor.configured(config, name=dagster_name(sweep_benchmark.sweep.name, sweep_benchmark.benchmark.id,
+                                                         "docker_executor"))
 
 
-def k8s_executor(sb: SweepBenchmark, k8s: K8sConfig) -> dg.ExecutorDefinition:
+def k8s_executor(sweep_benchmark: SweepBenchmark, k8s: K8sConfig) -> dg.ExecutorDefinition:
     """dagster-k8s's k8s_job_executor: each step in its own pod, with the declared volumes (the results
     directory and the sweep files on a shared volume, checked before launch) and the code location's
     environment."""
@@ -70,12 +74,13 @@ def k8s_executor(sb: SweepBenchmark, k8s: K8sConfig) -> dg.ExecutorDefinition:
         config["service_account_name"] = k8s.service_account_name
     if k8s.kubeconfig_file:
         config["kubeconfig_file"] = k8s.kubeconfig_file
-    return k8s_job_executor.configured(config, name=identifier(sb.sweep.name, sb.benchmark.id, "k8s_executor"))
+    return k8s_job_executor.configured(config, name=dagster_name(sweep_benchmark.sweep.name,
+                                                                 sweep_benchmark.benchmark.id, "k8s_executor"))
 
 
-def shared_paths(sb: SweepBenchmark) -> dict[str, Path]:
+def shared_paths(sweep_benchmark: SweepBenchmark) -> dict[str, Path]:
     """What a step container must see at the host's path: what it writes there is the result."""
-    paths = {"output.results_dir": Path(sb.sweep.output.results_dir).resolve()}
+    paths = {"output.results_dir": Path(sweep_benchmark.sweep.output.results_dir).resolve()}
     for index, sweep_file in enumerate(sweep_files_from_env() or []):
         paths[f"sweep file {index + 1}'s directory"] = sweep_file.resolve().parent
     home = os.environ.get("DAGSTER_HOME")

@@ -27,14 +27,14 @@ def partition_key(identifier: str) -> str:
     return f"{slug}~{hashlib.sha256(identifier.encode()).hexdigest()[:12]}"
 
 
-def identifier(*parts: str) -> str:
+def dagster_name(*parts: str) -> str:
     """A Dagster name (jobs, schedules, resources, partition sets) for these parts: [A-Za-z0-9_]."""
     text = "__".join(re.sub(r"[^A-Za-z0-9_]", "_", part) for part in parts)
     return text if text[:1].isalpha() else f"x_{text}"
 
 
 def tasks_partitions_name(sweep: str, benchmark: str) -> str:
-    return identifier("tasks", sweep, benchmark)
+    return dagster_name("tasks", sweep, benchmark)
 
 
 def attempts_partitions(sweep: str, benchmark: str, model_keys: list[str]) -> dg.MultiPartitionsDefinition:

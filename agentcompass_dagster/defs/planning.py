@@ -40,25 +40,26 @@ class Plan:
     in_flight: list[str] = field(default_factory=list)
 
 
-def register_tasks(sb: SweepBenchmark, instance: dg.DagsterInstance, keys: list[str]) -> tuple[list[str], list[str]]:
+def register_tasks(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, keys: list[str]) -> tuple[list[str],
+                                                                                                            list[str]]:
     """Add a partition for each new task key. Returns (the keys in partition order, the keys added)."""
-    known = instance.get_dynamic_partitions(sb.partitions_name)
+    known = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
     wanted, registered = set(keys), set(known)
     new = [key for key in keys if key not in registered]
     if new:
-        instance.add_dynamic_partitions(sb.partitions_name, new)
+        instance.add_dynamic_partitions(sweep_benchmark.partitions_name, new)
     return [key for key in [*known, *new] if key in wanted], new
 
 
-def in_flight_runs(sb: SweepBenchmark, instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
-    return list(instance.get_runs(dg.RunsFilter(job_name=sb.job_name, statuses=NOT_FINISHED)))
+def in_flight_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    return list(instance.get_runs(dg.RunsFilter(job_name=sweep_benchmark.job_name, statuses=NOT_FINISHED)))
 
 
-def targeted(run: dg.DagsterRun, sb: SweepBenchmark, task_keys: Sequence[str]) -> set[str]:
+def targeted(run: dg.DagsterRun, sweep_benchmark: SweepBenchmark, task_keys: Sequence[str]) -> set[str]:
     """The attempts partitions a run evaluates, from its partition tags."""
-    if run.asset_selection is not None and sb.key("attempts") not in run.asset_selection:
+    if run.asset_selection is not None and sweep_benchmark.key("attempts") not in run.asset_selection:
         return set()
-    models = list(sb.model_keys)
+    models = list(sweep_benchmark.model_keys)
     if PARTITION in run.tags:
         return {run.tags[PARTITION]}
     start, end = run.tags.get(RANGE_START), run.tags.get(RANGE_END)
@@ -70,31 +71,32 @@ def targeted(run: dg.DagsterRun, sb: SweepBenchmark, task_keys: Sequence[str]) -
     return range_keys(KeyRange(m0, m1, t0, t1), models, list(task_keys))
 
 
-def plan_runs(sb: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str]) -> Plan:
+def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str]) -> Plan:
     """What to launch for these task keys (in partition order); call under the sweep lock."""
-    flying = in_flight_runs(sb, instance)
-    attempts = sb.key("attempts")
-    busy = set(instance.get_materialized_partitions(attempts)) | live_claims(sb, instance)
-    order = instance.get_dynamic_partitions(sb.partitions_name)
+    flying = in_flight_runs(sweep_benchmark, instance)
+    attempts = sweep_benchmark.key("attempts")
+    busy = set(instance.get_materialized_partitions(attempts)) | live_claims(sweep_benchmark, instance)
+    order = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
     for run in flying:
-        busy |= targeted(run, sb, order)
-    models = list(sb.model_keys)
-    plan = Plan(missing_ranges(models, task_keys, busy, sb.sweep.dagster.max_partitions_per_run),
+        busy |= targeted(run, sweep_benchmark, order)
+    models = list(sweep_benchmark.model_keys)
+    plan = Plan(missing_ranges(models, task_keys, busy, sweep_benchmark.sweep.dagster.max_partitions_per_run),
                 missing={f"{m}|{t}" for m in models for t in task_keys} - busy,
                 in_flight=[run.run_id for run in flying])
     if not plan.ranges and not flying:
-        metrics, newest = _latest_event_id(instance, sb.key("metrics")), _latest_event_id(instance, attempts)
+        metrics, newest = _latest_event_id(instance, sweep_benchmark.key("metrics")), _latest_event_id(instance,
+                                                                                                       attempts)
         plan.metrics_due = metrics is None or (newest is not None and newest > metrics)
     return plan
 
 
-def plan_benchmark(sb: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str]) -> Plan:
+def plan_benchmark(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str]) -> Plan:
     """What `agentcompass run` and the schedule do before they plan, then the plan; call under the
     sweep lock: dead runs reaped, the pool's limit set, new task keys registered."""
-    reap_dead_runs(sb, instance)
-    ensure_pool_limits(sb, instance)
-    order, _ = register_tasks(sb, instance, task_keys)
-    return plan_runs(sb, instance, order)
+    reap_dead_runs(sweep_benchmark, instance)
+    ensure_pool_limits(sweep_benchmark, instance)
+    order, _ = register_tasks(sweep_benchmark, instance, task_keys)
+    return plan_runs(sweep_benchmark, instance, order)
 
 
 def _latest_event_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int | None:
@@ -102,12 +104,12 @@ def _latest_event_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int | No
     return records[0].storage_id if records else None
 
 
-def reap_dead_runs(sb: SweepBenchmark, instance: dg.DagsterInstance) -> list[str]:
+def reap_dead_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance) -> list[str]:
     """Mark failed every unfinished run of the sweep's job whose worker (or, before it started, whose
     launcher) is known to be gone; its run directories say so too, and its claim and concurrency slots
     are released. Returns their run ids."""
     reaped = []
-    for run in in_flight_runs(sb, instance):
+    for run in in_flight_runs(sweep_benchmark, instance):
         # A run not started yet belongs to whoever created it; once submitted, to the daemon's queue and
         # launcher; once started, to its worker (when a process of ours recorded it).
         if run.status == dg.DagsterRunStatus.NOT_STARTED:
@@ -122,15 +124,15 @@ def reap_dead_runs(sb: SweepBenchmark, instance: dg.DagsterInstance) -> list[str
         instance.report_run_failed(run, message=message)
         if instance.event_log_storage.supports_global_concurrency_limits:
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        drop_claim(sb, run.run_id)
-        _fail_run_dirs(sb, run.run_id, message)
+        drop_claim(sweep_benchmark, run.run_id)
+        _fail_run_dirs(sweep_benchmark, run.run_id, message)
         reaped.append(run.run_id)
     return reaped
 
 
-def _fail_run_dirs(sb: SweepBenchmark, dagster_run_id: str, message: str) -> None:
-    for model in sb.sweep.models:
-        for source in sb.store.runs_newest_first(sb.root(model.id)):
+def _fail_run_dirs(sweep_benchmark: SweepBenchmark, dagster_run_id: str, message: str) -> None:
+    for model in sweep_benchmark.sweep.models:
+        for source in sweep_benchmark.store.runs_newest_first(sweep_benchmark.root(model.id)):
             params = read_params(source.path)
             if params is None or params.dagster_run_id != dagster_run_id:
                 continue

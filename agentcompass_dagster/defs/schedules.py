@@ -11,23 +11,26 @@ from agentcompass_dagster.defs.sweep import SweepBenchmark, keys_of
 STATUS = {"running": dg.DefaultScheduleStatus.RUNNING, "stopped": dg.DefaultScheduleStatus.STOPPED}
 
 
-def run_requests(sb: SweepBenchmark, plan: Plan) -> list[dg.RunRequest]:
+def run_requests(sweep_benchmark: SweepBenchmark, plan: Plan) -> list[dg.RunRequest]:
     requests = [dg.RunRequest(tags=key_range.tags()) for key_range in plan.ranges]
     if plan.metrics_due:
-        requests.append(dg.RunRequest(asset_selection=[sb.key("metrics"), sb.key("comparison")]))
+        requests.append(dg.RunRequest(asset_selection=[sweep_benchmark.key("metrics"),
+                                                       sweep_benchmark.key("comparison")]))
     return requests
 
 
-def sweep_schedule(sb: SweepBenchmark, job: UnresolvedAssetJobDefinition) -> dg.ScheduleDefinition:
-    config = sb.sweep.schedule
+def sweep_schedule(sweep_benchmark: SweepBenchmark, job: UnresolvedAssetJobDefinition) -> dg.ScheduleDefinition:
+    config = sweep_benchmark.sweep.schedule
     assert config.cron is not None
 
-    @dg.schedule(name=sb.name("schedule"), cron_schedule=config.cron, job=job, default_status=STATUS[config.default_status],
-                 description=f"Run the missing tasks of sweep {sb.sweep.name!r} on {sb.benchmark.id!r}, then its metrics.")
+    @dg.schedule(name=sweep_benchmark.name("schedule"), cron_schedule=config.cron, job=job,
+                 default_status=STATUS[config.default_status],
+                 description=f"Run the missing tasks of sweep {sweep_benchmark.sweep.name!r} on "
+                             f"{sweep_benchmark.benchmark.id!r}, then its metrics.")
     def schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
-        with sweep_lock(sb):
-            plan = plan_benchmark(sb, context.instance, list(keys_of(sb.load_tasks())))
-        requests = run_requests(sb, plan)
+        with sweep_lock(sweep_benchmark):
+            plan = plan_benchmark(sweep_benchmark, context.instance, list(keys_of(sweep_benchmark.load_tasks())))
+        requests = run_requests(sweep_benchmark, plan)
         if requests:
             return requests
         return dg.SkipReason(f"nothing to run: every task has a result or is in one of {len(plan.in_flight)} "

@@ -19,9 +19,10 @@ from agentcompass_dagster.config import (
     RunRequest,
     SweepConfig,
 )
-from agentcompass_dagster.defs.partitions import attempts_partitions, identifier, partition_key, tasks_partitions_name
+from agentcompass_dagster.defs.partitions import attempts_partitions, dagster_name, partition_key, tasks_partitions_name
 from agentcompass_dagster.runtime.components import Components, resolve_components
-from agentcompass_dagster.runtime.orchestrator import Prepared, load_selected_tasks
+from agentcompass_dagster.runtime.orchestrator import Prepared
+from agentcompass_dagster.runtime.selection import load_selected_tasks
 from agentcompass_dagster.runtime.store import ReuseSource, RunStore, run_root
 from agentcompass_dagster.runtime.types import TaskSpec
 
@@ -44,7 +45,7 @@ class SweepBenchmark:
 
     @property
     def group(self) -> str:
-        return identifier(self.sweep.name)
+        return dagster_name(self.sweep.name)
 
     def key(self, kind: str) -> dg.AssetKey:
         """Asset keys are <sweep>/<benchmark>/<kind>: two sweeps may evaluate the same benchmark."""
@@ -55,8 +56,8 @@ class SweepBenchmark:
         per benchmark (a job's partitioned assets share one partitions definition, and each benchmark
         has its own tasks), named with the benchmark too."""
         if len(self.sweep.benchmarks) == 1:
-            return identifier(self.sweep.name, kind)
-        return identifier(self.sweep.name, self.benchmark.id, kind)
+            return dagster_name(self.sweep.name, kind)
+        return dagster_name(self.sweep.name, self.benchmark.id, kind)
 
     @property
     def job_name(self) -> str:
@@ -82,11 +83,11 @@ class SweepBenchmark:
 
     @property
     def harness_resource_key(self) -> str:
-        return identifier(self.sweep.name, "harness")
+        return dagster_name(self.sweep.name, "harness")
 
     @property
     def environment_resource_key(self) -> str:
-        return identifier(self.sweep.name, "environment")
+        return dagster_name(self.sweep.name, "environment")
 
     @property
     def tags(self) -> dict[str, str]:
@@ -104,7 +105,7 @@ class SweepBenchmark:
     def load_tasks(self) -> list[TaskSpec]:
         """The task source read now (the sensor's way to notice new tasks)."""
         request = self.request(self.sweep.models[0].id)
-        return load_selected_tasks(self.benchmark.id, self.components(request).benchmark)
+        return load_selected_tasks(request, self.components(request).benchmark)
 
     @cached_property
     def task_keys(self) -> dict[str, TaskSpec]:

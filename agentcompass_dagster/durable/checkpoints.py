@@ -52,7 +52,7 @@ from agentcompass_dagster.runtime.atomic import (
     atomic_write_bytes,
     fsync_dir,
 )
-from agentcompass_dagster.runtime.types import Record, utcnow
+from agentcompass_dagster.runtime.types import StoredRecord, utcnow
 
 BLOBS = "blobs"
 MANIFESTS = "manifests"
@@ -67,7 +67,7 @@ class CheckpointError(Exception):
     """A checkpoint cannot be captured or restored as asked; restore leaves the roots untouched."""
 
 
-class FileEntry(Record):
+class FileEntry(StoredRecord):
     digest: str
     size: int  # bytes stored and restored: after redaction in a redacted root
     mode: int  # permission bits
@@ -80,7 +80,7 @@ class FileEntry(Record):
     apparent_size: int | None = None
 
 
-class Manifest(Record):
+class Manifest(StoredRecord):
     seq: int
     created_at: str
     roots: dict[str, dict[str, FileEntry]]  # root name -> path relative to the root -> file

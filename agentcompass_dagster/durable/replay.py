@@ -28,8 +28,8 @@ from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.atomic import atomic_write_json
 from agentcompass_dagster.runtime.components import resolve_components
 from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.orchestrator import load_selected_tasks
 from agentcompass_dagster.runtime.plan import Planner
+from agentcompass_dagster.runtime.selection import load_selected_tasks
 from agentcompass_dagster.runtime.store import load_run_request
 from agentcompass_dagster.runtime.types import RunResult, utcnow
 
@@ -89,7 +89,7 @@ def replay(path: Path, task_id: str, attempt: int = 1, score: bool = False) -> R
 async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> ReplayReport:
     run_dir, request, _ = load_run_request(path)
     components = resolve_components(request)
-    tasks = {t.id: t for t in load_selected_tasks(request.benchmark.id, components.benchmark)}
+    tasks = {t.id: t for t in load_selected_tasks(request, components.benchmark)}
     if task_id not in tasks:
         raise UserError(f"--task={task_id!r}: not a task of {path}")
     task = tasks[task_id]

@@ -19,7 +19,7 @@ FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.Dagster
 
 @dataclass
 class Followed:
-    sb: SweepBenchmark
+    sweep_benchmark: SweepBenchmark
     run_id: str
     cursor: str | None = None
     status: dg.DagsterRunStatus | None = None
@@ -34,20 +34,20 @@ class RunFollower:
     errors: Counter[str] = field(default_factory=Counter)
     expected: Counter[str] = field(default_factory=Counter)
 
-    def follow(self, sb: SweepBenchmark, run_id: str) -> None:
-        self.runs.append(Followed(sb, run_id))
+    def follow(self, sweep_benchmark: SweepBenchmark, run_id: str) -> None:
+        self.runs.append(Followed(sweep_benchmark, run_id))
 
-    def expect(self, sb: SweepBenchmark, missing: set[str]) -> None:
+    def expect(self, sweep_benchmark: SweepBenchmark, missing: set[str]) -> None:
         """Tasks the runs will evaluate, per bar (benchmark/model)."""
         for key in missing:
-            self.expected[self._bar(sb, split_key(key)[0])] += 1
+            self.expected[self._bar(sweep_benchmark, split_key(key)[0])] += 1
         if self.board is not None:
             for name in sorted(self.expected):
                 self.board.add(name, self.expected[name])
 
     @staticmethod
-    def _bar(sb: SweepBenchmark, model_key: str) -> str:
-        return f"{sb.benchmark.id}/{sb.model_keys.get(model_key, model_key)}"
+    def _bar(sweep_benchmark: SweepBenchmark, model_key: str) -> str:
+        return f"{sweep_benchmark.benchmark.id}/{sweep_benchmark.model_keys.get(model_key, model_key)}"
 
     def poll(self) -> bool:
         """Read what happened since the last poll; True while a followed run has not ended."""
@@ -59,7 +59,7 @@ class RunFollower:
             followed.status = run.status if run is not None else dg.DagsterRunStatus.FAILURE
             self._read_events(followed)
             if followed.status not in FINISHED:
-                flying[followed.sb.benchmark.id] += 1
+                flying[followed.sweep_benchmark.benchmark.id] += 1
         if self.board is not None:
             for name in self.expected:
                 self.board.update(name, done=self.done[name], running=flying[name.split("/")[0]],
@@ -67,7 +67,7 @@ class RunFollower:
         return bool(flying)
 
     def _read_events(self, followed: Followed) -> None:
-        attempts = followed.sb.key("attempts")
+        attempts = followed.sweep_benchmark.key("attempts")
         while True:
             connection = self.instance.get_records_for_run(followed.run_id, cursor=followed.cursor, of_type=EVENTS,
                                                            limit=1000)
@@ -75,7 +75,7 @@ class RunFollower:
                 event = record.event_log_entry.dagster_event
                 if event is None or event.asset_key != attempts or event.partition is None:
                     continue
-                name = self._bar(followed.sb, split_key(event.partition)[0])
+                name = self._bar(followed.sweep_benchmark, split_key(event.partition)[0])
                 self.done[name] += 1
                 if event.event_type == dg.DagsterEventType.ASSET_OBSERVATION:
                     self.errors[name] += 1

@@ -29,7 +29,7 @@ from agentcompass_dagster.defs.coordination import sweep_lock
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
 from agentcompass_dagster.defs.jobs import mounted, same_path_mounts, shared_paths
-from agentcompass_dagster.defs.partitions import identifier
+from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.planning import Plan, plan_benchmark
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
@@ -61,29 +61,29 @@ class SweepLaunch:
     newest: dict[tuple[str, str], ReuseSource] = field(default_factory=dict)
 
 
-def preflight(sbs: list[SweepBenchmark]) -> None:
+def preflight(sweep_benchmark_list: list[SweepBenchmark]) -> None:
     """Every user mistake (plugins, plans, task ids, results dir) stops here, before Dagster runs. The
     plugins and tasks prepared here serve the whole launch."""
-    output = sbs[0].sweep.output
+    output = sweep_benchmark_list[0].sweep.output
     for field_name in ("run_id", "reuse_run_id"):
         value = getattr(output, field_name)
         if value:
             raise UserError(f"output.{field_name}={value!r}: a sweep run through Dagster names its runs and reuses "
                             "the newest itself; remove it or run with --direct")
     postgres_url()
-    for sb in sbs:
-        requests = [sb.request(model.id, []) for model in sb.sweep.models]
-        Orchestrator(requests, prepared=sb.prepared(requests)).preflight()
+    for sweep_benchmark in sweep_benchmark_list:
+        requests = [sweep_benchmark.request(model.id, []) for model in sweep_benchmark.sweep.models]
+        Orchestrator(requests, prepared=sweep_benchmark.prepared(requests)).preflight()
 
 
-def check_shared_storage(sb: SweepBenchmark, sweep_file: Path) -> None:
+def check_shared_storage(sweep_benchmark: SweepBenchmark, sweep_file: Path) -> None:
     """What a step container or pod writes must land where the host reads results. Step containers of
     a local Docker engine get same-path binds of this host's directories; an engine on another host
     (DOCKER_HOST tcp:// or ssh://) and Kubernetes pods have no such directories, so there the declared
     volumes must mount the results directory and the sweep files at the same paths (and pods need a
     PostgreSQL instance: they share no DAGSTER_HOME). Otherwise the sweep is refused before it runs:
     its steps would lose their results while Dagster marked the tasks done."""
-    deployment = sb.sweep.dagster
+    deployment = sweep_benchmark.sweep.dagster
     engine = os.environ.get("DOCKER_HOST", "unix://")
     if deployment.executor == "k8s" and deployment.k8s is not None:
         if postgres_url() is None:
@@ -96,7 +96,7 @@ def check_shared_storage(sb: SweepBenchmark, sweep_file: Path) -> None:
         mounts = same_path_mounts(deployment.docker.container_kwargs.get("volumes"))
     else:
         return
-    for what, path in shared_paths(sb).items():
+    for what, path in shared_paths(sweep_benchmark).items():
         if not mounted(path, mounts):
             raise UserError(f"{sweep_file}: {field}: {what} {path} would not be shared with {where}; declare a "
                             f"volume they share with this host, mounted at {path}")
@@ -113,7 +113,7 @@ def location_file(sweep: SweepConfig, sweep_file: Path) -> tuple[Path, str | Non
     data["output"]["results_dir"] = str(Path(sweep.output.results_dir).resolve())
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     path = (Path(sweep.output.results_dir).resolve() / AS_RUN_DIR /
-            f"{identifier(sweep.name)}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.json")
+            f"{dagster_name(sweep.name)}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.json")
     return path, text
 
 
@@ -122,10 +122,10 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
     location, as_run = location_file(sweep, sweep_file)
     set_sweep_files([location])
     dagster_home(home)
-    sbs = sweep_benchmarks(sweep)
-    for sb in sbs:
-        check_shared_storage(sb, sweep_file)
-    preflight(sbs)
+    sweep_benchmark_list = sweep_benchmarks(sweep)
+    for sweep_benchmark in sweep_benchmark_list:
+        check_shared_storage(sweep_benchmark, sweep_file)
+    preflight(sweep_benchmark_list)
     if as_run is not None:
         location.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(location, as_run)
@@ -137,8 +137,8 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
         factory = RunFactory(instance, sweep_definitions(sweep))
         follower = RunFollower(instance, board)
         created: list[dg.DagsterRun] = []
-        for sb in sbs:
-            plan, runs = _plan(sb, instance, factory, follower)
+        for sweep_benchmark in sweep_benchmark_list:
+            plan, runs = _plan(sweep_benchmark, instance, factory, follower)
             created += runs
             launch.followed += plan.in_flight
             launch.missing += len(plan.missing)
@@ -153,25 +153,27 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
         for followed in follower.runs:
             if followed.status != dg.DagsterRunStatus.SUCCESS:
                 status = followed.status.value if followed.status else "unknown"
-                launch.failed.append(f"{followed.sb.job_name} run {followed.run_id}: {status}")
-        for sb in sbs:
-            launch.newest.update({(sb.benchmark.id, model): run for model, run in sb.newest_runs(SUMMARY).items()})
+                launch.failed.append(f"{followed.sweep_benchmark.job_name} run {followed.run_id}: {status}")
+        for sweep_benchmark in sweep_benchmark_list:
+            launch.newest.update({(sweep_benchmark.benchmark.id, model): run for model,
+                                  run in sweep_benchmark.newest_runs(SUMMARY).items()})
     return launch
 
 
-def _plan(sb: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
+def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
           follower: RunFollower) -> tuple[Plan, list[dg.DagsterRun]]:
     """Create the runs a benchmark needs; returns its plan (with the runs in flight launched by others)
     and them."""
-    with sweep_lock(sb):
-        plan = plan_benchmark(sb, instance, list(sb.task_keys))
+    with sweep_lock(sweep_benchmark):
+        plan = plan_benchmark(sweep_benchmark, instance, list(sweep_benchmark.task_keys))
         # Created under the lock: the next planner sees them in flight.
-        runs = [factory.create(sb, key_range.tags()) for key_range in plan.ranges]
+        runs = [factory.create(sweep_benchmark, key_range.tags()) for key_range in plan.ranges]
         if plan.metrics_due:
-            runs.append(factory.create(sb, {}, {sb.key("metrics"), sb.key("comparison")}))
-    follower.expect(sb, plan.missing)
+            runs.append(factory.create(sweep_benchmark, {}, {sweep_benchmark.key("metrics"),
+                                                             sweep_benchmark.key("comparison")}))
+    follower.expect(sweep_benchmark, plan.missing)
     for run_id in [run.run_id for run in runs] + plan.in_flight:
-        follower.follow(sb, run_id)
+        follower.follow(sweep_benchmark, run_id)
     return plan, runs
 
 

@@ -40,14 +40,14 @@ class RunFactory:
             ModuleCodePointer(LOCATION_MODULE, "defs", working_directory), executable_path=sys.executable,
             entry_point=get_python_environment_entry_point(sys.executable))
 
-    def create(self, sb: SweepBenchmark, tags: Mapping[str, str],
+    def create(self, sweep_benchmark: SweepBenchmark, tags: Mapping[str, str],
                asset_selection: set[dg.AssetKey] | None = None) -> dg.DagsterRun:
-        job = self.repository.get_job(sb.job_name)
+        job = self.repository.get_job(sweep_benchmark.job_name)
         return self.instance.create_run_for_job(
             job_def=job,
             run_config=QUIET,
             tags={**job.run_tags, **tags, LAUNCHER_TAG: str(Worker.this())},
             asset_selection=asset_selection,
-            remote_job_origin=RemoteJobOrigin(self.repository_origin, sb.job_name),
-            job_code_origin=self.reconstructable.get_reconstructable_job(sb.job_name).get_python_origin(),
+            remote_job_origin=RemoteJobOrigin(self.repository_origin, sweep_benchmark.job_name),
+            job_code_origin=self.reconstructable.get_reconstructable_job(sweep_benchmark.job_name).get_python_origin(),
         )

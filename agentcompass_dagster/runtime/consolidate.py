@@ -79,7 +79,7 @@ def consolidate(
         merged: dict[str, list[str]] = {}
         for source in (newest, *extra):
             before = set(scores.reused_positions())
-            run_dir.materialize_reused_details(source, scores)
+            run_dir.link_reused_details(source, scores)
             merged[source.run_id] = sorted(tasks[p].id for p in set(scores.reused_positions()) - before)
         run_dir.set_reused_from(newest, merged[newest.run_id])
         run_dir.set_merged_from(extra, merged)

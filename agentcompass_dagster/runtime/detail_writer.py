@@ -5,7 +5,7 @@ the temp files are fsynced (on ext4 the first fsync commits the others' data wit
 place without clobbering, and ``details/`` is fsynced once; only then is the whole batch reported to the
 event loop, in one call. Compared with a thread per detail this takes the same fsyncs of the files but a
 fraction of the directory fsyncs, wake-ups and GIL hand-offs: a third less CPU per task in a sweep of
-no-op tasks. Normal details only: an error detail goes through ``save_partial_result`` directly.
+no-op tasks. Normal details only: an error detail goes through ``save_detail`` directly.
 """
 
 from __future__ import annotations

@@ -31,19 +31,18 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
-from agentcompass_dagster.errors import UserError, field_error
+from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.analysis import check_analyzer_names, select_analyzers
 from agentcompass_dagster.runtime.attempt import TaskRunner
 from agentcompass_dagster.runtime.components import Components, resolve_components
 from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
-from agentcompass_dagster.runtime.naming import task_id_problem
 from agentcompass_dagster.runtime.plan import Planner
 from agentcompass_dagster.runtime.scores import TaskScores
+from agentcompass_dagster.runtime.selection import load_selected_tasks
 from agentcompass_dagster.runtime.store import ReuseSource, RunDir, RunStore, run_root
 from agentcompass_dagster.runtime.types import (
     OrchestrationResult,
@@ -122,28 +121,6 @@ class Observers(OrchestrationObserver):
             observer.request_finished(state)
 
 
-def validate_task_ids(benchmark_id: str, tasks: list[TaskSpec]) -> None:
-    """R-PREP-1: unique, well-formed ids; a bad one is a user-facing error naming it."""
-    seen: set[str] = set()
-    for index, task in enumerate(tasks):
-        problem = task_id_problem(task.id)
-        if problem:
-            raise UserError(f"benchmark {benchmark_id!r}: task id={task.id!r} (task #{index}) {problem}")
-        if task.id in seen:
-            raise UserError(f"benchmark {benchmark_id!r}: task id={task.id!r} is duplicated")
-        seen.add(task.id)
-
-
-def load_selected_tasks(benchmark_id: str, benchmark: Any) -> list[TaskSpec]:
-    """Load the benchmark's tasks, validate their ids and apply the declared selection."""
-    tasks = benchmark.load_tasks()
-    validate_task_ids(benchmark_id, tasks)
-    selected: list[TaskSpec] = benchmark.select_tasks(tasks)
-    if not selected:
-        raise field_error("benchmark.tasks", benchmark.config.tasks, "selects no task")
-    return selected
-
-
 def _traceback(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, UserError) else "".join(traceback.format_exception(exc)).strip()
 
@@ -198,13 +175,15 @@ class Orchestrator:
             check_analyzer_names(request)
             prepared = self.prepared.get(request.name)
             components = prepared.components if prepared else resolve_components(request)
-            selected = prepared.tasks if prepared else load_selected_tasks(request.benchmark.id, components.benchmark)
+            selected = prepared.tasks if prepared else load_selected_tasks(request, components.benchmark)
             Planner(request, components).preflight(selected[0])
             store = RunStore(request.output.results_dir)
-            store.check_writable()
             root = run_root(request.output, request.benchmark.id, request.model.id)
             store.check_run_id_free(root, request.output.run_id)
             states.append(RequestState(request, components, select_analyzers(request), store, root, selected))
+        # Last, as it creates the results directory: a later request's mistake must leave nothing behind.
+        for state in states:
+            state.store.check_writable()
         self._freeze_reuse_sources(states)
         return states
 
@@ -295,7 +274,7 @@ class Orchestrator:
         run_dir.write_params(request)
         scores = state.scores
         if state.reuse_source is not None:
-            reused = run_dir.materialize_reused_details(state.reuse_source, scores)
+            reused = run_dir.link_reused_details(state.reuse_source, scores)
             run_dir.set_reused_from(state.reuse_source,
                                     sorted(state.tasks[position].id for position in scores.reused_positions()))
             checkpoints = run_dir.link_attempt_checkpoints(

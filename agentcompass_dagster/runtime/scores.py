@@ -19,20 +19,20 @@ import pydantic_core
 from pydantic import Field
 
 from agentcompass_dagster.runtime.redact import redact_text
-from agentcompass_dagster.runtime.types import Record, TaskDetail, TaskSpec
+from agentcompass_dagster.runtime.types import StoredRecord, TaskDetail, TaskSpec
 
 
-class UsageView(Record):
+class UsageView(StoredRecord):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
 
 
-class AttemptMetaView(Record):
+class AttemptMetaView(StoredRecord):
     analysis_errors: dict[str, str] = Field(default_factory=dict)
 
 
-class AttemptView(Record):
+class AttemptView(StoredRecord):
     """The fields of an evaluated attempt that metrics, summaries, Parquet and analysis read."""
 
     attempt: int
@@ -54,7 +54,7 @@ class AttemptView(Record):
         return self.meta.analysis_errors
 
 
-class DetailView(Record):
+class DetailView(StoredRecord):
     """A task detail as finalisation reads it: the same names as TaskDetail, without the bulk."""
 
     task_id: str

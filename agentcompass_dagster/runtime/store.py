@@ -45,7 +45,7 @@ from agentcompass_dagster.runtime.types import (
     SCHEMA_VERSION,
     EvaluatedAttempt,
     Lineage,
-    Record,
+    StoredRecord,
     RunDirStatus,
     TaskDetail,
     TaskSpec,
@@ -75,7 +75,7 @@ ANALYSIS_JSON = "analysis_summary.json"
 ERROR_PREFIX = "_error_"
 
 
-class ReuseSource(Record):
+class ReuseSource(StoredRecord):
     run_id: str
     path: str
     started_at: str = ""
@@ -86,7 +86,7 @@ class ReusedFrom(ReuseSource):
     task_ids: list[str] = Field(default_factory=list)
 
 
-class RunInfo(Record):
+class RunInfo(StoredRecord):
     schema_version: int = SCHEMA_VERSION
     run_id: str
     request_name: str
@@ -134,7 +134,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-class RunParams(Record):
+class RunParams(StoredRecord):
     """params.json: what storage and reuse need of a request; small, unlike run_info.json, which grows
     with the tasks."""
 
@@ -407,7 +407,7 @@ class RunDir:
         name = detail_names(task_id, category)[0]
         return self.details_dir / (ERROR_PREFIX + name if error else name)
 
-    def save_partial_result(self, detail: TaskDetail) -> Path | None:
+    def save_detail(self, detail: TaskDetail) -> Path | None:
         """R-STORE-6: write a task's terminal detail at once, atomically and redacted.
 
         A normal result is never overwritten (a concurrent second writer loses and gets None), an error
@@ -481,7 +481,7 @@ class RunDir:
         await writer.submit(detail)
 
     def _persist_error(self, detail: TaskDetail) -> None:
-        self.save_partial_result(detail)
+        self.save_detail(detail)
         if detail.k > 1:
             self.delete_attempt_checkpoints(detail.task_id, detail.k)
 
@@ -563,7 +563,7 @@ class RunDir:
                 return detail
         return None
 
-    def load_partial_results(self, tasks: list[TaskSpec], include_errors: bool = False) -> dict[str, TaskDetail]:
+    def load_details(self, tasks: list[TaskSpec], include_errors: bool = False) -> dict[str, TaskDetail]:
         """Details on disk for these tasks, normal ones only unless include_errors."""
         found = {}
         for task in tasks:
@@ -583,7 +583,7 @@ class RunDir:
                 found[detail.task_id] = detail
         return found
 
-    def materialize_reused_details(self, source: ReuseSource, scores: TaskScores) -> int:
+    def link_reused_details(self, source: ReuseSource, scores: TaskScores) -> int:
         """R-REUSE-4: hard-link (or copy) the source's normal details of the selected tasks ``scores``
         does not hold yet into this run's details/, and add them to ``scores``, read as DetailView (the
         fields finalisation needs; trajectories and plans are skipped, not built). Missing tasks and

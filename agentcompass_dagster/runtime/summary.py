@@ -8,17 +8,17 @@ import numpy as np
 from pydantic import Field
 
 from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.types import MetricResult, Record
+from agentcompass_dagster.runtime.types import MetricResult, StoredRecord
 
 
-class CategoryCounts(Record):
+class CategoryCounts(StoredRecord):
     total: int = 0
     evaluated: int = 0
     correct: int = 0
     error: int = 0
 
 
-class SummaryCounts(Record):
+class SummaryCounts(StoredRecord):
     """The counts summary.md is rendered from; re-rendering from details gives the same numbers."""
 
     schema_version: int = 1

@@ -24,7 +24,7 @@ def utcnow() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-class Record(BaseModel):
+class StoredRecord(BaseModel):
     """A persisted record: tolerant of fields added by newer versions."""
 
     model_config = ConfigDict(extra="ignore")
@@ -53,7 +53,7 @@ class TaskSpec:
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class PreparedTask(Record):
+class PreparedTask(StoredRecord):
     """A task made ready inside an open environment session."""
 
     task: TaskSpec
@@ -61,7 +61,7 @@ class PreparedTask(Record):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
-class Usage(Record):
+class Usage(StoredRecord):
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -93,7 +93,7 @@ RequestStatus = Literal["pending", "running", TerminalStatus]
 RunDirStatus = Literal["running", TerminalStatus]
 
 
-class Lineage(Record):
+class Lineage(StoredRecord):
     """Where a forked run comes from (R-FORK-1): the parent run and attempt, the checkpoint it was cut
     at, and the change of solver model."""
 
@@ -126,7 +126,7 @@ def lift_metadata(data: Any) -> Any:
     return data
 
 
-class AgentLimits(Record):
+class AgentLimits(StoredRecord):
     """The budget of one attempt, the same for every agent harness under comparison: model calls
     (turns), tokens (input + output), cost in USD and wall time in seconds, counted over every process
     that worked on the attempt. None is unlimited."""
@@ -139,7 +139,7 @@ class AgentLimits(Record):
     max_wall_s: float | None = Field(default=None, gt=0)
 
 
-class LimitHit(Record):
+class LimitHit(StoredRecord):
     """The limit an attempt reached: which, its allowance, and what was used when it stopped. Reaching a
     limit is an outcome of the attempt (it is scored, usually as incorrect), not an error to re-run."""
 
@@ -153,7 +153,7 @@ class LimitHit(Record):
         return (f"limit {self.limit}={self.allowance:g} reached: {self.used:g}{units[self.limit]} used")
 
 
-class RunResult(Record):
+class RunResult(StoredRecord):
     """Raw outcome of running a harness on a task: no score yet."""
 
     status: RunStatus = "completed"
@@ -166,7 +166,7 @@ class RunResult(Record):
     limit: LimitHit | None = None
 
 
-class Evaluation(Record):
+class Evaluation(StoredRecord):
     """What Benchmark.evaluate decides about one attempt."""
 
     correct: bool = False
@@ -175,7 +175,7 @@ class Evaluation(Record):
     fields: dict[str, Any] = Field(default_factory=dict)
 
 
-class EvaluatedAttempt(Record):
+class EvaluatedAttempt(StoredRecord):
     """One semantic attempt with its authoritative score, as stored under its index in a detail."""
 
     attempt: int
@@ -207,7 +207,7 @@ class EvaluatedAttempt(Record):
         return errors
 
 
-class TaskDetail(Record):
+class TaskDetail(StoredRecord):
     """A task's terminal record: normal files count in metrics, ``_error_`` files are re-run by reuse."""
 
     schema_version: int = SCHEMA_VERSION
@@ -236,7 +236,7 @@ class TaskDetail(Record):
         return total
 
 
-class MetricCounts(Record):
+class MetricCounts(StoredRecord):
     total: int = Field(ge=0)
     evaluated: int = Field(ge=0)
     error: int = Field(ge=0)
@@ -250,7 +250,7 @@ class MetricCounts(Record):
         return self
 
 
-class MetricResult(Record):
+class MetricResult(StoredRecord):
     """Request-level metrics, validated (R-STORE-7)."""
 
     schema_version: int = SCHEMA_VERSION
@@ -267,7 +267,7 @@ class MetricResult(Record):
         return metrics
 
 
-class ExecutionPlan(Record):
+class ExecutionPlan(StoredRecord):
     """How one attempt of one task runs; built and recorded before its environment opens (R-ATT-1)."""
 
     task_id: str
@@ -313,7 +313,7 @@ class ExecutionPlan(Record):
         return {name: data[name] for name in self.PERSISTED_FIELDS}
 
 
-class RequestResult(Record):
+class RequestResult(StoredRecord):
     name: str
     run_id: str
     run_dir: str
@@ -325,7 +325,7 @@ class RequestResult(Record):
     applied_recipes: list[str] = Field(default_factory=list)
 
 
-class RequestOutcome(Record):
+class RequestOutcome(StoredRecord):
     name: str
     status: RequestStatus
     error: str | None = None
@@ -333,7 +333,7 @@ class RequestOutcome(Record):
     result: RequestResult | None = None
 
 
-class OrchestrationResult(Record):
+class OrchestrationResult(StoredRecord):
     id: str
     status: TerminalStatus
     started_at: str
