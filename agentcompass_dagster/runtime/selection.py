@@ -1,0 +1,49 @@
+"""A request's tasks: loaded from its benchmark, their ids checked, the declared selection applied
+(R-PREP-1). A problem with what the user declared names the sweep file and the field."""
+
+from __future__ import annotations
+
+import difflib
+
+from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.contracts.benchmark import Benchmark
+from agentcompass_dagster.errors import UserError, field_error
+from agentcompass_dagster.runtime.naming import task_id_problem
+from agentcompass_dagster.runtime.types import TaskSpec
+
+
+def validate_task_ids(benchmark_id: str, tasks: list[TaskSpec]) -> None:
+    """R-PREP-1: unique, well-formed ids; a bad one is a user-facing error naming it."""
+    seen: set[str] = set()
+    for index, task in enumerate(tasks):
+        problem = task_id_problem(task.id)
+        if problem:
+            raise UserError(f"benchmark {benchmark_id!r}: task id={task.id!r} (task #{index}) {problem}")
+        if task.id in seen:
+            raise UserError(f"benchmark {benchmark_id!r}: task id={task.id!r} is duplicated")
+        seen.add(task.id)
+
+
+def check_declared_tasks(request: RunRequest, tasks: list[TaskSpec]) -> None:
+    """Every task id the request declares is one of the benchmark's; the first that is not is refused
+    with the nearest id when one is close."""
+    known = [task.id for task in tasks]
+    ids = set(known)
+    unknown = next((task_id for task_id in request.benchmark.tasks or [] if task_id not in ids), None)
+    if unknown is None:
+        return
+    near = difflib.get_close_matches(unknown, known, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise field_error(request.benchmark_field("tasks"), unknown,
+                      f"no such task in benchmark {request.benchmark.id!r}{hint}")
+
+
+def load_selected_tasks(request: RunRequest, benchmark: Benchmark) -> list[TaskSpec]:
+    """Load the benchmark's tasks, validate their ids and apply the declared selection."""
+    tasks = benchmark.load_tasks()
+    validate_task_ids(request.benchmark.id, tasks)
+    check_declared_tasks(request, tasks)
+    selected = benchmark.select_tasks(tasks)
+    if not selected:
+        raise field_error(request.benchmark_field("tasks"), request.benchmark.tasks, "selects no task")
+    return selected
