@@ -12,7 +12,7 @@ from agentcompass_dagster.runtime.store import open_run_dir
 
 from conftest import run_cli, tree_snapshot, write_sweep, write_task
 
-GOLDEN = Path(__file__).parent / "data" / "golden_run"
+GOLDEN = Path(__file__).parent.parent / "data" / "golden_run"
 
 
 def _install_golden(tmp_path: Path) -> Path:

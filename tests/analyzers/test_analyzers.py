@@ -22,7 +22,7 @@ from agentcompass_dagster.contracts.analyzer import AttemptResult
 from agentcompass_dagster.results import load_task_results
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
 
-FIXTURES = Path(__file__).parent / "data" / "trajectories"
+FIXTURES = Path(__file__).parent.parent / "data" / "trajectories"
 CLEAN = ["tool_agent_clean", "tool_agent_loop", "miniswe_format_error", "oracle_clean"]
 
 

@@ -16,7 +16,7 @@ from agentcompass_dagster.runtime.store import open_run_dir
 
 from conftest import write_sweep
 
-TASKS = Path(__file__).parent / "data" / "harbor_tasks"
+TASKS = Path(__file__).parent.parent / "data" / "harbor_tasks"
 NO_NETWORK = {"baseline": "none", "run": "none", "evaluation": "none"}
 
 
