@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from lifecycle import Lifecycle, recording
 
 from agentcompass_dagster.cli import main
 
@@ -154,6 +155,13 @@ def plugin_registries() -> Iterator[None]:
     finally:
         for r, targets in saved:
             r.restore(targets)
+
+
+@pytest.fixture
+def recorder(plugin_registries: None) -> Lifecycle:
+    """The recording plugins of tests/lifecycle.py (environment "recording", benchmark "faulty", harness
+    "recording") registered for this test, bound to a fresh Lifecycle that the test reads and steers."""
+    return recording(Lifecycle())
 
 
 @pytest.fixture

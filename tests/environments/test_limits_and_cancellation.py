@@ -67,7 +67,8 @@ class RecordingSession(DelegatingSession):
 
 
 def recording_environment(prefix: str) -> tuple[str, list[Event]]:
-    """A LocalEnvironment subclass registered under a fresh provider id; returns the id and its events.
+    """A LocalEnvironment subclass registered under a fresh provider id (the test's ``plugin_registries``
+    removes it afterwards); returns the id and its events.
 
     ``open`` records the moment it starts doing work, i.e. after the open-rate wait that
     Environment.__init_subclass__ wraps around it. It builds the session itself rather than calling
@@ -127,7 +128,9 @@ def run_capacity(tmp_path: Path, capacity: int) -> list[tuple[float, float]]:
     return spans
 
 
-def test_capacity_one_never_opens_two_environments_at_once(tmp_path: Path, private_tmpdir: Path) -> None:
+def test_capacity_one_never_opens_two_environments_at_once(
+    tmp_path: Path, private_tmpdir: Path, plugin_registries: None
+) -> None:
     """R-LIMIT-1: with capacity 1 and 4 workers, the open..close intervals of the attempts never overlap."""
     spans = run_capacity(tmp_path, capacity=1)
     for (_, previous_close), (next_open, _) in zip(spans, spans[1:]):
@@ -135,7 +138,9 @@ def test_capacity_one_never_opens_two_environments_at_once(tmp_path: Path, priva
     assert max_open_at_once(spans) == 1
 
 
-def test_capacity_disabled_lets_environments_overlap(tmp_path: Path, private_tmpdir: Path) -> None:
+def test_capacity_disabled_lets_environments_overlap(
+    tmp_path: Path, private_tmpdir: Path, plugin_registries: None
+) -> None:
     """R-LIMIT-1 control: capacity 0 (disabled), same setup: the 4 workers do hold environments at once,
     so the capacity test above can fail."""
     spans = run_capacity(tmp_path, capacity=0)
@@ -145,7 +150,7 @@ def test_capacity_disabled_lets_environments_overlap(tmp_path: Path, private_tmp
 # R-LIMIT-1: open rate
 
 
-def test_open_qps_spaces_environment_opens(tmp_path: Path, private_tmpdir: Path) -> None:
+def test_open_qps_spaces_environment_opens(tmp_path: Path, private_tmpdir: Path, plugin_registries: None) -> None:
     """R-LIMIT-1: open_qps 5 with 8 workers and 20 instant tasks: the 20 opens are spread over at least
     19 / 5 = 3.8 s (first to last open >= 3.7 s)."""
     env_id, events = recording_environment("recording-local-qps")
@@ -180,7 +185,7 @@ def load_details(run_dir: Path) -> dict[str, tuple[str, TaskDetail]]:
 
 
 def test_orchestration_timeout_stops_tasks_keeps_finished_and_cleans_up(
-    tmp_path: Path, private_tmpdir: Path
+    tmp_path: Path, private_tmpdir: Path, plugin_registries: None
 ) -> None:
     """R-CLEAN-2: orchestration_timeout_s stops the 30 s tasks, the run ends `timeout` (result and
     run_info.json with finished_at), the quick tasks' details are kept, and no temp dir is left behind."""
@@ -225,7 +230,9 @@ def test_orchestration_timeout_stops_tasks_keeps_finished_and_cleans_up(
     assert leftover_temp_dirs(private_tmpdir) == []
 
 
-def test_timeout_gives_a_slow_environment_close_its_grace(tmp_path: Path, private_tmpdir: Path) -> None:
+def test_timeout_gives_a_slow_environment_close_its_grace(
+    tmp_path: Path, private_tmpdir: Path, plugin_registries: None
+) -> None:
     """R-CLEAN-2: the cleanup after a timeout is given cleanup_grace_seconds. Two attempts are stopped by
     the timeout; one environment's close is quick, the other's takes 0.5 s of asynchronous teardown (as a
     container provider's would). Both must finish closing, so no temp dir is left behind."""

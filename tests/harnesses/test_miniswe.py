@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from conftest import run_cli, tree_snapshot, write_sweep
@@ -18,19 +18,25 @@ with quiet_import():
     pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed (extra 'miniswe')")
 
 
-class RecordingModel(ScriptedModel):
-    """The scripted model, keeping the messages of every call (the sweep runs in this process)."""
-
-    calls: ClassVar[dict[tuple[str, int], list[dict[str, Any]]]] = {}
-
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
-    ) -> ModelTurn:
-        self.calls[(context.task_id, context.turn)] = messages
-        return await super().complete(messages, tools, context)
+Calls = dict[tuple[str, int], list[dict[str, Any]]]
 
 
-registry.models.register("recording-scripted", RecordingModel)
+@pytest.fixture
+def model_calls(plugin_registries: None) -> Calls:
+    """The scripted model registered as provider "recording-scripted" for this test (the sweep runs in this
+    process), keeping the messages of every call by (task, turn)."""
+    calls: Calls = {}
+
+    class RecordingModel(ScriptedModel):
+        async def complete(
+            self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
+        ) -> ModelTurn:
+            calls[(context.task_id, context.turn)] = messages
+            return await super().complete(messages, tools, context)
+
+    registry.models.register("recording-scripted", RecordingModel)
+    return calls
+
 
 SOLVE = "awk '$3 == \"ERROR\" {n++} END {print n+0}' app.log > answer.txt; cat answer.txt"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -49,7 +55,6 @@ def _run(tmp_path: Path, tasks: list[str], turns: dict[str, list[dict[str, Any]]
                  "params": {"price": {"input": 1.0, "output": 2.0}, "turns": turns}}],
         harness={"id": "miniswe"}, execution={"limits": {"max_turns": 6}},
     )
-    RecordingModel.calls.clear()
     assert run_cli("run", str(sweep), "--direct") == exit_code
     details = {}
     for path in (tmp_path / "results").rglob("details/*.json"):
@@ -59,7 +64,7 @@ def _run(tmp_path: Path, tasks: list[str], turns: dict[str, list[dict[str, Any]]
     return details
 
 
-def test_reference_commands_solve_the_task_and_land_in_the_trajectory(tmp_path: Path) -> None:
+def test_reference_commands_solve_the_task_and_land_in_the_trajectory(tmp_path: Path, model_calls: Calls) -> None:
     details = _run(tmp_path, ["count-errors"], {"count-errors": [
         _bash(SOLVE, content="Counting the ERROR lines.", usage={"prompt_tokens": 100, "completion_tokens": 20}),
         _bash(SUBMIT, usage={"prompt_tokens": 150, "completion_tokens": 5}),
@@ -92,7 +97,7 @@ def test_reference_commands_solve_the_task_and_land_in_the_trajectory(tmp_path: 
     assert usage["cost_usd"] == pytest.approx(300e-6)
 
     # The model layer gets plain OpenAI chat messages: mini's "extra" bookkeeping stays with mini.
-    second = RecordingModel.calls[("count-errors", 1)]
+    second = model_calls[("count-errors", 1)]
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
     assert all(set(m) <= {"role", "content", "tool_calls", "tool_call_id"} for m in second)
     assert second[2]["tool_calls"][0]["function"] == {"name": "bash", "arguments": json.dumps({"command": SOLVE})}
@@ -107,7 +112,7 @@ def test_reference_commands_solve_the_task_and_land_in_the_trajectory(tmp_path: 
     assert mini["messages"][3]["extra"]["raw_output"] == "5\n"
 
 
-def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path) -> None:
+def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path, model_calls: Calls) -> None:
     """One task recovers after a malformed call; the other sends nothing but malformed calls, and mini
     ends it after its limit of consecutive format errors: both attempts end cleanly with a detail."""
     bad = {"tool_calls": [{"name": "bash", "arguments": '{"command": "ls'}], "usage": {"prompt_tokens": 10}}
@@ -126,7 +131,7 @@ def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path
     assert [s.get("command") for s in steps if s["type"] == "tool_call"] == [SOLVE, SUBMIT]
     assert recovered["attempts"]["1"]["usage"]["input_tokens"] == 10
     # The unparsable call is not sent back to the model, only mini's feedback on it.
-    assert [m["role"] for m in RecordingModel.calls[("count-errors", 1)]] == ["system", "user", "user"]
+    assert [m["role"] for m in model_calls[("count-errors", 1)]] == ["system", "user", "user"]
 
     failed = details["create-hello"]
     attempt = failed["attempts"]["1"]
@@ -137,16 +142,16 @@ def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path
     assert attempt["artifacts"]["miniswe"]["info"]["exit_status"] == "RepeatedFormatError"
 
 
-def test_replay_re_runs_a_miniswe_trajectory(tmp_path: Path) -> None:
+def test_replay_re_runs_a_miniswe_trajectory(tmp_path: Path, model_calls: Calls) -> None:
     """R-REPLAY-1 for mini-swe-agent trajectories: its recorded commands re-run in a clean environment
     and match, including the submitting command; no model is asked."""
     _run(tmp_path, ["count-errors"], {"count-errors": [_bash("wc -l < app.log"), _bash(SOLVE), _bash(SUBMIT)]})
     run_dir = next((tmp_path / "results").rglob("run_info.json")).parent
     before = tree_snapshot(run_dir)
-    calls = len(RecordingModel.calls)
+    calls = len(model_calls)
     assert run_cli("replay", str(run_dir), "--task", "count-errors", "--score") == 0
     report = json.loads(next((run_dir / "replays").glob("*.json")).read_text())
     assert report["status"] == "matched" and len(report["steps"]) == 3 and report["evaluation"]["correct"]
-    assert len(RecordingModel.calls) == calls
+    assert len(model_calls) == calls
     after = tree_snapshot(run_dir)
     assert {k: v for k, v in after.items() if not k.startswith("replays/")} == before, "replay wrote into the recorded run"

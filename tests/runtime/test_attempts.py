@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any, get_args
 
-import lifecycle
 import pytest
+from lifecycle import Lifecycle
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import (
@@ -32,11 +32,9 @@ from agentcompass_dagster.runtime.types import RequestResult, Strategy, TaskDeta
 SPLIT_NETWORK = {"baseline": "host", "run": "none", "evaluation": "host"}
 
 
-@pytest.fixture(autouse=True)
-def recording_plugins() -> None:
-    lifecycle.reset()
-    lifecycle.register()
-    lifecycle.RecordingEnvironment.opened = 0
+# Every test runs with the recording plugins registered (conftest's `recorder`); what it registers is gone
+# after it.
+pytestmark = pytest.mark.usefixtures("recorder")
 
 
 def make_request(
@@ -62,10 +60,6 @@ def run_one(request: RunRequest) -> tuple[RequestResult, TaskDetail]:
     return outcome.result, details["t0"]
 
 
-def events() -> list[str]:
-    return lifecycle.EVENTS[lifecycle.EVENTS.index("load_tasks") + 1 :]
-
-
 RUN = ["prepare", "adapt", "start", "policy:{n}:none", "run", "close_session", "collect"]
 
 
@@ -73,37 +67,38 @@ def run_part(n: int) -> list[str]:
     return [e.format(n=n) for e in RUN]
 
 
-def test_reuse_mode_order(tmp_path: Path) -> None:
+def test_reuse_mode_order(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-ATT-1, R-ATT-2, R-ATT-3, R-ATT-4 (reuse), R-NET-1: the plan is built before the environment opens;
     the harness runs under the run policy; artifacts are collected while the environment is alive and in
     run policy; evaluation runs in the task session under the evaluation policy; baseline is restored."""
     _, detail = run_one(make_request(tmp_path))
     assert detail.correct
-    assert events() == ["plan", "open:1", *run_part(1), "policy:1:host", "evaluate:1", "policy:1:host", "close:1"]
+    assert recorder.after_load() == [
+        "plan", "open:1", *run_part(1), "policy:1:host", "evaluate:1", "policy:1:host", "close:1"]
 
 
-def test_none_mode_order(tmp_path: Path) -> None:
+def test_none_mode_order(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-ATT-4 (none): the task environment closes before the driver evaluates with env=None."""
     _, detail = run_one(make_request(tmp_path, evaluation_environment_mode="none"))
     assert detail.correct
-    assert events() == ["plan", "open:1", *run_part(1), "close:1", "evaluate:none"]
+    assert recorder.after_load() == ["plan", "open:1", *run_part(1), "close:1", "evaluate:none"]
 
 
-def test_fresh_mode_order(tmp_path: Path) -> None:
+def test_fresh_mode_order(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-ATT-4 (fresh): the task environment closes, a new evaluation session opens, switches to the
     evaluation policy, evaluates, restores baseline and closes in its own finally."""
     _, detail = run_one(make_request(tmp_path, evaluation_environment_mode="fresh"))
     assert detail.correct
-    assert events() == [
+    assert recorder.after_load() == [
         "plan", "open:1", *run_part(1), "close:1",
         "open:2", "policy:2:host", "evaluate:2", "policy:2:host", "close:2",
     ]
 
 
-def test_keep_environment_only_skips_close(tmp_path: Path) -> None:
+def test_keep_environment_only_skips_close(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-ATT-4: keep_environment=True skips closing and changes nothing else (none mode still gets env=None)."""
     run_one(make_request(tmp_path, evaluation_environment_mode="none", keep_environment=True))
-    assert events() == ["plan", "open:1", *run_part(1), "evaluate:none"]
+    assert recorder.after_load() == ["plan", "open:1", *run_part(1), "evaluate:none"]
 
 
 @pytest.mark.parametrize(
@@ -126,14 +121,16 @@ def test_keep_environment_only_skips_close(tmp_path: Path) -> None:
         ("evaluate_raise", "none", ["plan", "open:1", *run_part(1), "close:1", "evaluate:none", "evaluate:none"]),
     ],
 )
-def test_retry_scope_by_failure_site(tmp_path: Path, site: str, mode: str, expected: list[str]) -> None:
+def test_retry_scope_by_failure_site(
+    tmp_path: Path, site: str, mode: str, expected: list[str], recorder: Lifecycle
+) -> None:
     """R-RETRY-2: prepare/env/inference/artifact failures and reuse-mode evaluation failures rerun the
     whole attempt in a new environment with the same plan (one "plan"); a none-mode evaluation failure
     retries evaluate only; a fresh-mode one reopens the evaluation environment. R-RETRY-3: the
     discarded try is in retry_details/ with its phase and scope."""
-    lifecycle.FAULTS[site] = 1
+    recorder.faults[site] = 1
     result, detail = run_one(make_request(tmp_path, evaluation_environment_mode=mode, max_retries=1))
-    assert events() == expected
+    assert recorder.after_load() == expected
     assert detail.correct and not detail.is_error and detail.retry_count == 1
     (record_path,) = Path(result.paths["retry_details"]).iterdir()
     record = json.loads(record_path.read_text())
@@ -149,10 +146,12 @@ def test_retry_scope_by_failure_site(tmp_path: Path, site: str, mode: str, expec
     ("patterns", "retried"),
     [(None, True), (["injected run"], True), (["^nothing like it$"], False), ([], False)],
 )
-def test_retry_pattern_list_meanings(tmp_path: Path, patterns: list[str] | None, retried: bool) -> None:
+def test_retry_pattern_list_meanings(
+    tmp_path: Path, patterns: list[str] | None, retried: bool, recorder: Lifecycle
+) -> None:
     """R-RETRY-1: retry_pattern_list None retries any non-empty error, a list retries regex matches, []
     retries nothing. After the budget is spent the traceback stays in the result (R-RETRY-3)."""
-    lifecycle.FAULTS["run"] = 1
+    recorder.faults["run"] = 1
     result, detail = run_one(make_request(tmp_path, max_retries=3, retry_pattern_list=patterns))
     assert detail.is_error is not retried
     assert len(list(Path(result.paths["retry_details"]).iterdir())) == int(retried)
@@ -160,22 +159,22 @@ def test_retry_pattern_list_meanings(tmp_path: Path, patterns: list[str] | None,
         assert "Traceback" in (detail.error or "") and "injected run failure" in (detail.error or "")
 
 
-def test_retry_budget_is_per_semantic_attempt_and_shared_by_phases(tmp_path: Path) -> None:
+def test_retry_budget_is_per_semantic_attempt_and_shared_by_phases(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-RETRY-1: the budget resets for each semantic attempt and all retryable phases of one attempt share
     it; R-ATT-1: each semantic attempt re-plans, runtime retries reuse the attempt's plan."""
-    lifecycle.FAULTS.update({"prepare": 1, "evaluate": 1})
+    recorder.faults.update({"prepare": 1, "evaluate": 1})
     _, detail = run_one(make_request(tmp_path, evaluation_environment_mode="none", max_retries=1))
     assert detail.attempts["1"].eval_error == "injected evaluate failure"
-    lifecycle.reset()
+    recorder.clear()
     flaky = {"default": {"succeed_on": 2, "oracle": True}}
     result, detail = run_one(make_request(tmp_path, name="k2", attempts={"k": 2}, max_retries=1, harness=flaky))
     assert [detail.attempts[i].retries for i in ("1", "2")] == [1, 1]
-    assert not detail.is_error and events().count("plan") == 2
+    assert not detail.is_error and recorder.after_load().count("plan") == 2
     info = json.loads(Path(result.paths["run_info"]).read_text())
     assert set(info["task_plans"]["t0"]) == {"1", "2"}
 
 
-def test_avg_and_pass_strategies_and_pass_at_k(tmp_path: Path) -> None:
+def test_avg_and_pass_strategies_and_pass_at_k(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-RETRY-1: avg runs all k attempts, pass stops at the first valid success; pass@k uses the unbiased
     estimator: n=5, c=2 gives pass@1 0.4, pass@2 0.7, pass@5 1.0."""
     steps = [{"answer": "answer-0"}, {"answer": "no"}, {"answer": "answer-0"}, {"answer": "no"}, {"answer": "no"}]
@@ -185,7 +184,7 @@ def test_avg_and_pass_strategies_and_pass_at_k(tmp_path: Path) -> None:
     assert metrics["accuracy"] == pytest.approx(0.4)
     assert (metrics["pass@1"], metrics["pass@2"], metrics["pass@5"]) == pytest.approx((0.4, 0.7, 1.0))
     assert pass_at_k(5, 2, 1) == pytest.approx(0.4) and pass_at_k(5, 0, 5) == 0.0
-    lifecycle.reset()
+    recorder.clear()
     steps = [{"answer": "no"}, {"answer": "answer-0"}, {"answer": "answer-0"}]
     result, detail = run_one(make_request(tmp_path, name="p", attempts={"k": 3, "strategy": "pass"},
                                           harness={"tasks": {"t0": steps}}))
@@ -239,7 +238,7 @@ class ElsewhereAnalyzer(ExplodingAnalyzer):
     datasets = frozenset({"another-benchmark"})
 
 
-def test_analyzers_are_selected_and_failures_recorded_apart(tmp_path: Path) -> None:
+def test_analyzers_are_selected_and_failures_recorded_apart(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-ATT-5: analyzers are picked by config, family, dataset and data requirements; one that raises is
     recorded apart and changes no score; analysis_summary.md|json aggregate the rest."""
     registry.analyzers.register("exploding", ExplodingAnalyzer)
@@ -260,51 +259,51 @@ def test_analyzers_are_selected_and_failures_recorded_apart(tmp_path: Path) -> N
     assert data["error_category"] == {"none": 1, "harness_exception": 1}
     assert data["analysis_failures"] == 2
     assert (Path(result.run_dir) / "analysis_summary.md").read_text().startswith("# Analysis")
-    lifecycle.reset()
+    recorder.clear()
     _, detail = run_one(make_request(tmp_path, name="only-errors", analyzers=["errors"]))
     assert set(detail.attempts["1"].analysis_result or {}) == {"error_category"}
     with pytest.raises(UserError, match="execution.analyzers='nonsense'"):
         Orchestrator([make_request(tmp_path, name="bad", analyzers=["nonsense"])]).preflight()
 
 
-def test_close_failure_never_hides_the_task_error(tmp_path: Path) -> None:
+def test_close_failure_never_hides_the_task_error(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-CLEAN-1: a harness session whose close raises leaves the task's own error in the detail and a
     warning in run.log; an environment close failure is a warning too; the order stays inside-out."""
-    lifecycle.FAULTS.update({"close_session": 1, "close": 1})
+    recorder.faults.update({"close_session": 1, "close": 1})
     result, detail = run_one(make_request(tmp_path, harness={"default": {"raise": "the task's own failure"}}))
     assert detail.is_error and "the task's own failure" in (detail.error or "")
     assert "injected close" not in (detail.error or "")
     log = Path(result.paths["log"]).read_text()
     assert "warning: closing the harness session failed" in log
     assert "warning: closing the task environment failed" in log
-    assert events() == ["plan", "open:1", "prepare", "adapt", "start", "policy:1:none", "run", "close_session",
-                        "close:1"]
+    assert recorder.after_load() == ["plan", "open:1", "prepare", "adapt", "start", "policy:1:none", "run",
+                                     "close_session", "close:1"]
 
 
-def test_finalize_merges_reused_and_new_in_selected_order(tmp_path: Path) -> None:
+def test_finalize_merges_reused_and_new_in_selected_order(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-FIN-1: finalisation merges reused and new details in the selected task order before
     Benchmark.aggregate_metrics, and writes summary.md and .summary_counts.json."""
     first = run_requests([make_request(tmp_path, n=6)])
     run_dir = Path(first.outcomes["r"].paths["run_dir"])
     for name in ("t1_b.json", "t4_b.json"):
         (run_dir / "details" / name).unlink()
-    lifecycle.reset()
+    recorder.clear()
     request = make_request(tmp_path, n=6)
     request = request.model_copy(update={"output": request.output.model_copy(update={"reuse": True})})
     result, _ = run_one(request)
-    assert lifecycle.AGGREGATED == [["t0", "t1", "t2", "t3", "t4", "t5"]]
+    assert recorder.aggregated == [["t0", "t1", "t2", "t3", "t4", "t5"]]
     counts = json.loads((Path(result.run_dir) / ".summary_counts.json").read_text())
     assert (counts["reused"], counts["new"]) == (4, 2)
     assert "| accuracy | 1.0000 |" in (Path(result.run_dir) / "summary.md").read_text()
 
 
-def test_baseline_restore_survives_cancellation(tmp_path: Path) -> None:
+def test_baseline_restore_survives_cancellation(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-NET-1: restoring the baseline policy after evaluation is shielded from cancellation: a timeout
     that lands during evaluation still restores baseline and closes the environment."""
-    lifecycle.SLEEPS["evaluate_raise"] = 30
+    recorder.sleeps["evaluate_raise"] = 30
     result = run_requests([make_request(tmp_path, limits={"orchestration_timeout_s": 1.0})])
     assert result.status == "timeout"
-    tail = events()[-3:]
+    tail = recorder.after_load()[-3:]
     assert tail == ["evaluate:1", "policy:1:host", "close:1"]
 
 

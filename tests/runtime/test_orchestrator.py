@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lifecycle import Lifecycle
 
-import lifecycle
+from agentcompass_dagster import registry
+from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
 from agentcompass_dagster.config import (
     BenchmarkConfig,
     EnvironmentConfig,
@@ -93,15 +95,13 @@ class DispatchLog(OrchestrationObserver):
         self.finished.append(state.request.name)
 
 
-def test_prepare_loads_tasks_once_and_queues_only_what_reuse_lacks(tmp_path: Path) -> None:
+def test_prepare_loads_tasks_once_and_queues_only_what_reuse_lacks(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-PREP-1: tasks are loaded and selected once per request (not per attempt or retry); reused ids are
     dropped from the queue; run_info.json records the selected tasks."""
-    lifecycle.reset()
-    lifecycle.register()
     faulty = request(tmp_path, "f", benchmark="faulty", n=3, attempts={"k": 2}, max_retries=1)
     faulty = faulty.model_copy(update={"environment": EnvironmentConfig(id="rec", provider="recording")})
     run_requests([faulty])
-    assert lifecycle.EVENTS.count("load_tasks") == 1
+    assert recorder.events.count("load_tasks") == 1
     record = tmp_path / "calls.jsonl"
     first = run_requests([request(tmp_path, "q", n=5)])
     run_dir = Path(first.outcomes["q"].paths["run_dir"])
@@ -114,15 +114,13 @@ def test_prepare_loads_tasks_once_and_queues_only_what_reuse_lacks(tmp_path: Pat
     assert info["selected_tasks"] == ["t0", "t1", "t2", "t3", "t4"]
 
 
-class DuplicateIds(lifecycle.FaultyBenchmark):
+class DuplicateIds(SyntheticBenchmark):
     def load_tasks(self) -> list[TaskSpec]:
         return [TaskSpec(id="same"), TaskSpec(id="same")]
 
 
-def test_invalid_task_ids_stop_before_any_directory(tmp_path: Path) -> None:
+def test_invalid_task_ids_stop_before_any_directory(tmp_path: Path, plugin_registries: None) -> None:
     """R-PREP-1: task ids are validated (unique, well-formed) before a run directory is reserved."""
-    from agentcompass_dagster import registry
-
     registry.benchmarks.register("duplicate-ids", DuplicateIds)
     with pytest.raises(UserError, match="id='same' is duplicated"):
         run_requests([request(tmp_path, "d", benchmark="duplicate-ids")])
