@@ -1,0 +1,117 @@
+"""The Dagster assets of one small sweep at their seams, on an ephemeral instance: the tasks asset and the
+comparison asset invoked directly with ``build_asset_context``, the evaluation step (attempts, metrics) run
+with ``materialize`` for the partitions it is given. No CLI, no DAGSTER_HOME, no daemon
+(test_dagster.py and test_dagster_engine.py drive the same assets through `agentcompass run`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+import pytest
+from conftest import write_sweep
+
+from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
+
+TASKS = ["create-hello", "count-errors"]
+
+
+class Lab:
+    """The sweep `lab` (demo tasks, oracle harness, local environment) as Dagster sees it."""
+
+    def __init__(self, tmp_path: Path, models: list[str]) -> None:
+        # A directly invoked asset has no run, so no run worker to name: under the in_process executor the
+        # assets name theirs in the run's tags (proven through real runs in test_dagster_engine.py).
+        path = write_sweep(tmp_path, name="lab", benchmarks=[{"id": "demo", "tasks": TASKS}],
+                           models=[{"id": m, "provider": "none"} for m in models],
+                           dagster={"executor": "multiprocess"})
+        self.sweep = load_sweep(path)
+        (self.benchmark,) = sweep_benchmarks(self.sweep)
+        self.defs = sweep_definitions(self.sweep)
+        self.assets = {key: a for a in self.defs.assets or [] if isinstance(a, dg.AssetsDefinition) for key in a.keys}
+        self.instance = dg.DagsterInstance.ephemeral()
+
+    def asset(self, kind: str) -> dg.AssetsDefinition:
+        return self.assets[self.benchmark.key(kind)]
+
+    def invoke(self, kind: str) -> dict[str, Any]:
+        """Invoke an asset directly; the metadata of its MaterializeResult, as plain values."""
+        result = self.asset(kind)(dg.build_asset_context(instance=self.instance))
+        assert isinstance(result, dg.MaterializeResult) and result.metadata is not None
+        return {name: getattr(value, "value", value) for name, value in result.metadata.items()}
+
+    def materialize(self, kind: str, partition_key: str | None = None) -> dg.ExecuteInProcessResult:
+        result = dg.materialize([self.asset(kind)], selection=[self.benchmark.key(kind)], partition_key=partition_key,
+                                instance=self.instance, resources=self.defs.resources)
+        assert result.success
+        return result
+
+    def materialized(self) -> set[str]:
+        return set(self.instance.get_materialized_partitions(self.benchmark.key("attempts")))
+
+
+def metadata_of(event: dg.DagsterEvent) -> dict[str, Any]:
+    materialization = event.event_specific_data.materialization  # type: ignore[union-attr]
+    return {name: value.value for name, value in materialization.metadata.items()}
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Lab:
+    return Lab(tmp_path, ["m1", "m2"])
+
+
+def test_the_tasks_asset_registers_one_partition_per_task_and_writes_tasks_parquet(lab: Lab) -> None:
+    """R-PREP-1 at the Dagster seam: the tasks asset loads and selects the benchmark's tasks once, adds a
+    dynamic partition per new task to the instance and writes tasks.parquet; run again, it adds none."""
+    benchmark: SweepBenchmark = lab.benchmark
+    metadata = lab.invoke("tasks")
+
+    assert (metadata["tasks"], metadata["new partitions"]) == (2, 2)
+    assert metadata["path"] == str((benchmark.benchmark_dir / "tasks.parquet").resolve())
+    frame = pd.read_parquet(metadata["path"])
+    assert sorted(frame["task_id"]) == sorted(TASKS) == sorted(frame["partition_key"])
+    assert sorted(lab.instance.get_dynamic_partitions(benchmark.partitions_name)) == sorted(TASKS)
+    assert lab.invoke("tasks")["new partitions"] == 0
+    assert lab.materialized() == set()
+
+
+def test_the_evaluation_step_materializes_only_the_partition_it_is_given(lab: Lab) -> None:
+    """The evaluation step run for one (model, task) partition evaluates that task for that model only:
+    one attempts materialization whose metadata is the task's detail (correct, attempts, the detail file
+    on disk), no other partition, and nothing of the other model on disk."""
+    lab.invoke("tasks")
+    result = lab.materialize("attempts", "m1|create-hello")
+
+    (event,) = result.get_asset_materialization_events()
+    assert event.asset_key == lab.benchmark.key("attempts") and event.partition == "m1|create-hello"
+    metadata = metadata_of(event)
+    assert (metadata["task_id"], metadata["correct"], metadata["attempts"], metadata["reused"]) == (
+        "create-hello", True, 1, False)
+    assert Path(metadata["detail"]).is_file() and "/lab/demo/m1/" in metadata["detail"]
+    assert lab.materialized() == {"m1|create-hello"}
+    assert not (lab.benchmark.benchmark_dir / "m2").exists()
+
+
+def test_metrics_and_comparison_are_computed_from_the_runs_on_disk(lab: Lab) -> None:
+    """With every partition evaluated, the metrics step reads each model's newest run (accuracy per
+    model, in its metadata and in metrics.parquet) and the comparison asset, invoked directly, pairs the
+    two models on the tasks both finished."""
+    lab.invoke("tasks")
+    for model in ("m1", "m2"):
+        for task in TASKS:
+            lab.materialize("attempts", f"{model}|{task}")
+    assert len(lab.materialized()) == 4
+
+    (event,) = lab.materialize("metrics").get_asset_materialization_events()
+    metrics = metadata_of(event)
+    assert (metrics["accuracy m1"], metrics["accuracy m2"], metrics["models"]) == (1.0, 1.0, 2)
+    rows = pd.read_parquet(metrics["metrics"])
+    assert set(rows[rows["metric"] == "accuracy"]["model"]) == {"m1", "m2"}
+
+    comparison = lab.invoke("comparison")
+    assert comparison["pairs"] == 1 and "| m1 | m2 | 2 |" in comparison["comparisons"]
+    assert (lab.benchmark.benchmark_dir / "comparison.parquet").is_file()
