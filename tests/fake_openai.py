@@ -1,7 +1,8 @@
 """A small OpenAI-compatible HTTP server for tests: scripted responses, recorded requests.
 
 Tests talk to it through the real ``openai`` SDK, so retries, timeouts and headers are the SDK's own.
-``tests/`` is on sys.path (it has no ``__init__.py``, so pytest prepends it), hence the bare import:
+``tests/`` is on sys.path (pyproject's ``pythonpath = ["tests"]``, for the tests in its subfolders too),
+hence the bare import:
 
     from fake_openai import FakeOpenAI, fake_openai_server  # noqa: F401  (registers the fixture)
 
