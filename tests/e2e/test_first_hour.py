@@ -169,3 +169,33 @@ def test_show_lists_attempts_the_checkpoints_a_fork_accepts_and_replays(
     (task,) = json.loads(capsys.readouterr().out)["tasks"]
     assert (task["state"], [a["outcome"] for a in task["attempts"]]) == ("unfinished", ["interrupted"])
     assert run_cli("show", run_dir, "--task", "nope") == 2
+
+
+@pytest.mark.parametrize(("strategy", "expected"), [
+    ("best", "execution.attempts.strategy='best': not one of avg, pass"),
+    ("pas", "execution.attempts.strategy='pas': not one of avg, pass; did you mean 'pass'?"),
+])
+def test_an_unknown_strategy_is_refused_when_the_sweep_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], strategy: str, expected: str
+) -> None:
+    """R-RETRY-1: execution.attempts.strategy is one of the registered strategies; another is refused
+    when the sweep loads, naming the file, the field, the value and the allowed ones."""
+    sweep = write_sweep(tmp_path, execution={"attempts": {"k": 2, "strategy": strategy}})
+    err = _refused(("run", sweep, "--direct"), tmp_path, capsys)
+    assert err.strip() == f"agentcompass: error: {sweep}: {expected}", err
+
+
+@pytest.mark.parametrize(("tasks", "expected"), [
+    (["create-hello", "fix-cal"], "benchmarks[1].tasks='fix-cal': no such task in benchmark 'demo'; did you mean "
+                                  "'fix-calc'?"),
+    (["nope"], "benchmarks[1].tasks='nope': no such task in benchmark 'demo'"),
+])
+def test_an_unknown_task_id_names_the_sweep_file_and_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tasks: list[str], expected: str
+) -> None:
+    """R-PREP-1: a declared task the benchmark does not have is refused before anything is written,
+    naming the sweep file and benchmarks[<index>].tasks, with the nearest id for a near miss."""
+    benchmarks = [{"id": "synthetic", "params": {"n_tasks": 2}}, {"id": "demo", "tasks": tasks}]
+    sweep = write_sweep(tmp_path, benchmarks=benchmarks)
+    err = _refused(("run", sweep, "--direct"), tmp_path, capsys)
+    assert err.strip() == f"agentcompass: error: {sweep}: {expected}", err
