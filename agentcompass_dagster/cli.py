@@ -175,7 +175,7 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool) -> int:
             launch = launch_sweep(sweep, sweep_file, submit=submit, board=board)
     else:
         launch = launch_sweep(sweep, sweep_file, submit=submit)
-    from agentcompass_dagster.runtime.store import SUMMARY_COUNTS
+    from agentcompass_dagster.runtime.layout import SUMMARY_COUNTS
     from agentcompass_dagster.runtime.summary import SummaryCounts
 
     errors = 0

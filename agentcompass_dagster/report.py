@@ -146,7 +146,7 @@ def _load_comparisons(results_dir: Path) -> pd.DataFrame:
 
 def _run_dirs(results_dir: Path) -> dict[tuple[str, str, str, str], Path]:
     """(sweep, benchmark, model, run_id) -> run directory, from each run_info.json."""
-    from agentcompass_dagster.runtime.store import RUN_INFO
+    from agentcompass_dagster.runtime.layout import RUN_INFO
 
     found: dict[tuple[str, str, str, str], Path] = {}
     for info_path in sorted(results_dir.rglob(RUN_INFO)):
@@ -163,7 +163,7 @@ def _run_dirs(results_dir: Path) -> dict[tuple[str, str, str, str], Path]:
 
 def _detail_file(run_dir: Path, task_id: str, category: Any, error: bool) -> Path | None:
     """The task's detail file in its run directory (normal first unless the task ended in error)."""
-    from agentcompass_dagster.runtime.store import DETAILS, ERROR_PREFIX, detail_names
+    from agentcompass_dagster.runtime.layout import DETAILS, ERROR_PREFIX, detail_names
 
     names = detail_names(task_id, None if _missing(category) else str(category))
     prefixes = ("", ERROR_PREFIX) if not error else (ERROR_PREFIX, "")

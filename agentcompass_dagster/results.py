@@ -20,7 +20,8 @@ from agentcompass_dagster.runtime.parquet import (
     metrics_schema,
     task_results_schema,
 )
-from agentcompass_dagster.runtime.store import RUN_INFO, read_params
+from agentcompass_dagster.runtime.layout import RUN_INFO
+from agentcompass_dagster.runtime.run_records import read_params
 
 IDENTITY = ["sweep", "benchmark", "model"]
 

@@ -20,7 +20,9 @@ from agentcompass_dagster.durable.fork import forkable_cuts
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.scores import DetailView
-from agentcompass_dagster.runtime.store import ATTEMPT_CHECKPOINTS, DURABLE, ERROR_PREFIX, open_run_dir, read_detail
+from agentcompass_dagster.runtime.layout import ATTEMPT_CHECKPOINTS, DURABLE, ERROR_PREFIX
+from agentcompass_dagster.runtime.run_records import read_detail
+from agentcompass_dagster.runtime.run_store import open_run_dir
 from agentcompass_dagster.runtime.types import lift_metadata
 
 TaskState = Literal["finished", "error", "unfinished", "not started"]

@@ -66,7 +66,7 @@ from _bench import (
     target_report,
 )
 from agentcompass_dagster.runtime.metrics import PASS_AT
-from agentcompass_dagster.runtime.store import ATTEMPT_CHECKPOINTS
+from agentcompass_dagster.runtime.layout import ATTEMPT_CHECKPOINTS
 
 REQUEST_NAME = "bench-engine"
 PHASE = "run"

@@ -8,7 +8,7 @@ import dagster as dg
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.parquet import METRICS_FILE
 from agentcompass_dagster.runtime.redact import redact_text
-from agentcompass_dagster.runtime.store import SUMMARY, SUMMARY_COUNTS
+from agentcompass_dagster.runtime.layout import SUMMARY, SUMMARY_COUNTS
 
 MAX_FINDINGS = 20
 

@@ -34,12 +34,8 @@ from agentcompass_dagster.plots import accuracy_with_ci, category_heatmap, cost_
 from agentcompass_dagster.runtime.analysis import select_analyzers
 from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write_text
 from agentcompass_dagster.runtime.consolidate import consolidate
-from agentcompass_dagster.runtime.orchestrator import (
-    OrchestrationObserver,
-    OrchestrationThread,
-    Orchestrator,
-    RequestState,
-)
+from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThread
+from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Orchestrator, RequestState
 from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE
 from agentcompass_dagster.runtime.stats import paired_comparison
 from agentcompass_dagster.runtime.types import TaskDetail

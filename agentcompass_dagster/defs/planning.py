@@ -21,7 +21,8 @@ from agentcompass_dagster.defs.coordination import drop_claim, ensure_pool_limit
 from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, missing_ranges, range_keys, split_key
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.processes import Worker
-from agentcompass_dagster.runtime.store import open_run_dir, read_params
+from agentcompass_dagster.runtime.run_records import read_params
+from agentcompass_dagster.runtime.run_store import open_run_dir
 
 PARTITION = "dagster/partition"
 LAUNCHER_TAG = "agentcompass/launcher"

@@ -23,7 +23,9 @@ from agentcompass_dagster.defs.partitions import attempts_partitions, dagster_na
 from agentcompass_dagster.runtime.components import Components, resolve_components
 from agentcompass_dagster.runtime.orchestrator import Prepared
 from agentcompass_dagster.runtime.selection import load_selected_tasks
-from agentcompass_dagster.runtime.store import ReuseSource, RunStore, run_root
+from agentcompass_dagster.runtime.layout import run_root
+from agentcompass_dagster.runtime.run_records import ReuseSource
+from agentcompass_dagster.runtime.run_store import RunStore
 from agentcompass_dagster.runtime.types import TaskSpec
 
 # Run tags naming what a run evaluates; the launcher, the schedule and the sensor find runs by them.

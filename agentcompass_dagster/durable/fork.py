@@ -26,7 +26,8 @@ from agentcompass_dagster.durable.activity import (
 )
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.store import copy_durable, load_run_request
+from agentcompass_dagster.runtime.run_files import copy_durable
+from agentcompass_dagster.runtime.run_store import load_run_request
 from agentcompass_dagster.runtime.types import Lineage
 
 FORKS_SUFFIX = ".forks"

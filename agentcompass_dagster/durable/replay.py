@@ -30,7 +30,7 @@ from agentcompass_dagster.runtime.components import resolve_components
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.plan import Planner
 from agentcompass_dagster.runtime.selection import load_selected_tasks
-from agentcompass_dagster.runtime.store import load_run_request
+from agentcompass_dagster.runtime.run_store import load_run_request
 from agentcompass_dagster.runtime.types import RunResult, utcnow
 
 _ENV_PATH = re.compile(r"/tmp/agentcompass-[A-Za-z0-9_]+")

@@ -39,7 +39,8 @@ from agentcompass_dagster.durable.session import CALLS_DIR, CURSOR_FILE, Durable
 from agentcompass_dagster.environments.hostdir import OUTPUT_LIMIT, probe_hostdir, process_of
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.safe_fs import read_beneath
-from agentcompass_dagster.runtime.store import load_run_request, set_aside
+from agentcompass_dagster.runtime.run_files import set_aside
+from agentcompass_dagster.runtime.run_store import load_run_request
 
 INTERRUPTED_NOTE = ("[interrupted: the command was running when the agent process stopped; it was not run "
                     "again because it is not declared replay-safe. Output it had produced:]\n")

@@ -39,7 +39,8 @@ from agentcompass_dagster.launcher.workers import RunWorkers
 from agentcompass_dagster.progress import ProgressBoard
 from agentcompass_dagster.runtime.atomic import atomic_write_text
 from agentcompass_dagster.runtime.orchestrator import Orchestrator
-from agentcompass_dagster.runtime.store import SUMMARY, ReuseSource
+from agentcompass_dagster.runtime.layout import SUMMARY
+from agentcompass_dagster.runtime.run_records import ReuseSource
 
 AS_RUN_DIR = ".agentcompass/sweeps"
 POLL_S = 0.2

@@ -27,7 +27,8 @@ from agentcompass_dagster.runtime.analysis import analyze_attempt
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.plan import Planner
-from agentcompass_dagster.runtime.store import RunDir, copy_durable
+from agentcompass_dagster.runtime.run_dir import RunDir
+from agentcompass_dagster.runtime.run_files import copy_durable
 from agentcompass_dagster.runtime.types import (
     EvaluatedAttempt,
     Evaluation,
@@ -219,8 +220,13 @@ class TaskRunner:
         finally:
             if session is not None and not plan.keep_environment:
                 await self._close_quietly(session, "task environment")
+        return self._evaluated(plan, started_at, started, result, evaluation, error, site), site
+
+    def _evaluated(self, plan: ExecutionPlan, started_at: str, started: float, result: RunResult | None,
+                   evaluation: Evaluation | None, error: str | None, site: str | None) -> EvaluatedAttempt:
+        """The record of one try: the run's outcome, the evaluation's score, and where it failed."""
         result = result or RunResult(status="error")
-        attempt = EvaluatedAttempt(
+        return EvaluatedAttempt(
             attempt=plan.attempt,
             status="error" if error and result.status == "completed" else result.status,
             correct=bool(evaluation and evaluation.correct and evaluation.error is None),
@@ -240,7 +246,6 @@ class TaskRunner:
                   **({"failure_site": site} if site else {}),
                   **({"lineage": self.request.lineage.model_dump(mode="json")} if self.request.lineage else {})},
         )
-        return attempt, site
 
     async def _run(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan) -> RunResult:
         """R-ATT-2: the harness path (a harness-free benchmark's own run through harness ``none``), under

@@ -19,7 +19,10 @@ from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.store import DETAILS, ERROR_PREFIX, ReuseSource, RunDir, RunStore
+from agentcompass_dagster.runtime.layout import DETAILS, ERROR_PREFIX
+from agentcompass_dagster.runtime.run_dir import RunDir
+from agentcompass_dagster.runtime.run_records import ReuseSource
+from agentcompass_dagster.runtime.run_store import RunStore
 from agentcompass_dagster.runtime.types import TaskSpec
 
 # A run whose details directory changed this long before the newest run started may still hold

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from agentcompass_dagster.runtime.types import TaskDetail
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.runtime.store import RunDir
+    from agentcompass_dagster.runtime.run_dir import RunDir
 
 
 @dataclass

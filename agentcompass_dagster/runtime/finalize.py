@@ -14,7 +14,8 @@ from agentcompass_dagster.runtime.analysis import summarize_analysis
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.parquet import write_run_parquet
 from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.store import RunDir, open_run_dir
+from agentcompass_dagster.runtime.run_dir import RunDir
+from agentcompass_dagster.runtime.run_store import open_run_dir
 from agentcompass_dagster.runtime.types import MetricResult, RequestResult, RunDirStatus, TaskSpec, TerminalStatus
 
 

@@ -43,7 +43,10 @@ from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.plan import Planner
 from agentcompass_dagster.runtime.scores import TaskScores
 from agentcompass_dagster.runtime.selection import load_selected_tasks
-from agentcompass_dagster.runtime.store import ReuseSource, RunDir, RunStore, run_root
+from agentcompass_dagster.runtime.layout import run_root
+from agentcompass_dagster.runtime.run_dir import RunDir
+from agentcompass_dagster.runtime.run_records import ReuseSource
+from agentcompass_dagster.runtime.run_store import RunStore
 from agentcompass_dagster.runtime.types import (
     OrchestrationResult,
     RequestOutcome,
@@ -96,29 +99,6 @@ class OrchestrationObserver:
     def task_finished(self, state: RequestState, detail: TaskDetail) -> None: ...
 
     def request_finished(self, state: RequestState) -> None: ...
-
-
-class Observers(OrchestrationObserver):
-    """Several observers as one."""
-
-    def __init__(self, *observers: OrchestrationObserver | None) -> None:
-        self.observers = [o for o in observers if o is not None]
-
-    def request_prepared(self, state: RequestState) -> None:
-        for observer in self.observers:
-            observer.request_prepared(state)
-
-    def task_started(self, state: RequestState, task: TaskSpec) -> None:
-        for observer in self.observers:
-            observer.task_started(state, task)
-
-    def task_finished(self, state: RequestState, detail: TaskDetail) -> None:
-        for observer in self.observers:
-            observer.task_finished(state, detail)
-
-    def request_finished(self, state: RequestState) -> None:
-        for observer in self.observers:
-            observer.request_finished(state)
 
 
 def _traceback(exc: BaseException) -> str:
@@ -203,6 +183,12 @@ class Orchestrator:
             state.reuse_source = state.store.find_reuse_source(state.root, output)
 
     # running
+
+    def use_worker_threads(self) -> None:
+        """Give the running loop enough threads: every task does blocking file work in threads (fsynced
+        details, temp dirs), and the default pool (cores + 4) would cap throughput below the declared
+        task concurrency."""
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * self.task_concurrency + 4))
 
     async def run(self) -> OrchestrationResult:
         started_at = utcnow()
@@ -392,12 +378,6 @@ class Orchestrator:
                 state.run_dir.close()
 
 
-def _use_worker_threads(orchestrator: Orchestrator) -> None:
-    # Every task does blocking file work in threads (fsynced details, temp dirs); the default pool
-    # (cores + 4) would cap throughput below the declared task concurrency.
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * orchestrator.task_concurrency + 4))
-
-
 def run_requests(
     requests: list[RunRequest],
     observer: OrchestrationObserver | None = None,
@@ -412,7 +392,7 @@ def run_requests(
 
     async def main() -> OrchestrationResult:
         loop = asyncio.get_running_loop()
-        _use_worker_threads(orchestrator)
+        orchestrator.use_worker_threads()
         main_task = asyncio.current_task()
         assert main_task is not None
         interrupts = 0
@@ -438,60 +418,3 @@ def run_requests(
         return asyncio.run(main())
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
-
-
-class OrchestrationThread:
-    """An orchestration on a thread of its own, for a caller whose thread must stay free while tasks run
-    (a Dagster step reports each task the moment it ends). ``cancel`` starts the cooperative cleanup of
-    R-CLEAN-2; ``result`` then raises KeyboardInterrupt, as run_requests does after a Ctrl-C."""
-
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self.orchestrator = orchestrator
-        self._started = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._main: asyncio.Task[OrchestrationResult] | None = None
-        self._outcome: OrchestrationResult | BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"agentcompass-{orchestrator.id}", daemon=True)
-
-    def start(self) -> OrchestrationThread:
-        self._thread.start()
-        self._started.wait()
-        return self
-
-    def _run(self) -> None:
-        async def main() -> OrchestrationResult:
-            self._loop = asyncio.get_running_loop()
-            self._main = asyncio.current_task()  # type: ignore[assignment]
-            self._started.set()
-            _use_worker_threads(self.orchestrator)
-            return await self.orchestrator.run()
-
-        try:
-            self._outcome = asyncio.run(main())
-        except BaseException as exc:  # handed to the caller by result()
-            self._outcome = exc
-        finally:
-            self._started.set()
-
-    def cancel(self) -> None:
-        loop, main = self._loop, self._main
-        if loop is not None and main is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(main.cancel)
-            except RuntimeError:  # the loop closed in between: the orchestration is over anyway
-                pass
-
-    def join(self, timeout: float | None = None) -> bool:
-        """Wait for the orchestration to end; False when it is still running after ``timeout``."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def result(self) -> OrchestrationResult:
-        self._thread.join()
-        outcome = self._outcome
-        if isinstance(outcome, asyncio.CancelledError):
-            raise KeyboardInterrupt from None
-        if isinstance(outcome, BaseException):
-            raise outcome
-        assert outcome is not None
-        return outcome

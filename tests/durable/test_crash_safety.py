@@ -1,6 +1,6 @@
 """R-STORE-6: a writer killed mid-write loses nothing it finished, and leaves nothing half-written.
 
-Real processes write large task details through RunDir.save_partial_result and are SIGKILLed in the
+Real processes write large task details through RunDir.save_detail and are SIGKILLed in the
 middle of their stream, and one more dies by SIGXFSZ inside os.write (RLIMIT_FSIZE), half-way through a
 file, every time; the run directory is then read back by the loaders and by `summary`
 (rerender_summary). The other tests race writers for one task id and check error/normal precedence.
@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from agentcompass_dagster.runtime.finalize import rerender_summary
-from agentcompass_dagster.runtime.store import RunDir, RunStore
+from agentcompass_dagster.runtime.run_dir import RunDir
+from agentcompass_dagster.runtime.run_store import RunStore
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail, TaskSpec
 
 KILLS = 3  # writers SIGKILLed at a random moment after a few progress lines
@@ -45,7 +46,8 @@ import sys
 from pathlib import Path
 
 from agentcompass_dagster.config import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig, RunRequest
-from agentcompass_dagster.runtime.store import RunDir, RunStore
+from agentcompass_dagster.runtime.run_dir import RunDir
+from agentcompass_dagster.runtime.run_store import RunStore
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail
 
 results_dir, k, existing = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -95,15 +97,15 @@ for i in range(k * RANGE, (k + 1) * RANGE):
         resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_LIMIT, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
         fsize_after = None
     if i % 5 == 0:
-        assert run_dir.save_partial_result(error(i)) is not None
+        assert run_dir.save_detail(error(i)) is not None
         writes += 1
         total += 1
     if i % 10 == 2:
-        assert run_dir.save_partial_result(normal(i - 2)) is not None
+        assert run_dir.save_detail(normal(i - 2)) is not None
         writes += 1
         total += 1
     if i % 5 != 0:
-        assert run_dir.save_partial_result(normal(i)) is not None
+        assert run_dir.save_detail(normal(i)) is not None
         writes += 1
         total += 1
     if writes >= 50:
@@ -206,7 +208,7 @@ def test_killed_writers_lose_nothing_they_finished(tmp_path: Path) -> None:
     """R-STORE-6: writers SIGKILLed mid-stream, and one killed by SIGXFSZ half-way through writing a file,
     leave only complete details (each parses, matches its file name), keep every save they reported
     finished, and their temp files (one of them half-written) are never taken as results:
-    load_all_details, load_partial_results and `summary` count exactly the complete details."""
+    load_all_details, load_details and `summary` count exactly the complete details."""
     results_dir = tmp_path / "results"
     run_path: Path | None = None
     done_through: list[tuple[int, int]] = []
@@ -257,8 +259,8 @@ def test_killed_writers_lose_nothing_they_finished(tmp_path: Path) -> None:
         assert detail == (normals.get(task_id) or errors[task_id])
 
     tasks = [TaskSpec(id=f"t{i:05d}", category="c") for i in range(RANGE * WRITERS)]
-    assert set(run_dir.load_partial_results(tasks)) == set(normals)
-    with_errors = run_dir.load_partial_results(tasks, include_errors=True)
+    assert set(run_dir.load_details(tasks)) == set(normals)
+    with_errors = run_dir.load_details(tasks, include_errors=True)
     assert set(with_errors) == set(normals) | set(error_only)
     assert all(with_errors[t].is_error is (t in error_only) for t in with_errors)
 
@@ -310,7 +312,7 @@ def test_racing_writers_of_one_task_leave_one_complete_winner(tmp_path: Path) ->
         for r in range(rounds):
             detail = _detail(f"task-{r:03d}", f"{version}-{r}")
             barrier.wait()
-            returned[(r, version)] = run_dir.save_partial_result(detail)
+            returned[(r, version)] = run_dir.save_detail(detail)
 
     threads = [threading.Thread(target=writer, args=(v,)) for v in ("A", "B")]
     for thread in threads:
@@ -329,7 +331,7 @@ def test_racing_writers_of_one_task_leave_one_complete_winner(tmp_path: Path) ->
         assert on_disk == _detail(f"task-{r:03d}", f"{winners[0]}-{r}")
 
     # A later normal save never replaces the first one either.
-    assert run_dir.save_partial_result(_detail("task-000", "late")) is None
+    assert run_dir.save_detail(_detail("task-000", "late")) is None
     assert TaskDetail.model_validate_json((run_dir.details_dir / "task-000_c.json").read_bytes()).attempts[
         "1"
     ].final_answer != "late"
@@ -344,7 +346,7 @@ def test_racing_writer_processes_of_one_task_leave_one_complete_winner(tmp_path:
     script = r"""
 import os, sys, time
 from pathlib import Path
-from agentcompass_dagster.runtime.store import RunDir
+from agentcompass_dagster.runtime.run_dir import RunDir
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail
 run_dir, version, go = RunDir(Path(sys.argv[1])), sys.argv[2], Path(sys.argv[3])
 print("ready", flush=True)
@@ -355,7 +357,7 @@ for r in range(20):
     detail = TaskDetail(task_id=f"task-{r:03d}", category="c", correct=True, score=1.0,
         attempts={"1": EvaluatedAttempt(attempt=1, correct=True, score=1.0, final_answer=answer,
                                          trajectory=[{"type": "message", "content": f"{answer} " * 2000}])})
-    print(r, "won" if run_dir.save_partial_result(detail) is not None else "lost", flush=True)
+    print(r, "won" if run_dir.save_detail(detail) is not None else "lost", flush=True)
 """
     procs = {
         v: subprocess.Popen([sys.executable, "-c", script, str(run_dir.path), v, str(go)], stdout=subprocess.PIPE, text=True)
@@ -386,21 +388,21 @@ def test_error_never_shadows_a_result_and_success_clears_the_error(tmp_path: Pat
     details = run_dir.details_dir
 
     # normal first, then an error for the same task
-    first = run_dir.save_partial_result(_detail("done", "ok"))
+    first = run_dir.save_detail(_detail("done", "ok"))
     assert first == details / "done_c.json"
-    assert run_dir.save_partial_result(_detail("done", "x", error="boom")) is None
+    assert run_dir.save_detail(_detail("done", "x", error="boom")) is None
     assert sorted(p.name for p in details.iterdir()) == ["done_c.json"]
     assert run_dir.load_detail(TaskSpec(id="done", category="c"), include_errors=True) == _detail("done", "ok")
 
     # error first, then a success for the same task
-    error_path = run_dir.save_partial_result(_detail("flaky", "x", error="boom"))
+    error_path = run_dir.save_detail(_detail("flaky", "x", error="boom"))
     assert error_path == details / "_error_flaky_c.json"
-    assert run_dir.load_partial_results([TaskSpec(id="flaky", category="c")]) == {}
-    assert run_dir.load_partial_results([TaskSpec(id="flaky", category="c")], include_errors=True)["flaky"].is_error
+    assert run_dir.load_details([TaskSpec(id="flaky", category="c")]) == {}
+    assert run_dir.load_details([TaskSpec(id="flaky", category="c")], include_errors=True)["flaky"].is_error
     # a second error replaces the first error (an error file is not a result)
-    assert run_dir.save_partial_result(_detail("flaky", "y", error="boom again")) == error_path
+    assert run_dir.save_detail(_detail("flaky", "y", error="boom again")) == error_path
     assert TaskDetail.model_validate_json(error_path.read_bytes()).error == "boom again"
-    assert run_dir.save_partial_result(_detail("flaky", "ok")) == details / "flaky_c.json"
+    assert run_dir.save_detail(_detail("flaky", "ok")) == details / "flaky_c.json"
     assert not error_path.exists()
     assert sorted(p.name for p in details.iterdir()) == ["done_c.json", "flaky_c.json"]
     assert {t: d.is_error for t, d in run_dir.load_all_details().items()} == {"done": False, "flaky": False}

@@ -26,7 +26,7 @@ from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.attempt import STRATEGIES
 from agentcompass_dagster.runtime.metrics import pass_at_k
 from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
-from agentcompass_dagster.runtime.store import open_run_dir
+from agentcompass_dagster.runtime.run_store import open_run_dir
 from agentcompass_dagster.runtime.types import RequestResult, Strategy, TaskDetail
 
 SPLIT_NETWORK = {"baseline": "host", "run": "none", "evaluation": "host"}

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.runtime import atomic, store
+from agentcompass_dagster.runtime import atomic, run_dir
 from agentcompass_dagster.runtime.detail_writer import DetailWriter
 from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, RequestState, run_requests
 from agentcompass_dagster.runtime.types import TaskDetail
@@ -61,7 +61,7 @@ def test_a_task_is_reported_only_once_its_directory_entry_is_durable_and_fsyncs_
     journal = Journal()
     held, released = threading.Event(), threading.Event()
     submitted = threading.Semaphore(0)
-    real_fsync, real_rename, real_submit = atomic.DirectorySync._fsync, store.rename_noreplace, DetailWriter.submit
+    real_fsync, real_rename, real_submit = atomic.DirectorySync._fsync, run_dir.rename_noreplace, DetailWriter.submit
     fsyncs = iter(range(1_000_000))
 
     def fsync_dir(sync: atomic.DirectorySync) -> None:
@@ -86,7 +86,7 @@ def test_a_task_is_reported_only_once_its_directory_entry_is_durable_and_fsyncs_
         return future
 
     monkeypatch.setattr(atomic.DirectorySync, "_fsync", fsync_dir)
-    monkeypatch.setattr(store, "rename_noreplace", rename)
+    monkeypatch.setattr(run_dir, "rename_noreplace", rename)
     monkeypatch.setattr(DetailWriter, "submit", submit)
     reported: list[tuple[str, bool, bool]] = []
 

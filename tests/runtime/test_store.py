@@ -21,7 +21,8 @@ from agentcompass_dagster.config import (
 )
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
-from agentcompass_dagster.runtime.store import RunStore, open_run_dir, run_root
+from agentcompass_dagster.runtime.layout import run_root
+from agentcompass_dagster.runtime.run_store import RunStore, open_run_dir
 from agentcompass_dagster.runtime.types import (
     ExecutionPlan,
     MetricCounts,
@@ -277,7 +278,8 @@ def test_a_fork_written_with_lineage_in_metadata_still_reads_as_a_fork(tmp_path:
     from agentcompass_dagster.results import load_task_results
     from agentcompass_dagster.run_overview import overview
     from agentcompass_dagster.runtime.finalize import rerender_summary
-    from agentcompass_dagster.runtime.store import load_run_request, read_params
+    from agentcompass_dagster.runtime.run_records import read_params
+    from agentcompass_dagster.runtime.run_store import load_run_request
     from agentcompass_dagster.runtime.types import Lineage
 
     run_dir = Path(only_result([synthetic_request(tmp_path / "results", n=2)]).run_dir)

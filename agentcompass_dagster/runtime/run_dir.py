@@ -1,31 +1,19 @@
-"""The RunStore: run directories, run_info.json, params.json, details, retry details, summary, reuse.
-
-Layout (R-STORE-1): ``<results_dir>/<run_name>/<benchmark_id>/<model_id>/<run_id>/`` holding
-``run_info.json``, ``params.json``, ``details/<task>[_<category>].json``,
-``details/_error_<task>[_<category>].json``, ``retry_details/``, ``summary.md``, ``.summary_counts.json``
-and ``run.log``. Every write goes through runtime.atomic (temp file, fsync, rename) and redaction.
-"""
+"""A run directory and the writers of what it holds: run_info.json, params.json, details, retry details,
+attempt checkpoints, durable attempt directories, summary, analysis and run.log. Every write goes through
+runtime.atomic (temp file, fsync, rename) and redaction."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 import os
-import shutil
 import threading
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pydantic_core
-from pydantic import Field, ValidationError, model_validator
 
-from agentcompass_dagster.config import OutputConfig, RunRequest
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.runtime.atomic import (
-    TMP_SUFFIX,
     DirectorySync,
     atomic_write_bytes,
     atomic_write_json,
@@ -37,238 +25,31 @@ from agentcompass_dagster.runtime.atomic import (
     to_json_bytes,
 )
 from agentcompass_dagster.runtime.detail_writer import DetailWriter
-from agentcompass_dagster.runtime.naming import file_stem, normalize_component
+from agentcompass_dagster.runtime.layout import (
+    ANALYSIS_JSON,
+    ANALYSIS_MD,
+    ATTEMPT_CHECKPOINTS,
+    DETAILS,
+    DURABLE,
+    ERROR_PREFIX,
+    PARAMS,
+    RETRY_DETAILS,
+    RUN_INFO,
+    RUN_LOG,
+    SUMMARY,
+    SUMMARY_COUNTS,
+    detail_names,
+)
+from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.redact import redact, redact_text
+from agentcompass_dagster.runtime.run_files import copy_durable, link_or_copy, set_aside
+from agentcompass_dagster.runtime.run_records import ReusedFrom, ReuseSource, RunInfo, RunParams, read_detail
 from agentcompass_dagster.runtime.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.summary import SummaryCounts
-from agentcompass_dagster.runtime.types import (
-    SCHEMA_VERSION,
-    EvaluatedAttempt,
-    Lineage,
-    StoredRecord,
-    RunDirStatus,
-    TaskDetail,
-    TaskSpec,
-    TerminalStatus,
-    lift_metadata,
-    utcnow,
-)
+from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail, TaskSpec, TerminalStatus, utcnow
 
 if TYPE_CHECKING:
     from agentcompass_dagster.runtime.plan import PersistedPlan
-
-log = logging.getLogger(__name__)
-
-DetailT = TypeVar("DetailT", TaskDetail, DetailView)
-
-RUN_INFO = "run_info.json"
-PARAMS = "params.json"
-DETAILS = "details"
-RETRY_DETAILS = "retry_details"
-ATTEMPT_CHECKPOINTS = ".attempt_checkpoints"
-DURABLE = ".durable"
-SUMMARY = "summary.md"
-SUMMARY_COUNTS = ".summary_counts.json"
-RUN_LOG = "run.log"
-ANALYSIS_MD = "analysis_summary.md"
-ANALYSIS_JSON = "analysis_summary.json"
-ERROR_PREFIX = "_error_"
-
-
-class ReuseSource(StoredRecord):
-    run_id: str
-    path: str
-    started_at: str = ""
-
-
-class ReusedFrom(ReuseSource):
-    tasks: int = 0
-    task_ids: list[str] = Field(default_factory=list)
-
-
-class RunInfo(StoredRecord):
-    schema_version: int = SCHEMA_VERSION
-    run_id: str
-    request_name: str
-    status: RunDirStatus = "running"
-    started_at: str = Field(default_factory=utcnow)
-    finished_at: str | None = None
-    error: str | None = None
-    request: dict[str, Any] = Field(default_factory=dict)
-    selected_tasks: list[str] = Field(default_factory=list)
-    reused_from: ReusedFrom | None = None
-    # A consolidation (several concurrent runs of one benchmark x model merged into one complete run)
-    # reuses from the newest run and takes the finished details it lacks from these.
-    merged_from: list[ReusedFrom] = Field(default_factory=list)
-    # Resolved plans are stored once by content hash; task_plans maps task -> attempt -> hash.
-    plans: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    task_plans: dict[str, dict[str, str]] = Field(default_factory=dict)
-    dagster_run_id: str | None = None
-    paths: dict[str, str] = Field(default_factory=dict)
-
-
-def detail_names(task_id: str, category: str | None) -> list[str]:
-    """Normal detail file names for a task, the one with the category first (R-REUSE-4)."""
-    stem = file_stem(task_id)
-    names = [f"{stem}_{file_stem(category)}.json"] if category else []
-    return names + [f"{stem}.json"]
-
-
-def read_detail(path: Path, model: type[DetailT] = TaskDetail) -> DetailT | None:  # type: ignore[assignment]
-    """A detail file (as ``model``), or None (with a warning) when it is unreadable: it is then treated
-    as missing."""
-    try:
-        return model.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValidationError, ValueError) as exc:
-        log.warning("ignoring unreadable detail %s: %s", path, str(exc).splitlines()[0])
-        return None
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-class RunParams(StoredRecord):
-    """params.json: what storage and reuse need of a request; small, unlike run_info.json, which grows
-    with the tasks."""
-
-    benchmark: dict[str, Any] = Field(default_factory=dict)
-    model: dict[str, Any] = Field(default_factory=dict)
-    output: dict[str, Any] = Field(default_factory=dict)
-    lineage: Lineage | None = None
-    dagster_run_id: str | None = None
-    started_at: str = ""
-
-    # Older params.json files keep the lineage and the Dagster run id in ``metadata`` (R-COMPAT-1).
-    _lift_metadata = model_validator(mode="before")(lift_metadata)
-
-    @classmethod
-    def of(cls, request: RunRequest, started_at: str) -> RunParams:
-        return cls(benchmark={"id": request.benchmark.id, "params": request.benchmark.params},
-                   model={"id": request.model.id, "provider": request.model.provider, "model": request.model.model},
-                   output=request.output.model_dump(mode="json"), lineage=request.lineage,
-                   dagster_run_id=request.dagster_run_id, started_at=started_at)
-
-
-def read_params(run_dir: str | Path) -> RunParams | None:
-    """A run's params.json, or None when it is missing or unreadable."""
-    data = _read_json(Path(run_dir) / PARAMS)
-    try:
-        return RunParams.model_validate(data) if data is not None else None
-    except ValidationError:
-        return None
-
-
-def _started_at(run_dir: Path) -> str | None:
-    """When a run started, from its params.json (older runs: from run_info.json); None when the
-    directory is not a run."""
-    if not (run_dir / RUN_INFO).is_file():
-        return None
-    params = read_params(run_dir)
-    if params is not None and params.started_at:
-        return params.started_at
-    info = _read_json(run_dir / RUN_INFO)
-    return str(info["started_at"]) if info is not None and info.get("started_at") else ""
-
-
-def run_root(output: OutputConfig, benchmark_id: str, model_id: str) -> Path:
-    """Where the runs of one benchmark x model lie (R-STORE-1), user-named parts made safe; the runtime
-    and the Dagster layer both find them here."""
-    root = Path(output.results_dir)
-    if output.run_name:
-        root = root / normalize_component(output.run_name, "output.run_name")
-    return root / normalize_component(benchmark_id, "benchmark.id") / normalize_component(model_id, "model.id")
-
-
-def results_dir_of(run_path: Path, output: OutputConfig) -> Path:
-    """The results_dir a run directory of ``output`` lies in, wherever it has moved since: run_root undone."""
-    return Path(run_path).resolve().parents[3 if output.run_name else 2]
-
-
-class RunStore:
-    """All run directories below one results_dir."""
-
-    def __init__(self, results_dir: Path) -> None:
-        self.results_dir = Path(results_dir)
-
-    def check_writable(self) -> None:
-        """Refuse a results_dir that cannot hold run directories, before anything runs."""
-        for path in (self.results_dir, *self.results_dir.parents):
-            if path.exists() and not path.is_dir():
-                what = "" if path == self.results_dir else f" ({path} is a file)"
-                raise UserError(f"output.results_dir={str(self.results_dir)!r}: not a directory{what}")
-        try:
-            self.results_dir.mkdir(parents=True, exist_ok=True)
-            probe = self.results_dir / f".write-probe-{os.getpid()}{TMP_SUFFIX}"
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as exc:
-            raise UserError(f"output.results_dir={str(self.results_dir)!r}: not writable: {exc.strerror or exc}") from None
-
-    def check_run_id_free(self, root: Path, run_id: str | None) -> None:
-        """R-STORE-2: an explicit run_id whose directory exists is refused."""
-        if run_id is None:
-            return
-        path = root / normalize_component(run_id, "output.run_id")
-        if path.exists():
-            raise UserError(f"output.run_id={run_id!r}: {path} already exists; choose a new run_id or leave it empty")
-
-    def find_reuse_source(self, root: Path, output: OutputConfig) -> ReuseSource | None:
-        """R-REUSE-3: an explicit id must exist; otherwise the newest run with run_info.json, or None."""
-        if not output.reuse:
-            return None
-        if output.reuse_run_id:
-            path = root / normalize_component(output.reuse_run_id, "output.reuse_run_id")
-            if not (path / RUN_INFO).is_file():
-                raise UserError(f"output.reuse_run_id={output.reuse_run_id!r}: no run directory {path}")
-            return ReuseSource(run_id=path.name, path=str(path), started_at=_started_at(path) or "")
-        return next(iter(self.runs_newest_first(root)), None)
-
-    def runs_newest_first(self, root: Path) -> list[ReuseSource]:
-        """Every run directory below ``root`` (one benchmark x model), the one started last first: what
-        "newest" means everywhere (reuse, summaries, metrics, reports). Re-rendering a summary later does
-        not make a run newer."""
-        runs = []
-        for candidate in root.iterdir() if root.is_dir() else []:
-            started_at = _started_at(candidate)
-            if started_at is not None:
-                runs.append(ReuseSource(run_id=candidate.name, path=str(candidate), started_at=started_at))
-        return sorted(runs, key=lambda run: (run.started_at, run.run_id), reverse=True)
-
-    def reserve(self, root: Path, run_id: str | None) -> RunDir:
-        """R-STORE-2: reserve a new run directory atomically (mkdir fails if another run took it)."""
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"output.results_dir={str(self.results_dir)!r}: cannot create {root}: {exc.strerror}") from None
-        if run_id is not None:
-            path = root / normalize_component(run_id, "output.run_id")
-            try:
-                os.mkdir(path)
-            except FileExistsError:
-                raise UserError(f"output.run_id={run_id!r}: {path} already exists; choose a new run_id or leave it empty") from None
-        else:
-            base = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-            for n in range(100_000):
-                path = root / (base if n == 0 else f"{base}-{n}")
-                try:
-                    os.mkdir(path)
-                    break
-                except FileExistsError:
-                    continue
-            else:
-                raise RuntimeError(f"no free run id below {root}")
-        os.mkdir(path / DETAILS)
-        os.mkdir(path / RETRY_DETAILS)
-        os.mkdir(path / ATTEMPT_CHECKPOINTS)
-        fsync_dir(root)
-        return RunDir(path, restorable=set(), fresh=True)
 
 
 class RunDir:
@@ -533,7 +314,7 @@ class RunDir:
         for name in names:
             stem = name.rpartition("@")[0]
             if name.endswith(".json") and stem in wanted:
-                _link_or_copy(origin / name, self.path / ATTEMPT_CHECKPOINTS / name)
+                link_or_copy(origin / name, self.path / ATTEMPT_CHECKPOINTS / name)
                 if self.restorable is not None:
                     self.restorable.add(stem)
                 linked += 1
@@ -596,7 +377,7 @@ class RunDir:
                 continue
             for name in detail_names(task.id, task.category):
                 target = self.details_dir / name
-                if not _link_or_copy(source_details / name, target):
+                if not link_or_copy(source_details / name, target):
                     continue
                 detail = read_detail(target, DetailView)
                 if detail is None or detail.task_id != task.id or detail.is_error:
@@ -639,75 +420,3 @@ class RunDir:
             if self._log_file is not None:
                 self._log_file.close()
                 self._log_file = None
-
-
-def _link_or_copy(source: Path, target: Path) -> bool:
-    """A hard link where the filesystem allows one, else a copy; an existing target is kept. False when
-    there is no ``source``."""
-    try:
-        os.link(source, target)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        if not source.exists():
-            return False
-        shutil.copy2(source, target)
-    except OSError:
-        shutil.copy2(source, target)
-    return True
-
-
-def set_aside(path: Path) -> Path | None:
-    """Rename ``path`` to the first free ``<name>.tryN`` beside it; nothing is deleted."""
-    if not path.exists():
-        return None
-    n = 1
-    while (aside := path.with_name(f"{path.name}.try{n}")).exists():
-        n += 1
-    os.rename(path, aside)
-    return aside
-
-
-def copy_durable(source: Path, target: Path, keep: Callable[[Path], bool] = lambda relative: True) -> None:
-    """Copy an attempt's durable directory (the files whose relative path ``keep`` accepts). Checkpoint
-    blobs and manifests are never rewritten, so they are hard-linked; everything else (the activity log
-    that gets appended to, the checkpoint clock that gets touched) is copied, so the source stays as it was."""
-    for directory, _, files in os.walk(source):
-        relative = Path(directory).relative_to(source)
-        for name in files:
-            if not keep(relative / name):
-                continue
-            (target / relative).mkdir(parents=True, exist_ok=True)
-            if {"blobs", "manifests"} & set(relative.parts):
-                _link_or_copy(Path(directory) / name, target / relative / name)
-            else:
-                shutil.copy2(Path(directory) / name, target / relative / name)
-
-
-def open_run_dir(path: Path) -> RunDir:
-    """An existing run directory, read back from its run_info.json (for `summary` and tools)."""
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"RUN_DIR={str(path)!r}: does not exist")
-    if not path.is_dir():
-        raise UserError(f"RUN_DIR={str(path)!r}: not a directory")
-    data = _read_json(path / RUN_INFO)
-    if data is None:
-        raise UserError(f"RUN_DIR={str(path)!r}: not a run directory (no readable {RUN_INFO} there)")
-    run_dir = RunDir(path)
-    run_dir.info = RunInfo.model_validate(data)
-    return run_dir
-
-
-
-def load_run_request(path: Path) -> tuple[RunDir, RunRequest, Path]:
-    """An existing run directory, the request it ran (from run_info.json) and its results_dir, so the
-    run can be resumed, forked or replayed with the configuration it was made with."""
-    run_dir = open_run_dir(path)
-    assert run_dir.info is not None
-    try:
-        request = RunRequest.model_validate(run_dir.info.request)
-    except ValidationError as exc:
-        raise UserError(f"RUN_DIR={str(path)!r}: its run_info.json request cannot be read back: "
-                        f"{exc.errors(include_url=False)[0]['msg']}") from None
-    return run_dir, request, results_dir_of(path, request.output)

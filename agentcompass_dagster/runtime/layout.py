@@ -1,0 +1,48 @@
+"""Where runs lie and what their files are called (R-STORE-1).
+
+``<results_dir>/<run_name>/<benchmark_id>/<model_id>/<run_id>/`` holds ``run_info.json``, ``params.json``,
+``details/<task>[_<category>].json``, ``details/_error_<task>[_<category>].json``, ``retry_details/``,
+``summary.md``, ``.summary_counts.json`` and ``run.log``. The root of a benchmark x model is derived here
+only, for the runtime and the Dagster layer alike.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentcompass_dagster.config import OutputConfig
+from agentcompass_dagster.runtime.naming import file_stem, normalize_component
+
+RUN_INFO = "run_info.json"
+PARAMS = "params.json"
+DETAILS = "details"
+RETRY_DETAILS = "retry_details"
+ATTEMPT_CHECKPOINTS = ".attempt_checkpoints"
+DURABLE = ".durable"
+SUMMARY = "summary.md"
+SUMMARY_COUNTS = ".summary_counts.json"
+RUN_LOG = "run.log"
+ANALYSIS_MD = "analysis_summary.md"
+ANALYSIS_JSON = "analysis_summary.json"
+ERROR_PREFIX = "_error_"
+
+
+def detail_names(task_id: str, category: str | None) -> list[str]:
+    """Normal detail file names for a task, the one with the category first (R-REUSE-4)."""
+    stem = file_stem(task_id)
+    names = [f"{stem}_{file_stem(category)}.json"] if category else []
+    return names + [f"{stem}.json"]
+
+
+def run_root(output: OutputConfig, benchmark_id: str, model_id: str) -> Path:
+    """Where the runs of one benchmark x model lie (R-STORE-1), user-named parts made safe; the runtime
+    and the Dagster layer both find them here."""
+    root = Path(output.results_dir)
+    if output.run_name:
+        root = root / normalize_component(output.run_name, "output.run_name")
+    return root / normalize_component(benchmark_id, "benchmark.id") / normalize_component(model_id, "model.id")
+
+
+def results_dir_of(run_path: Path, output: OutputConfig) -> Path:
+    """The results_dir a run directory of ``output`` lies in, wherever it has moved since: run_root undone."""
+    return Path(run_path).resolve().parents[3 if output.run_name else 2]

@@ -1,0 +1,66 @@
+"""An orchestration on a thread of its own, for a caller that must not wait for it (the Dagster step)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from agentcompass_dagster.runtime.orchestrator import Orchestrator
+from agentcompass_dagster.runtime.types import OrchestrationResult
+
+
+class OrchestrationThread:
+    """An orchestration on a thread of its own, for a caller whose thread must stay free while tasks run
+    (a Dagster step reports each task the moment it ends). ``cancel`` starts the cooperative cleanup of
+    R-CLEAN-2; ``result`` then raises KeyboardInterrupt, as run_requests does after a Ctrl-C."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+        self._started = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._main: asyncio.Task[OrchestrationResult] | None = None
+        self._outcome: OrchestrationResult | BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"agentcompass-{orchestrator.id}", daemon=True)
+
+    def start(self) -> OrchestrationThread:
+        self._thread.start()
+        self._started.wait()
+        return self
+
+    def _run(self) -> None:
+        async def main() -> OrchestrationResult:
+            self._loop = asyncio.get_running_loop()
+            self._main = asyncio.current_task()  # type: ignore[assignment]
+            self._started.set()
+            self.orchestrator.use_worker_threads()
+            return await self.orchestrator.run()
+
+        try:
+            self._outcome = asyncio.run(main())
+        except BaseException as exc:  # handed to the caller by result()
+            self._outcome = exc
+        finally:
+            self._started.set()
+
+    def cancel(self) -> None:
+        loop, main = self._loop, self._main
+        if loop is not None and main is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(main.cancel)
+            except RuntimeError:  # the loop closed in between: the orchestration is over anyway
+                pass
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the orchestration to end; False when it is still running after ``timeout``."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def result(self) -> OrchestrationResult:
+        self._thread.join()
+        outcome = self._outcome
+        if isinstance(outcome, asyncio.CancelledError):
+            raise KeyboardInterrupt from None
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert outcome is not None
+        return outcome
