@@ -20,6 +20,7 @@ from pathlib import Path
 
 import dagster as dg
 import sqlalchemy.exc
+from dagster._core.errors import DagsterInvalidPropertyError
 from pydantic import BaseModel
 
 from agentcompass_dagster.defs.sweep import SweepBenchmark
@@ -64,8 +65,14 @@ def record_worker(sweep_benchmark: SweepBenchmark, context: dg.AssetExecutionCon
     """Name this process as the run's worker (once per run), so a launcher on this machine can tell a
     run whose worker was killed from one still working. Only where steps execute in the run worker:
     a step of the multiprocess, docker or k8s executor is a process of its own that ends with its step."""
-    if sweep_benchmark.sweep.dagster.executor == "in_process" and WORKER_TAG not in context.run.tags:
-        context.instance.add_run_tags(context.run.run_id, {WORKER_TAG: str(Worker.this())})
+    if sweep_benchmark.sweep.dagster.executor != "in_process":
+        return
+    try:
+        run = context.run
+    except DagsterInvalidPropertyError:  # invoked directly (build_asset_context): no run to name
+        return
+    if WORKER_TAG not in run.tags:
+        context.instance.add_run_tags(run.run_id, {WORKER_TAG: str(Worker.this())})
 
 
 def run_is_live(instance: dg.DagsterInstance, run_id: str) -> bool:

@@ -24,11 +24,8 @@ class Lab:
     """The sweep `lab` (demo tasks, oracle harness, local environment) as Dagster sees it."""
 
     def __init__(self, tmp_path: Path, models: list[str]) -> None:
-        # A directly invoked asset has no run, so no run worker to name: under the in_process executor the
-        # assets name theirs in the run's tags (proven through real runs in test_dagster_engine.py).
         path = write_sweep(tmp_path, name="lab", benchmarks=[{"id": "demo", "tasks": TASKS}],
-                           models=[{"id": m, "provider": "none"} for m in models],
-                           dagster={"executor": "multiprocess"})
+                           models=[{"id": m, "provider": "none"} for m in models])
         self.sweep = load_sweep(path)
         (self.benchmark,) = sweep_benchmarks(self.sweep)
         self.defs = sweep_definitions(self.sweep)

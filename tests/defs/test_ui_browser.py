@@ -227,8 +227,8 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
     run = run_cli_process("run", cwd=project, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "| accuracy | 1.0000 |" in run.stdout
-    sb = sweep_benchmarks(load_sweep(project / "resources/sweeps/demo.yaml", project / "resources"))[0]
-    task_keys = list(sb.task_keys)
+    sweep_benchmark = sweep_benchmarks(load_sweep(project / "resources/sweeps/demo.yaml", project / "resources"))[0]
+    task_keys = list(sweep_benchmark.task_keys)
     assert len(task_keys) == 18  # the README's demo benchmark
 
     port = _free_port()

@@ -67,10 +67,11 @@ def _materialize_benchmark_assets(directory: Path) -> bool:
     if not hasattr(assets, "comparison_asset"):
         return False
     sweep = load_sweep(_sweep(directory, ["m1", "m2"], {}))
-    sb = sweep_benchmarks(sweep)[0]
+    sweep_benchmark = sweep_benchmarks(sweep)[0]
     defs = sweep_definitions(sweep)
     result = dg.materialize([a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)],
-                            selection=[sb.key("metrics"), sb.key("comparison")], resources=defs.resources,
+                            selection=[sweep_benchmark.key("metrics"), sweep_benchmark.key("comparison")],
+                            resources=defs.resources,
                             instance=dg.DagsterInstance.ephemeral())
     assert result.success
     return True
