@@ -5,6 +5,7 @@ in ``runtime/parquet.py``; the outlier flags are computed over the run's attempt
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -35,18 +36,27 @@ def _joined(values: list[Any]) -> list[str | None]:
     return [None if value is None else ",".join(value) for value in values]
 
 
-def analysis_columns(analyses: Analyses) -> dict[str, list[Any]]:
-    """Each analysis column's values, one per attempt in the order of ``analyses``."""
-    return {
-        "loop_max_repeats": _field(analyses, "loops", "max_repeats"),
-        "no_progress_streak": _field(analyses, "loops", "no_progress_streak"),
-        "tool_error_rate": _rate(analyses, "tool_errors", "commands"),
-        "malformed_call_rate": _rate(analyses, "malformed", "replies"),
-        "token_outlier": _outlier(_field(analyses, "cost_outliers", "tokens")),
-        "cost_outlier": _outlier(_field(analyses, "cost_outliers", "cost_usd")),
-        "model_time_s": _field(analyses, "time_split", "model_s"),
-        "tool_time_s": _field(analyses, "time_split", "tool_s"),
-        "framework_time_s": _field(analyses, "time_split", "framework_s"),
-        "gave_up": _field(analyses, "gave_up", "gave_up"),
-        "reward_hacking": _joined(_field(analyses, "reward_hacking", "patterns")),
-    }
+# Column -> (the analyzer it comes from, how its values are made from the analyses).
+COLUMNS: dict[str, tuple[str, Callable[[Analyses], list[Any]]]] = {
+    "loop_max_repeats": ("loops", lambda a: _field(a, "loops", "max_repeats")),
+    "no_progress_streak": ("loops", lambda a: _field(a, "loops", "no_progress_streak")),
+    "tool_error_rate": ("tool_errors", lambda a: _rate(a, "tool_errors", "commands")),
+    "malformed_call_rate": ("tool_errors", lambda a: _rate(a, "malformed", "replies")),
+    "token_outlier": ("cost_outliers", lambda a: _outlier(_field(a, "cost_outliers", "tokens"))),
+    "cost_outlier": ("cost_outliers", lambda a: _outlier(_field(a, "cost_outliers", "cost_usd"))),
+    "model_time_s": ("time_split", lambda a: _field(a, "time_split", "model_s")),
+    "tool_time_s": ("time_split", lambda a: _field(a, "time_split", "tool_s")),
+    "framework_time_s": ("time_split", lambda a: _field(a, "time_split", "framework_s")),
+    "gave_up": ("gave_up", lambda a: _field(a, "gave_up", "gave_up")),
+    "reward_hacking": ("reward_hacking", lambda a: _joined(_field(a, "reward_hacking", "patterns"))),
+}
+
+
+def analysis_columns(analyses: Analyses) -> Iterator[tuple[str, list[Any] | None]]:
+    """Each analysis column's values, one per attempt in the order of ``analyses``, or None when its
+    analyzer ran on no attempt (a column of nulls, made without a list: at 100,000 attempts the lists
+    of a run whose analyzers did not apply cost 26 MB). One column at a time, for the same reason."""
+    # Attempts with equal results share one dict, so the distinct ones are few.
+    present = {name for analysis in {id(a): a for a in analyses if a}.values() for name in analysis}
+    for column, (analyzer, values) in COLUMNS.items():
+        yield column, values(analyses) if analyzer in present else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentcompass_dagster.analyzers.steps import tool_steps
@@ -33,7 +34,7 @@ class GaveUpAnalyzer(Analyzer):
             return {"gave_up": True, "reason": "empty_answer"}
         return {"gave_up": False}
 
-    def summarize_attempts(self, items: list[AttemptResult]) -> dict[str, Any]:
+    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         flagged = [item for item in items if item.result["gave_up"]]
         reasons = [item.result["reason"] for item in flagged]
         return {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentcompass_dagster.analyzers.steps import normalized, tool_steps
@@ -51,7 +52,7 @@ class LoopsAnalyzer(Analyzer):
             result["command"] = repeated
         return result
 
-    def summarize_attempts(self, items: list[AttemptResult]) -> dict[str, Any]:
+    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         loops = [item.result["max_repeats"] >= LOOP_REPEATS for item in items]
         stuck = [item.result["no_progress_streak"] >= STUCK_STREAK for item in items]
         flagged = [item for item, loop, no_progress in zip(items, loops, stuck) if loop or no_progress]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from agentcompass_dagster.analyzers.shell import command_names, operands_of, written
@@ -80,7 +81,7 @@ class RewardHackingAnalyzer(Analyzer):
         patterns = [pattern for pattern in PATTERNS if shown[pattern]]
         return {"patterns": patterns, "evidence": evidence} if patterns else {"patterns": []}
 
-    def summarize_attempts(self, items: list[AttemptResult]) -> dict[str, Any]:
+    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         flagged = [item for item in items if item.result["patterns"]]
         return {
             "attempts": len(items),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentcompass_dagster.analyzers.steps import replies, tool_steps
@@ -39,7 +40,7 @@ class ToolErrorsAnalyzer(Analyzer):
         return {"commands": len(work), "tool_errors": sum(step.failed for step in work),
                 "replies": len(model_replies), "malformed": len(malformed)}
 
-    def summarize_attempts(self, items: list[AttemptResult]) -> dict[str, Any]:
+    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         totals = {key: sum(item.result[key] for item in items) for key in ("commands", "tool_errors", "replies",
                                                                            "malformed")}
         flagged = [item for item in items if item.result["malformed"] or (item.result["commands"] >= MIN_CALLS and

@@ -9,6 +9,7 @@ result into the request's section of analysis_summary.md|json; ``render`` writes
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
@@ -47,7 +48,7 @@ class Analyzer(ABC):
     def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def summarize_attempts(self, items: list[AttemptResult]) -> dict[str, Any]:
+    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         """The summary over every analysed attempt; an analyzer that lists flagged attempts overrides this
         to know which they are, the others summarise the results alone."""
         return self.summarize([item.result for item in items])

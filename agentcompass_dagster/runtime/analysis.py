@@ -10,8 +10,12 @@ result goes to ``attempt.analysis_result[name]``; if it raises, the failure goes
 
 from __future__ import annotations
 
+import json
 import traceback
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, overload
+
+import numpy as np
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
@@ -60,15 +64,46 @@ def analyze_attempt(analyzers: list[Analyzer], task: TaskSpec, attempt: Evaluate
         attempt.meta["analysis_errors"] = failures
 
 
+class AttemptResults(Sequence[AttemptResult]):
+    """The attempts that have a result of one analyzer, each read from the scores when asked for: a
+    list of them would cost about 80 bytes an attempt (17 MB at 100,000 attempts)."""
+
+    def __init__(self, scores: TaskScores, rows: np.ndarray, name: str, decoded: dict[bytes, dict[str, Any]]) -> None:
+        self._scores, self._name, self._decoded = scores, name, decoded
+        self._rows = np.fromiter((row for row in rows if name in self._analysis(int(row))), dtype=np.int64)
+
+    def _analysis(self, row: int) -> dict[str, Any]:
+        encoded = self._scores.analysis[row]
+        if encoded is None:
+            return {}
+        if encoded not in self._decoded:
+            self._decoded[encoded] = json.loads(encoded)
+        return self._decoded[encoded]
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> AttemptResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[AttemptResult]: ...
+
+    def __getitem__(self, index: int | slice) -> AttemptResult | list[AttemptResult]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        row = int(self._rows[index])
+        return AttemptResult(*self._scores.attempt_key(row), self._analysis(row)[self._name])
+
+
 def summarize_analysis(analyzers: list[Analyzer], scores: TaskScores) -> tuple[str, dict[str, Any]] | None:
     """analysis_summary.md and .json over every analysed attempt of these tasks, or None."""
     data: dict[str, Any] = {}
     sections = []
     rows = scores.attempt_rows()
-    analysed = [(int(row), results) for row, results in zip(rows, scores.decoded_analysis(rows)) if results]
+    decoded: dict[bytes, dict[str, Any]] = {}
     for analyzer in analyzers:
-        items = [AttemptResult(*scores.attempt_key(row), results[analyzer.name])
-                 for row, results in analysed if analyzer.name in results]
+        items = AttemptResults(scores, rows, analyzer.name, decoded)
         if not items:
             continue
         try:

@@ -135,6 +135,12 @@ def _repeated(value: object, type_: pa.DataType, n: int) -> pa.Array:
     return _string_array(n, np.arange(n + 1, dtype=np.int64) * len(encoded), encoded * n, None)
 
 
+def _nulls(type_: pa.DataType, n: int) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.nulls(n, type_)
+
+
 def _table(columns: dict[str, pa.Array], schema: pa.Schema) -> pa.Table:
     import pyarrow as pa
 
@@ -177,6 +183,7 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
            for name in ("attempt", "input_tokens", "output_tokens", "cost_usd", "duration_s")},
     }
     columns |= {name: _repeated(value, schema.field(name).type, len(rows)) for name, value in identity.items()}
-    columns |= {name: _column(values, schema.field(name).type)
-                for name, values in analysis_columns(scores.decoded_analysis(rows)).items()}
+    for name, values in analysis_columns(scores.decoded_analysis(rows)):
+        type_ = schema.field(name).type
+        columns[name] = _nulls(type_, len(rows)) if values is None else _column(values, type_)
     _write(run_dir / TASK_RESULTS_FILE, _table(columns, schema))
