@@ -196,7 +196,7 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
         requests = [sweep_benchmark.request(model_id, task_ids, harness.config(), environment.config(), run_id)
                     for model_id, task_ids in by_model.items()]
         stream = TaskStream(sweep_benchmark, {(m, t) for m, ids in by_model.items() for t in ids})
-        permits = InstancePermits(context.instance, run_id, context.op_handle.name)
+        permits = InstancePermits(context.instance, run_id, context.op_execution_context.op_handle.name)
         orchestrator = Orchestrator(requests, observer=stream, prepared=sweep_benchmark.prepared(requests),
                                     permits=permits)
         orchestration = OrchestrationThread(orchestrator).start()
