@@ -9,7 +9,6 @@ a wrong guess.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,12 +16,11 @@ from pydantic import BaseModel, Field
 
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityError, ActivityRecord, read_activity
 from agentcompass_dagster.durable.fork import forkable_cuts
+from agentcompass_dagster.durable.replay import ReplayReport
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.scores import DetailView
-from agentcompass_dagster.runtime.layout import ATTEMPT_CHECKPOINTS, DURABLE, ERROR_PREFIX
-from agentcompass_dagster.runtime.run_records import read_detail
+from agentcompass_dagster.runtime.run_dir import RunDir
 from agentcompass_dagster.runtime.run_store import open_run_dir
+from agentcompass_dagster.runtime.scores import DetailView
 from agentcompass_dagster.runtime.types import lift_metadata
 
 TaskState = Literal["finished", "error", "unfinished", "not started"]
@@ -92,11 +90,11 @@ def overview(path: Path, task_id: str | None = None) -> RunOverview:
         reused_from=f"{reused.run_id} ({len(reused.task_ids)} tasks)" if reused else None,
         merged_from=[source.run_id for source in info.merged_from],
     )
-    details = _details(run_dir.details_dir)
+    details = run_dir.load_all_details(DetailView)
     replays = _replays(run_dir.path / "replays")
     k = int(((request.get("execution") or {}).get("attempts") or {}).get("k", 1))
     for task in [task_id] if task_id is not None else selected:
-        run.tasks.append(_task(run_dir.path, task, details.get(file_stem(task)), k, replays.get(task, [])))
+        run.tasks.append(_task(run_dir, task, details.get(task), k, replays.get(task, [])))
     return run
 
 
@@ -105,53 +103,38 @@ def _id(request: dict[str, Any], part: str) -> str | None:
     return value.get("id") if isinstance(value, dict) else None
 
 
-def _details(directory: Path) -> dict[str, DetailView]:
-    """Each task's detail by file stem of its id; a normal detail wins over an ``_error_`` one."""
-    found: dict[str, DetailView] = {}
-    if not directory.is_dir():
-        return found
-    for entry in sorted(directory.glob("*.json"), key=lambda p: not p.name.startswith(ERROR_PREFIX)):
-        if entry.name.startswith("."):
-            continue
-        detail = read_detail(entry, DetailView)
-        if detail is not None:
-            found[file_stem(detail.task_id)] = detail
-    return found
-
-
 def _replays(directory: Path) -> dict[str, list[ReplayOverview]]:
     found: dict[str, list[ReplayOverview]] = {}
     if not directory.is_dir():
         return found
     for entry in sorted(directory.glob("*.json")):
         try:
-            report = json.loads(entry.read_bytes())
-            lineage = report["lineage"]
-            steps = report.get("steps", [])
-            matched = f"{sum(bool(s.get('matches')) for s in steps)}/{len(steps)} actions matched"
+            report = ReplayReport.model_validate_json(entry.read_bytes())
+            lineage = report.lineage
             found.setdefault(lineage["task_id"], []).append(ReplayOverview(
-                attempt=int(lineage["attempt"]), status=str(report.get("status")), matched=matched, path=str(entry)))
+                attempt=int(lineage["attempt"]), status=report.status, path=str(entry),
+                matched=f"{sum(step.matches for step in report.steps)}/{len(report.steps)} actions matched"))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a report another version wrote, or a torn one: not this command's to judge
     return found
 
 
-def _task(root: Path, task_id: str, detail: DetailView | None, k: int, replays: list[ReplayOverview]) -> TaskOverview:
-    stem = file_stem(task_id)
+def _task(run_dir: RunDir, task_id: str, detail: DetailView | None, k: int,
+          replays: list[ReplayOverview]) -> TaskOverview:
     if detail is not None:
         task = TaskOverview(task_id=task_id, category=detail.category, state="error" if detail.is_error else "finished",
                             score=None if detail.is_error else detail.score, replays=replays)
-        for key, attempt in sorted(detail.attempts.items(), key=lambda item: int(item[0])):
+        for attempt in sorted(detail.attempts.values(), key=lambda a: a.attempt):
             error = attempt.error
             task.attempts.append(AttemptOverview(
                 attempt=attempt.attempt, outcome="error" if error else ("correct" if attempt.correct else "wrong"),
                 score=None if error else attempt.score, error=error.strip().splitlines()[-1][:200] if error else None,
-                **_durable(root / DURABLE / f"{stem}@{key}")))
+                **_durable(run_dir.durable_dir(task_id, attempt.attempt))))
         return task
     attempts = []
     for index in range(1, k + 1):
-        durable = root / DURABLE / f"{stem}@{index}"
-        checkpointed = (root / ATTEMPT_CHECKPOINTS / f"{stem}@{index}.json").is_file()
+        durable = run_dir.durable_dir(task_id, index)
+        checkpointed = run_dir.attempt_checkpoint(task_id, index).is_file()
         if checkpointed or durable.is_dir():
             outcome = "checkpointed" if checkpointed else "interrupted"
             attempts.append(AttemptOverview(attempt=index, outcome=outcome, **_durable(durable)))

@@ -10,7 +10,6 @@ result goes to ``attempt.analysis_result[name]``; if it raises, the failure goes
 
 from __future__ import annotations
 
-import json
 import traceback
 from collections.abc import Sequence
 from typing import Any, overload
@@ -65,23 +64,17 @@ def analyze_attempt(analyzers: list[Analyzer], task: TaskSpec, attempt: Evaluate
 
 
 class AttemptResults(Sequence[AttemptResult]):
-    """The attempts that have a result of one analyzer, each read from the scores when asked for: a
-    list of them would cost about 80 bytes an attempt (17 MB at 100,000 attempts)."""
+    """The attempts that have a result of one analyzer, each made when asked for: a list of them would
+    cost about 80 bytes an attempt (17 MB at 100,000 attempts). ``analyses`` is
+    ``scores.decoded_analysis(rows)``, shared by every analyzer's view."""
 
-    def __init__(self, scores: TaskScores, rows: np.ndarray, name: str, decoded: dict[bytes, dict[str, Any]]) -> None:
-        self._scores, self._name, self._decoded = scores, name, decoded
-        self._rows = np.fromiter((row for row in rows if name in self._analysis(int(row))), dtype=np.int64)
-
-    def _analysis(self, row: int) -> dict[str, Any]:
-        encoded = self._scores.analysis[row]
-        if encoded is None:
-            return {}
-        if encoded not in self._decoded:
-            self._decoded[encoded] = json.loads(encoded)
-        return self._decoded[encoded]
+    def __init__(self, scores: TaskScores, rows: np.ndarray, analyses: list[dict[str, Any] | None], name: str) -> None:
+        self._scores, self._rows, self._analyses, self._name = scores, rows, analyses, name
+        self._positions = np.fromiter((i for i, analysis in enumerate(analyses) if analysis and name in analysis),
+                                      dtype=np.int64)
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._positions)
 
     @overload
     def __getitem__(self, index: int) -> AttemptResult: ...
@@ -92,8 +85,10 @@ class AttemptResults(Sequence[AttemptResult]):
     def __getitem__(self, index: int | slice) -> AttemptResult | list[AttemptResult]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        row = int(self._rows[index])
-        return AttemptResult(*self._scores.attempt_key(row), self._analysis(row)[self._name])
+        position = int(self._positions[index])
+        analysis = self._analyses[position]
+        assert analysis is not None  # positions hold only analysed attempts
+        return AttemptResult(*self._scores.attempt_key(int(self._rows[position])), analysis[self._name])
 
 
 def summarize_analysis(analyzers: list[Analyzer], scores: TaskScores) -> tuple[str, dict[str, Any]] | None:
@@ -101,9 +96,9 @@ def summarize_analysis(analyzers: list[Analyzer], scores: TaskScores) -> tuple[s
     data: dict[str, Any] = {}
     sections = []
     rows = scores.attempt_rows()
-    decoded: dict[bytes, dict[str, Any]] = {}
+    analyses = scores.decoded_analysis(rows)
     for analyzer in analyzers:
-        items = AttemptResults(scores, rows, analyzer.name, decoded)
+        items = AttemptResults(scores, rows, analyses, analyzer.name)
         if not items:
             continue
         try:

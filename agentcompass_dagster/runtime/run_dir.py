@@ -43,7 +43,14 @@ from agentcompass_dagster.runtime.layout import (
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.redact import redact, redact_text
 from agentcompass_dagster.runtime.run_files import copy_durable, link_or_copy, set_aside
-from agentcompass_dagster.runtime.run_records import ReusedFrom, ReuseSource, RunInfo, RunParams, read_detail
+from agentcompass_dagster.runtime.run_records import (
+    DetailT,
+    ReusedFrom,
+    ReuseSource,
+    RunInfo,
+    RunParams,
+    read_detail,
+)
 from agentcompass_dagster.runtime.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.summary import SummaryCounts
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail, TaskSpec, TerminalStatus, utcnow
@@ -275,11 +282,11 @@ class RunDir:
     # attempt checkpoints (R-RETRY-4): one flat file per evaluated attempt of an unfinished k>1 task,
     # written without fsync: a checkpoint lost in a crash costs one attempt run again, never a result.
 
-    def _checkpoint(self, task_id: str, index: int) -> Path:
+    def attempt_checkpoint(self, task_id: str, index: int) -> Path:
         return self.path / ATTEMPT_CHECKPOINTS / f"{file_stem(task_id)}@{index}.json"
 
     def save_attempt_checkpoint(self, task: TaskSpec, attempt: EvaluatedAttempt) -> None:
-        atomic_write_json(self._checkpoint(task.id, attempt.attempt), attempt, durable=False)
+        atomic_write_json(self.attempt_checkpoint(task.id, attempt.attempt), attempt, durable=False)
 
     def may_hold_checkpoints(self, task: TaskSpec) -> bool:
         return self.restorable is None or file_stem(task.id) in self.restorable
@@ -291,7 +298,7 @@ class RunDir:
             return found
         for index in range(1, k + 1):
             try:
-                attempt = EvaluatedAttempt.model_validate_json(self._checkpoint(task.id, index).read_bytes())
+                attempt = EvaluatedAttempt.model_validate_json(self.attempt_checkpoint(task.id, index).read_bytes())
             except (OSError, ValueError):
                 continue
             if attempt.error is None and attempt.attempt == index:
@@ -300,7 +307,7 @@ class RunDir:
 
     def delete_attempt_checkpoints(self, task_id: str, k: int) -> None:
         for index in range(1, k + 1):
-            self._checkpoint(task_id, index).unlink(missing_ok=True)
+            self.attempt_checkpoint(task_id, index).unlink(missing_ok=True)
 
     def link_attempt_checkpoints(self, source: ReuseSource, tasks: list[TaskSpec]) -> int:
         """Make an interrupted source run's attempt checkpoints and durable attempt logs visible here,
@@ -353,13 +360,14 @@ class RunDir:
                 found[task.id] = detail
         return found
 
-    def load_all_details(self) -> dict[str, TaskDetail]:
-        """Every readable detail in details/, by task id; a normal detail wins over an ``_error_`` one."""
-        found: dict[str, TaskDetail] = {}
+    def load_all_details(self, model: type[DetailT] = TaskDetail) -> dict[str, DetailT]:  # type: ignore[assignment]
+        """Every readable detail in details/ (read as ``model``), by task id; a normal detail wins over
+        an ``_error_`` one."""
+        found: dict[str, DetailT] = {}
         for path in sorted(self.details_dir.glob("*.json"), key=lambda p: not p.name.startswith(ERROR_PREFIX)):
             if path.name.startswith("."):
                 continue
-            detail = read_detail(path)
+            detail = read_detail(path, model)
             if detail is not None:
                 found[detail.task_id] = detail
         return found

@@ -81,15 +81,18 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def _several_attempts(counts: SummaryCounts) -> bool:
+    return counts.attempts > counts.evaluated + counts.error
+
+
 def _correct(counts: SummaryCounts) -> str:
-    multiple = counts.attempts > counts.evaluated + counts.error
-    return f"{counts.correct} correct" + (" (by at least one attempt)" if multiple else "")
+    return f"{counts.correct} correct" + (" (by at least one attempt)" if _several_attempts(counts) else "")
 
 
 def _attempts_line(counts: SummaryCounts) -> list[str]:
     """With several attempts a task, what the attempts did: the metrics average them, "correct" above
     counts a task any of whose attempts was."""
-    if counts.attempts <= counts.evaluated + counts.error:
+    if not _several_attempts(counts):
         return []
     return ["", f"Attempts: {counts.attempts} run · {counts.correct_attempts} correct "
                 f"({counts.correct_attempts / counts.attempts:.2f} of them; the metrics average each task's attempts)"]
