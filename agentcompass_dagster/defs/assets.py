@@ -43,9 +43,6 @@ from agentcompass_dagster.runtime.types import TaskDetail
 TASKS_FILE = "tasks.parquet"
 SUMMARY_FILE = "summary.md"
 COMPARISON_FILE = "comparison.parquet"
-# How long the step waits for the runtime's cleanup after the run was asked to stop, beyond the
-# sweep's own cleanup grace.
-STOP_SLACK_S = 5.0
 
 
 def write_frame(path: Path, frame: Any) -> None:
@@ -150,8 +147,8 @@ def detail_metadata(detail: TaskDetail, path: Path, reused: bool) -> dict[str, A
     return metadata
 
 
-def _stream(context: dg.AssetExecutionContext, orchestration: OrchestrationThread, stream: TaskStream,
-            grace_s: float) -> Iterator[dg.AssetMaterialization | dg.AssetObservation]:
+def _stream(context: dg.AssetExecutionContext, orchestration: OrchestrationThread,
+            stream: TaskStream) -> Iterator[dg.AssetMaterialization | dg.AssetObservation]:
     try:
         while True:
             try:
@@ -165,8 +162,7 @@ def _stream(context: dg.AssetExecutionContext, orchestration: OrchestrationThrea
         # The run was asked to stop (terminated in the UI, Ctrl-C, SIGTERM): the runtime cancels its
         # tasks, closes their environments and marks its run directories before the step ends.
         context.log.info("stopping: cancelling the running tasks")
-        orchestration.cancel()
-        orchestration.join(grace_s + STOP_SLACK_S)
+        orchestration.stop()
         raise
 
 
@@ -200,7 +196,7 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
         orchestrator = Orchestrator(requests, observer=stream, prepared=sweep_benchmark.prepared(requests),
                                     permits=permits)
         orchestration = OrchestrationThread(orchestrator).start()
-        yield from _stream(context, orchestration, stream, orchestrator.cleanup_grace_s)
+        yield from _stream(context, orchestration, stream)
         result = orchestration.result()
     finally:
         drop_claim(sweep_benchmark, run_id)

@@ -45,6 +45,8 @@ from agentcompass_dagster.runtime.run_records import ReuseSource
 AS_RUN_DIR = ".agentcompass/sweeps"
 POLL_S = 0.2
 STOP_SLACK_S = 10.0
+# How long a worker interrupted twice has to mark its runs cancelled and exit before it is killed.
+LAST_WORD_S = 5.0
 QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
 DAEMON_WAIT_S = 10.0
 
@@ -231,7 +233,14 @@ def _execute(instance: dg.DagsterInstance, home: Path, runs: list[dg.DagsterRun]
         except KeyboardInterrupt:
             stopped = False
         if not stopped:
-            workers.interrupt(signal.SIGKILL)
+            # Interrupted again, a worker marks its runs cancelled and exits without waiting for the
+            # cleanup; one that cannot even do that in time is killed.
+            workers.interrupt()
+            try:
+                stopped = workers.wait(LAST_WORD_S)
+            finally:
+                if not stopped:
+                    workers.interrupt(signal.SIGKILL)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import threading
 
 from agentcompass_dagster.runtime.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.types import OrchestrationResult
+
+# How long a stop waits for the runtime's cleanup beyond the sweep's own cleanup grace.
+STOP_SLACK_S = 5.0
 
 
 class OrchestrationThread:
@@ -23,9 +27,23 @@ class OrchestrationThread:
         self._thread = threading.Thread(target=self._run, name=f"agentcompass-{orchestrator.id}", daemon=True)
 
     def start(self) -> OrchestrationThread:
+        # The thread is a daemon (a caller stopped for good must not hang on it), so a process that exits
+        # while it runs would cut it off mid-task: the step that should stop it may never resume (Dagster
+        # raises an interrupt between two of its events, outside the step's code). At exit it is stopped
+        # as a Ctrl-C stops it, and its run directories say so.
+        atexit.register(self.stop)
         self._thread.start()
         self._started.wait()
         return self
+
+    def stop(self, reason: str = "interrupted before all tasks finished") -> None:
+        """Cancel, grant the cleanup its grace, and mark every run directory still running cancelled,
+        however the wait ends (in time, past the grace, or cut by another interrupt)."""
+        self.cancel()
+        try:
+            self.join(self.orchestrator.cleanup_grace_s + STOP_SLACK_S)
+        finally:
+            self.orchestrator.abandon(reason)
 
     def _run(self) -> None:
         async def main() -> OrchestrationResult:
@@ -41,6 +59,7 @@ class OrchestrationThread:
             self._outcome = exc
         finally:
             self._started.set()
+            atexit.unregister(self.stop)
 
     def cancel(self) -> None:
         loop, main = self._loop, self._main

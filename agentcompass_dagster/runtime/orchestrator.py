@@ -369,13 +369,25 @@ class Orchestrator:
 
     def _persist_unfinished(self, status: TerminalStatus, reason: str) -> None:
         for state in self.states:
-            if state.status not in ("pending", "running") or state.finalizing:
+            if state.status not in ("pending", "running"):
                 continue
             state.status, state.error = status, reason
-            if state.run_dir is not None:
+            if state.run_dir is None:
+                continue
+            # A finalization still running after the grace may never end (the process is stopping): the run
+            # says now how it ended; one that completes after all writes its own status, and closes.
+            if state.run_dir.stop(status, reason):
                 state.run_dir.log(f"{status}: {reason}; {len(state.scores)} of {len(state.tasks)} tasks have details")
-                state.run_dir.write_terminal_status(status, reason)
+            if not state.finalizing:
                 state.run_dir.close()
+
+    def abandon(self, reason: str) -> None:
+        """The last word of a process that ends without waiting for the cleanup (a second interrupt, a
+        stop whose wait ran out): every run directory with no terminal status yet is marked cancelled, so
+        what `show` and `resume` read later is how the run ended. Safe from any thread."""
+        for state in self.states:
+            if state.run_dir is not None and state.run_dir.stop("cancelled", reason):
+                state.run_dir.log(f"cancelled: {reason}; {len(state.scores)} of {len(state.tasks)} tasks have details")
 
 
 def run_requests(
@@ -401,6 +413,7 @@ def run_requests(
             nonlocal interrupts
             interrupts += 1
             if interrupts > 1:
+                orchestrator.abandon("interrupted twice: the process exited without waiting for the cleanup")
                 os._exit(130)
             print("agentcompass: stopping: cleaning up (press Ctrl-C again to exit at once)", file=sys.stderr)
             main_task.cancel()

@@ -162,6 +162,16 @@ class RunDir:
             info.finished_at = utcnow()
         self._flush_info()
 
+    def stop(self, status: TerminalStatus, error: str) -> bool:
+        """The terminal status of a run that ended before it finished (cancelled, timed out), unless it
+        has one already: a finalization that completed meanwhile keeps its own. Safe from any thread."""
+        with self._lock:
+            if self.info is None or self.info.status != "running":
+                return False
+            self.info.status, self.info.error, self.info.finished_at = status, error, utcnow()
+        self._flush_info()
+        return True
+
     def _require_info(self) -> RunInfo:
         if self.info is None:
             raise RuntimeError("run_info.json has not been written yet")

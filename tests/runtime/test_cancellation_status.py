@@ -1,0 +1,117 @@
+"""The status on disk after a stop is how the run ended, whenever the stop lands: during the finalization
+of a request, or in a process that exits while its orchestration still runs (R-CLEAN-2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from waiting import wait_until
+
+from agentcompass_dagster import registry
+from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
+from agentcompass_dagster.config import (
+    BenchmarkConfig,
+    EnvironmentConfig,
+    ExecutionConfig,
+    HarnessConfig,
+    ModelConfig,
+    OutputConfig,
+    RunRequest,
+)
+from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThread
+from agentcompass_dagster.runtime.orchestrator import Orchestrator
+from agentcompass_dagster.runtime.scores import TaskScores
+from agentcompass_dagster.runtime.types import MetricResult
+
+
+def request(tmp_path: Path, benchmark: str, step: dict[str, object], record: Path | None = None) -> RunRequest:
+    params: dict[str, object] = {"default": step}
+    if record is not None:
+        params["record"] = str(record)
+    return RunRequest(
+        name="r",
+        benchmark=BenchmarkConfig(id=benchmark, params={"n_tasks": 2}),
+        model=ModelConfig(id="m"),
+        harness=HarnessConfig(id="scripted", params=params),
+        environment=EnvironmentConfig(id="local"),
+        execution=ExecutionConfig.model_validate({"limits": {"cleanup_grace_seconds": 1}}),
+        output=OutputConfig(results_dir=tmp_path / "results", run_name="r"),
+    )
+
+
+def run_info(tmp_path: Path) -> dict[str, object]:
+    (run_dir,) = (tmp_path / "results" / "r").glob("*/*/*")
+    return json.loads((run_dir / "run_info.json").read_text())
+
+
+def test_a_stop_during_finalization_leaves_the_run_cancelled_not_running(
+        tmp_path: Path, plugin_registries: None) -> None:
+    """R-CLEAN-2: a stop that lands while a request is being finalized (its metrics hang past the cleanup
+    grace) writes `cancelled` once the grace is over, while the finalization still runs: a process that
+    died then would have left `running` (finalizing requests were skipped). A finalization that completes
+    after all writes its own status."""
+    entered, release = threading.Event(), threading.Event()
+
+    class HangingMetrics(SyntheticBenchmark):
+        def aggregate_metrics(self, scores: TaskScores, total: int) -> MetricResult:
+            entered.set()
+            release.wait(30)
+            return super().aggregate_metrics(scores, total)
+
+    registry.benchmarks.register("hanging-metrics", HangingMetrics)
+    orchestration = OrchestrationThread(Orchestrator([request(tmp_path, "hanging-metrics", {"oracle": True})]))
+    orchestration.start()
+    try:
+        wait_until(entered.is_set, "the finalization to compute the metrics", 30)
+        orchestration.cancel()
+        info = wait_until(lambda: (i := run_info(tmp_path))["status"] != "running" and i, "a terminal status", 30)
+        assert (info["status"], bool(info["finished_at"])) == ("cancelled", True), info
+    finally:
+        release.set()
+    with pytest.raises(KeyboardInterrupt):
+        orchestration.result()
+    assert run_info(tmp_path)["status"] == "completed"
+
+
+EXITS_WHILE_RUNNING = """
+import json, sys, time
+from pathlib import Path
+from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThread
+from agentcompass_dagster.runtime.orchestrator import Orchestrator
+
+request = RunRequest.model_validate_json(Path(sys.argv[1]).read_text())
+record = Path(sys.argv[2])
+OrchestrationThread(Orchestrator([request])).start()
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline and (not record.exists() or record.read_text().count('"start"') < 2):
+    time.sleep(0.02)
+sys.exit(3)
+"""
+
+
+def test_a_process_that_exits_while_its_orchestration_runs_leaves_its_runs_cancelled(tmp_path: Path) -> None:
+    """R-CLEAN-2: the orchestration thread of a Dagster step is a daemon, and the step that should stop it
+    may never resume (Dagster raises an interrupt between two of its events, outside the step's code). A
+    process that exits while tasks run (here: its main thread ends while two tasks sleep for 60 s) stops
+    the orchestration first: the sessions are closed, the process ends within the cleanup grace, and
+    run_info.json says `cancelled` (it said `running`, the daemon thread cut off mid-task)."""
+    record = tmp_path / "calls.jsonl"
+    spec = tmp_path / "request.json"
+    spec.write_text(request(tmp_path, "synthetic", {"sleep": 60}, record).model_dump_json())
+    script = tmp_path / "exits.py"
+    script.write_text(textwrap.dedent(EXITS_WHILE_RUNNING))
+    done = subprocess.run([sys.executable, str(script), str(spec), str(record)], capture_output=True, text=True,
+                          timeout=50)
+    assert done.returncode == 3, done.stderr
+    events = [json.loads(line) for line in record.read_text().splitlines()]
+    assert sorted(e["task"] for e in events if e["event"] == "start") == ["t0", "t1"], events
+    info = run_info(tmp_path)
+    assert (info["status"], bool(info["finished_at"])) == ("cancelled", True), info
+    assert "interrupted" in str(info["error"])
