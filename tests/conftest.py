@@ -8,6 +8,7 @@ import os
 import secrets
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,6 +143,25 @@ def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # `agentcompass run` points the code location at its sweep for the processes it starts.
     monkeypatch.delenv("AGENTCOMPASS_SWEEPS", raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def sandbox_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own sandbox root (under /var/tmp, as the default is: not under a /tmp the
+    sandbox hides), so no test finds another process's sessions; removed, however deep, after it."""
+    from agentcompass_dagster.environments.sandbox import ROOT_ENV
+    from agentcompass_dagster.runtime.safe_fs import remove_tree
+
+    root = Path(tempfile.mkdtemp(prefix="agentcompass-test-sandbox-", dir="/var/tmp"))
+    monkeypatch.setenv(ROOT_ENV, str(root))
+    yield root
+    for mount in sorted((m for m in _mounts() if m.is_relative_to(root)), key=lambda m: -len(m.parts)):
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+    remove_tree(root)
+
+
+def _mounts() -> list[Path]:
+    return [Path(line.split()[4]) for line in Path("/proc/self/mountinfo").read_text().splitlines()]
 
 
 @pytest.fixture

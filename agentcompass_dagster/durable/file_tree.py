@@ -131,64 +131,104 @@ def is_utf8(name: str) -> bool:
     return True
 
 
+# How deep a walk goes: a directory nested deeper is "skipped" (not entered, carried over as it is), so a
+# hostile tree of thousands of levels costs neither the stack nor thousands of descriptors.
+MAX_DEPTH = 256
+
+
 def walk(root: str) -> Iterator[tuple[str, int, os.DirEntry[str], Kind]]:
     """Every entry below ``root`` as (path relative to root, descriptor of its directory, entry, kind),
     parents before children.
 
     "file" is a managed regular file, "excluded" a credential path (an excluded directory is not
-    entered), "skipped" a symlink, special file or non-UTF-8 name. Directories are opened from their
-    parent's descriptor without following symlinks, so a directory swapped for a symlink while the
-    walk runs leads nowhere.
+    entered), "skipped" a symlink, special file, non-UTF-8 name or a directory below MAX_DEPTH.
+    Directories are opened from their parent's descriptor without following symlinks, so a directory
+    swapped for a symlink while the walk runs leads nowhere.
     """
+    # (descriptor, path prefix, entries still to yield): the directories being walked, outermost first.
+    stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
     fd = open_dir(root)
     try:
-        yield from _walk_fd(fd, "")
+        stack.append((fd, "", _entries(fd)))
+        while stack:
+            fd, prefix, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                os.close(stack.pop()[0])
+                continue
+            rel = prefix + entry.name
+            kind = _kind(entry, rel, len(stack))
+            yield rel, fd, entry, kind
+            if kind == "dir":
+                try:
+                    child = open_dir(entry.name, fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                        continue
+                    raise
+                stack.append((child, rel + "/", _entries(child)))
     finally:
-        os.close(fd)
+        for fd, _, _ in stack:
+            os.close(fd)
 
 
-def _walk_fd(fd: int, prefix: str) -> Iterator[tuple[str, int, os.DirEntry[str], Kind]]:
+def _entries(fd: int) -> Iterator[os.DirEntry[str]]:
     with os.scandir(fd) as listing:
-        entries = list(listing)
-    for entry in entries:
-        rel = prefix + entry.name
-        kind: Kind
-        if not is_utf8(entry.name):
-            kind = "skipped"
-        elif entry.is_dir(follow_symlinks=False):
-            kind = "excluded" if _CREDENTIAL_DIR.search(rel) else "dir"
-        elif entry.is_file(follow_symlinks=False):
-            kind = "excluded" if _CREDENTIAL_FILE.search(rel) else "file"
-        else:
-            kind = "skipped"
-        yield rel, fd, entry, kind
-        if kind == "dir":
-            try:
-                child = open_dir(entry.name, fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
-                    continue
-                raise
-            try:
-                yield from _walk_fd(child, rel + "/")
-            finally:
-                os.close(child)
+        return iter(list(listing))
+
+
+def _kind(entry: os.DirEntry[str], rel: str, depth: int) -> Kind:
+    if not is_utf8(entry.name):
+        return "skipped"
+    if entry.is_dir(follow_symlinks=False):
+        if _CREDENTIAL_DIR.search(rel):
+            return "excluded"
+        return "dir" if depth < MAX_DEPTH else "skipped"
+    if entry.is_file(follow_symlinks=False):
+        return "excluded" if _CREDENTIAL_FILE.search(rel) else "file"
+    return "skipped"
 
 
 def link_tree(source_fd: int, dest: str) -> None:
     """Recreate the directory open at ``source_fd`` at dest and hard-link everything else in it;
-    nothing is followed. Closes ``source_fd``."""
+    nothing is followed. Closes ``source_fd``. Each directory is made relative to its parent's
+    descriptor, so no depth is too deep for a path."""
+    dest_fd = -1
     try:
         os.mkdir(dest)
-        for entry in list(os.scandir(source_fd)):
-            target = os.path.join(dest, entry.name)
-            if entry.is_dir(follow_symlinks=False):
-                link_tree(open_dir(entry.name, source_fd), target)
-            else:
-                os.link(entry.name, target, src_dir_fd=source_fd, follow_symlinks=False)
-        os.chmod(dest, S_IMODE(os.fstat(source_fd).st_mode))
+        dest_fd = open_dir(dest)
+        # (source descriptor, destination descriptor, entries still to link); modes are set on the way out.
+        stack = [(source_fd, dest_fd, _entries(source_fd))]
+        source_fd = dest_fd = -1
+        try:
+            while stack:
+                source, target, entries = stack[-1]
+                entry = next(entries, None)
+                if entry is None:
+                    stack.pop()
+                    os.fchmod(target, S_IMODE(os.fstat(source).st_mode))
+                    os.close(source)
+                    os.close(target)
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    os.mkdir(entry.name, dir_fd=target)
+                    child_source = open_dir(entry.name, source)
+                    try:
+                        child_target = open_dir(entry.name, target)
+                    except OSError:
+                        os.close(child_source)
+                        raise
+                    stack.append((child_source, child_target, _entries(child_source)))
+                else:
+                    os.link(entry.name, entry.name, src_dir_fd=source, dst_dir_fd=target, follow_symlinks=False)
+        finally:
+            for source, target, _ in stack:
+                os.close(source)
+                os.close(target)
     finally:
-        os.close(source_fd)
+        for fd in (source_fd, dest_fd):
+            if fd >= 0:
+                os.close(fd)
 
 
 def _exchange(a: Path, b: Path) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import os
 import secrets
 import signal
@@ -26,6 +27,8 @@ from agentcompass_dagster.contracts.environment import EnvironmentSession, ExecR
 from agentcompass_dagster.environments.cgroups import Cgroup, stale
 from agentcompass_dagster.runtime.processes import Worker, proc_stat, process_alive
 from agentcompass_dagster.runtime.safe_fs import read_beneath, relative, remove_tree, write_beneath
+
+log = logging.getLogger(__name__)
 
 OUTPUT_LIMIT = 1_000_000
 IDENTITY_FILE = ".identity"
@@ -294,11 +297,21 @@ def sweep_dead_sessions(directory: Path, prefix: str, owner: str, release: Calla
             continue
         if awaits_resume(entry):
             kept.add(name)
-        else:
-            release(entry)
+            continue
+        # Another process's leftovers: whatever they hold (a tree too odd to remove, a mount still busy),
+        # they must not fail the attempt that happens to find them.
+        try:
+            problems = release(entry)
+        except Exception as exc:
+            problems = [f"{type(exc).__name__}: {exc}"]
+        if problems:
+            log.warning("could not remove what a dead session left at %s: %s", entry, "; ".join(problems[:3]))
     for group in stale(owner):
         if group.name not in kept:
-            group.remove()
+            try:
+                group.remove()
+            except Exception as exc:
+                log.warning("could not remove the cgroup of a dead session %s: %s", group.name, exc)
 
 
 def awaits_resume(root: Path) -> bool:

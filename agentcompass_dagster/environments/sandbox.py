@@ -55,12 +55,21 @@ DISK_FULL_BYTES = 1 << 20
 OWNER = "sandbox"
 
 
+# Where the sessions' directories go unless a declaration says: $AGENTCOMPASS_SANDBOX_ROOT, else this. Not
+# under /tmp: the sandbox's /tmp is private, so paths climbing out of the task directory would land in a
+# writable tmpfs instead of failing on the read-only root.
+ROOT_ENV = "AGENTCOMPASS_SANDBOX_ROOT"
+DEFAULT_ROOT = Path("/var/tmp/agentcompass-sandbox")
+
+
+def _default_root() -> Path:
+    return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+
+
 class SandboxParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # Not under /tmp: the sandbox's /tmp is private, so paths climbing out of the task directory would
-    # land in a writable tmpfs instead of failing on the read-only root.
-    root_dir: Path = Path("/var/tmp/agentcompass-sandbox")
+    root_dir: Path = Field(default_factory=_default_root)
     path: str = "/usr/local/bin:/usr/bin:/bin"
     memory_mb: int | None = Field(default=None, ge=16)
     max_processes: int | None = Field(default=None, ge=8)

@@ -16,14 +16,16 @@ import fcntl
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 _SYS_OPENAT2 = 437  # x86_64 and aarch64 alike
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x02, 0x04, 0x08
 _libc = ctypes.CDLL(None, use_errno=True)
 _openat2_works: bool | None = None
+T = TypeVar("T")
 
 # ioctl flags of chattr: an immutable or append-only file cannot be removed, not even by root, until
 # they are cleared.
@@ -215,31 +217,82 @@ def _clear_flags(name: str, dir_fd: int) -> None:
         os.close(fd)
 
 
+# Directories open at once while a tree is removed; one nested deeper is moved up to the top (a rename,
+# which follows nothing) and removed in a later pass, so no depth exhausts the stack or the descriptors.
+_MAX_OPEN = 64
+
+
+def _twice(dir_fd: int, name: str, operation: Callable[[], T], problems: list[str], where: str) -> T | None:
+    """``operation`` on the entry ``name`` of ``dir_fd``; where it fails, the entry is unlocked (the agent
+    may have set chattr +i or a read-only mode) and it is tried once more. None when it is gone or failed
+    twice (then the problem is recorded)."""
+    for attempt in (1, 2):
+        try:
+            return operation()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if attempt == 2:
+                problems.append(f"{where}/{name}: {exc.strerror or exc}")
+            else:
+                _clear_flags(name, dir_fd)
+                os.chmod(dir_fd, 0o700)
+    return None
+
+
+def _enter(name: str, dir_fd: int) -> int:
+    child = open_dir(name, dir_fd)
+    try:
+        os.fchmod(child, 0o700)
+    except OSError:
+        os.close(child)
+        raise
+    return child
+
+
+def _listing(dir_fd: int) -> Iterator[os.DirEntry[str]]:
+    with os.scandir(dir_fd) as entries:
+        return iter(list(entries))
+
+
+def _empty(top_fd: int, problems: list[str], where: str) -> bool:
+    """One depth-first pass emptying the directory open at ``top_fd``; whether it moved a too-deep
+    directory up into it (then another pass is due)."""
+    moved = False
+    # (descriptor, path for messages, name in its parent, entries still to remove)
+    stack: list[tuple[int, str, str, Iterator[os.DirEntry[str]]]] = [(top_fd, where, "", _listing(top_fd))]
+    try:
+        while stack:
+            fd, here, name, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                if stack:
+                    os.close(fd)
+                    parent = stack[-1][0]
+                    _twice(parent, name, lambda: os.rmdir(name, dir_fd=parent), problems, stack[-1][1])
+                continue
+            child_name = entry.name
+            if not entry.is_dir(follow_symlinks=False):
+                _twice(fd, child_name, lambda: os.unlink(child_name, dir_fd=fd), problems, here)
+            elif len(stack) >= _MAX_OPEN:
+                aside = f".deep-{secrets.token_hex(8)}"
+                done = _twice(fd, child_name, lambda: os.rename(child_name, aside, src_dir_fd=fd, dst_dir_fd=top_fd) or True,
+                              problems, here)
+                moved = moved or done is not None
+            else:
+                child = _twice(fd, child_name, lambda: _enter(child_name, fd), problems, here)
+                if child is not None:
+                    stack.append((child, f"{here}/{child_name}", child_name, _listing(child)))
+    finally:
+        for fd, *_ in stack[1:]:
+            os.close(fd)
+    return moved
+
+
 def _remove_entries(dir_fd: int, problems: list[str], where: str) -> None:
-    for entry in list(os.scandir(dir_fd)):
-        name = entry.name
-        for attempt in (1, 2):
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    child = open_dir(name, dir_fd)
-                    try:
-                        os.fchmod(child, 0o700)
-                        _remove_entries(child, problems, f"{where}/{name}")
-                    finally:
-                        os.close(child)
-                    os.rmdir(name, dir_fd=dir_fd)
-                else:
-                    os.unlink(name, dir_fd=dir_fd)
-                break
-            except FileNotFoundError:
-                break
-            except OSError as exc:
-                if attempt == 2:
-                    problems.append(f"{where}/{name}: {exc.strerror or exc}")
-                else:
-                    # The agent may have locked it (chattr +i, a read-only directory): unlock, retry once.
-                    _clear_flags(name, dir_fd)
-                    os.chmod(dir_fd, 0o700)
+    while _empty(dir_fd, problems, where):
+        pass
 
 
 def remove_tree(path: Path) -> list[str]:

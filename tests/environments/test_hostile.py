@@ -299,7 +299,7 @@ HARBOR_HACKS = {
 @pytest.mark.parametrize("environment", [pytest.param({"id": "sandbox"}, marks=needs_bwrap, id="sandbox"),
                                          pytest.param({"id": "docker", "params": {"image": IMAGE}},
                                                       marks=needs_docker, id="docker")])
-def test_no_harbor_hack_scores(tmp_path: Path, environment: dict[str, Any]) -> None:
+def test_no_harbor_hack_scores(tmp_path: Path, environment: dict[str, Any], sandbox_root: Path) -> None:
     """Reading the solution, pre-writing (and locking) the reward, linking it to a host file, editing the
     tests, writing it from a background process: none scores (the real verifier fails the empty work)."""
     harness = {"id": "scripted", "params": {"tasks": {f"json-config-{name}": {"command": command}
@@ -314,7 +314,7 @@ def test_no_harbor_hack_scores(tmp_path: Path, environment: dict[str, Any]) -> N
     for task_id, detail in found.items():
         attempt = detail["attempts"]["1"]
         assert not detail["correct"] and attempt["score"] == 0.0, (task_id, attempt)
-    assert list(Path("/var/tmp/agentcompass-sandbox").glob(f"{os.getpid()}-*")) == []
+    assert list(sandbox_root.glob(f"{os.getpid()}-*")) == []
 
 
 @needs_bwrap
@@ -354,14 +354,14 @@ def test_two_thousand_background_processes_meet_max_processes(tmp_path: Path) ->
 
 @needs_bwrap
 @needs_cgroups
-def test_three_gigabytes_into_tmp_meet_its_size(tmp_path: Path) -> None:
+def test_three_gigabytes_into_tmp_meet_its_size(tmp_path: Path, sandbox_root: Path) -> None:
     """R-LIMIT-1: /tmp is a tmpfs of tmp_mb, charged to nobody else: 3 GB written into it stop at its
     size and the attempt ends naming it; the host's memory is not taken."""
     attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"memory_mb": 2048, "tmp_mb": 128}},
                         "head -c 3G /dev/zero > /tmp/fill; true")
     assert attempt["status"] == "error" and "tmp_mb=128" in attempt["run_error"], attempt
     mounts = Path("/proc/mounts").read_text()
-    assert f"agentcompass-sandbox/{os.getpid()}-" not in mounts
+    assert f"{sandbox_root}/{os.getpid()}-" not in mounts
 
 
 @needs_bwrap
@@ -378,12 +378,12 @@ def test_processes_that_together_pass_memory_mb_are_killed(tmp_path: Path) -> No
 
 @needs_bwrap
 @needs_root
-def test_five_gigabytes_into_the_task_directory_meet_disk_mb(tmp_path: Path) -> None:
+def test_five_gigabytes_into_the_task_directory_meet_disk_mb(tmp_path: Path, sandbox_root: Path) -> None:
     """R-LIMIT-1: the task's directory is a disk image of disk_mb: 5 GB stop there, the attempt ends
     naming the limit, and the image is gone afterwards."""
     attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"disk_mb": 64}}, "head -c 5G /dev/zero > big; true")
     assert attempt["status"] == "error" and "disk_mb=64" in attempt["run_error"], attempt
-    assert list(Path("/var/tmp/agentcompass-sandbox").glob(f"{os.getpid()}-*.img")) == []
+    assert list(sandbox_root.glob(f"{os.getpid()}-*.img")) == []
 
 
 @needs_docker
