@@ -102,6 +102,7 @@ def test_invalid_declaration_stops_loading(tmp_path: Path) -> None:
         build_definitions(tmp_path)
 
 
+@pytest.mark.slow
 def test_reuse_is_skipping(tmp_path: Path, dagster_home: Path) -> None:
     """Two models: one materialization per (model, task) with a normal detail; a second run launches
     nothing; a new model runs only its partitions; a new task runs only itself; a task that ends in error

@@ -27,6 +27,7 @@ from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.results import load_metrics
 
 from conftest import IMAGE, REPO, max_open_at_once, needs_docker, run_cli, write_sweep
+from waiting import wait_until
 
 SWEEP = "lab"
 ATTEMPTS = dg.AssetKey([SWEEP, "synthetic", "attempts"])
@@ -74,16 +75,6 @@ def materialization_counts(key: dg.AssetKey = ATTEMPTS) -> Counter[str]:
 
 def step_successes(inst: dg.DagsterInstance, run_id: str) -> set[str]:
     return {str(record.step_key) for record in inst.all_logs(run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)}
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 50.0,
-               proc: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the process ended (exit {proc.returncode}) before {what}")
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
@@ -236,7 +227,7 @@ def test_a_daemon_ticking_the_schedule_runs_the_missing_tasks_and_the_metrics(tm
             runs = inst.get_runs(dg.RunsFilter(tags={"dagster/schedule_name": "lab__schedule"}))
             return any(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
 
-    wait_until(scheduled_run_done, "the scheduled run to succeed", proc=daemon)  # type: ignore[arg-type]
+    wait_until(scheduled_run_done, "the scheduled run to succeed", proc=daemon, log=tmp_path / "daemon.log")
     with instance() as inst:
         (run,) = inst.get_runs(dg.RunsFilter(tags={"dagster/schedule_name": "lab__schedule"}))
         assert run.job_name == JOB
@@ -356,7 +347,7 @@ def test_submitted_runs_go_through_the_run_queue_at_most_two_at_once(tmp_path: P
                          dagster={"max_partitions_per_run": 3, "max_concurrent_runs": 2})
     daemon = _daemon(tmp_path, _workspace(tmp_path, sweep), sweep)
     stop_group(daemon)
-    wait_until(_queue_daemon_alive, "the daemon's first heartbeat", proc=daemon)  # type: ignore[arg-type]
+    wait_until(_queue_daemon_alive, "the daemon's first heartbeat", proc=daemon, log=tmp_path / "daemon.log")
     proc = cli(tmp_path, "run", str(sweep), "--submit")
     stop_group(proc)
     assert finish(proc, timeout=55) == 0, (tmp_path / "daemon.log").read_text()[-3000:]
@@ -391,6 +382,7 @@ def test_submit_without_a_queue_or_a_daemon_is_refused(tmp_path: Path, capsys: p
         assert not inst.get_runs()
 
 
+@pytest.mark.slow
 @needs_docker
 def test_a_sweep_runs_its_steps_in_docker_containers_with_results_on_the_host(tmp_path: Path) -> None:
     """executor docker: every step of the sweep's job runs in a container of the CI engine (the image

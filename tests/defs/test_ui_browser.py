@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -27,13 +26,15 @@ from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 
 from conftest import CHROMIUM, CHROMIUM_ARGS, REPO, run_cli_process, write_sweep
+from waiting import tail, wait_until
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-START_TIMEOUT_S = 90
+START_TIMEOUT_S = 50
 STOP_TIMEOUT_S = 60
 UI_TIMEOUT_MS = 30_000
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.is_file(), reason=f"{CHROMIUM} is missing: apt-get install chromium")
+pytestmark = [pytest.mark.skipif(not CHROMIUM.is_file(), reason=f"{CHROMIUM} is missing: apt-get install chromium"),
+              pytest.mark.slow]
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="the playwright Python package is missing: pip install -e '.[test]'"
 )
@@ -91,23 +92,12 @@ def _group_gone(pgid: int) -> bool:
     return all(state == "Z" for state in _group_members(pgid).values())
 
 
-def _wait_for_server(url: str, proc: subprocess.Popen[bytes], log: Path) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < START_TIMEOUT_S:
-        if proc.poll() is not None:
-            pytest.fail(f"`agentcompass ui` exited with {proc.returncode} before serving:\n{_tail(log)}")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    return time.monotonic() - started
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"{url} did not answer within {START_TIMEOUT_S}s:\n{_tail(log)}")
-
-
-def _tail(log: Path, lines: int = 40) -> str:
-    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.is_file() else ""
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
 
 
 def _assert_png(path: Path) -> None:
@@ -241,7 +231,9 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
             preexec_fn=_default_sigint,
         )
     try:
-        _wait_for_server(f"http://127.0.0.1:{port}/server_info", ui, log)
+        url = f"http://127.0.0.1:{port}/server_info"
+        wait_until(lambda: _answers(url), f"`agentcompass ui` to answer at {url}", START_TIMEOUT_S, proc=ui, log=log,
+                   interval=0.5)
         # `dagster dev` is the CLI's child, leading its own process group (webserver, daemon, code servers).
         children = [pid for pid, (_, ppid, _) in _processes().items() if ppid == ui.pid]
         assert len(children) == 1, f"children of `agentcompass ui`: {children}"
@@ -262,13 +254,12 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
         try:
             returncode = ui.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"`agentcompass ui` still runs {STOP_TIMEOUT_S}s after SIGINT:\n{_tail(log)}")
-        assert returncode == 130, _tail(log)
-        deadline = time.monotonic() + 10
-        while not _group_gone(pgid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = {pid: (state, _cmdline(pid)[:200]) for pid, state in _group_members(pgid).items()}
-        assert _group_gone(pgid), f"processes of the dagster dev group {pgid} still run: {left}"
+            pytest.fail(f"`agentcompass ui` still runs {STOP_TIMEOUT_S}s after SIGINT:\n{tail(log)}")
+        assert returncode == 130, tail(log)
+        group = pgid
+        wait_until(lambda: _group_gone(group), f"the processes of the dagster dev group {group} to end", 10,
+                   describe=lambda: {pid: (state, _cmdline(pid)[:200]) for pid, state in _group_members(group).items()},
+                   interval=0.2)
     finally:
         if ui.poll() is None:
             ui.kill()
@@ -332,7 +323,8 @@ def test_ui_shows_partitions_turning_green_during_a_sweep_and_re_executes_its_ru
     ui = _ui(tmp_path, port, env, tmp_path / "ui.log", sweep)
     run: subprocess.Popen[bytes] | None = None
     try:
-        _wait_for_server(f"{base}/server_info", ui, tmp_path / "ui.log")
+        wait_until(lambda: _answers(f"{base}/server_info"), f"`agentcompass ui` to answer at {base}", START_TIMEOUT_S,
+                   proc=ui, log=tmp_path / "ui.log", interval=0.5)
         with (tmp_path / "run.log").open("wb") as out:
             run = subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep)], cwd=tmp_path,
                                    env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -344,10 +336,8 @@ def test_ui_shows_partitions_turning_green_during_a_sweep_and_re_executes_its_ru
             with dg.DagsterInstance.get() as instance:
                 return len(instance.get_materialized_partitions(key))
 
-        deadline = time.monotonic() + 50
-        while materialized() < 2:
-            assert run.poll() is None and time.monotonic() < deadline, _tail(tmp_path / "run.log")
-            time.sleep(0.1)
+        wait_until(lambda: materialized() >= 2, "two attempts partitions to be materialized", proc=run,
+                   log=tmp_path / "run.log", describe=materialized, interval=0.1)
         with sync_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
             try:
@@ -358,7 +348,7 @@ def test_ui_shows_partitions_turning_green_during_a_sweep_and_re_executes_its_ru
                 sync_api.expect(page.get_by_text("Materializing (4)", exact=True)).to_be_visible()
                 page.screenshot(path=str(tmp_path / "in-progress.png"))
                 gate.touch()
-                assert run.wait(timeout=50) == 0, _tail(tmp_path / "run.log")
+                assert run.wait(timeout=50) == 0, tail(tmp_path / "run.log")
                 with dg.DagsterInstance.get() as instance:
                     (first,) = instance.get_runs()
                 page.goto(f"{base}/runs/{first.run_id}", wait_until="networkidle")
@@ -379,10 +369,8 @@ def test_ui_shows_partitions_turning_green_during_a_sweep_and_re_executes_its_ru
                 runs = [r for r in instance.get_runs() if r.parent_run_id == first.run_id]
             return runs[0] if runs and runs[0].is_finished else None
 
-        deadline = time.monotonic() + 50
-        while (child := rerun_done()) is None:
-            assert time.monotonic() < deadline, _tail(tmp_path / "ui.log")
-            time.sleep(0.2)
+        child = wait_until(rerun_done, "the re-executed run to finish", proc=ui, log=tmp_path / "ui.log",
+                           interval=0.2)
         assert child.status == dg.DagsterRunStatus.SUCCESS and child.job_name == "live__job"
         assert child.tags["agentcompass/sweep"] == "live"
     finally:

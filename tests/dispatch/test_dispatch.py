@@ -16,6 +16,7 @@ from agentcompass_dagster.dispatch import run as dispatch_module
 from agentcompass_dagster.dispatch import run_dispatch
 from agentcompass_dagster.dispatch.evidence import usage_summary
 from agentcompass_dagster.dispatch.ledger import EventLedger
+from agentcompass_dagster.durable.activity import ACTIVITY_FILE
 from agentcompass_dagster.models.usage import turn_usage
 
 SECRET = "sk-" + "A1b2C3d4E5" * 4
@@ -266,10 +267,31 @@ def test_an_echoed_environment_value_is_in_no_file(tmp_path: Path) -> None:
         assert value not in json.dumps(receipt)
 
 
-def test_transcript_empty_is_unreachable_with_the_tool_agent() -> None:
-    """R-DISP-1: TRANSCRIPT_EMPTY guards a transcript emptied behind the agent's back."""
-    pytest.skip("unreachable through AgentRun: it logs the session's in_flight record before any model "
-                "call, so a run that returns always leaves a non-empty activity log")
+def test_a_transcript_emptied_behind_the_agents_back_is_transcript_empty(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """R-DISP-1: the agent run completes, then something else empties its transcript (truncated between
+    the run's return and its read-back, through the dispatch module's reference to _agent_outcome):
+    TRANSCRIPT_EMPTY, exit 3, no output.json, the ledger closes with run.failed and the receipt is on
+    disk."""
+    real = dispatch_module._agent_outcome
+    emptied: list[Path] = []
+
+    async def then_emptied(resolved: Any, agent_dir: Path, ledger: EventLedger) -> Any:
+        outcome, failure = await real(resolved, agent_dir, ledger)
+        assert failure is None and (agent_dir / ACTIVITY_FILE).read_text().strip(), "the run itself must succeed"
+        (agent_dir / ACTIVITY_FILE).write_bytes(b"")
+        emptied.append(agent_dir / ACTIVITY_FILE)
+        return outcome, failure
+
+    monkeypatch.setattr(dispatch_module, "_agent_outcome", then_emptied)
+    receipt, code = run_dispatch(write_spec(tmp_path, [bash("echo hi"), submit("done")]))
+    assert (code, receipt["errorCode"], receipt["status"]) == (3, "TRANSCRIPT_EMPTY", "failed"), receipt
+    assert receipt["error"] == "the agent run left an empty transcript"
+    run_dir = Path(receipt["runDir"])
+    assert emptied == [run_dir / "agent" / ACTIVITY_FILE] and model_calls(tmp_path) == 2
+    assert not (run_dir / "output.json").exists()
+    assert events(run_dir)[-1] == "run.failed" and "run.completed" not in events(run_dir)
+    assert_receipt_on_disk(receipt)
 
 
 @pytest.mark.parametrize(

@@ -342,16 +342,15 @@ def test_racing_writer_processes_of_one_task_leave_one_complete_winner(tmp_path:
     task ids, released together; each id ends with exactly one complete file, from the process that was
     told it won, and the other process got None."""
     run_dir = RunStore(tmp_path / "results").reserve(tmp_path / "results" / "race" / "bench" / "model", None)
-    go = tmp_path / "go"
     script = r"""
-import os, sys, time
+import sys
 from pathlib import Path
 from agentcompass_dagster.runtime.run_dir import RunDir
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail
-run_dir, version, go = RunDir(Path(sys.argv[1])), sys.argv[2], Path(sys.argv[3])
+run_dir, version = RunDir(Path(sys.argv[1])), sys.argv[2]
 print("ready", flush=True)
-while not go.exists():
-    time.sleep(0.001)
+if sys.stdin.readline() != "go\n":  # released by the test, or ended with it
+    sys.exit("no go from the test")
 for r in range(20):
     answer = f"{version}-{r}"
     detail = TaskDetail(task_id=f"task-{r:03d}", category="c", correct=True, score=1.0,
@@ -360,12 +359,16 @@ for r in range(20):
     print(r, "won" if run_dir.save_detail(detail) is not None else "lost", flush=True)
 """
     procs = {
-        v: subprocess.Popen([sys.executable, "-c", script, str(run_dir.path), v, str(go)], stdout=subprocess.PIPE, text=True)
+        v: subprocess.Popen([sys.executable, "-c", script, str(run_dir.path), v], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
         for v in ("A", "B")
     }
     for proc in procs.values():
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    go.touch()
+    for proc in procs.values():
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
     outcomes: dict[str, dict[int, str]] = {}
     for v, proc in procs.items():
         out, _ = proc.communicate(timeout=120)

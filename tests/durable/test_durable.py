@@ -23,6 +23,7 @@ import yaml
 from conftest import REPO, run_cli, tree_snapshot
 from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 from scripted_agent import SOLUTION, bash, submit, sweep_file
+from waiting import wait_until
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import (
@@ -41,13 +42,6 @@ def start(sweep: Path, cwd: Path, *, dagster: bool = False) -> subprocess.Popen[
     return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), *mode],
                             cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 def records(tmp_path: Path, task: str = "count-errors") -> list[ActivityRecord]:
@@ -138,7 +132,7 @@ def test_kill_during_a_tool_call_resume_attaches_and_collects_the_finished_comma
     turns = {"count-errors": [bash(f"echo one >> {side}"), bash(f"echo two >> {side}; {waits}; echo late-output"),
                               bash(SOLUTION), submit()]}
     proc = start(sweep_file(tmp_path, turns), tmp_path)
-    wait_for(lambda: side.exists() and "two" in side.read_text())
+    wait_until(lambda: side.exists() and "two" in side.read_text(), "command two to start", proc=proc, interval=0.01)
     kill(proc)
     gate.touch()
     assert resume(run_dirs(tmp_path)[0]) == 0
@@ -159,7 +153,7 @@ def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinis
     command = f"echo start >> {side}; while [ ! -e {gate} ]; do sleep 0.05; done; echo end >> {side}"
     turns = {"count-errors": [bash(command), bash(SOLUTION), submit()]}
     proc = start(sweep_file(tmp_path, turns, resume_wait_s=0.3), tmp_path)
-    wait_for(lambda: side.exists() and "start" in side.read_text())
+    wait_until(lambda: side.exists() and "start" in side.read_text(), "the command to start", proc=proc, interval=0.01)
     kill(proc)
     first = run_dirs(tmp_path)[0]
     # The resume completed with the task in error (busy): exit 3.
@@ -168,7 +162,7 @@ def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinis
     assert "still runs in the old environment" in busy["error"]
     assert records(tmp_path)[-1].kind != "session" or records(tmp_path)[-1].status != "completed"
     gate.touch()
-    wait_for(lambda: "end" in side.read_text(), timeout=10)
+    wait_until(lambda: "end" in side.read_text(), "the old command to end", 10, interval=0.01)
     assert resume(run_dirs(tmp_path)[-1]) == 0
     detail = final_detail(tmp_path)
     assert detail["correct"] and side.read_text().splitlines() == ["start", "end"]
@@ -214,13 +208,6 @@ def endpoint_model(fake: FakeOpenAI) -> list[dict[str, Any]]:
              "params": {"max_retries": 0, "timeout_s": 600}}]
 
 
-def wait_for_request(fake: FakeOpenAI, count: int, proc: subprocess.Popen[str]) -> None:
-    """Until the endpoint has received ``count`` requests: the kill then lands while the model has the
-    call, whatever the machine's load."""
-    wait_for(lambda: len(fake.requests) >= count or proc.poll() is not None)
-    assert proc.poll() is None, f"agentcompass exited {proc.returncode} before request {count}"
-
-
 def reply_bash(fake: FakeOpenAI, command: str, call_id: str, **fields: Any) -> None:
     fake.reply(tool_calls=[tool_call("bash", json.dumps({"command": command}), call_id)],
                usage={"prompt_tokens": 100, "completion_tokens": 10}, **fields)
@@ -238,7 +225,8 @@ def test_kill_during_a_model_call_marks_it_aborted_and_sends_it_again(tmp_path: 
     fake_openai.reply(content="never sent", delay_s=3600)
     proc = start(sweep_file(tmp_path, {"count-errors": []}, models=endpoint_model(fake_openai), harness=harness),
                  tmp_path)
-    wait_for_request(fake_openai, 3, proc)
+    # The kill then lands while the model has the call, whatever the machine's load.
+    wait_until(lambda: len(fake_openai.requests) >= 3, "request 3 at the endpoint", proc=proc, interval=0.01)
     kill(proc)
     reply_bash(fake_openai, SOLUTION, "call_c")
     if harness == "miniswe":
@@ -267,7 +255,7 @@ def test_a_killed_miniswe_attempt_resumes_from_its_old_environment_after_a_comma
     turns = {"count-errors": [bash(command), bash(SOLUTION),
                               bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; cat answer.txt")]}
     proc = start(sweep_file(tmp_path, turns, harness="miniswe"), tmp_path)
-    wait_for(lambda: side.exists() and "start" in side.read_text())
+    wait_until(lambda: side.exists() and "start" in side.read_text(), "the command to start", proc=proc, interval=0.01)
     kill(proc)
     gate.touch()
     assert resume(run_dirs(tmp_path)[0]) == 0
@@ -290,7 +278,8 @@ def test_lost_environment_is_rebuilt_from_the_checkpoint(tmp_path: Path, replay_
                               bash("cat progress.txt"), bash(SOLUTION), submit()]}
     params = {"replay_safe_commands": ["^echo slow"]} if replay_safe else {}
     proc = start(sweep_file(tmp_path, turns, **params), tmp_path)
-    wait_for(lambda: side.exists() and side.read_text() == "slow\n")
+    wait_until(lambda: side.exists() and side.read_text() == "slow\n", "the slow command to start", proc=proc,
+               interval=0.01)
     handle = next(r.data["handle"] for r in records(tmp_path) if r.kind == "session")
     kill(proc)
     shutil.rmtree(handle["root"])
@@ -318,7 +307,7 @@ def test_a_killed_sandbox_attempt_resumes_in_its_old_sandbox(tmp_path: Path) -> 
     turns = {"count-errors": [bash("echo progress > progress.txt"), bash("sleep 30"),
                               bash("cat progress.txt"), bash(SOLUTION), submit()]}
     proc = start(sweep_file(tmp_path, turns, environment="sandbox"), tmp_path)
-    wait_for(has(tmp_path, "1.0"))
+    wait_until(has(tmp_path, "1.0"), "tool call 1.0 to be in flight", proc=proc, interval=0.01)
     handle = next(r.data["handle"] for r in records(tmp_path) if r.kind == "session")
     kill(proc)
     assert resume(run_dirs(tmp_path)[0]) == 0
@@ -344,7 +333,7 @@ def test_kill_while_scoring_keeps_the_finished_agent_run(tmp_path: Path) -> None
     data["benchmarks"] = [{"id": "demo", "params": {"tasks_dir": str(tasks_dir)}}]
     sweep.write_text(yaml.safe_dump(data))
     proc = start(sweep, tmp_path)
-    wait_for(has(tmp_path, "session", "completed"))
+    wait_until(has(tmp_path, "session", "completed"), "the agent session to complete", proc=proc, interval=0.01)
     kill(proc)
     (tmp_path / "slow-check").unlink()
     assert not any(run_dirs(tmp_path)[0].glob("details/*.json"))
@@ -361,7 +350,8 @@ def test_limits_count_what_was_spent_before_the_crash(tmp_path: Path) -> None:
     turns = {"count-errors": [submit()],
              "create-hello": [bash("true"), {**bash("true"), "gate": str(gate)}, bash("true"), bash("true"), submit()]}
     proc = start(sweep_file(tmp_path, turns, max_turns=4, max_cost_usd=0.025), tmp_path)
-    wait_for(lambda: (tmp_path / "model-calls.jsonl").exists() and ("create-hello", 1) in model_calls(tmp_path))
+    wait_until(lambda: (tmp_path / "model-calls.jsonl").exists() and ("create-hello", 1) in model_calls(tmp_path),
+               "model call 1 of create-hello", proc=proc, interval=0.01)
     pre_crash = records(tmp_path, "create-hello")[-1].elapsed_s
     kill(proc)
     gate.touch()
@@ -412,7 +402,8 @@ def test_random_kill_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> 
     crash_dir = tmp_path / "crash"
     crash_dir.mkdir()
     proc = start(sweep_file(crash_dir, script(side), replay_safe_commands=["^echo "]), crash_dir)
-    wait_for(lambda: any((crash_dir / "results").rglob("activity.jsonl")))
+    wait_until(lambda: any((crash_dir / "results").rglob("activity.jsonl")), "an activity log", proc=proc,
+               interval=0.01)
     time.sleep(rng.uniform(0.0, 1.5))
     kill(proc)
     completed_before = {r.data["command"].split(" >> ")[0].split()[1] for path in (crash_dir / "results").rglob("activity.jsonl")
@@ -446,7 +437,7 @@ def test_re_running_a_killed_dagster_launch_resumes_its_unfinished_attempt(tmp_p
              "create-hello": [submit()]}
     sweep = sweep_file(tmp_path, turns)
     proc = start(sweep, tmp_path, dagster=True)
-    wait_for(lambda: side.exists() and "two" in side.read_text(), timeout=120)
+    wait_until(lambda: side.exists() and "two" in side.read_text(), "command two to start", proc=proc, interval=0.01)
     kill(proc)
     gate.touch()
     assert run_cli("run", sweep) == 0
@@ -471,7 +462,7 @@ def test_resume_after_compaction_sends_the_summary_not_the_summarised_turns(tmp_
              "params": {"max_retries": 0}}
     sweep = sweep_file(tmp_path, {"count-errors": []}, models=[model], compact_at_tokens=300, keep_recent_messages=2)
     proc = start(sweep, tmp_path)
-    wait_for(has(tmp_path, "4.0"))
+    wait_until(has(tmp_path, "4.0"), "tool call 4.0 to be in flight", proc=proc, interval=0.01)
     kill(proc)
     assert any(r.kind == "compaction" for r in records(tmp_path))
     assert resume(run_dirs(tmp_path)[0]) == 0
@@ -619,7 +610,8 @@ def test_a_finished_but_unreaped_command_is_not_busy() -> None:
     if pid == 0:
         os._exit(0)
     try:
-        wait_for(lambda: Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z", timeout=10)
+        wait_until(lambda: Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z",
+                   "the child to be a zombie", 10, interval=0.01)
         assert not process_alive(pid) and process_alive(os.getpid())
     finally:
         os.waitpid(pid, 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "perf"))
@@ -17,6 +18,7 @@ sys.path.insert(0, str(REPO / "perf"))
 import fault_injection
 
 
+@pytest.mark.slow
 def test_every_fault_scenario_recovers_without_repeating_completed_work(tmp_path: Path) -> None:
     trials = fault_injection.run_experiment(tmp_path, list(fault_injection.SCENARIOS), trials=1, seed=0,
                                             script=fault_injection.Script(files=1000), keep=False)

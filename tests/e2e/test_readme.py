@@ -7,6 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.runtime.orchestrator import run_requests
 
@@ -95,8 +97,11 @@ def test_the_readme_install_and_test_commands_are_the_ones_ci_runs() -> None:
     tests = next(c for c in commands if "pytest" in c)
     assert install.replace("pip install", "pip install -q") in ci, install
     assert tests in ci, tests
+    assert " -x" not in tests and "--durations" in tests, tests
+    assert "while True: pass" in ci and "nproc" in ci, "CI runs the tests beside one busy process per core"
 
 
+@pytest.mark.slow
 def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
     """Each `agentcompass run`, `summary` and `report` line of the README, run verbatim by bash in a
     directory laid out like a clone (the `<run_id>` filled in with the run the first line made), exits 0;

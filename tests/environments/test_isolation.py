@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 from conftest import IMAGE, needs_docker, processes_with, write_sweep, write_task
+from waiting import wait_until
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
 
-SANDBOX_ROOT = Path("/var/tmp/agentcompass-sandbox")
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 
@@ -92,12 +92,12 @@ def test_docker_refuses_a_network_switch(tmp_path: Path) -> None:
 
 
 @needs_bwrap
-def test_demo_passes_with_the_oracle_in_the_sandbox(tmp_path: Path) -> None:
+def test_demo_passes_with_the_oracle_in_the_sandbox(tmp_path: Path, sandbox_root: Path) -> None:
     """The demo benchmark scores 1.0 with the oracle in the sandbox (network none in every phase), and
     no task directory is left behind."""
     result = run(tmp_path, "sbdemo", SANDBOX, execution={"network": ALL_NONE})
     assert result.metrics.metrics["accuracy"] == 1.0 and result.metrics.counts.evaluated >= 12
-    assert [p for p in SANDBOX_ROOT.iterdir() if p.name.startswith(f"{os.getpid()}-")] == []
+    assert [p for p in sandbox_root.iterdir() if p.name.startswith(f"{os.getpid()}-")] == []
 
 
 @needs_docker
@@ -209,10 +209,8 @@ def test_containers_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> N
     proc = _start_cli(tmp_path, slow)
     label = f"agentcompass.pid={proc.pid}"
     try:
-        deadline = time.monotonic() + 60
-        while not client.containers.list(all=True, filters={"label": label}):
-            assert time.monotonic() < deadline and proc.poll() is None, "the first run started no container"
-            time.sleep(0.2)
+        wait_until(lambda: client.containers.list(all=True, filters={"label": label}), "the first run's first container",
+                   proc=proc, interval=0.2)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -225,7 +223,7 @@ def test_containers_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> N
 
 
 @needs_bwrap
-def test_sandbox_leaves_nothing_after_a_killed_run(tmp_path: Path) -> None:
+def test_sandbox_leaves_nothing_after_a_killed_run(tmp_path: Path, sandbox_root: Path) -> None:
     """R-CLEAN-1: a SIGKILLed run's sandboxed commands die with it, and the next run removes its task
     directories."""
     marker = f"sleep 77.{os.getpid()}"
@@ -233,18 +231,13 @@ def test_sandbox_leaves_nothing_after_a_killed_run(tmp_path: Path) -> None:
                         harness={"id": "scripted", "params": {"default": {"command": marker}}})
     proc = _start_cli(tmp_path, sweep)
     try:
-        deadline = time.monotonic() + 60
-        while not processes_with(marker):
-            assert time.monotonic() < deadline and proc.poll() is None, "the sandboxed command never started"
-            time.sleep(0.1)
+        wait_until(lambda: processes_with(marker), f"the sandboxed `{marker}` to start", proc=proc, interval=0.1)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    deadline = time.monotonic() + 10
-    while processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_with(marker) == []
-    assert [p for p in SANDBOX_ROOT.iterdir() if p.name.startswith(f"{proc.pid}-")]
+    wait_until(lambda: processes_with(marker) == [], f"the sandboxed `{marker}` to die with the run", 10,
+               describe=lambda: processes_with(marker), interval=0.1)
+    assert [p for p in sandbox_root.iterdir() if p.name.startswith(f"{proc.pid}-")]
     quick = write_sweep(tmp_path, name="after", environment=SANDBOX, benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}])
     assert _start_cli(tmp_path, quick).wait(timeout=60) == 0
-    assert [p for p in SANDBOX_ROOT.iterdir() if p.name.startswith(f"{proc.pid}-")] == []
+    assert [p for p in sandbox_root.iterdir() if p.name.startswith(f"{proc.pid}-")] == []

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from conftest import REPO, details_by_task, write_sweep
 from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
+from waiting import wait_until
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import read_activity
@@ -57,19 +58,6 @@ def start(tmp_path: Path, sweep: Path, *args: str) -> subprocess.Popen[str]:
                             start_new_session=True)
 
 
-def wait_for_requests(fake: FakeOpenAI, count: int, proc: subprocess.Popen[str]) -> None:
-    """Until the server has received ``count`` requests (the process failing first fails the test)."""
-    import time
-
-    deadline = time.monotonic() + 60
-    while len(fake.requests) < count:
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"agentcompass exited {proc.returncode} before request {count}: {err[-2000:]}")
-        assert time.monotonic() < deadline, f"the server got {len(fake.requests)} of {count} requests"
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("harness", ["tool_agent", "miniswe"])
 def test_an_endpoint_that_never_answers_ends_at_the_attempt_timeout(tmp_path: Path, fake_openai: FakeOpenAI,
                                                                     harness: str) -> None:
@@ -82,7 +70,8 @@ def test_an_endpoint_that_never_answers_ends_at_the_attempt_timeout(tmp_path: Pa
     sweep = endpoint_sweep(tmp_path, fake_openai, harness, ["count-errors"], max_retries=3,
                            attempt_timeout_s=3, cleanup_grace_seconds=2)
     proc = start(tmp_path, sweep, "--direct")
-    wait_for_requests(fake_openai, 2, proc)
+    wait_until(lambda: len(fake_openai.requests) >= 2, "request 2 at the server", proc=proc, interval=0.02,
+               describe=lambda: f"{len(fake_openai.requests)} requests")
     try:
         out, err = proc.communicate(timeout=3 + 2 + 5)
     except subprocess.TimeoutExpired:
@@ -106,7 +95,8 @@ def test_an_orchestration_timeout_or_ctrl_c_ends_a_hung_call(tmp_path: Path, fak
     sweep = endpoint_sweep(tmp_path, fake_openai, "tool_agent", ["count-errors"], max_retries=3,
                            cleanup_grace_seconds=2, **limits)
     proc = start(tmp_path, sweep, "--direct")
-    wait_for_requests(fake_openai, 1, proc)
+    wait_until(lambda: len(fake_openai.requests) >= 1, "request 1 at the server", proc=proc, interval=0.02,
+               describe=lambda: f"{len(fake_openai.requests)} requests")
     if stop == "sigint":
         os.kill(proc.pid, signal.SIGINT)
     try:
