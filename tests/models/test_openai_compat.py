@@ -226,7 +226,7 @@ def test_a_slow_server_times_out(fake_openai: FakeOpenAI) -> None:
     started = time.monotonic()
     with pytest.raises(ModelError, match="no response within timeout_s=0.3") as caught:
         complete(make_model(fake_openai, timeout_s=0.3, max_retries=0))
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10, "the call waited for the reply instead of timing out"
     assert "tries" not in str(caught.value)
     assert len(fake_openai.requests) == 1
 
