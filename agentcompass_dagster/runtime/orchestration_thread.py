@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import atexit
 import threading
+import weakref
 
 from agentcompass_dagster.runtime.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.types import OrchestrationResult
@@ -30,8 +30,10 @@ class OrchestrationThread:
         # The thread is a daemon (a caller stopped for good must not hang on it), so a process that exits
         # while it runs would cut it off mid-task: the step that should stop it may never resume (Dagster
         # raises an interrupt between two of its events, outside the step's code). At exit it is stopped
-        # as a Ctrl-C stops it, and its run directories say so.
-        atexit.register(self.stop)
+        # as a Ctrl-C stops it, and its run directories say so. threading's own exit hook, not atexit: that
+        # one runs after concurrent.futures has refused new work, so the cleanup's threads could not start.
+        ref = weakref.ref(self)
+        threading._register_atexit(lambda: (orchestration := ref()) is not None and orchestration.stop())
         self._thread.start()
         self._started.wait()
         return self
@@ -59,7 +61,6 @@ class OrchestrationThread:
             self._outcome = exc
         finally:
             self._started.set()
-            atexit.unregister(self.stop)
 
     def cancel(self) -> None:
         loop, main = self._loop, self._main

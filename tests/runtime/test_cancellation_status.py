@@ -4,6 +4,7 @@ of a request, or in a process that exits while its orchestration still runs (R-C
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -107,11 +108,16 @@ def test_a_process_that_exits_while_its_orchestration_runs_leaves_its_runs_cance
     spec.write_text(request(tmp_path, "synthetic", {"sleep": 60}, record).model_dump_json())
     script = tmp_path / "exits.py"
     script.write_text(textwrap.dedent(EXITS_WHILE_RUNNING))
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
     done = subprocess.run([sys.executable, str(script), str(spec), str(record)], capture_output=True, text=True,
-                          timeout=50)
+                          timeout=50, env={**os.environ, "TMPDIR": str(tmpdir)})
     assert done.returncode == 3, done.stderr
     events = [json.loads(line) for line in record.read_text().splitlines()]
     assert sorted(e["task"] for e in events if e["event"] == "start") == ["t0", "t1"], events
     info = run_info(tmp_path)
     assert (info["status"], bool(info["finished_at"])) == ("cancelled", True), info
     assert "interrupted" in str(info["error"])
+    # The sessions were closed: their directories in the temp dir are gone (the cleanup's threads were
+    # refused when it ran from atexit, after concurrent.futures had shut down).
+    assert [p.name for p in tmpdir.iterdir()] == [], done.stderr
