@@ -104,9 +104,10 @@ class HostDirSession(EnvironmentSession):
         """What the child runs between fork and exec: it dies with the runtime and joins the session's
         cgroup, so every process it starts (setsid or not) is the session's."""
         join = self.cgroup_fds()
+        die_with_parent = death_signal()
 
         def child() -> None:
-            _die_with_parent()
+            die_with_parent()
             for fd in join:  # "0" moves the writer: this child, and all it starts
                 os.write(fd, b"0")
 
@@ -331,11 +332,23 @@ def probe_hostdir(handle: dict[str, Any]) -> bool:
         return False
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: the kernel kills it when the runtime dies, even by SIGKILL (the
-    sandbox's bwrap then takes its whole namespace down with it)."""
+def death_signal() -> Callable[[], None]:
+    """What a child runs before exec so that the kernel kills it when the runtime dies, even by SIGKILL
+    (the sandbox's bwrap then takes its whole namespace down with it).
+
+    Made in the parent: loading libc in a child forked from a threaded process may deadlock. A runtime
+    killed between the fork and the prctl sends no signal (the child has been re-parented by then), so
+    the child checks its parent after setting it and ends itself rather than run an orphaned command."""
     PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def child() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return child
 
 
 def _kill_group(pid: int) -> None:

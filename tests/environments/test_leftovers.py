@@ -8,9 +8,12 @@ import asyncio
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import processes_with
+from waiting import wait_until
 
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.durable.file_tree import MAX_DEPTH, link_tree, walk
@@ -111,3 +114,27 @@ def test_a_dead_sessions_deep_leftovers_do_not_fail_the_next_attempt(sandbox_roo
     assert not leftover.exists()
     assert not workdir.exists()
     assert [p.name for p in sandbox_root.iterdir()] == []
+
+
+def test_a_command_whose_runtime_died_before_it_set_its_death_signal_never_runs(tmp_path: Path) -> None:
+    """R-CLEAN-1: the kernel sends no death signal to a child whose parent died before the child asked
+    for one (a SIGKILL between fork and exec, likely on a loaded machine), so the child must check. Here
+    the runtime forks and exits at once; the child runs the hook only once it has been re-parented, then
+    would run the command: it must end instead (a sandboxed `sleep` outlived its killed run in CI)."""
+    ran = tmp_path / "ran"
+    script = f"""
+import os, sys, time
+from agentcompass_dagster.environments.hostdir import death_signal
+hook = death_signal()
+parent = os.getpid()
+if os.fork() == 0:
+    while os.getppid() == parent:  # the event this test is about: the runtime is gone
+        time.sleep(0.01)
+    hook()
+    open({str(ran)!r}, "w").close()
+os._exit(0)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=30)
+    # The orphan's end is an event this process cannot wait on: wait for it through /proc.
+    wait_until(lambda: not processes_with(str(ran)), "the orphaned child to end", 30)
+    assert not ran.exists()
