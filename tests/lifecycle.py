@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
-from agentcompass_dagster.contracts.environment import EnvironmentSession, ExecResult
+from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession, ExecResult
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.harnesses.scripted import ScriptedHarness, ScriptedSession
 from agentcompass_dagster.runtime.scores import TaskScores
@@ -75,8 +75,8 @@ class DelegatingSession(EnvironmentSession):
         self.commands_dir = inner.commands_dir
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   private: bool = False, label: str | None = None) -> ExecResult:
-        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, private=private, label=label)
+                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
+        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
 
     async def stop_processes(self) -> None:
         await self.inner.stop_processes()

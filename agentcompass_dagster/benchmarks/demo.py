@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentcompass_dagster.config import load_yaml
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
+from agentcompass_dagster.contracts.environment import Caller
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
@@ -70,7 +71,7 @@ class DemoBenchmark(Benchmark):
         check = (Path(prepared.task.metadata["dir"]) / "check.sh").read_bytes()
         path = f"{session.scratch}/check-{file_stem(prepared.task.id)}.sh"
         await session.write_file(path, check, 0o755)
-        outcome = await session.exec(f"bash {shlex.quote(path)}", timeout_s=CHECK_TIMEOUT_S, private=True)
+        outcome = await session.exec(f"bash {shlex.quote(path)}", timeout_s=CHECK_TIMEOUT_S, caller=Caller.verifier)
         correct = outcome.exit_code == 0 and not outcome.timed_out
         return Evaluation(
             correct=correct,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
+from agentcompass_dagster.contracts.environment import Caller
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.harnesses.oracle import SCRATCH_VARIABLE
 from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, TaskSpec
@@ -92,9 +93,9 @@ class HarborTasksBenchmark(Benchmark):
                 rel = source.relative_to(task_dir / "tests").as_posix()
                 await session.write_file(f"{base}/tests/{rel}", data, source.stat().st_mode & 0o777)
         logs = shlex.quote(base + "/logs/verifier")
-        await session.exec(f"rm -rf {logs} && mkdir -p {logs}", private=True)
+        await session.exec(f"rm -rf {logs} && mkdir -p {logs}", caller=Caller.verifier)
         outcome = await session.exec(f"bash {shlex.quote(base + '/tests/test.sh')}",
-                                     timeout_s=prepared.task.metadata["verifier_timeout_s"], private=True)
+                                     timeout_s=prepared.task.metadata["verifier_timeout_s"], caller=Caller.verifier)
         fields = {"verifier_exit_code": outcome.exit_code, "output": outcome.output[-2000:]}
         reward, problem = await self._reward(session, base)
         if reward is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
+from agentcompass_dagster.contracts.environment import Caller
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
@@ -68,7 +69,7 @@ class HumanEvalBenchmark(Benchmark):
         )
         path = f"{session.scratch}/humaneval-{file_stem(prepared.task.id)}.py"
         await session.write_file(path, program.encode())
-        outcome = await session.exec(f"python3 {shlex.quote(path)}", timeout_s=self.timeout_s, private=True)
+        outcome = await session.exec(f"python3 {shlex.quote(path)}", timeout_s=self.timeout_s, caller=Caller.verifier)
         passed = outcome.exit_code == 0 and not outcome.timed_out and token in outcome.stdout
         reason = "passed" if passed else ("timed out" if outcome.timed_out else outcome.output.strip()[-500:] or
                                           f"exited with {outcome.exit_code} before the tests finished")

@@ -25,6 +25,7 @@ A benchmark that runs its tasks itself subclasses ``HarnessFreeBenchmark`` and i
 from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
 from agentcompass_dagster.contracts.benchmark import Benchmark, HarnessFreeBenchmark, ReferenceSolution
 from agentcompass_dagster.contracts.environment import (
+    Caller,
     Environment,
     EnvironmentLimitExceeded,
     EnvironmentSession,
@@ -34,7 +35,7 @@ from agentcompass_dagster.contracts.harness import AgentHarness, Harness, Harnes
 from agentcompass_dagster.contracts.model import CallContext, ContextOverflow, Model, ModelError, ModelTurn, ToolCall
 
 __all__ = [
-    "AgentHarness", "Analyzer", "AttemptResult", "Benchmark", "CallContext", "ContextOverflow", "Environment",
+    "AgentHarness", "Analyzer", "AttemptResult", "Benchmark", "CallContext", "Caller", "ContextOverflow", "Environment",
     "EnvironmentLimitExceeded", "EnvironmentSession", "ExecResult", "Harness", "HarnessFreeBenchmark",
     "HarnessSession", "Model", "ModelError", "ModelTurn", "ReferenceSolution", "ToolCall",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
+from enum import StrEnum
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,6 +29,34 @@ class ExecResult(BaseModel):
         return self.stdout + self.stderr
 
 
+class Caller(StrEnum):
+    """Whom a command runs for, which decides what it sees and in whose context it runs.
+
+    - ``agent``: the agent's commands (and a harness's on its behalf): the working directory, its home
+      and temp directory; never the framework's private ``scratch``.
+    - ``reference``: a benchmark's reference solution (the oracle): the agent's context, as an agent
+      that solved the task would act, plus ``scratch`` for the solution's own files.
+    - ``verifier``: a check of the agent's work. The framework's context, none of which the agent could
+      have prepared: ``scratch``, a fresh HOME and TMPDIR, a PATH of system directories only, Python
+      without the user's site-packages and without the working directory on ``sys.path``; never the
+      processes the agent left, never root inside a container. Its working directory is still the
+      agent's (that is what it checks), so what it runs from there is what the benchmark declares
+      (``Benchmark.verifier_executes``).
+    """
+
+    agent = "agent"
+    reference = "reference"
+    verifier = "verifier"
+
+
+# What every verifier command gets in its environment, whatever the provider: no user site-packages
+# (a planted ~/.local/.../x.pth or usercustomize.py), no working directory or script directory on
+# sys.path (a planted json.py or unittest/ in the working directory), and no bytecode left behind.
+VERIFIER_PYTHON_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+# The verifier's PATH: system directories only, never a directory the agent could write.
+VERIFIER_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
 class EnvironmentLimitExceeded(RuntimeError):
     """A limit of the environment (memory, processes, disk) was hit: the attempt ends with this error,
     which names the limit and its allowance."""
@@ -38,8 +67,8 @@ class EnvironmentSession(ABC):
 
     ``workdir`` is the agent's working directory. ``scratch`` is private to the framework (reference
     solutions, checks, verifier files, rewards): the agent's commands never see it where the
-    environment isolates (``sandbox``, ``docker``); only commands run with ``private=True`` (a reference
-    solution, a verifier) do. ``commands_dir`` is where command wrappers leave their output and exit
+    environment isolates (``sandbox``, ``docker``); only commands run for the ``reference`` or the
+    ``verifier`` (``Caller``) do. ``commands_dir`` is where command wrappers leave their output and exit
     code: every command sees it, so whatever the host reads there is untrusted."""
 
     workdir: str
@@ -48,8 +77,8 @@ class EnvironmentSession(ABC):
 
     @abstractmethod
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   private: bool = False, label: str | None = None) -> ExecResult:
-        """Run ``command``. ``label`` names it for a later process: the session records, where the
+                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
+        """Run ``command`` for ``caller`` (what it sees, in whose context). ``label`` names it for a later process: the session records, where the
         agent cannot reach, which host process runs it (hostdir.process_of)."""
 
     async def stop_processes(self) -> None:

@@ -8,7 +8,7 @@
 The container runs with the plan's baseline network (`none`, or `host`); a running container cannot
 change network, so a plan whose phases differ is refused (R-NET-1). The agent's commands run as ``uid``
 (default 65534) in /work; the framework's private /scratch (checks, tests, solutions, rewards) belongs to
-root with mode 0700 and only commands run with ``private=True`` (as root) see it. The limits are the
+root with mode 0700 and only commands run for the reference or the verifier (as root) see it. The limits are the
 sandbox's: ``memory_mb`` and ``max_processes`` become the container's memory and pids limits,
 ``disk_mb`` bounds /work (a tmpfs of that size, counted in the memory too), ``tmp_mb`` bounds /tmp; a
 command that hits one ends the attempt with an error naming it (read from the container's cgroup where
@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
 from agentcompass_dagster.contracts.environment import (
+    Caller,
     Environment,
     EnvironmentLimitExceeded,
     EnvironmentSession,
@@ -91,10 +92,10 @@ class DockerSession(EnvironmentSession):
         self._cgroup = _container_cgroup(container, params)
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   private: bool = False, label: str | None = None) -> ExecResult:
+                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
         started = time.monotonic()
         script = f"timeout -s KILL {timeout_s} bash -c {shlex.quote(command)}" if timeout_s else command
-        user = "0:0" if private else f"{self.params.uid}:{self.params.gid}"
+        user = "0:0" if caller is not Caller.agent else f"{self.params.uid}:{self.params.gid}"
         result = await asyncio.to_thread(
             self.container.exec_run, ["bash", "-c", script], workdir=cwd or WORKDIR, environment=self.env,
             demux=True, user=user,

@@ -23,10 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.contracts.environment import EnvironmentSession, ExecResult
+from agentcompass_dagster.contracts.environment import VERIFIER_PYTHON_ENV, Caller, EnvironmentSession, ExecResult
 from agentcompass_dagster.environments.cgroups import Cgroup, stale
 from agentcompass_dagster.runtime.processes import Worker, proc_stat, process_alive
-from agentcompass_dagster.runtime.safe_fs import read_beneath, relative, remove_tree, write_beneath
+from agentcompass_dagster.runtime.safe_fs import (
+    makedirs_beneath,
+    read_beneath,
+    relative,
+    remove_tree,
+    write_beneath,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +98,26 @@ class HostDirSession(EnvironmentSession):
             self._chown(directory)
         self._dirs_made = True
 
-    def argv(self, command: str, cwd: str, private: bool) -> list[str]:
+    def argv(self, command: str, cwd: str, caller: Caller) -> list[str]:
         """How to start ``command``; sessions that isolate it wrap it here."""
         return ["bash", "-c", command]
+
+    def context(self, caller: Caller) -> dict[str, str]:
+        """The environment variables of a command run for ``caller``. A verifier's HOME and TMPDIR are
+        made new for each of its commands in ``scratch``, where no agent's command reaches: nothing the
+        agent left in its home (``~/.local/lib/python3*/site-packages/*.pth``, ``usercustomize.py``,
+        dotfiles) or its temp directory runs in the check of its work."""
+        if caller is not Caller.verifier:
+            return self.env
+        fresh = f"scratch/verifier-{secrets.token_hex(6)}"
+        for name in ("home", "tmp"):
+            makedirs_beneath(self.root, f"{fresh}/{name}", 0o700, self.owner)
+        return {**self.env, "HOME": f"{self.root}/{fresh}/home", "TMPDIR": self.verifier_tmpdir(f"{self.root}/{fresh}"),
+                **VERIFIER_PYTHON_ENV}
+
+    def verifier_tmpdir(self, fresh: str) -> str:
+        """TMPDIR of a verifier's command, given its fresh directory."""
+        return f"{fresh}/tmp"
 
     def cgroup_fds(self) -> list[int]:
         """Open cgroup.procs files the child joins (one per hierarchy), or none."""
@@ -118,7 +141,7 @@ class HostDirSession(EnvironmentSession):
             await asyncio.to_thread(self.cgroup.kill_all)
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   private: bool = False, label: str | None = None) -> ExecResult:
+                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
         started = time.monotonic()
         self.make_dirs()
         directory = cwd or self.workdir
@@ -127,9 +150,9 @@ class HostDirSession(EnvironmentSession):
         # If the host dies first, the command gets EOF (and PDEATHSIG) and never starts.
         gated = label is not None
         proc = await asyncio.create_subprocess_exec(
-            *self.argv(f"read -r _ || exit 125; {command}" if gated else command, directory, private),
+            *self.argv(f"read -r _ || exit 125; {command}" if gated else command, directory, caller),
             cwd=directory,
-            env=self.env,
+            env=await asyncio.to_thread(self.context, caller) if caller is Caller.verifier else self.env,
             stdin=asyncio.subprocess.PIPE if gated else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

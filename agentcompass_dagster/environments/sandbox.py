@@ -6,7 +6,8 @@ read-write, the session's own /tmp, and nothing else of the host's files. When t
 the command runs as ``uid`` (default 65534, nobody) with no capability and no_new_privs, so it cannot
 mount, open files by handle, read 0600 host files or /etc/shadow, or reach what bwrap's root keeps.
 The framework's private files (checks, tests, solutions, rewards: ``scratch``) are visible only to
-commands run with ``private=True``.
+commands run for the reference solution or the verifier (``Caller``); a verifier's command also gets a
+/tmp of its own, not the one the agent's commands shared.
 
 Limits, enforced by the kernel and fail closed (a plan declaring one this machine cannot enforce is
 refused before it runs); hitting one ends the attempt with an error that names it:
@@ -34,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
 from agentcompass_dagster.contracts.environment import (
+    Caller,
     Environment,
     EnvironmentLimitExceeded,
     EnvironmentSession,
@@ -98,7 +100,10 @@ class SandboxSession(HostDirSession):
     def tmpdir(self) -> str:
         return "/tmp"
 
-    def argv(self, command: str, cwd: str, private: bool) -> list[str]:
+    def verifier_tmpdir(self, fresh: str) -> str:
+        return "/tmp"
+
+    def argv(self, command: str, cwd: str, caller: Caller) -> list[str]:
         args = ["bwrap"]
         for name in SYSTEM_DIRS:
             host = Path("/") / name
@@ -107,7 +112,7 @@ class SandboxSession(HostDirSession):
             elif host.is_dir():
                 args += ["--ro-bind", str(host), str(host)]
         args += ["--dev", "/dev", "--proc", "/proc"]
-        if self.host_tmp:
+        if self.host_tmp and caller is not Caller.verifier:
             args += ["--bind", str(self.root / "tmp"), "/tmp"]
         else:
             args += ["--size", str(self.params.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
@@ -117,7 +122,8 @@ class SandboxSession(HostDirSession):
         # The session's directory as a plain 0755 directory of the sandbox's root (bwrap makes the parents
         # of a bind 0700 otherwise, closed to the unprivileged user), holding only the binds below.
         args += ["--perms", "0755", "--dir", str(self.root)]
-        for directory in (self.workdir, self.home, self.commands_dir, *([self.scratch] if private else [])):
+        private = [self.scratch] if caller is not Caller.agent else []
+        for directory in (self.workdir, self.home, self.commands_dir, *private):
             args += ["--bind", directory, directory]
         args += ["--remount-ro", "/", "--chdir", cwd, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                  "--die-with-parent", "--new-session"]
@@ -131,8 +137,8 @@ class SandboxSession(HostDirSession):
         return [*args, "bash", "-c", command]
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   private: bool = False, label: str | None = None) -> ExecResult:
-        result = await super().exec(command, timeout_s=timeout_s, cwd=cwd, private=private, label=label)
+                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
+        result = await super().exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
         if result.timed_out:
             result.stderr += f"\n[sandbox] killed: the command passed its time limit of {timeout_s}s\n"
         hits = await asyncio.to_thread(self._limits_hit)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
+from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession
 from agentcompass_dagster.contracts.harness import Harness, HarnessSession
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.types import PreparedTask, RunResult
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.benchmark import Benchmark
-    from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 SOLUTION_TIMEOUT_S = 600.0
 # Reference scripts find the task's private files (e.g. a solution's data) under this variable.
@@ -30,7 +30,7 @@ async def run_reference(prepared: PreparedTask, env: EnvironmentSession, benchma
         await env.write_file(path, solution.script.encode(), 0o755)
         command = f"{SCRATCH_VARIABLE}={shlex.quote(env.scratch)} bash {shlex.quote(path)}"
         # The reference sees the framework's private files (a solution's data); no agent ever does.
-        outcome = await env.exec(command, timeout_s=SOLUTION_TIMEOUT_S, private=True)
+        outcome = await env.exec(command, timeout_s=SOLUTION_TIMEOUT_S, caller=Caller.reference)
         trajectory.append(
             {"type": "command", "command": command, "exit_code": outcome.exit_code, "output": outcome.output[-4000:]}
         )
