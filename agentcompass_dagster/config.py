@@ -86,9 +86,12 @@ class LimitsConfig(AgentLimits):
 
 
 class NetworkConfig(Declaration):
-    baseline: NetworkPolicy = NetworkPolicy.host
-    run: NetworkPolicy = NetworkPolicy.host
-    evaluation: NetworkPolicy = NetworkPolicy.host
+    """The network of each phase; one left out takes the environment's default
+    (``Environment.default_policy``)."""
+
+    baseline: NetworkPolicy | None = None
+    run: NetworkPolicy | None = None
+    evaluation: NetworkPolicy | None = None
 
 
 class ExecutionConfig(Declaration):

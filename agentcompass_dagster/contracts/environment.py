@@ -142,6 +142,18 @@ class Environment(ABC):
     def __init__(self, config: EnvironmentConfig) -> None:
         self.config = config
 
+    def default_policy(self, phase: str) -> NetworkPolicy:
+        """The policy of a phase (baseline, run, evaluation) that a sweep leaves undeclared: ``none``
+        wherever this provider can hold it, so neither the agent nor the programs the verifier runs for
+        it reach a network (the host's loopback and the Dagster UI's unauthenticated GraphQL on it
+        included) unless a sweep declares one. The baseline phase runs only the framework's setup and
+        keeps the host's network where the provider can switch between phases."""
+        if NetworkPolicy.none not in self.supported_policies:
+            return NetworkPolicy.host
+        if phase == "baseline" and self.can_switch_network and NetworkPolicy.host in self.supported_policies:
+            return NetworkPolicy.host
+        return NetworkPolicy.none
+
     def describe(self) -> str:
         """What this provider isolates and which limits it enforces, for the run log."""
         return self.config.provider_id

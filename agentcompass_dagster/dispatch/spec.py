@@ -150,7 +150,10 @@ def load_spec(path: Path) -> ResolvedSpec:
                                    registry.environments.get(env_config.provider_id, "environment.provider"),
                                    env_config)
     plan = ExecutionPlan(task_id=TASK_ID, attempt=1, benchmark_id="dispatch", harness_id="tool_agent",
-                         environment_id=env_config.id, model_id=model_config.id, agent_limits=spec.limits)
+                         environment_id=env_config.id, model_id=model_config.id, agent_limits=spec.limits,
+                         baseline_network_policy=environment.default_policy("baseline"),
+                         run_network_policy=environment.default_policy("run"),
+                         evaluation_network_policy=environment.default_policy("evaluation"))
     environment.validate_plan(plan)
     files = base / spec.files if spec.files is not None else None
     if files is not None and not files.is_dir():

@@ -115,7 +115,8 @@ class SandboxSession(HostDirSession):
         if self.host_tmp and caller is not Caller.verifier:
             args += ["--bind", str(self.root / "tmp"), "/tmp"]
         else:
-            args += ["--size", str(self.params.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+            # 1777: bwrap run by root makes it root's, and the command runs as the sandbox user.
+            args += ["--perms", "1777", "--size", str(self.params.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
         # After /tmp, which would hide those below it.
         for path in self.params.read_only:
             args += ["--ro-bind", path, path]

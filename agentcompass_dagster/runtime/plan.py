@@ -46,6 +46,8 @@ class Planner:
     def _build(self, task: TaskSpec, attempt: int, benchmark_plan: dict[str, Any]) -> ExecutionPlan:
         request = self.request
         execution = request.execution
+        network = execution.network
+        environment = self.components.environment
         return ExecutionPlan(
             task_id=task.id,
             attempt=attempt,
@@ -55,9 +57,9 @@ class Planner:
             model_id=request.model.id,
             evaluation_environment_mode=execution.evaluation_environment_mode,
             keep_environment=execution.keep_environment,
-            baseline_network_policy=execution.network.baseline,
-            run_network_policy=execution.network.run,
-            evaluation_network_policy=execution.network.evaluation,
+            baseline_network_policy=network.baseline or environment.default_policy("baseline"),
+            run_network_policy=network.run or environment.default_policy("run"),
+            evaluation_network_policy=network.evaluation or environment.default_policy("evaluation"),
             attempt_timeout_s=execution.limits.attempt_timeout_s,
             agent_limits=execution.limits.agent_limits(),
             max_retries=execution.max_retries,
