@@ -18,7 +18,9 @@ refused before it runs); hitting one ends the attempt with an error that names i
   also holds every process the attempt starts, so all of them are killed when the run phase ends and
   when the session closes (a double fork or ``setsid`` escapes a process group, not a cgroup).
 - ``tmp_mb``: the session's /tmp, a tmpfs of that size (shared by the attempt's commands).
-- ``disk_mb``: the session's directory is an ext4 image of that size, mounted for the attempt.
+- ``disk_mb``: the session's directory is an ext4 image of that size, mounted for the attempt;
+  ``max_files`` bounds its inodes (files and directories), so a tree of millions of empty entries,
+  which no byte limit stops, fills the image instead of the host's disk.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class SandboxParams(BaseModel):
     memory_mb: int | None = Field(default=None, ge=16)
     max_processes: int | None = Field(default=None, ge=8)
     disk_mb: int | None = Field(default=None, ge=16)
+    max_files: int | None = Field(default=None, ge=64)
     tmp_mb: int = Field(default=512, ge=1)
     uid: int = Field(default=65534, ge=1)
     gid: int = Field(default=65534, ge=1)
@@ -151,6 +154,8 @@ class SandboxSession(HostDirSession):
         hits = self.cgroup.limits_hit() if self.cgroup is not None else []
         if self.params.disk_mb is not None and _full(self.root):
             hits.append(f"disk_mb={self.params.disk_mb}: the task's files filled all {self.params.disk_mb} MB")
+        if self.params.max_files is not None and os.statvfs(self.root).f_favail == 0:
+            hits.append(f"max_files={self.params.max_files}: the task made all {self.params.max_files} files it may")
         if self.host_tmp and _full(self.root / "tmp"):
             hits.append(f"tmp_mb={self.params.tmp_mb}: the attempt filled all {self.params.tmp_mb} MB of /tmp")
         return hits
@@ -220,6 +225,9 @@ class SandboxEnvironment(Environment):
             declared = {k: getattr(self.params, k) for k in ("memory_mb", "max_processes") if getattr(self.params, k)}
             name, value = next(iter(declared.items()))
             raise UserError(f"environment.params.{name}={value!r}: this machine cannot enforce it: {problem}")
+        if self.params.max_files is not None and self.params.disk_mb is None:
+            raise UserError(f"environment.params.max_files={self.params.max_files!r}: bounds the files of the disk "
+                            "image that disk_mb declares; declare disk_mb too")
         if self.params.disk_mb is not None and not (_privileged() and shutil.which("mkfs.ext4")):
             raise UserError(f"environment.params.disk_mb={self.params.disk_mb!r}: this machine cannot enforce it "
                             "(it takes root and mkfs.ext4 to mount a disk image per attempt)")
@@ -247,6 +255,8 @@ class SandboxEnvironment(Environment):
             limits.append(f"{self.params.max_processes} processes (cgroup)")
         if self.params.disk_mb:
             limits.append(f"disk {self.params.disk_mb} MB (ext4 image)")
+        if self.params.max_files:
+            limits.append(f"{self.params.max_files} files")
         return f"sandbox: bubblewrap, commands as {who}; limits enforced: {', '.join(limits)}"
 
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
@@ -265,7 +275,7 @@ class SandboxEnvironment(Environment):
         try:
             if params.disk_mb is not None:
                 image = root_dir / f"{name}.img"
-                _mount_image(image, root, params.disk_mb)
+                _mount_image(image, root, params.disk_mb, params.max_files)
                 os.chmod(root, 0o711)
             if _privileged():
                 (root / "tmp").mkdir()
@@ -281,11 +291,13 @@ class SandboxEnvironment(Environment):
             raise
 
 
-def _mount_image(image: Path, target: Path, size_mb: int) -> None:
-    """A sparse ext4 image of ``size_mb``, mounted at ``target`` (no setuid, no devices)."""
+def _mount_image(image: Path, target: Path, size_mb: int, max_files: int | None) -> None:
+    """A sparse ext4 image of ``size_mb`` with at most ``max_files`` inodes, mounted at ``target`` (no
+    setuid, no devices)."""
     with open(image, "xb") as out:
         out.truncate(size_mb * 1024 * 1024)
-    _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "lazy_itable_init=1", str(image)])
+    inodes = ["-N", str(max_files)] if max_files is not None else []
+    _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "lazy_itable_init=1", *inodes, str(image)])
     _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(target)])
 
 

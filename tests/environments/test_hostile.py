@@ -10,6 +10,7 @@ runtime runs in CI: that is the case the sandbox must hold (bwrap as root keeps 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -384,6 +385,16 @@ def test_five_gigabytes_into_the_task_directory_meet_disk_mb(tmp_path: Path, san
     attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"disk_mb": 64}}, "head -c 5G /dev/zero > big; true")
     assert attempt["status"] == "error" and "disk_mb=64" in attempt["run_error"], attempt
     assert list(sandbox_root.glob(f"{os.getpid()}-*.img")) == []
+
+
+@needs_bwrap
+@needs_root
+def test_thousands_of_empty_files_meet_max_files(tmp_path: Path, sandbox_root: Path) -> None:
+    """R-LIMIT-1: empty files take no bytes, so disk_mb alone would let a task use up inodes; max_files
+    bounds them: the attempt ends naming the limit."""
+    attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"disk_mb": 64, "max_files": 500}},
+                        "for i in $(seq 2000); do : > f$i || break; done; true")
+    assert "max_files=500" in json.dumps(attempt), attempt
 
 
 @needs_docker
