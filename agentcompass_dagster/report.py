@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 COMPARISON_FILE = "comparison.parquet"
 REPORT_FILE = "report.html"
 COMPARISON_COLUMNS = ["sweep", "benchmark", "model_a", "model_b", "n", "accuracy_a", "accuracy_b", "diff",
-                      "ci_low", "ci_high", "only_a", "only_b", "p_value", "verdict"]
+                      "ci_low", "ci_high", "only_a", "only_b", "p_value", "test", "verdict"]
 # base64 of the embedded PNGs is broken into lines this long: a browser drops the newlines of a data:
 # URL, and no secret-shaped pattern of the redaction that every write applies fits in so few characters.
 B64_LINE = 32
@@ -283,16 +283,18 @@ def _comparisons_table(b: _Benchmark) -> str:
     rows = []
     for _, r in b.comparisons.iterrows():
         verdict = "" if _missing(r["verdict"]) else str(r["verdict"])
-        klass = "verdict-none" if verdict in ("", "no detectable difference") else "verdict-better"
+        klass = "verdict-better" if verdict.endswith(" better") else "verdict-none"
+        test = "" if _missing(r["test"]) else f" ({_esc(r['test'])})"
         rows.append(
             f"<tr><td>{_esc(r['model_a'])}</td><td>{_esc(r['model_b'])}</td><td class=num>{_int(r['n'])}</td>"
             f"<td class=num>{_num(r['accuracy_a'])}</td><td class=num>{_num(r['accuracy_b'])}</td>"
             f"<td class=num>{_num(r['diff'])}</td><td class=num>{_interval(r['ci_low'], r['ci_high'])}</td>"
             f"<td class=num>{_int(r['only_a'])}</td><td class=num>{_int(r['only_b'])}</td>"
-            f"<td class=num>{_esc(_p_value(r['p_value']))}</td><td class=\"{klass}\">{_esc(verdict)}</td></tr>"
+            f"<td class=num>{_esc(_p_value(r['p_value']))}{test}</td>"
+            f"<td class=\"{klass}\">{_esc(verdict)}</td></tr>"
         )
     return _table(["model a", "model b", "tasks (both)", "accuracy a", "accuracy b", "diff (a − b)",
-                   "95% CI of diff", "only a solved", "only b solved", "p (McNemar)", "verdict"], rows,
+                   "95% CI of diff", "a higher", "b higher", "p (test)", "verdict"], rows,
                   "comparisons")
 
 
@@ -389,8 +391,11 @@ def _section(index: int, b: _Benchmark, run_dirs: dict[tuple[str, str, str, str]
         "recorded none). Counts are over evaluated tasks; error_rate over selected tasks.</p>"
         f"{_metrics_table(b)}"
         f"<h3>Comparisons</h3>"
-        '<p class="note">Paired over the tasks both models finished: the accuracy difference with a paired '
-        "bootstrap 95% interval and the exact McNemar test on the tasks only one model solved.</p>"
+        '<p class="note">Paired over the tasks both models finished, on each task\'s score (the mean of its '
+        "attempts): the accuracy difference with a paired bootstrap 95% interval and a paired test — the exact "
+        "McNemar test on the tasks only one model solved when every score is 0 or 1, else the sign-flip "
+        "permutation test; a model is called better only when both agree. \"a higher\": tasks a scored "
+        "higher on.</p>"
         f"{_comparisons_table(b)}"
         f"<h3>Plots</h3>{_plots(b)}"
         f"{_tasks_table(b, run_dirs, base)}"

@@ -37,12 +37,12 @@ from agentcompass_dagster.runtime.consolidate import consolidate
 from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThread
 from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Orchestrator, RequestState
 from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE
+from agentcompass_dagster.report import COMPARISON_COLUMNS, COMPARISON_FILE
 from agentcompass_dagster.runtime.stats import paired_comparison
 from agentcompass_dagster.runtime.types import TaskDetail
 
 TASKS_FILE = "tasks.parquet"
 SUMMARY_FILE = "summary.md"
-COMPARISON_FILE = "comparison.parquet"
 
 
 def write_frame(path: Path, frame: Any) -> None:
@@ -314,7 +314,8 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         deps=[sweep_benchmark.key("metrics")],
         description=f"Every pair of models on the {sweep_benchmark.benchmark.id!r} tasks both finished: "
         "the difference in "
-        "accuracy with a paired bootstrap 95% interval and the exact McNemar test.",
+        "accuracy with a paired bootstrap 95% interval and a paired test (McNemar for k = 1, a sign-flip "
+        "permutation test of per-task scores for k > 1).",
     )
     def comparison(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         import pandas as pd
@@ -333,7 +334,7 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
                              "n": result.n, "accuracy_a": result.mean_a, "accuracy_b": result.mean_b,
                              "diff": result.diff, "ci_low": result.ci_low, "ci_high": result.ci_high,
                              "only_a": result.only_a, "only_b": result.only_b, "p_value": result.p_value,
-                             "verdict": result.verdict(a, b)})
+                             "test": result.test, "verdict": result.verdict(a, b)})
         frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
         sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
         write_frame(sweep_benchmark.benchmark_dir / COMPARISON_FILE, frame)
@@ -345,8 +346,6 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     return comparison
 
 
-COMPARISON_COLUMNS = ["sweep", "benchmark", "model_a", "model_b", "n", "accuracy_a", "accuracy_b", "diff", "ci_low",
-                      "ci_high", "only_a", "only_b", "p_value", "verdict"]
 
 
 def _task_scores(sweep_benchmark: SweepBenchmark) -> dict[str, dict[str, float]]:
@@ -365,10 +364,10 @@ def _task_scores(sweep_benchmark: SweepBenchmark) -> dict[str, dict[str, float]]
 def comparison_table(frame: Any) -> str:
     if frame.empty:
         return "_fewer than two models with finished tasks_"
-    lines = ["| model A | model B | tasks | accuracy A | accuracy B | A - B [95% CI] | only A | only B | McNemar p | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model A | model B | tasks | accuracy A | accuracy B | A - B [95% CI] | A higher | B higher | p (test) "
+             "| verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in frame.itertuples():
         lines.append(f"| {row.model_a} | {row.model_b} | {row.n} | {row.accuracy_a:.4f} | {row.accuracy_b:.4f} | "
                      f"{row.diff:+.4f} [{row.ci_low:+.4f}, {row.ci_high:+.4f}] | {row.only_a} | {row.only_b} | "
-                     f"{row.p_value:.4g} | {row.verdict} |")
+                     f"{row.p_value:.4g} ({row.test}) | {row.verdict} |")
     return "\n".join(lines)

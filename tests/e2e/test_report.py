@@ -88,7 +88,8 @@ def _write_comparison(results: Path) -> None:
     frame = pd.DataFrame([{
         "sweep": "cmp", "benchmark": "demo", "model_a": "m1", "model_b": "m2", "n": c.n,
         "accuracy_a": c.mean_a, "accuracy_b": c.mean_b, "diff": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
-        "only_a": c.only_a, "only_b": c.only_b, "p_value": c.p_value, "verdict": c.verdict("m1", "m2"),
+        "only_a": c.only_a, "only_b": c.only_b, "p_value": c.p_value, "test": c.test,
+        "verdict": c.verdict("m1", "m2"),
     }]).astype({"n": "int64", "only_a": "int64", "only_b": "int64"})
     target.parent.mkdir(parents=True, exist_ok=True)
     frame.to_parquet(target, index=False)
@@ -171,7 +172,7 @@ def test_report_shows_models_metrics_comparisons_plots_and_tasks(results: Path, 
 
     # the comparison with its verdict: over the 17 tasks both finished, m1 solved 13 that m2 did not
     comparisons = _between(cmp, '<table class="comparisons">', "</table>")
-    for cell in ("m1", "m2", "17", "1.000", "0.235", "0.765", "13", "0", "m1 better", "&lt; 0.001"):
+    for cell in ("m1", "m2", "17", "1.000", "0.235", "0.765", "13", "0", "m1 better", "&lt; 0.001 (mcnemar)"):
         assert _cell(comparisons, cell), cell
 
     # three plots per section, each PNG of the size its tag declares, none blank; a one-model chart

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest
+from scipy.stats import binomtest, permutation_test
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.results import load_metrics
 from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.stats import bootstrap_mean, mcnemar_exact, paired_comparison
+from agentcompass_dagster.runtime.stats import bootstrap_mean, mcnemar_exact, paired_comparison, sign_flip_p_value
 
 from conftest import write_sweep
 
@@ -119,3 +119,53 @@ def test_metrics_carry_intervals_resampling_tasks_not_attempts(tmp_path: Path) -
     assert (row["stderr"], row["ci_low"], row["ci_high"]) == pytest.approx(
         (uncertainty["accuracy"]["stderr"], uncertainty["accuracy"]["ci_low"], uncertainty["accuracy"]["ci_high"]))
     assert "| accuracy | 0.0000 | [0.6667, 0.6667] | 30 |" in outcome.result.summary
+
+
+def test_with_three_attempts_a_task_counts_its_share_of_solved_attempts() -> None:
+    """k = 3, two models, twelve tasks: A solves most attempts, B a third of them. The paired
+    test runs on each task's share of solved attempts (sign-flip permutation), not on "every attempt
+    solved" (which made the old McNemar see 1 task vs 0 and say p = 1 beside an interval excluding 0);
+    test, interval and verdict agree that A is better."""
+    a = dict(zip((f"t{i}" for i in range(12)), [1, 1, 2 / 3, 2 / 3, 1, 2 / 3, 1, 1, 2 / 3, 1, 1 / 3, 1]))
+    b = dict(zip(a, [1 / 3, 2 / 3, 0, 1 / 3, 1 / 3, 0, 2 / 3, 1 / 3, 0, 1 / 3, 1 / 3, 2 / 3]))
+    comparison = paired_comparison(a, b)
+    assert comparison is not None and comparison.test == "sign-flip"
+    assert (comparison.only_a, comparison.only_b) == (11, 0)
+    assert comparison.p_value < 0.05 and comparison.ci_low > 0
+    assert comparison.verdict("A", "B") == "A better"
+
+
+def test_the_verdict_never_contradicts_the_interval() -> None:
+    """over random k = 3 score pairs of 5 to 30 tasks, "better" comes only with an interval on
+    that side of 0, "no detectable difference" only with an interval holding 0; otherwise the verdict
+    says the two disagree. Five tasks all better by 2/3 (interval excluding 0, smallest possible p 1/16)
+    are inconclusive, not "no detectable difference"."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(5, 31))
+        a = {f"t{i}": rng.integers(0, 4) / 3 for i in range(n)}
+        b = {t: min(1.0, max(0.0, v - rng.integers(-1, 3) / 3)) for t, v in a.items()}
+        comparison = paired_comparison(a, b)
+        assert comparison is not None
+        verdict = comparison.verdict("A", "B")
+        excludes = comparison.ci_low > 0 or comparison.ci_high < 0
+        if verdict == "no detectable difference":
+            assert not excludes
+        elif verdict.endswith(" better"):
+            assert excludes and (comparison.ci_low > 0) == (verdict == "A better")
+        else:
+            assert verdict.startswith("inconclusive")
+    five = paired_comparison({f"t{i}": 1.0 for i in range(5)}, {f"t{i}": 1 / 3 for i in range(5)})
+    assert five is not None and five.p_value == pytest.approx(1 / 16) and five.ci_low > 0
+    assert five.verdict("A", "B").startswith("inconclusive")
+
+
+def test_the_sign_flip_test_equals_scipys_exact_permutation_test() -> None:
+    """the exact sign-flip p-value equals scipy.stats.permutation_test's (paired samples, all
+    permutations) on per-task differences of k = 3 scores; above 16 tasks it is drawn, and close."""
+    rng = np.random.default_rng(3)
+    for n in (4, 9, 14, 40):
+        differences = (rng.integers(0, 4, n) - rng.integers(0, 4, n)) / 3
+        expected = permutation_test((differences,), np.mean, permutation_type="samples", n_resamples=np.inf
+                                    if n <= 16 else 200_000, random_state=1).pvalue
+        assert sign_flip_p_value(differences) == pytest.approx(expected, abs=1e-9 if n <= 16 else 0.01)
