@@ -14,6 +14,9 @@ from agentcompass_dagster.config import OutputConfig
 from agentcompass_dagster.runtime.naming import file_stem, normalize_component
 
 RUN_INFO = "run_info.json"
+# The process running a run (host@pid:start), from its start to its terminal status: a run whose process
+# is gone while this file is there was killed, and the next run marks it failed.
+OWNER = ".running"
 PARAMS = "params.json"
 DETAILS = "details"
 RETRY_DETAILS = "retry_details"

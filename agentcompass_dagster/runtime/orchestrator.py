@@ -180,6 +180,9 @@ class Orchestrator:
                         f"{state.root}; the implicit reuse source is ambiguous, set output.reuse_run_id for each"
                     )
                 implicit[state.root] = state.request.name
+            for run_id in state.store.fail_dead_runs(state.root):
+                log.warning("run %s of %s was left running by a process that is gone: marked failed", run_id,
+                            state.request.name)
             state.reuse_source = state.store.find_reuse_source(state.root, output)
 
     # running

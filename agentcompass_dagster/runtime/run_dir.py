@@ -34,6 +34,7 @@ from agentcompass_dagster.runtime.layout import (
     ERROR_PREFIX,
     PARAMS,
     RETRY_DETAILS,
+    OWNER,
     RUN_INFO,
     RUN_LOG,
     SUMMARY,
@@ -41,6 +42,7 @@ from agentcompass_dagster.runtime.layout import (
     detail_names,
 )
 from agentcompass_dagster.runtime.naming import file_stem
+from agentcompass_dagster.runtime.processes import Worker
 from agentcompass_dagster.runtime.redact import redact, redact_text
 from agentcompass_dagster.runtime.run_files import copy_durable, link_or_copy, set_aside
 from agentcompass_dagster.runtime.run_records import (
@@ -111,6 +113,7 @@ class RunDir:
             paths=self.paths,
         )
         self._flush_info()
+        atomic_write_bytes(self.path / OWNER, str(Worker.this()).encode())
 
     def write_params(self, request: RunRequest) -> None:
         started_at = self._require_info().started_at
@@ -161,6 +164,7 @@ class RunDir:
             info.error = error
             info.finished_at = utcnow()
         self._flush_info()
+        (self.path / OWNER).unlink(missing_ok=True)
 
     def stop(self, status: TerminalStatus, error: str) -> bool:
         """The terminal status of a run that ended before it finished (cancelled, timed out), unless it
@@ -170,6 +174,7 @@ class RunDir:
                 return False
             self.info.status, self.info.error, self.info.finished_at = status, error, utcnow()
         self._flush_info()
+        (self.path / OWNER).unlink(missing_ok=True)
         return True
 
     def _require_info(self) -> RunInfo:

@@ -12,8 +12,16 @@ from pydantic import ValidationError
 from agentcompass_dagster.config import OutputConfig, RunRequest
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.atomic import TMP_SUFFIX, fsync_dir
-from agentcompass_dagster.runtime.layout import ATTEMPT_CHECKPOINTS, DETAILS, RETRY_DETAILS, RUN_INFO, results_dir_of
+from agentcompass_dagster.runtime.layout import (
+    ATTEMPT_CHECKPOINTS,
+    DETAILS,
+    OWNER,
+    RETRY_DETAILS,
+    RUN_INFO,
+    results_dir_of,
+)
 from agentcompass_dagster.runtime.naming import normalize_component
+from agentcompass_dagster.runtime.processes import Worker
 from agentcompass_dagster.runtime.run_dir import RunDir
 from agentcompass_dagster.runtime.run_records import ReuseSource, RunInfo, read_json, run_started_at
 
@@ -56,6 +64,25 @@ class RunStore:
                 raise UserError(f"output.reuse_run_id={output.reuse_run_id!r}: no run directory {path}")
             return ReuseSource(run_id=path.name, path=str(path), started_at=run_started_at(path) or "")
         return next(iter(self.runs_newest_first(root)), None)
+
+    def fail_dead_runs(self, root: Path) -> list[str]:
+        """Mark failed the runs below ``root`` whose process died before their terminal status (a SIGKILL,
+        a crash), so that `show`, `summary` and a resume read what happened instead of `running` forever;
+        the ids of those marked. Their finished details stay, for reuse and resume."""
+        failed = []
+        for candidate in root.iterdir() if root.is_dir() else []:
+            try:
+                owner = Worker.parse((candidate / OWNER).read_text())
+            except OSError:
+                continue
+            if owner is None or owner.alive():
+                continue
+            run_dir = open_run_dir(candidate)
+            if run_dir.stop("failed", f"its process {owner.pid} on {owner.host} ended before the run did (killed?); "
+                                      "marked by a later run, its finished tasks are kept"):
+                failed.append(candidate.name)
+            (candidate / OWNER).unlink(missing_ok=True)
+        return failed
 
     def runs_newest_first(self, root: Path) -> list[ReuseSource]:
         """Every run directory below ``root`` (one benchmark x model), the one started last first: what

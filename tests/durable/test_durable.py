@@ -393,15 +393,18 @@ def test_random_kill_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> 
             out[detail["task_id"]] = (detail["correct"], attempt["final_answer"], steps, attempt["usage"])
         return out
 
+    # The demo solutions are idempotent and declared so: one the kill interrupts is run again, as a real
+    # agent told "interrupted" would, instead of a scripted agent submitting a half-done task.
+    safe = ["^echo ", "^#!/usr/bin/env bash"]
     side = tmp_path / "side"
     baseline_dir = tmp_path / "baseline"
     baseline_dir.mkdir()
-    assert run_cli("run", sweep_file(baseline_dir, script(side), replay_safe_commands=["^echo "]), "--direct") == 0
+    assert run_cli("run", sweep_file(baseline_dir, script(side), replay_safe_commands=safe), "--direct") == 0
     for path in tmp_path.glob("side.*"):
         path.unlink()
     crash_dir = tmp_path / "crash"
     crash_dir.mkdir()
-    proc = start(sweep_file(crash_dir, script(side), replay_safe_commands=["^echo "]), crash_dir)
+    proc = start(sweep_file(crash_dir, script(side), replay_safe_commands=safe), crash_dir)
     wait_until(lambda: any((crash_dir / "results").rglob("activity.jsonl")), "an activity log", proc=proc,
                interval=0.01)
     time.sleep(rng.uniform(0.0, 1.5))

@@ -121,3 +121,33 @@ def test_a_process_that_exits_while_its_orchestration_runs_leaves_its_runs_cance
     # The sessions were closed: their directories in the temp dir are gone (the cleanup's threads were
     # refused when it ran from atexit, after concurrent.futures had shut down).
     assert [p.name for p in tmpdir.iterdir()] == [], done.stderr
+
+
+def test_a_killed_direct_run_is_marked_failed_by_the_next_one(tmp_path: Path) -> None:
+    """R-STORE-3: a `--direct` run killed with SIGKILL cannot write its terminal status; the next
+    `--direct --reuse` of the same benchmark x model finds its process gone and marks it `failed` (it
+    stayed `running` forever), keeps its finished task, and runs the rest."""
+    from conftest import write_sweep
+
+    gate = tmp_path / "gate"
+    sweep = write_sweep(tmp_path, name="killed", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
+                        harness={"id": "scripted", "params": {"tasks": {"t1": {"gate": str(gate)}}}},
+                        execution={"limits": {"task_concurrency": 2}})
+    command = [sys.executable, "-m", "agentcompass_dagster.cli", "run", "--direct", str(sweep)]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    details = tmp_path / "results" / "killed" / "synthetic" / "none"
+    try:
+        wait_until(lambda: list(details.glob("*/details/t0_*.json")), "task t0 to finish while t1 waits", proc=proc)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    (first,) = details.iterdir()
+    assert json.loads((first / "run_info.json").read_text())["status"] == "running"
+    gate.touch()
+    rerun = subprocess.run([*command, "--reuse"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    info = json.loads((first / "run_info.json").read_text())
+    assert info["status"] == "failed" and f"its process {proc.pid}" in info["error"], info
+    assert not (first / ".running").exists()
+    (second,) = set(details.iterdir()) - {first}
+    assert json.loads((second / "run_info.json").read_text())["reused_from"]["task_ids"] == ["t0"]
