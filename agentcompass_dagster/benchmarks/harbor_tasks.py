@@ -12,7 +12,7 @@ task's private scratch directory, so the same task runs in the sandbox and in do
 sees that directory (in `sandbox` and `docker`): the solution is there for the oracle only, the tests
 are copied in at evaluation, once the agent's processes are gone, and the verifier's reward directory
 is made empty just before the verifier runs; the reward is read without following symlinks. The reward
-becomes the score; a reward of 1 (or more) is correct; no readable reward is an evaluation error.
+becomes the score; a reward of 1 (or more) is correct; no readable reward is a scored failure (0, counted), never a pass.
 
     benchmarks: [{id: harbor, params: {tasks_dir: path/to/tasks}}]
 """
@@ -99,7 +99,10 @@ class HarborTasksBenchmark(Benchmark):
         fields = {"verifier_exit_code": outcome.exit_code, "output": outcome.output[-2000:]}
         reward, problem = await self._reward(session, base)
         if reward is None:
-            return Evaluation(error=f"the verifier wrote no usable reward: {problem}", fields={**fields, "reward": None})
+            # What the agent left gave the verifier no verdict (it crashed, timed out, or found a planted
+            # link): the agent's failure, scored 0 — never an error that leaves the denominator.
+            return Evaluation(failure=f"the verifier wrote no usable reward: {problem}",
+                              fields={**fields, "reward": None})
         return Evaluation(correct=reward >= 1.0, score=reward, fields={**fields, "reward": reward})
 
     @staticmethod

@@ -236,15 +236,18 @@ class MiniSweSession(DurableAgentSession):
         extra = exit_message.get("extra", {})
         submitted = extra.get("exit_status") == "Submitted"
         limit = LimitHit.model_validate(extra["limit"]) if extra.get("limit") else None
+        failure = None
         if error is None and not submitted and limit is None:
+            # The model's own failure (format errors in a row, a length cut): scored 0, not an error.
             status = extra.get("exit_status")
             detail = (f"{agent.config.max_consecutive_format_errors} replies in a row without a usable tool call"
                       if status == "RepeatedFormatError" else exit_message.get("content"))
-            error = f"mini-swe-agent exited: {status}: {detail}"
+            failure = f"mini-swe-agent exited: {status}: {detail}"
         return RunResult(
             status="completed" if error is None else "error",
             final_answer=extra.get("submission") if submitted else None,
             error=error,
+            failure=failure,
             limit=limit,
             trajectory=trajectory(list(agent.messages), {r.id: r.data["duration_s"] for r in self.session.log.records()
                                                          if r.kind == "tool_call" and "duration_s" in r.data}),

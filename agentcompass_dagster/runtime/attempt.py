@@ -68,6 +68,18 @@ def _failure(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc)).strip()
 
 
+def _agent_failure(result: RunResult) -> str | None:
+    """Why the agent failed the task on its own, moved out of ``result.error``: it ran out of its time
+    (an attempt timeout), or its harness gave up on it. Such an attempt is scored 0 and counted; an
+    error (the infrastructure's) would leave the denominator and be run again, and an agent could then
+    raise its accuracy by failing on purpose."""
+    if result.status == "timeout" and result.error is not None:
+        result.failure, result.error = result.error, None
+    elif result.failure is not None and result.status != "timeout":
+        result.status = "failed"
+    return result.failure
+
+
 def retry_matches(error: str | None, patterns: list[str] | None) -> str | None:
     """R-RETRY-1: None matches any non-empty error, a list matches by regex, [] matches nothing.
     Returns the matching pattern ("*" for None), or None when the error is not retryable."""
@@ -98,6 +110,7 @@ class RetryBudget:
 def build_detail(task: TaskSpec, k: int, strategy: Strategy, attempts: dict[int, EvaluatedAttempt]) -> TaskDetail:
     first_correct = next((i for i in sorted(attempts) if attempts[i].correct and attempts[i].error is None), None)
     error = next((a.error for a in attempts.values() if a.error), None)
+    failure = next((a.failure for a in attempts.values() if a.failure), None)
     return TaskDetail(
         task_id=task.id,
         category=task.category,
@@ -110,6 +123,7 @@ def build_detail(task: TaskSpec, k: int, strategy: Strategy, attempts: dict[int,
         score=sum(a.score for a in attempts.values()) / len(attempts) if attempts else 0.0,
         retry_count=sum(a.retries for a in attempts.values()),
         error=error,
+        failure=failure,
         finished_at=utcnow(),
     )
 
@@ -187,6 +201,7 @@ class TaskRunner:
         result: RunResult | None = None
         evaluation: Evaluation | None = None
         error: str | None = None
+        failure: str | None = None
         site: str | None = None
         phase = "environment"
         try:
@@ -195,12 +210,13 @@ class TaskRunner:
             prepared = await benchmark.prepare_task(task, session, self.request, plan.benchmark_plan)
             phase = "inference"
             result = await self._run(prepared, session, plan)
-            if result.error is None:
+            failure = _agent_failure(result)
+            if result.error is None and failure is None:
                 phase = "artifact"
                 result = await benchmark.collect_artifacts(prepared, result, session)
             if result.error is not None:
                 site = phase
-            else:
+            elif failure is None:
                 phase = "evaluation"
                 mode = plan.evaluation_environment_mode
                 if mode is EvaluationMode.reuse:
@@ -215,25 +231,33 @@ class TaskRunner:
                         evaluation = await self._evaluate_fresh(task, prepared, result, plan, budget)
                 if evaluation.error is not None:
                     site = "evaluation"
+                failure = evaluation.failure
+        except EnvironmentLimitExceeded as exc:
+            # What the agent did (or left for the verifier) hit a declared limit: its failure, scored.
+            failure = _failure(exc)
         except Exception as exc:
             error, site = _failure(exc), phase
         finally:
             if session is not None and not plan.keep_environment:
                 await self._close_quietly(session, "task environment")
-        return self._evaluated(plan, started_at, started, result, evaluation, error, site), site
+        return self._evaluated(plan, started_at, started, result, evaluation, error, failure, site), site
 
     def _evaluated(self, plan: ExecutionPlan, started_at: str, started: float, result: RunResult | None,
-                   evaluation: Evaluation | None, error: str | None, site: str | None) -> EvaluatedAttempt:
+                   evaluation: Evaluation | None, error: str | None, failure: str | None,
+                   site: str | None) -> EvaluatedAttempt:
         """The record of one try: the run's outcome, the evaluation's score, and where it failed."""
-        result = result or RunResult(status="error")
+        result = result or RunResult(status="failed" if failure else "error")
+        scored = evaluation is not None and evaluation.error is None and failure is None
         return EvaluatedAttempt(
             attempt=plan.attempt,
-            status="error" if error and result.status == "completed" else result.status,
-            correct=bool(evaluation and evaluation.correct and evaluation.error is None),
-            score=evaluation.score if evaluation and evaluation.error is None else 0.0,
+            status=("error" if error else "failed" if failure else result.status) if result.status == "completed"
+            else result.status,
+            correct=bool(scored and evaluation and evaluation.correct),
+            score=evaluation.score if scored and evaluation else 0.0,
             final_answer=result.final_answer,
             run_error=(error if site != "evaluation" else None) or result.error,
             eval_error=(evaluation.error if evaluation else None) or (error if site == "evaluation" else None),
+            failure=failure,
             benchmark_fields=evaluation.fields if evaluation else {},
             trajectory=result.trajectory,
             artifacts=result.artifacts,
@@ -345,6 +369,9 @@ class TaskRunner:
 async def _evaluate_safely(benchmark: Any, prepared: PreparedTask, result: RunResult, session: Any) -> Evaluation:
     try:
         evaluation: Evaluation = await benchmark.evaluate(prepared, result, session)
+    except EnvironmentLimitExceeded as exc:
+        # The verifier, checking what the agent left, hit a limit: the agent's failure.
+        return Evaluation(failure=_failure(exc))
     except Exception as exc:
         return Evaluation(error=_failure(exc))
     return evaluation

@@ -31,7 +31,8 @@ def write_summary(request: RunRequest, benchmark: Any, run_dir: RunDir, scores: 
         # Forks are shown apart: their turns are not a from-scratch sample (R-FORK-1).
         title = (f"{lineage.kind} of run {lineage.parent_run_id} (task {lineage.task_id}, checkpoint "
                  f"{lineage.checkpoint_seq}, model {lineage.parent_model} -> {lineage.model}) · {title}")
-    markdown = summary.render(title, run_dir.run_id, status, counts, list(scores.error_lines()))
+    markdown = summary.render(title, run_dir.run_id, status, counts, list(scores.error_lines()),
+                              list(scores.failure_lines()))
     run_dir.save_results(markdown, counts)
     assert run_dir.info is not None
     identity = {"sweep": request.sweep, "benchmark": request.benchmark.id, "model": request.model.id,

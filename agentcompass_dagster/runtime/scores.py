@@ -40,6 +40,7 @@ class AttemptView(StoredRecord):
     score: float = 0.0
     run_error: str | None = None
     eval_error: str | None = None
+    failure: str | None = None
     analysis_result: dict[str, Any] | None = None
     usage: UsageView = Field(default_factory=UsageView)
     duration_s: float = 0.0
@@ -66,6 +67,7 @@ class DetailView(StoredRecord):
     correct: bool = False
     score: float = 0.0
     error: str | None = None
+    failure: str | None = None
 
     @property
     def is_error(self) -> bool:
@@ -75,8 +77,12 @@ class DetailView(StoredRecord):
 Scored = TaskDetail | DetailView
 
 
-def _first_line(text: str) -> str:
-    return text.splitlines()[0][:200] if text else ""
+def _headline(text: str) -> str:
+    """What an error says in a line: a traceback's last line (the exception), else its first."""
+    if not text:
+        return ""
+    lines = text.strip().splitlines()
+    return (lines[-1] if lines[0].startswith("Traceback") else lines[0])[:200]
 
 
 def _last_line(text: str) -> str:
@@ -101,6 +107,8 @@ class TaskScores:
         self.reused = array("B")
         self.pass_strategy = array("B")
         self.errors: dict[int, str] = {}
+        # Tasks the agent failed on its own (a limit, a timeout, no verdict): evaluated, scored 0.
+        self.failures: dict[int, str] = {}
         self.attempt_task = array("l")
         self.attempt = array("I")
         self.attempt_correct = array("B")
@@ -110,6 +118,7 @@ class TaskScores:
         self.cost_usd = array("d")
         self.duration_s = array("d")
         self.attempt_errors: dict[int, str] = {}
+        self.attempt_failures: dict[int, str] = {}
         self.analysis: list[bytes | None] = []
         self.analysis_failures = 0
         # Analyzer results repeat (a category, a count): one copy of each distinct encoding.
@@ -138,18 +147,23 @@ class TaskScores:
         self.pass_strategy.append(detail.strategy == "pass")
         if detail.error is not None:
             self.errors[row] = detail.error
+        elif detail.failure is not None:
+            self.failures[row] = detail.failure
         if not attempts:
-            self._add_attempt(row, 0, False, 0.0, 0, 0, math.nan, 0.0, detail.error, None)
+            self._add_attempt(row, 0, False, 0.0, 0, 0, math.nan, 0.0, detail.error, None, None)
         for a in attempts:
             self._add_attempt(row, a.attempt, a.correct and a.error is None, a.score, a.usage.input_tokens,
                               a.usage.output_tokens, math.nan if a.usage.cost_usd is None else a.usage.cost_usd,
-                              a.duration_s, a.error, a.analysis_result)
+                              a.duration_s, a.error, a.failure, a.analysis_result)
             self.analysis_failures += len(a.analysis_errors)
 
     def _add_attempt(self, row: int, index: int, correct: bool, score: float, input_tokens: int, output_tokens: int,
-                     cost: float, duration: float, error: str | None, analysis: dict[str, Any] | None) -> None:
+                     cost: float, duration: float, error: str | None, failure: str | None,
+                     analysis: dict[str, Any] | None) -> None:
         if error:
             self.attempt_errors[len(self.attempt)] = _last_line(error)
+        if failure:
+            self.attempt_failures[len(self.attempt)] = _last_line(failure)
         self.attempt_task.append(row)
         self.attempt.append(index)
         self.attempt_correct.append(correct)
@@ -189,7 +203,13 @@ class TaskScores:
         """(task id, first line of its error) of every task that ended in error, in selected order."""
         for row in self.rows():
             if self.is_error[row]:
-                yield self.task(int(row)).id, _first_line(self.errors.get(int(row), ""))
+                yield self.task(int(row)).id, _headline(self.errors.get(int(row), ""))
+
+    def failure_lines(self) -> Iterator[tuple[str, str]]:
+        """(task id, first line of why) of every task the agent failed on its own, in selected order."""
+        for row in self.rows():
+            if int(row) in self.failures:
+                yield self.task(int(row)).id, _headline(self.failures[int(row)])
 
     def attempt_key(self, row: int) -> tuple[str, int]:
         """(task id, attempt number) of an attempt row."""

@@ -25,6 +25,8 @@ class SummaryCounts(StoredRecord):
     total: int
     evaluated: int
     error: int
+    # Of the evaluated: tasks the agent failed on its own (a limit, a timeout, no verdict), scored 0.
+    failed: int = 0
     missing: int
     correct: int
     reused: int
@@ -64,6 +66,7 @@ def count(scores: TaskScores, selected: int, metrics: MetricResult) -> SummaryCo
         total=selected,
         evaluated=len(scores) - errors,
         error=errors,
+        failed=len(scores.failures),
         missing=selected - len(scores),
         correct=int(correct[is_error == 0].sum()),
         reused=reused,
@@ -98,15 +101,17 @@ def _attempts_line(counts: SummaryCounts) -> list[str]:
                 f"({counts.correct_attempts / counts.attempts:.2f} of them; the metrics average each task's attempts)"]
 
 
-def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: list[tuple[str, str]]) -> str:
-    """``errors``: (task id, first line of its error) of the tasks that ended in error."""
+def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: list[tuple[str, str]],
+           failures: list[tuple[str, str]]) -> str:
+    """``errors``: (task id, first line of its error) of the tasks that ended in an infrastructure error
+    (left out of accuracy, run again); ``failures``: those the agent failed on its own (scored 0)."""
     lines = [
         f"# {title}",
         "",
         f"run `{run_id}` · status **{status}**",
         "",
         f"Tasks: {counts.total} selected · {counts.evaluated} evaluated · {_correct(counts)} · "
-        f"{counts.error} errors · {counts.missing} missing · {counts.new} run in this run · "
+        f"{counts.failed} failed by the agent · {counts.error} errors · {counts.missing} missing · {counts.new} run in this run · "
         f"{counts.reused} reused from earlier runs",
         *_attempts_line(counts),
         "",
@@ -131,9 +136,16 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
         lines += [
             f"| {name} | {c.total} | {c.evaluated} | {c.correct} | {c.error} |" for name, c in counts.categories.items()
         ]
-    if errors:
-        lines += ["", "## Errors", ""]
-        lines += [f"- `{task_id}`: {line}" for task_id, line in errors[:50]]
-        if len(errors) > 50:
-            lines.append(f"- ... and {len(errors) - 50} more")
+    lines += _listed("Failed by the agent (scored 0: a limit, a timeout, no verdict)", failures)
+    lines += _listed("Errors (the infrastructure's: left out of accuracy, run again by a re-run)", errors)
     return "\n".join(lines) + "\n"
+
+
+def _listed(heading: str, entries: list[tuple[str, str]]) -> list[str]:
+    if not entries:
+        return []
+    lines = ["", f"## {heading}", ""]
+    lines += [f"- `{task_id}`: {line}" for task_id, line in entries[:50]]
+    if len(entries) > 50:
+        lines.append(f"- ... and {len(entries) - 50} more")
+    return lines

@@ -81,7 +81,10 @@ class Usage(StoredRecord):
         )
 
 
-RunStatus = Literal["completed", "error", "timeout", "cancelled"]
+# ``failed``: the agent failed the task in a way of its own (an environment limit hit, a reply its harness
+# gives up on): scored 0 like a wrong answer, never an error. ``timeout``: it ran out of its time, also
+# scored 0. ``error``: the infrastructure failed (an endpoint, the environment, the framework itself).
+RunStatus = Literal["completed", "failed", "error", "timeout", "cancelled"]
 
 # How a task's semantic attempts end (R-RETRY-1): ``avg`` runs all k, ``pass`` stops at the first valid success.
 Strategy = Literal["avg", "pass"]
@@ -163,15 +166,21 @@ class RunResult(StoredRecord):
     usage: Usage = Field(default_factory=Usage)
     duration_s: float = 0.0
     error: str | None = None
+    # Why the agent failed the task, when the failure is its own (a model reply the harness gives up on):
+    # a scored failure, not an error; the attempt is not evaluated.
+    failure: str | None = None
     limit: LimitHit | None = None
 
 
 class Evaluation(StoredRecord):
-    """What Benchmark.evaluate decides about one attempt."""
+    """What Benchmark.evaluate decides about one attempt. ``failure``: the agent's work gave the verifier
+    no verdict (no reward written, a check that timed out on what the agent left): scored 0, with the
+    reason. ``error``: the evaluation itself could not run (infrastructure)."""
 
     correct: bool = False
     score: float = 0.0
     error: str | None = None
+    failure: str | None = None
     fields: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -185,6 +194,8 @@ class EvaluatedAttempt(StoredRecord):
     final_answer: str | None = None
     run_error: str | None = None
     eval_error: str | None = None
+    # A failure the agent caused (a limit, a timeout, no verdict): counted in accuracy as 0, never re-run.
+    failure: str | None = None
     benchmark_fields: dict[str, Any] = Field(default_factory=dict)
     analysis_result: dict[str, Any] | None = None
     trajectory: list[dict[str, Any]] = Field(default_factory=list)
@@ -222,6 +233,8 @@ class TaskDetail(StoredRecord):
     score: float = 0.0
     retry_count: int = 0
     error: str | None = None
+    # The first attempt's failure the agent caused, when the task has one (see EvaluatedAttempt.failure).
+    failure: str | None = None
     finished_at: str | None = None
 
     @property

@@ -42,8 +42,9 @@ def test_oracle_passes_all_and_nop_fails_all(tmp_path: Path, harness: str, accur
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-def test_a_verifier_that_writes_no_reward_is_an_evaluation_error(tmp_path: Path) -> None:
-    """A task whose verifier writes no reward is never a pass: an evaluation error saying why, score 0."""
+def test_a_verifier_that_writes_no_reward_is_a_scored_failure(tmp_path: Path) -> None:
+    """A task whose verifier writes no reward is never a pass: the agent's failure saying why, score 0,
+    counted in accuracy (not an error that leaves the denominator)."""
     tasks = tmp_path / "tasks"
     shutil.copytree(TASKS / "hello-file", tasks / "silent")
     (tasks / "silent" / "tests" / "test.sh").write_text("#!/bin/bash\ntrue\n")
@@ -51,7 +52,8 @@ def test_a_verifier_that_writes_no_reward_is_an_evaluation_error(tmp_path: Path)
     detail = open_run_dir(Path(result.run_dir)).load_all_details()["silent"]
     attempt = detail.attempts["1"]
     assert not detail.correct and attempt.score == 0.0 and attempt.benchmark_fields["reward"] is None
-    assert attempt.eval_error and "the verifier wrote no usable reward" in attempt.eval_error
+    assert attempt.failure and "the verifier wrote no usable reward" in attempt.failure
+    assert attempt.eval_error is None and not detail.is_error and result.metrics.counts.error == 0
 
 
 def test_layout_paths_map_onto_the_scratch_directory() -> None:

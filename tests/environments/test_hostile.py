@@ -349,7 +349,7 @@ def test_two_thousand_background_processes_meet_max_processes(tmp_path: Path) ->
     attempt ends with the limit named, and none of them is left."""
     marker = f"1000.{os.getpid()}"
     attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"max_processes": 256}}, SPAWN.format(marker=marker))
-    assert attempt["status"] == "error" and "max_processes=256" in attempt["run_error"], attempt
+    assert attempt["status"] == "failed" and "max_processes=256" in attempt["failure"], attempt
     assert processes_with(f"sleep {marker}") == []
 
 
@@ -360,7 +360,7 @@ def test_three_gigabytes_into_tmp_meet_its_size(tmp_path: Path, sandbox_root: Pa
     size and the attempt ends naming it; the host's memory is not taken."""
     attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"memory_mb": 2048, "tmp_mb": 128}},
                         "head -c 3G /dev/zero > /tmp/fill; true")
-    assert attempt["status"] == "error" and "tmp_mb=128" in attempt["run_error"], attempt
+    assert attempt["status"] == "failed" and "tmp_mb=128" in attempt["failure"], attempt
     mounts = Path("/proc/mounts").read_text()
     assert f"{sandbox_root}/{os.getpid()}-" not in mounts
 
@@ -374,7 +374,7 @@ def test_processes_that_together_pass_memory_mb_are_killed(tmp_path: Path) -> No
     # Once the kernel killed one, the others are not waited for.
     attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"memory_mb": 192}},
                         f"{hog} & {hog} & {hog} & wait -n; kill $(jobs -p)")
-    assert attempt["status"] == "error" and "memory_mb=192" in attempt["run_error"], attempt
+    assert attempt["status"] == "failed" and "memory_mb=192" in attempt["failure"], attempt
 
 
 @needs_bwrap
@@ -383,7 +383,7 @@ def test_five_gigabytes_into_the_task_directory_meet_disk_mb(tmp_path: Path, san
     """R-LIMIT-1: the task's directory is a disk image of disk_mb: 5 GB stop there, the attempt ends
     naming the limit, and the image is gone afterwards."""
     attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"disk_mb": 64}}, "head -c 5G /dev/zero > big; true")
-    assert attempt["status"] == "error" and "disk_mb=64" in attempt["run_error"], attempt
+    assert attempt["status"] == "failed" and "disk_mb=64" in attempt["failure"], attempt
     assert list(sandbox_root.glob(f"{os.getpid()}-*.img")) == []
 
 
@@ -403,7 +403,7 @@ def test_docker_limits_hold_and_say_so(tmp_path: Path) -> None:
     marker = f"1000.{os.getpid()}"
     environment = {"id": "docker", "params": {"image": IMAGE, "max_processes": 64}}
     attempt = limit_run(tmp_path, environment, SPAWN.format(marker=marker))
-    assert attempt["status"] == "error" and "max_processes=64" in attempt["run_error"], attempt
+    assert attempt["status"] == "failed" and "max_processes=64" in attempt["failure"], attempt
 
 
 # --- local: honest about what it isolates, and nothing left behind ----------------------------------

@@ -77,10 +77,12 @@ def test_an_endpoint_that_never_answers_ends_at_the_attempt_timeout(tmp_path: Pa
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail("agentcompass did not exit within attempt_timeout_s + cleanup_grace_seconds + 5 s")
-    assert proc.returncode == 3, err
-    assert "# demo" in out and "1 errors" in out
+    # Running out of its time is the attempt's own failure: scored 0 and counted, not an error.
+    assert proc.returncode == 0, err
+    assert "# demo" in out and "1 failed by the agent · 0 errors" in out
     attempt = details_by_task(tmp_path / "results")["count-errors"]["attempts"]["1"]
-    assert attempt["status"] == "timeout" and "attempt timed out after 3s" in attempt["run_error"]
+    assert attempt["status"] == "timeout" and "attempt timed out after 3s" in attempt["failure"]
+    assert attempt["run_error"] is None
     commands = [s for s in attempt["trajectory"] if s["type"] == "tool_call"]
     assert [c["command"] for c in commands] == ["echo first-command"] and "first-command" in commands[0]["output"]
     assert len(fake_openai.requests) == 2, "the hung call was retried after the attempt ended"
@@ -198,12 +200,15 @@ def test_a_large_output_is_stored_once_and_bounded(tmp_path: Path, fake_openai: 
 
 def test_a_reply_cut_at_the_token_limit_is_not_an_answer(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     """A text reply with finish_reason 'length' (what a small model that never stops sends) ends the
-    attempt as the model's failure instead of being scored as a final answer."""
+    attempt as the model's failure instead of being scored as a final answer: a scored failure (0,
+    counted in accuracy), not an error that would leave the denominator and run again."""
     fake_openai.reply(content="The assistant is a user who is a user of the system." * 20, finish_reason="length")
     sweep = endpoint_sweep(tmp_path, fake_openai, "tool_agent", ["count-errors"])
     proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), "--direct"],
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                           text=True, timeout=120)
-    assert proc.returncode == 3, proc.stderr
-    attempt = details_by_task(tmp_path / "results")["count-errors"]["attempts"]["1"]
-    assert attempt["final_answer"] is None and "cut at its token limit" in attempt["run_error"]
+    assert proc.returncode == 0, proc.stderr
+    detail = details_by_task(tmp_path / "results")["count-errors"]
+    attempt = detail["attempts"]["1"]
+    assert attempt["final_answer"] is None and "cut at its token limit" in attempt["failure"]
+    assert attempt["status"] == "failed" and detail["error"] is None and detail["score"] == 0.0

@@ -114,12 +114,13 @@ def test_reference_commands_solve_the_task_and_land_in_the_trajectory(tmp_path: 
 
 def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path, model_calls: Calls) -> None:
     """One task recovers after a malformed call; the other sends nothing but malformed calls, and mini
-    ends it after its limit of consecutive format errors: both attempts end cleanly with a detail."""
+    ends it after its limit of consecutive format errors: both attempts end cleanly with a detail, the
+    second as the model's scored failure (0, counted), not an error (the run exits 0)."""
     bad = {"tool_calls": [{"name": "bash", "arguments": '{"command": "ls'}], "usage": {"prompt_tokens": 10}}
     details = _run(tmp_path, ["count-errors", "create-hello"], {
         "count-errors": [bad, _bash(SOLVE), _bash(SUBMIT)],
         "create-hello": [bad, bad, bad],
-    }, exit_code=3)
+    }, exit_code=0)
 
     recovered = details["count-errors"]
     assert recovered["correct"] is True and recovered["error"] is None
@@ -135,8 +136,8 @@ def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path
 
     failed = details["create-hello"]
     attempt = failed["attempts"]["1"]
-    assert failed["correct"] is False and attempt["status"] == "error"
-    assert failed["error"] == attempt["run_error"] == (
+    assert failed["correct"] is False and attempt["status"] == "failed" and failed["error"] is None
+    assert failed["failure"] == attempt["failure"] == (
         "mini-swe-agent exited: RepeatedFormatError: 3 replies in a row without a usable tool call")
     assert [s["type"] for s in attempt["trajectory"][2:]] == ["model_call", "message"] * 3
     assert attempt["artifacts"]["miniswe"]["info"]["exit_status"] == "RepeatedFormatError"

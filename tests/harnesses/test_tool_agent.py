@@ -79,14 +79,15 @@ def test_tool_agent_solves_every_demo_task_with_the_reference_commands(tmp_path:
     ids=["malformed-json", "missing-command", "unknown-tool", "model-error"],
 )
 def test_tool_agent_fails_cleanly(tmp_path: Path, turns: list[dict[str, Any]], error: str) -> None:
-    """A broken tool protocol or a failed model call ends the attempt with an error naming it; the detail
-    keeps the trajectory up to that point, the activity log ends with the finished session, and the run
-    exits 3: it completed, with a task in error."""
+    """A broken tool protocol ends the attempt as the model's failure (scored 0, exit 0), a failed model
+    call with an error (exit 3: it completed, with a task in error); both name what happened, the detail
+    keeps the trajectory up to that point, and the activity log ends with the finished session."""
     sweep = agent_sweep(tmp_path, {"count-errors": turns})
-    assert run_cli("run", sweep, "--direct") == 3
+    model_failed = error.startswith("model call failed")
+    assert run_cli("run", sweep, "--direct") == (3 if model_failed else 0)
     detail = details_by_task(tmp_path / "results")["count-errors"]
     attempt = detail["attempts"]["1"]
-    assert error in attempt["run_error"] and not detail["correct"]
+    assert error in attempt["run_error" if model_failed else "failure"] and not detail["correct"]
     assert any(step["type"] == "model_call" for step in attempt["trajectory"]) or "model call failed" in error
     log = read_activity(next((tmp_path / "results").rglob("activity.jsonl")))
     assert log[-1].kind == "session" and log[-1].status == "completed" and error in log[-1].data["error"]

@@ -248,13 +248,17 @@ class ToolAgentHarness(DurableAgentHarness):
 
 
 def outcome_result(outcome: AgentOutcome) -> RunResult:
+    # The model's own failure (a reply cut at its token limit, a malformed tool call) is the attempt's
+    # scored failure; an endpoint that failed, or an environment still busy, is an error.
+    own = outcome.error is not None and not outcome.model_failed and outcome.resumed != "busy"
     return RunResult(
         status="completed" if outcome.error is None else "error",
         final_answer=outcome.final_answer,
         trajectory=outcome.trajectory,
         usage=outcome.usage,
         duration_s=outcome.duration_s,
-        error=outcome.error,
+        error=None if own else outcome.error,
+        failure=outcome.error if own else None,
         limit=outcome.limit,
         artifacts={"agent": {"turns": len(outcome.turns), "tool_calls": len(outcome.tool_calls),
                              "cost_complete": outcome.cost_complete, "resumed": outcome.resumed,
