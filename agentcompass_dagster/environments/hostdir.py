@@ -98,9 +98,14 @@ class HostDirSession(EnvironmentSession):
             self._chown(directory)
         self._dirs_made = True
 
-    def argv(self, command: str, cwd: str, caller: Caller) -> list[str]:
-        """How to start ``command``; sessions that isolate it wrap it here."""
+    def argv(self, command: str, cwd: str, caller: Caller, fds: list[int]) -> list[str]:
+        """How to start ``command``, given the descriptors ``child_fds`` opened for it; sessions that
+        isolate it wrap it here."""
         return ["bash", "-c", command]
+
+    def child_fds(self) -> list[int]:
+        """Descriptors one command's child inherits (made for it, closed once it has started)."""
+        return []
 
     def context(self, caller: Caller) -> dict[str, str]:
         """The environment variables of a command run for ``caller``. A verifier's HOME and TMPDIR are
@@ -149,16 +154,22 @@ class HostDirSession(EnvironmentSession):
         # a crash between spawn and record must not leave a command running that a resume cannot see.
         # If the host dies first, the command gets EOF (and PDEATHSIG) and never starts.
         gated = label is not None
-        proc = await asyncio.create_subprocess_exec(
-            *self.argv(f"read -r _ || exit 125; {command}" if gated else command, directory, caller),
-            cwd=directory,
-            env=await asyncio.to_thread(self.context, caller) if caller is Caller.verifier else self.env,
-            stdin=asyncio.subprocess.PIPE if gated else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=self.prepare_child(),
-        )
+        fds = self.child_fds()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self.argv(f"read -r _ || exit 125; {command}" if gated else command, directory, caller, fds),
+                cwd=directory,
+                env=await asyncio.to_thread(self.context, caller) if caller is Caller.verifier else self.env,
+                stdin=asyncio.subprocess.PIPE if gated else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=self.prepare_child(),
+                pass_fds=fds,
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
         if label is not None:
             await asyncio.to_thread(self._record, label, Worker.of(proc.pid))
         timed_out = False

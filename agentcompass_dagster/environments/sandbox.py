@@ -9,6 +9,9 @@ The framework's private files (checks, tests, solutions, rewards: ``scratch``) a
 commands run for the reference solution or the verifier (``Caller``); a verifier's command also gets a
 /tmp of its own, not the one the agent's commands shared.
 
+Every command runs under the seccomp filter of environments/seccomp.py (no keyrings, no new user
+namespaces, no io_uring, ptrace, perf_event_open or bpf).
+
 Limits, enforced by the kernel and fail closed (a plan declaring one this machine cannot enforce is
 refused before it runs); hitting one ends the attempt with an error that names it:
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import platform
 import secrets
 import shutil
 import subprocess
@@ -43,6 +47,7 @@ from agentcompass_dagster.contracts.environment import (
     EnvironmentSession,
     ExecResult,
 )
+from agentcompass_dagster.environments import seccomp
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
 from agentcompass_dagster.environments.hostdir import (
     HostDirSession,
@@ -106,7 +111,10 @@ class SandboxSession(HostDirSession):
     def verifier_tmpdir(self, fresh: str) -> str:
         return "/tmp"
 
-    def argv(self, command: str, cwd: str, caller: Caller) -> list[str]:
+    def child_fds(self) -> list[int]:
+        return [seccomp.filter_fd()]
+
+    def argv(self, command: str, cwd: str, caller: Caller, fds: list[int]) -> list[str]:
         args = ["bwrap"]
         for name in SYSTEM_DIRS:
             host = Path("/") / name
@@ -133,7 +141,7 @@ class SandboxSession(HostDirSession):
                  "--die-with-parent", "--new-session"]
         if self.policy is NetworkPolicy.none:
             args.append("--unshare-net")
-        args.append("--")
+        args += ["--seccomp", str(fds[0]), "--"]
         if self.owner is not None:
             # bwrap as root keeps every capability: drop to the sandbox user with none left, for good.
             args += ["setpriv", f"--reuid={self.params.uid}", f"--regid={self.params.gid}", "--clear-groups",
@@ -217,6 +225,9 @@ class SandboxEnvironment(Environment):
         if shutil.which("bwrap") is None:
             raise UserError(f"environment.id={self.config.id!r}: the sandbox needs bubblewrap (`bwrap`), which is "
                             "not installed here (Debian: apt-get install bubblewrap)")
+        if not seccomp.supported():
+            raise UserError(f"environment.id={self.config.id!r}: the sandbox's seccomp filter knows x86_64 and "
+                            f"aarch64, not this machine's {platform.machine()}")
         if _privileged() and shutil.which("setpriv") is None:
             raise UserError(f"environment.id={self.config.id!r}: as root the sandbox drops to an unprivileged user "
                             "with `setpriv` (util-linux), which is not installed here")

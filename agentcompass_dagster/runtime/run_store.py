@@ -78,8 +78,8 @@ class RunStore:
             if owner is None or owner.alive():
                 continue
             run_dir = open_run_dir(candidate)
-            if run_dir.stop("failed", f"its process {owner.pid} on {owner.host} ended before the run did (killed?); "
-                                      "marked by a later run, its finished tasks are kept"):
+            if run_dir.stop("failed", f"its process {owner.pid} on {owner.host} is gone (killed?); marked failed by a "
+                                      "later run, its finished tasks are kept"):
                 failed.append(candidate.name)
             (candidate / OWNER).unlink(missing_ok=True)
         return failed

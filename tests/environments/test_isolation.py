@@ -66,7 +66,8 @@ def test_sandbox_host_network_reaches_the_host(tmp_path: Path, host_server: int)
     """R-NET-1: with the host policy in every phase a sandboxed command reaches the host's server."""
     write_task(tmp_path / "tasks", "net", solution=f"{reach(host_server)} && echo ok > out.txt",
                check="grep -qx ok out.txt")
-    result = run(tmp_path, "hostnet", SANDBOX, benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}])
+    result = run(tmp_path, "hostnet", SANDBOX, benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}],
+                 execution={"network": {"baseline": "host", "run": "host", "evaluation": "host"}})
     assert counts(result)["correct"] == 1
 
 
