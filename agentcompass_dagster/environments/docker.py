@@ -49,6 +49,12 @@ from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, Tas
 LABEL = "agentcompass"
 OUTPUT_LIMIT = 1_000_000
 WORKDIR, SCRATCH, HOME, COMMANDS = "/work", "/scratch", "/home/agent", "/commands"
+# Kill every process but pid 1 and this shell, then wait (up to 5 s) until none but zombies is left.
+STOP_PROCESSES = (
+    "kill -9 -1 2>/dev/null; for _ in $(seq 100); do left=; for p in /proc/[0-9]*; do n=${p#/proc/}; "
+    '[ "$n" = 1 ] || [ "$n" = $$ ] || { read -r _ _ s _ < "$p/stat" 2>/dev/null && [ "$s" != Z ] && left="$left $n"; }; '
+    'done; [ -z "$left" ] && exit 0; kill -9 $left 2>/dev/null; sleep 0.05; done; echo "still running:$left"; exit 1'
+)
 
 
 class Mount(BaseModel):
@@ -123,8 +129,13 @@ class DockerSession(EnvironmentSession):
         return hits
 
     async def stop_processes(self) -> None:
-        """Everything but the container's own pid 1, killed from inside."""
-        await asyncio.to_thread(self.container.exec_run, ["kill", "-9", "-1"], user="0:0")
+        """Everything but the container's own pid 1, killed from inside with bash's builtin kill (an image
+        need not have a kill binary: with none, the agent's processes lived on while its work was
+        checked); fails, as an error of the infrastructure, when one is still alive."""
+        result = await asyncio.to_thread(self.container.exec_run, ["bash", "-c", STOP_PROCESSES], user="0:0")
+        if result.exit_code != 0:
+            raise RuntimeError(f"the agent's processes in container {self.container.name} could not be stopped: "
+                               f"{(result.output or b'').decode(errors='replace').strip()[:300]}")
 
     def _absolute(self, path: str) -> PurePosixPath:
         return PurePosixPath(path) if path.startswith("/") else PurePosixPath(WORKDIR) / path

@@ -242,3 +242,16 @@ def test_sandbox_leaves_nothing_after_a_killed_run(tmp_path: Path, sandbox_root:
     quick = write_sweep(tmp_path, name="after", environment=SANDBOX, benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}])
     assert _start_cli(tmp_path, quick).wait(timeout=60) == 0
     assert [p for p in sandbox_root.iterdir() if p.name.startswith(f"{proc.pid}-")] == []
+
+
+@needs_docker
+def test_docker_stops_the_agents_processes_before_the_check(tmp_path: Path) -> None:
+    """R-ATT-4: a watcher the agent leaves running in its container rewrites answer.txt (4 -> 5) as soon
+    as the check starts; the image has no `kill` binary, which stop_processes relied on, so the watcher
+    lived on and the check saw 5. It is killed first now: the check sees the 4 the agent left."""
+    watcher = ("echo 4 > answer.txt; (while [ ! -e started ]; do sleep 0.01; done; echo 5 > answer.txt) "
+               ">/dev/null 2>&1 &")
+    write_task(tmp_path / "tasks", "watch", solution=watcher,
+               check="touch started && for i in $(seq 50); do sleep 0.02; done && grep -qx 4 answer.txt")
+    result = run(tmp_path, "watch", DOCKER, benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}])
+    assert counts(result)["correct"] == 1
