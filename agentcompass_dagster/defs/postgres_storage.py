@@ -11,12 +11,12 @@ from typing import Any
 from dagster_postgres.event_log import PostgresEventLogStorage
 from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
 
-from agentcompass_dagster.defs.storage import POOL_SIZE, RememberedColumns
+from agentcompass_dagster.defs.storage import POOL_SIZE, AtomicSlotClaims, RememberedColumns
 
 POOL_RECYCLE_S = 3600
 
 
-class PooledPostgresEventLogStorage(RememberedColumns, PostgresEventLogStorage):
+class PooledPostgresEventLogStorage(AtomicSlotClaims, RememberedColumns, PostgresEventLogStorage):
     def __init__(self, postgres_url: str, should_autocreate_tables: bool = True, inst_data: Any = None,
                  token_provider: Any = None) -> None:
         super().__init__(postgres_url, should_autocreate_tables, inst_data, token_provider)
