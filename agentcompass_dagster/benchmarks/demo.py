@@ -2,21 +2,22 @@
 
 Each task is a directory under ``demo_tasks/``: ``task.yaml`` (id, category, instruction), an optional
 ``setup/`` copied into the working directory, ``solution.sh`` and ``check.sh``. The check runs inside
-the task's environment in its working directory, once the agent is done and its processes are gone;
-exit code 0 means solved. The check script is written to the framework's private scratch directory at
-evaluation time only, so the agent never sees it (in `sandbox` and `docker`) and cannot plant anything
-in its place.
+the task's environment in its working directory, once the agent is done and its processes are gone,
+under the framework's judge (judge.py): exit code 0 means solved, reported by the judge's verdict line,
+which the checked code cannot write. A check that calls the agent's Python code loads it with the
+judge's ``isolated_module`` (in a process of its own), so that code exiting cannot pass the check. The
+check script is written to the framework's private scratch directory at evaluation time only, so the
+agent never sees it (in `sandbox` and `docker`) and cannot plant anything in its place.
 """
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentcompass_dagster.benchmarks.judging import run_judge
 from agentcompass_dagster.config import load_yaml
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
-from agentcompass_dagster.contracts.environment import Caller
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
@@ -71,10 +72,6 @@ class DemoBenchmark(Benchmark):
         check = (Path(prepared.task.metadata["dir"]) / "check.sh").read_bytes()
         path = f"{session.scratch}/check-{file_stem(prepared.task.id)}.sh"
         await session.write_file(path, check, 0o755)
-        outcome = await session.exec(f"bash {shlex.quote(path)}", timeout_s=CHECK_TIMEOUT_S, caller=Caller.verifier)
-        correct = outcome.exit_code == 0 and not outcome.timed_out
-        return Evaluation(
-            correct=correct,
-            score=1.0 if correct else 0.0,
-            fields={"check_exit_code": outcome.exit_code, "check_output": outcome.output[-2000:]},
-        )
+        verdict = await run_judge(session, prepared.task.id, "check", ["bash", path], CHECK_TIMEOUT_S)
+        return Evaluation(correct=verdict.passed, score=float(verdict.passed),
+                          fields={"result": verdict.reason, "check_output": verdict.output[-2000:]})

@@ -2,10 +2,12 @@
 
 Task id = the problem's id (``HumanEval/N``); the input is the prompt (a function signature and
 docstring); the harness's final answer is the completion, the function body, exactly as in the package's
-own evaluate_functional_correctness. Evaluation runs prompt + completion + the problem's tests inside the
-task's environment (use the sandbox: a completion may loop, exit, delete files or try the network) with a
-timeout. A run counts only when the tests finish and print a per-evaluation random token afterwards, so a
-completion that exits the interpreter early is scored wrong.
+own evaluate_functional_correctness. Evaluation runs the problem's tests inside the task's environment
+(use the sandbox: a completion may loop, exit, delete files or try the network) with a timeout, through
+the framework's judge (judge.py): the tests run in the judge's process, prompt + completion in a child
+that answers each call with plain data, and a pass is the judge's verdict line after the whole check ran.
+A completion that exits, returns an object of its own (an always-equal one) or reads the check's source
+is scored wrong.
 
     benchmarks: [{id: humaneval, params: {timeout_s: 10}}]
 """
@@ -14,15 +16,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import secrets
-import shlex
 from pathlib import Path
 from typing import Any
 
+from agentcompass_dagster.benchmarks.judging import run_judge
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
-from agentcompass_dagster.contracts.environment import Caller
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
 
 
@@ -62,15 +61,7 @@ class HumanEvalBenchmark(Benchmark):
 
     async def evaluate(self, prepared: PreparedTask, result: RunResult, session: Any) -> Evaluation:
         problem = prepared.task.metadata
-        token = secrets.token_hex(16)
-        program = (
-            f"{problem['prompt']}{result.final_answer or ''}\n\n{problem['test']}\n\n"
-            f"check({problem['entry_point']})\nprint({token!r})\n"
-        )
-        path = f"{session.scratch}/humaneval-{file_stem(prepared.task.id)}.py"
-        await session.write_file(path, program.encode())
-        outcome = await session.exec(f"python3 {shlex.quote(path)}", timeout_s=self.timeout_s, caller=Caller.verifier)
-        passed = outcome.exit_code == 0 and not outcome.timed_out and token in outcome.stdout
-        reason = "passed" if passed else ("timed out" if outcome.timed_out else outcome.output.strip()[-500:] or
-                                          f"exited with {outcome.exit_code} before the tests finished")
-        return Evaluation(correct=passed, score=float(passed), fields={"result": reason})
+        payload = {key: problem[key] for key in ("prompt", "test", "entry_point")}
+        verdict = await run_judge(session, prepared.task.id, "humaneval", [], self.timeout_s,
+                                  payload={**payload, "completion": result.final_answer or ""})
+        return Evaluation(correct=verdict.passed, score=float(verdict.passed), fields={"result": verdict.reason})

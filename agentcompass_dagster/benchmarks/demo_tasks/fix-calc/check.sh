@@ -6,11 +6,12 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 cp calc.py "$tmp/calc.py"
 python3 -I - "$tmp" <<'PY' || exit 1
+import os
 import sys
-sys.path.insert(0, sys.argv[1])
-sys.dont_write_bytecode = True
+sys.path.insert(0, os.environ["JUDGE_DIR"])
+from judge import isolated_module
 try:
-    import calc
+    calc = isolated_module(sys.argv[1] + "/calc.py")
 except Exception as e:
     print("FAIL: cannot import calc.py: %r" % (e,))
     sys.exit(1)

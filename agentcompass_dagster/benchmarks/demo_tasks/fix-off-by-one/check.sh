@@ -8,11 +8,13 @@ cp ranges.py "$tmp/ranges.py"
 # Isolated interpreter (-I): only the copied module is importable from $tmp,
 # so nothing else in the working directory can influence the result.
 python3 -I - "$tmp" <<'PY' || exit 1
+import os
 import sys
-sys.path.insert(0, sys.argv[1])
-sys.dont_write_bytecode = True
+sys.path.insert(0, os.environ["JUDGE_DIR"])
+from judge import isolated_module
 try:
-    from ranges import inclusive_range, range_sum
+    ranges = isolated_module(sys.argv[1] + "/ranges.py")
+    inclusive_range, range_sum = ranges.inclusive_range, ranges.range_sum
 except Exception as e:
     print("FAIL: cannot import ranges.py: %r" % (e,))
     sys.exit(1)

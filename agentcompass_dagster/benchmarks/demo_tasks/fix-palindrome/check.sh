@@ -6,10 +6,12 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 cp palindrome.py "$tmp/palindrome.py"
 python3 -I -B - "$tmp" <<'PY' || exit 1
+import os
 import sys
-sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.environ["JUDGE_DIR"])
+from judge import isolated_module
 try:
-    from palindrome import is_palindrome
+    is_palindrome = isolated_module(sys.argv[1] + "/palindrome.py").is_palindrome
 except Exception as e:
     print("FAIL: cannot import palindrome.py: %r" % (e,))
     sys.exit(1)

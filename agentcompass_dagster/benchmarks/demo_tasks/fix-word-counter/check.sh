@@ -18,10 +18,12 @@ run b.txt 0
 run c.txt 5
 run d.txt 1
 python3 -I -B - "$tmp" <<'PY' || exit 1
+import os
 import sys
-sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.environ["JUDGE_DIR"])
+from judge import isolated_module
 try:
-    from wordcount import count_words
+    count_words = isolated_module(sys.argv[1] + "/wordcount.py").count_words
 except Exception as e:
     print("FAIL: cannot import wordcount.py: %r" % (e,))
     sys.exit(1)

