@@ -1,5 +1,6 @@
 """What a shell command writes, read from its text well enough to flag it (not to run it): the simple
-commands it chains, and the paths it redirects onto, edits in place, removes, moves or copies onto."""
+commands it chains, the paths it redirects onto, edits in place, removes, moves or copies onto, and the
+text of the files it writes from here-documents."""
 
 from __future__ import annotations
 
@@ -17,11 +18,21 @@ _PYTHON_WRITE = re.compile(r"open\(\s*['\"]([^'\"]+)['\"]\s*,\s*['\"][wax]|Path\
 _CHANGES_ALL = {"rm", "unlink", "truncate", "tee", "mv", "shred"}
 _CHANGES_LAST = {"cp", "ln", "install", "rsync"}
 _IN_PLACE = {"sed", "perl"}
-_PREFIXES = {"sudo", "env", "command", "exec", "nohup"}
+# Words before the command a simple command runs: wrappers, and the keywords that open the body of a
+# loop or a branch (`while true; do cp a b; done` runs cp).
+_PREFIXES = {"sudo", "env", "command", "exec", "nohup", "setsid", "time", "do", "then", "else"}
+# Commands after which a path is gone: removed, or moved away (every operand of mv but the last).
+_REMOVES = {"rm", "unlink", "shred"}
+# A here-document: <<WORD, <<-WORD (leading tabs stripped), <<'WORD' or <<"WORD"; not a <<< here-string.
+_HEREDOC = re.compile(r"(?<!<)<<(-?)\s*(['\"]?)([\w.-]+)\2")
+# Commands that copy their standard input into the files they name: a here-document given to one of them
+# is a file's text; given to any other (python3 - <<EOF), it is a script that runs.
+_COPIES_STDIN = {"cat", "tee"}
 
 
 def words(segment: str) -> list[str]:
-    """A simple command's words without a leading sudo or VAR=value (unbalanced quotes: split on blanks)."""
+    """A simple command's words without its leading wrappers, keywords and VAR=value (unbalanced quotes: split
+    on blanks)."""
     try:
         found = shlex.split(segment, comments=True)
     except ValueError:
@@ -80,6 +91,64 @@ def written(command: str) -> list[str]:
     for found in segments(command):
         paths += _edited(found)
     return paths
+
+
+def removed(command: str) -> list[str]:
+    """The paths ``command`` removes or moves away: what it leaves behind is not there."""
+    paths: list[str] = []
+    for found in segments(command):
+        name = found[0].rsplit("/", 1)[-1]
+        if name in _REMOVES:
+            paths += _operands(found)
+        elif name == "mv":
+            paths += _operands(found)[:-1]
+    return paths
+
+
+def _stdin_target(line: str, position: int) -> str | None:
+    """The file the simple command around ``position`` of ``line`` copies its standard input into (``cat >
+    path``, ``tee path``), or None: it runs its input, prints it, or writes only under /dev."""
+    start = max((m.end() for m in _SEPARATOR.finditer(line, 0, position)), default=0)
+    end = next((m.start() for m in _SEPARATOR.finditer(line, position)), len(line))
+    segment = line[start:end]
+    found = words(segment)
+    name = found[0].rsplit("/", 1)[-1] if found else None
+    if name not in _COPIES_STDIN:
+        return None
+    named = [word for word in _operands(found) if not word.startswith("<")] if name == "tee" else []
+    return next((path for path in named + _REDIRECT.findall(segment) if not path.startswith("/dev/")), None)
+
+
+def heredoc_files(command: str) -> tuple[str, list[tuple[str, str]]]:
+    """The files ``command`` writes from here-documents (``cat > f.py <<'EOF'``), each as (path, text), and
+    the command without those texts: what it runs. Other here-documents stay in the command."""
+    lines = command.split("\n")
+    kept: list[str] = []
+    files: list[tuple[str, str]] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        kept.append(line)
+        index += 1
+        for match in _HEREDOC.finditer(line):
+            strip_tabs, delimiter = match.group(1) == "-", match.group(3)
+            body: list[str] = []
+            while index < len(lines):
+                text = lines[index].lstrip("\t") if strip_tabs else lines[index]
+                if text == delimiter:
+                    break
+                body.append(text)
+                index += 1
+            # The delimiter's line (absent when the here-document runs to the end of the command).
+            closing = lines[index:index + 1]
+            index += 1
+            target = _stdin_target(line, match.start())
+            if target is None:
+                kept += body + closing
+            else:
+                files.append((target, "\n".join(body) + "\n"))
+                kept += closing
+    return "\n".join(kept), files
 
 
 def command_names(command: str) -> list[str]:
