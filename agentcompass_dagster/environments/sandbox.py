@@ -102,6 +102,8 @@ class SandboxSession(HostDirSession):
         # A tmpfs the host mounted at <root>/tmp (as root): the host sees it fill.
         self.host_tmp = host_tmp
         self.image = image
+        # A pipe whose write end only this process holds; its read end goes to every command (argv).
+        self._lifeline: tuple[int, int] | None = None
         super().__init__(root, config.env, params.path, (params.uid, params.gid) if _privileged() else None, cgroup)
         self.make_dirs()
 
@@ -112,7 +114,16 @@ class SandboxSession(HostDirSession):
         return "/tmp"
 
     def child_fds(self) -> list[int]:
-        return [seccomp.filter_fd()]
+        if self._lifeline is None:
+            self._lifeline = os.pipe()
+        return [seccomp.filter_fd(), os.dup(self._lifeline[0])]
+
+    def release(self) -> list[str]:
+        if self._lifeline is not None:
+            for fd in self._lifeline:
+                os.close(fd)
+            self._lifeline = None
+        return super().release()
 
     def argv(self, command: str, cwd: str, caller: Caller, fds: list[int]) -> list[str]:
         args = ["bwrap"]
@@ -146,7 +157,12 @@ class SandboxSession(HostDirSession):
             # bwrap as root keeps every capability: drop to the sandbox user with none left, for good.
             args += ["setpriv", f"--reuid={self.params.uid}", f"--regid={self.params.gid}", "--clear-groups",
                      "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-        return [*args, "bash", "-c", command]
+        # bwrap sets the namespace's parent-death signal only after it forked: a runtime killed in between
+        # (under load, while it starts several commands) leaves the namespace running. Its lifeline does
+        # not depend on that: only this process holds the pipe's write end, so when it dies, however, the
+        # watcher reads EOF and kills every process of the namespace.
+        lifeline = f"{{ read -r -u {fds[1]} _; kill -KILL -1; }} </dev/null >/dev/null 2>&1 & exec {fds[1]}<&-; "
+        return [*args, "bash", "-c", lifeline + command]
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
                    caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -237,7 +238,9 @@ def test_sandbox_leaves_nothing_after_a_killed_run(tmp_path: Path, sandbox_root:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     wait_until(lambda: processes_with(marker) == [], f"the sandboxed `{marker}` to die with the run", 10,
-               describe=lambda: processes_with(marker), interval=0.1)
+               describe=lambda: subprocess.run(["ps", "-o", "pid,ppid,stat,args", "-p",
+                                                ",".join(map(str, processes_with(marker) or [1]))],
+                                               capture_output=True, text=True).stdout, interval=0.1)
     assert [p for p in sandbox_root.iterdir() if p.name.startswith(f"{proc.pid}-")]
     quick = write_sweep(tmp_path, name="after", environment=SANDBOX, benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}])
     assert _start_cli(tmp_path, quick).wait(timeout=60) == 0
@@ -248,10 +251,42 @@ def test_sandbox_leaves_nothing_after_a_killed_run(tmp_path: Path, sandbox_root:
 def test_docker_stops_the_agents_processes_before_the_check(tmp_path: Path) -> None:
     """R-ATT-4: a watcher the agent leaves running in its container rewrites answer.txt (4 -> 5) as soon
     as the check starts; the image has no `kill` binary, which stop_processes relied on, so the watcher
-    lived on and the check saw 5. It is killed first now: the check sees the 4 the agent left."""
-    watcher = ("echo 4 > answer.txt; (while [ ! -e started ]; do sleep 0.01; done; echo 5 > answer.txt) "
+    lived on and the check saw 5. It is killed first now: the check sees the 4 the agent left. The check
+    signals its start in /tmp: it runs as the verifier's user, who cannot write the agent's /work."""
+    watcher = ("echo 4 > answer.txt; (while [ ! -e /tmp/started ]; do sleep 0.01; done; echo 5 > answer.txt) "
                ">/dev/null 2>&1 &")
     write_task(tmp_path / "tasks", "watch", solution=watcher,
-               check="touch started && for i in $(seq 50); do sleep 0.02; done && grep -qx 4 answer.txt")
+               check="touch /tmp/started && for i in $(seq 50); do sleep 0.02; done && grep -qx 4 answer.txt")
     result = run(tmp_path, "watch", DOCKER, benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}])
     assert counts(result)["correct"] == 1
+
+
+@needs_bwrap
+def test_a_sandboxed_command_dies_with_the_runtime_without_any_parent_death_signal(tmp_path: Path,
+                                                                                     sandbox_root: Path) -> None:
+    """R-CLEAN-1: bwrap sets its namespace's parent-death signal only after it has forked, so a runtime
+    SIGKILLed in between leaves the namespace running (CI under load: a killed run's `sleep` outlived
+    it). The sandbox does not rely on it: with no parent-death signal at all (here the runtime sets none
+    and bwrap gets no --die-with-parent), every command of a killed runtime still dies with it."""
+    marker = f"sleep 78.{os.getpid()}"
+    sweep = write_sweep(tmp_path, name="lifeline", environment=SANDBOX,
+                        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
+                        harness={"id": "scripted", "params": {"default": {"command": f"{marker} & {marker}; wait"}}})
+    without_death_signal = textwrap.dedent("""\
+        import sys
+        from agentcompass_dagster.cli import main
+        from agentcompass_dagster.environments import hostdir, sandbox
+        hostdir.death_signal = lambda: (lambda: None)
+        argv = sandbox.SandboxSession.argv
+        sandbox.SandboxSession.argv = lambda *args: [word for word in argv(*args) if word != "--die-with-parent"]
+        sys.exit(main(["run", "--direct", sys.argv[1]]))
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", without_death_signal, str(sweep)], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: len(processes_with(marker)) >= 2, f"the sandboxed `{marker}`s to start", proc=proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    wait_until(lambda: processes_with(marker) == [], f"the sandboxed `{marker}`s to die with the run", 10,
+               describe=lambda: processes_with(marker), interval=0.1)
