@@ -1,9 +1,12 @@
 """The pandas API over the Parquet outputs of a results directory.
 
     from agentcompass_dagster.results import load_metrics, load_task_results
-    metrics = load_metrics("results")                      # every run, one row per metric
-    latest = load_metrics("results", latest=True)          # the newest run per sweep x benchmark x model
-    latest.pivot_table(index="model", columns="metric", values="value")
+    metrics = load_metrics("results")                      # the newest run per sweep x benchmark x model
+    history = load_metrics("results", latest=False)        # every run, one row per metric
+    metrics.pivot_table(index="model", columns="metric", values="value")
+
+Both default to the newest run of each sweep x benchmark x model: a run that reused earlier results
+lists the reused tasks again (``reused`` true), so rows of every run would count a task once per run.
 """
 
 from __future__ import annotations
@@ -60,17 +63,18 @@ def _keep_latest(frame: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     return frame.merge(newest, on=[*IDENTITY, "run_id"]).reset_index(drop=True)
 
 
-def load_metrics(results_dir: str | Path, latest: bool = False, include_forks: bool = False) -> pd.DataFrame:
+def load_metrics(results_dir: str | Path, latest: bool = True, include_forks: bool = False) -> pd.DataFrame:
     """One row per run x metric: sweep, benchmark, model, harness, run_id, metric, value, n, total,
-    errors, timestamp. ``latest`` keeps only the newest run of each sweep x benchmark x model;
+    errors, timestamp. ``latest`` (the default) keeps only the newest run of each sweep x benchmark x model;
     ``include_forks`` adds forked runs, which are left out of from-scratch statistics by default."""
     metrics = _load(results_dir, METRICS_FILE, metrics_schema(), include_forks)
     return _keep_latest(metrics, metrics) if latest else metrics
 
 
-def load_task_results(results_dir: str | Path, latest: bool = False, include_forks: bool = False) -> pd.DataFrame:
+def load_task_results(results_dir: str | Path, latest: bool = True, include_forks: bool = False) -> pd.DataFrame:
     """One row per run x task x attempt: ids, category, attempt, correct, score, tokens, cost, duration,
-    error, reused."""
+    failure, error, reused. ``latest`` (the default) keeps only the newest run of each sweep x benchmark x
+    model, so a task reused from an earlier run is counted once; ``latest=False`` gives every run's rows."""
     tasks = _load(results_dir, TASK_RESULTS_FILE, task_results_schema(), include_forks)
     return _keep_latest(tasks, _load(results_dir, METRICS_FILE, metrics_schema(), include_forks)) if latest else tasks
 

@@ -313,3 +313,20 @@ def test_plan_is_persisted_through_an_allow_list() -> None:
     assert "durable_dir" not in view and "task_id" not in view and "durable_dir" not in plan.model_dump()
     assert list(view) == list(ExecutionPlan.PERSISTED_FIELDS)
     assert "/home/someone" not in json.dumps(view)
+
+
+def test_the_pandas_api_counts_a_reused_task_once_by_default(tmp_path: Path) -> None:
+    """R-FIN-1: a second run that reuses the first lists its tasks again, marked reused; load_task_results
+    and load_metrics read the newest run by default, so each task is one row (the run before counted 36
+    rows for 18 tasks), and latest=False gives every run's rows."""
+    from agentcompass_dagster.results import load_metrics, load_task_results
+
+    first = write_sweep(tmp_path, name="again")
+    run_requests(load_sweep(first).requests())
+    reusing = load_sweep(first)
+    run_requests(reusing.model_copy(update={"output": reusing.output.model_copy(update={"reuse": True})}).requests())
+    tasks = load_task_results(tmp_path / "results")
+    assert len(tasks) == tasks["task_id"].nunique() == 18 and tasks["reused"].all()
+    assert len(load_task_results(tmp_path / "results", latest=False)) == 36
+    assert load_metrics(tmp_path / "results")["run_id"].nunique() == 1
+    assert load_metrics(tmp_path / "results", latest=False)["run_id"].nunique() == 2
