@@ -180,16 +180,25 @@ def render(run: RunOverview, one_task: bool) -> str:
         states[task.state] = states.get(task.state, 0) + 1
     if not one_task:
         lines.append(f"tasks: {len(run.tasks)} · " + " · ".join(f"{n} {state}" for state, n in states.items()))
-    lines += ["", "| task | state | score | attempts | forkable checkpoints | replays |", "|---|---|---|---|---|---|"]
+    lines += ["", "| task | state | score | attempts | a fork can start from | replays |", "|---|---|---|---|---|---|"]
     for task in run.tasks:
         attempts = ", ".join(f"{a.attempt}: {a.outcome}" for a in task.attempts) or "-"
-        forkable = "; ".join(f"{a.attempt}: {', '.join(str(c.seq) for c in a.checkpoints if c.forkable)}"
+        forkable = "; ".join(f"attempt {a.attempt}, {_checkpoints([c.seq for c in a.checkpoints if c.forkable])}"
                              for a in task.attempts if any(c.forkable for c in a.checkpoints)) or "-"
         score = "-" if task.score is None else f"{task.score:.4f}"
         lines.append(f"| {task.task_id} | {task.state} | {score} | {attempts} | {forkable} | {len(task.replays)} |")
     if one_task:
         lines += _task_lines(run.tasks[0], run.path)
     return "\n".join(lines) + "\n"
+
+
+def _checkpoints(seqs: list[int]) -> str:
+    """"checkpoint 2", "checkpoints 0–2" (every one from 0 to 2) or "checkpoints 0, 2, 5"."""
+    if len(seqs) == 1:
+        return f"checkpoint {seqs[0]}"
+    if seqs == list(range(seqs[0], seqs[-1] + 1)):
+        return f"checkpoints {seqs[0]}–{seqs[-1]}"
+    return f"checkpoints {', '.join(map(str, seqs))}"
 
 
 def _task_lines(task: TaskOverview, path: str) -> list[str]:

@@ -154,7 +154,10 @@ def test_show_lists_attempts_the_checkpoints_a_fork_accepts_and_replays(
 
     assert run_cli("show", run_dir) == 0
     out = capsys.readouterr().out
-    assert f"| count-errors | finished | 1.0000 | 1: correct | 1: {', '.join(map(str, forkable))} | 1 |" in out, out
+    first, second = forkable
+    which = f"checkpoints {first}–{second}" if second == first + 1 else f"checkpoints {first}, {second}"
+    assert f"| count-errors | finished | 1.0000 | 1: correct | attempt 1, {which} | 1 |" in out, out
+    assert "| a fork can start from |" in out
     fork_dir = next(p.parent for p in (tmp_path / "results").rglob("run_info.json") if ".forks" in str(p))
     assert run_cli("show", fork_dir) == 0
     assert f"lineage: fork of run {run_dir.name} (task count-errors, attempt 1, checkpoint {forkable[0]}" in \
