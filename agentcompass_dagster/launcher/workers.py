@@ -59,15 +59,25 @@ class RunWorkers:
 
     def interrupt(self, sig: signal.Signals = signal.SIGINT) -> None:
         """Ask every running worker to stop (Dagster turns SIGINT into a cooperative cancel); runs that
-        never started are marked canceled."""
+        never started are marked canceled. A run is marked canceling first, as Dagster's own terminate
+        does: a worker interrupted while its run is canceling ends it CANCELED, otherwise FAILURE. A
+        worker killed outright cannot say so itself: its run is marked canceled here."""
         for run in self.waiting:
             self.instance.report_run_canceled(run, message="agentcompass run was interrupted before it started")
         self.waiting.clear()
-        for proc in self.running.values():
+        for run_id, proc in self.running.items():
+            run = self.instance.get_run_by_id(run_id)
+            if run is not None and not run.is_finished and run.status is not dg.DagsterRunStatus.CANCELING:
+                self.instance.report_run_canceling(run, message="agentcompass run was interrupted (Ctrl-C or SIGTERM)")
             try:
                 os.kill(proc.pid, sig)
             except ProcessLookupError:
                 pass
+            if sig is signal.SIGKILL:
+                proc.wait()
+                run = self.instance.get_run_by_id(run_id)
+                if run is not None and not run.is_finished:
+                    self.instance.report_run_canceled(run, message="its worker was killed after a second interrupt")
 
     def wait(self, timeout: float) -> bool:
         """Wait for the running workers to end; False when some still run after ``timeout``."""

@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pytest
 from conftest import max_open_at_once, processes_with, write_sweep
 from lifecycle import DelegatingSession
@@ -300,8 +301,8 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 def test_sigint_cancels_cleans_up_and_keeps_finished_details(tmp_path: Path) -> None:
     """R-CLEAN-2: one SIGINT to `agentcompass run` while commands run in local environments: exit code
-    130, run_info.json `cancelled` with finished_at, the finished tasks' details intact, no agentcompass-*
-    temp dir and no `sleep` child process left."""
+    130, run_info.json `cancelled` with finished_at, Dagster's run CANCELED (it said FAILURE), the
+    finished tasks' details intact, no agentcompass-* temp dir and no `sleep` child process left."""
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
     record = tmp_path / "calls.jsonl"
@@ -354,6 +355,8 @@ def test_sigint_cancels_cleans_up_and_keeps_finished_details(tmp_path: Path) -> 
         assert detail.attempts["1"].final_answer == f"answer-{task_id[1:]}"
     assert not any(d.correct for task_id, (_, d) in details.items() if task_id in sleepers)
     assert leftover_temp_dirs(tmpdir) == [], "the interrupted tasks' environments were not removed"
+    with dg.DagsterInstance.get() as instance:
+        assert [run.status for run in instance.get_runs()] == [dg.DagsterRunStatus.CANCELED]
 
 
 @pytest.mark.parametrize("options", [(), ("--direct",)], ids=["dagster", "direct"])
@@ -361,7 +364,8 @@ def test_second_sigint_exits_at_once_during_slow_cleanup(tmp_path: Path, options
     """R-CLEAN-2: while the cooperative cleanup after a first SIGINT is slow (a harness session close
     that sleeps 30 s, cleanup grace 60 s), a second SIGINT ends the process with exit code 130 at once
     (bounded wait: 10 s), through Dagster's run workers and with --direct alike; the run directory
-    still says `cancelled` (it said `running` when the workers were killed or the process exited)."""
+    still says `cancelled` (it said `running` when the workers were killed or the process exited), and
+    Dagster's run CANCELED."""
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
     record = tmp_path / "calls.jsonl"
@@ -392,3 +396,6 @@ def test_second_sigint_exits_at_once_during_slow_cleanup(tmp_path: Path, options
     info = json.loads((run_dir / "run_info.json").read_text())
     assert (info["status"], bool(info["finished_at"])) == ("cancelled", True), info
     assert "interrupted" in info["error"], info
+    if not options:
+        with dg.DagsterInstance.get() as instance:
+            assert [run.status for run in instance.get_runs()] == [dg.DagsterRunStatus.CANCELED]
