@@ -17,12 +17,14 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded, EnvironmentSession
 from agentcompass_dagster.contracts.harness import HarnessSession
+from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog
 from agentcompass_dagster.runtime.analysis import analyze_attempt
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
@@ -194,8 +196,15 @@ class TaskRunner:
     async def _attempt_once(
         self, task: TaskSpec, plan: ExecutionPlan, budget: RetryBudget
     ) -> tuple[EvaluatedAttempt, str | None]:
-        """One try of an attempt; returns it with the site where it failed (None when it did not)."""
+        """One try of an attempt; returns it with the site where it failed (None when it did not). A
+        resumed attempt's duration and start count the processes that worked on it before (its activity
+        log has their time), not this one's alone."""
         started_at, started = utcnow(), time.monotonic()
+        if self.components.harness.durable:
+            earlier = await asyncio.to_thread(ActivityLog(self.run_dir.durable_dir(task.id, plan.attempt) / ACTIVITY_FILE).records)
+            if earlier:
+                started_at = datetime.fromtimestamp(earlier[0].at, timezone.utc).isoformat(timespec="milliseconds")
+                started -= earlier[-1].elapsed_s
         benchmark = self.components.benchmark
         session: EnvironmentSession | None = None
         result: RunResult | None = None

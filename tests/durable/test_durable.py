@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,27 @@ def test_a_killed_miniswe_attempt_resumes_from_its_old_environment_after_a_comma
     assert model_calls(tmp_path).count(("count-errors", 0)) == 1
     recovered = [r for r in records(tmp_path) if r.kind == "tool_call" and r.data.get("recovered")]
     assert [r.id for r in recovered] == ["0.0"]
+
+
+def test_a_resumed_attempts_duration_counts_the_killed_process_too(tmp_path: Path) -> None:
+    """R-RESUME-3: the duration of a miniswe attempt killed after a command of at least a second and
+    resumed is the time of both processes: no less than its activity log's elapsed time (which sums
+    them), not the resuming process's alone (it recorded about a third of a second); it started when the
+    first process started it."""
+    gate = tmp_path / "gate"
+    turns = {"count-errors": [bash("sleep 1"), bash(f"while [ ! -e {gate} ]; do sleep 0.05; done"), bash(SOLUTION),
+                              bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; cat answer.txt")]}
+    proc = start(sweep_file(tmp_path, turns, harness="miniswe"), tmp_path)
+    wait_until(lambda: any(r.kind == "tool_call" and r.status == "completed" for r in records(tmp_path)),
+               "the one-second command to complete", proc=proc, interval=0.01)
+    kill(proc)
+    gate.touch()
+    assert resume(run_dirs(tmp_path)[0]) == 0
+    attempt = final_detail(tmp_path)["attempts"]["1"]
+    elapsed = records(tmp_path)[-1].elapsed_s
+    assert 1.0 <= elapsed <= attempt["duration_s"], (elapsed, attempt["duration_s"])
+    first = next(r for r in records(tmp_path)).at
+    assert abs(datetime.fromisoformat(attempt["started_at"]).timestamp() - first) < 0.01
 
 
 @pytest.mark.parametrize("replay_safe", [False, True], ids=["reported", "rerun"])
