@@ -35,6 +35,8 @@ class SummaryCounts(StoredRecord):
     # k > 1 a task counts as correct when any attempt was, while accuracy averages the attempts.
     attempts: int = 0
     correct_attempts: int = 0
+    # Of the attempts, those of tasks reused from earlier runs: they did not run in this one.
+    attempts_reused: int = 0
     categories: dict[str, CategoryCounts] = Field(default_factory=dict)
     metrics: dict[str, float | None] = Field(default_factory=dict)
     uncertainty: dict[str, dict[str, float]] = Field(default_factory=dict)
@@ -72,6 +74,7 @@ def count(scores: TaskScores, selected: int, metrics: MetricResult) -> SummaryCo
         reused=reused,
         new=len(scores) - reused,
         attempts=int(real.sum()),
+        attempts_reused=int(scores.column("reused")[scores.column("attempt_task")][real].sum()),
         correct_attempts=int(scores.column("attempt_correct")[real].sum()),
         categories=dict(sorted(categories.items())),
         metrics=metrics.metrics,
@@ -97,7 +100,10 @@ def _attempts_line(counts: SummaryCounts) -> list[str]:
     counts a task any of whose attempts was."""
     if not _several_attempts(counts):
         return []
-    return ["", f"Attempts: {counts.attempts} run · {counts.correct_attempts} correct "
+    ran = counts.attempts - counts.attempts_reused
+    where = (f"{counts.attempts} · {ran} run in this run · {counts.attempts_reused} reused from earlier runs"
+             if counts.attempts_reused else f"{counts.attempts} run")
+    return ["", f"Attempts: {where} · {counts.correct_attempts} correct "
                 f"({counts.correct_attempts / counts.attempts:.2f} of them; the metrics average each task's attempts)"]
 
 

@@ -330,3 +330,19 @@ def test_the_pandas_api_counts_a_reused_task_once_by_default(tmp_path: Path) -> 
     assert len(load_task_results(tmp_path / "results", latest=False)) == 36
     assert load_metrics(tmp_path / "results")["run_id"].nunique() == 1
     assert load_metrics(tmp_path / "results", latest=False)["run_id"].nunique() == 2
+
+
+def test_the_attempts_line_says_which_attempts_ran_in_this_run(tmp_path: Path) -> None:
+    """R-FIN-1: with k = 2, a run that reuses two tasks of an earlier one and runs a third says
+    'Attempts: 6 · 2 run in this run · 4 reused from earlier runs' (it said '6 run' when 2 ran)."""
+    tasks = ["count-errors", "create-hello", "crlf-to-lf"]
+    execution = {"attempts": {"k": 2}}
+    first = load_sweep(write_sweep(tmp_path, name="again", benchmarks=[{"id": "demo", "tasks": tasks[:2]}],
+                                   execution=execution))
+    run_requests(first.requests())
+    second = load_sweep(write_sweep(tmp_path, name="again", benchmarks=[{"id": "demo", "tasks": tasks}],
+                                    execution=execution, output={"results_dir": str(tmp_path / "results"), "reuse": True}))
+    (outcome,) = run_requests(second.requests()).outcomes.values()
+    assert outcome.result is not None, outcome.error
+    summary = (Path(outcome.result.run_dir) / "summary.md").read_text()
+    assert "Attempts: 6 · 2 run in this run · 4 reused from earlier runs · 6 correct" in summary, summary
