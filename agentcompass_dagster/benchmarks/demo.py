@@ -32,6 +32,8 @@ CHECK_TIMEOUT_S = 60.0
 
 class DemoBenchmark(Benchmark):
     supported_evaluation_modes = frozenset({EvaluationMode.reuse})
+    verifier_executes = ("check.sh in the working directory under the judge; a check that calls the agent's Python "
+                         "loads it through isolated_module, one that runs the agent's scripts runs them as commands")
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

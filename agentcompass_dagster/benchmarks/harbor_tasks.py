@@ -45,6 +45,8 @@ def map_paths(script: str, base: str) -> str:
 
 class HarborTasksBenchmark(Benchmark):
     supported_evaluation_modes = frozenset({EvaluationMode.reuse})
+    verifier_executes = ("the task's tests/test.sh in the working directory, and whatever of the agent's work it runs; "
+                         "the reward it writes to /logs/verifier is the score")
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

@@ -35,6 +35,8 @@ def problems_file() -> Path:
 
 class HumanEvalBenchmark(Benchmark):
     supported_evaluation_modes = frozenset({EvaluationMode.reuse, EvaluationMode.fresh})
+    verifier_executes = ("the completion (prompt + final answer), in a child process of the judge that answers the "
+                         "tests' calls with plain data")
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

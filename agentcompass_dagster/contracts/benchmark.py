@@ -35,6 +35,10 @@ class ReferenceSolution(BaseModel):
 
 class Benchmark(ABC):
     supported_evaluation_modes: ClassVar[frozenset[EvaluationMode]] = frozenset(EvaluationMode)
+    # What the verifier executes of what the agent produced, and how (the Caller.verifier context holds
+    # the rest off): a benchmark that runs the agent's code says so here, so a reviewer knows what a
+    # forged pass would have to get through.
+    verifier_executes: ClassVar[str] = "nothing: the final answer is compared as data"
 
     def __init__(self, config: BenchmarkConfig) -> None:
         self.config = config

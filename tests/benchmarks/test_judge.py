@@ -147,3 +147,14 @@ def test_a_module_that_exits_at_import_fails_the_demo_check(tmp_path: Path, envi
     details = open_run_dir(Path(outcome.result.run_dir)).load_all_details()
     assert {task: detail.correct for task, detail in details.items()} == dict.fromkeys(EXITS, False)
     assert all("cannot import" in detail.attempts["1"].benchmark_fields["check_output"] for detail in details.values())
+
+
+def test_every_built_in_benchmark_declares_what_its_verifier_executes() -> None:
+    """R-ATT-4: each benchmark says what its verifier executes of the agent's output; those that run the
+    agent's code say how (HumanEval: in the judge's child process; demo: through isolated_module)."""
+    from agentcompass_dagster import registry
+    from agentcompass_dagster.contracts.benchmark import Benchmark
+
+    declared = {name: registry.benchmarks.get(name).verifier_executes for name in ("demo", "humaneval", "harbor", "synthetic")}
+    assert "child process of the judge" in declared["humaneval"] and "isolated_module" in declared["demo"]
+    assert "test.sh" in declared["harbor"] and declared["synthetic"] == Benchmark.verifier_executes
