@@ -37,8 +37,20 @@ class ToolCall(BaseModel):
         return value if isinstance(value, dict) else None
 
 
+class ModelTry(BaseModel):
+    """One HTTP request of a model call: a client that retries sends several for one call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The HTTP status, or None when no response came (a timeout, a refused connection: ``error`` says).
+    status: int | None = None
+    error: str | None = None
+    duration_s: float = 0.0
+
+
 class ModelTurn(BaseModel):
-    """One model response. ``usage`` keeps the provider's own keys (see ``models.usage``)."""
+    """One model response. ``usage`` keeps the provider's own keys (see ``models.usage``); ``duration_s``
+    is the whole call's, ``tries`` each request it took (empty when the model sends none)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -49,6 +61,7 @@ class ModelTurn(BaseModel):
     model_id: str | None = None
     stop_reason: str | None = None
     duration_s: float = 0.0
+    tries: list[ModelTry] = Field(default_factory=list)
 
     def assistant_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
@@ -67,11 +80,13 @@ class CallContext(BaseModel):
 
 
 class ModelError(RuntimeError):
-    """A model call that failed after the client's own retries; ``status`` is the HTTP status, if any."""
+    """A model call that failed after the client's own retries; ``status`` is the HTTP status, if any,
+    ``tries`` the requests it took."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, tries: list[ModelTry] | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.tries = tries or []
 
 
 class ContextOverflow(ModelError):

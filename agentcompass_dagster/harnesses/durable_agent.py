@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcompass_dagster.config import HarnessConfig, ModelConfig
 from agentcompass_dagster.contracts.harness import AgentHarness, HarnessSession
-from agentcompass_dagster.contracts.model import CallContext, Model, ModelError, ModelTurn
+from agentcompass_dagster.contracts.model import CallContext, Model, ModelError, ModelTry, ModelTurn
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import DurableSession
 from agentcompass_dagster.harnesses.limits import LimitExceeded, wall_left
@@ -84,9 +84,10 @@ async def call_model(session: DurableSession, model: Model, limits: AgentLimits,
     turn = context.turn
     request_id = f"model-{turn}"
 
-    def abort(reason: str) -> None:
+    def abort(reason: str, tries: list[ModelTry] | None = None) -> None:
         session.append(ActivityRecord(id=request_id, kind="model_call", status="aborted",
-                                      data={"turn": turn, "error": reason}))
+                                      data={"turn": turn, "error": reason,
+                                            "tries": [t.model_dump(mode="json") for t in tries or []]}))
 
     session.append(ActivityRecord(id=request_id, kind="model_call", status="in_flight", data={"turn": turn}))
     try:
@@ -98,7 +99,7 @@ async def call_model(session: DurableSession, model: Model, limits: AgentLimits,
         abort(f"{hit.message} during the model call")
         raise LimitExceeded(hit) from None
     except ModelError as exc:
-        abort(str(exc))
+        abort(str(exc), exc.tries)
         raise
     usage = turn_usage(reply.usage, reply.cost_usd, model.price)
     session.append(ActivityRecord(id=request_id, kind="model_call", status="completed",

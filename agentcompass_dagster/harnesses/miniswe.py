@@ -127,7 +127,7 @@ def trajectory(messages: list[dict[str, Any]], durations: dict[str, float]) -> l
             step = {"type": "model_call", "status": "completed", "turn": extra["turn"],
                     "content": response.get("content"), "tool_calls": response.get("tool_calls", []),
                     "usage": extra["usage"], "model_id": response.get("model_id"),
-                    "duration_s": response.get("duration_s")}
+                    "duration_s": response.get("duration_s"), "tries": response.get("tries", [])}
             if extra.get("interrupt_type") == "FormatError":
                 # mini could not use the reply (no tool call, bad JSON, unknown tool): its feedback follows.
                 step["format_error"] = True

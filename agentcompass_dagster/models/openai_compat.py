@@ -45,6 +45,7 @@ from agentcompass_dagster.contracts.model import (
     ContextOverflow,
     Model,
     ModelError,
+    ModelTry,
     ModelTurn,
     ToolCall,
 )
@@ -99,6 +100,8 @@ class OpenAICompatModel(Model):
         # Imported here: the SDK takes about half a second to import, which `agentcompass --help` should not pay.
         import openai
 
+        from agentcompass_dagster.models.transport import RecordingTransport
+
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -110,6 +113,7 @@ class OpenAICompatModel(Model):
                 base_url=self.config.base_url,
                 timeout=self.params.timeout_s,
                 max_retries=self.params.max_retries,
+                http_client=openai.DefaultAsyncHttpxClient(transport=RecordingTransport()),
             )
             if loop is not None:
                 self._clients[loop] = client
@@ -119,6 +123,8 @@ class OpenAICompatModel(Model):
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
     ) -> ModelTurn:
         import openai
+
+        from agentcompass_dagster.models.transport import TRIES
 
         request: dict[str, Any] = {"model": self.config.model, "messages": messages}
         if tools:
@@ -130,25 +136,31 @@ class OpenAICompatModel(Model):
         if self.params.extra_body:
             request["extra_body"] = self.params.extra_body
         started = time.monotonic()
+        tries: list[ModelTry] = []
+        recording = TRIES.set(tries)
         try:
             response = await self._client().chat.completions.create(**request)
         except openai.APITimeoutError:
-            raise self._error(f"no response within timeout_s={self.params.timeout_s:g}{self._tries()}") from None
+            raise self._error(f"no response within timeout_s={self.params.timeout_s:g}{self._tries()}",
+                              tries=tries) from None
         except openai.APIConnectionError:
-            raise self._error(f"cannot connect{self._tries()}") from None
+            raise self._error(f"cannot connect{self._tries()}", tries=tries) from None
         except openai.APIStatusError as exc:
             problem = _status_problem(exc)
             if exc.status_code == 400 and OVERFLOW.search(problem):
-                raise self._error(problem, status=400, overflow=True) from None
+                raise self._error(problem, status=400, overflow=True, tries=tries) from None
             transient = exc.status_code in (408, 409, 429) or exc.status_code >= 500
-            raise self._error(problem + (self._tries() if transient else ""), status=exc.status_code) from None
+            raise self._error(problem + (self._tries() if transient else ""), status=exc.status_code,
+                              tries=tries) from None
         except (openai.OpenAIError, ValueError) as exc:
             # ValueError: the SDK lets a body that is not JSON escape as json.JSONDecodeError.
-            raise self._error(f"unusable response: {exc}") from None
+            raise self._error(f"unusable response: {exc}", tries=tries) from None
+        finally:
+            TRIES.reset(recording)
         duration = time.monotonic() - started
         if not response.choices:
             error = getattr(response, "error", None)
-            raise self._error(f"the response has no choices{f': {error}' if error else ''}")
+            raise self._error(f"the response has no choices{f': {error}' if error else ''}", tries=tries)
         choice = response.choices[0]
         usage = flat_usage(response.usage)
         return ModelTurn(
@@ -159,6 +171,7 @@ class OpenAICompatModel(Model):
             model_id=response.model or self.config.model,
             stop_reason=choice.finish_reason,
             duration_s=duration,
+            tries=tries,
         )
 
     def _tool_call(self, call: ChatCompletionMessageToolCallUnion, index: int, context: CallContext) -> ToolCall:
@@ -178,7 +191,8 @@ class OpenAICompatModel(Model):
         retries = self.params.max_retries
         return f" ({retries + 1} tries: max_retries={retries})" if retries else ""
 
-    def _error(self, problem: str, *, status: int | None = None, overflow: bool = False) -> ModelError:
+    def _error(self, problem: str, *, status: int | None = None, overflow: bool = False,
+               tries: list[ModelTry] | None = None) -> ModelError:
         if len(problem) > MAX_DETAIL:
             problem = problem[:MAX_DETAIL] + "..."
         if self._api_key:
@@ -188,7 +202,8 @@ class OpenAICompatModel(Model):
         if status in (401, 403) and not self.config.api_key_env:
             hint = " (no api_key_env is declared, so no key was sent)"
         error = ContextOverflow if overflow else ModelError
-        return error(f"model {self.id!r} ({self.config.model} at {self.base_url}): {problem}{hint}", status=status)
+        return error(f"model {self.id!r} ({self.config.model} at {self.base_url}): {problem}{hint}", status=status,
+                     tries=tries)
 
 
 def _status_problem(exc: APIStatusError) -> str:

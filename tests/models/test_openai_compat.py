@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, completion, fake_openai_server, tool_call  # noqa: F401
+from fake_openai import FAST_RETRY, FakeOpenAI, completion, fake_openai_server, tool_call  # noqa: F401
 
 from agentcompass_dagster.config import ModelConfig
 from agentcompass_dagster.contracts.model import CallContext, ContextOverflow, ModelError
@@ -71,6 +71,23 @@ def test_a_rate_limit_is_retried_by_the_sdk(fake_openai: FakeOpenAI) -> None:
     assert turn.content == "done"
     assert len(fake_openai.requests) == 2
     assert [r.headers["x-stainless-retry-count"] for r in fake_openai.requests] == ["0", "1"]
+
+
+def test_each_try_of_a_call_is_reported_with_its_status_or_error_and_duration(fake_openai: FakeOpenAI) -> None:
+    """The SDK's retries are visible: a call that timed out once, then got a 503, then an answer, reports
+    three tries (no response: ReadTimeout, 503, 200) with their durations, and a call that fails after its
+    retries carries its tries on the error (a timed-out try and its retry were one "completed" call)."""
+    fake_openai.push(200, completion(content="late"), delay_s=3.0)
+    fake_openai.push(503, {"error": {"message": "overloaded"}}, headers=FAST_RETRY)
+    fake_openai.reply(content="done")
+    turn = complete(make_model(fake_openai, timeout_s=1.0))
+    assert [(t.status, t.error) for t in turn.tries] == [(None, "ReadTimeout"), (503, None), (200, None)]
+    assert turn.tries[0].duration_s >= 1.0 and turn.duration_s >= sum(t.duration_s for t in turn.tries)
+    for _ in range(2):
+        fake_openai.push(503, {"error": {"message": "overloaded"}}, headers=FAST_RETRY)
+    with pytest.raises(ModelError) as caught:
+        complete(make_model(fake_openai, max_retries=1))
+    assert [t.status for t in caught.value.tries] == [503, 503]
 
 
 def test_a_server_error_after_the_retries_says_how_often_it_was_tried(fake_openai: FakeOpenAI) -> None:
@@ -316,8 +333,8 @@ def test_worker_threads_share_one_model(fake_openai: FakeOpenAI) -> None:
 def test_tool_agent_solves_a_demo_task_through_the_sdk_and_keeps_the_key_off_disk(
     fake_openai: FakeOpenAI, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The tool_agent harness against a real HTTP endpoint through the openai SDK: a 429 is retried, the
-    tool calls run in the environment, the conversation the server receives carries the tool results,
+    """The tool_agent harness against a real HTTP endpoint through the openai SDK: a 429 is retried (the
+    trajectory's model call lists both tries), the tool calls run in the environment, the conversation the server receives carries the tool results,
     usage and price-table cost reach the detail, and the API key is sent but never written anywhere."""
     import json
 
@@ -341,6 +358,8 @@ def test_tool_agent_solves_a_demo_task_through_the_sdk_and_keeps_the_key_off_dis
     attempt = detail["attempts"]["1"]
     assert detail["correct"] and attempt["final_answer"] == "5"
     assert len(fake_openai.requests) == 3  # the 429, its retry, and the second turn
+    calls = [step for step in attempt["trajectory"] if step["type"] == "model_call"]
+    assert [[t["status"] for t in step["tries"]] for step in calls] == [[429, 200], [200]]
     assert all(r.headers["authorization"] == f"Bearer {key}" for r in fake_openai.requests)
     second = fake_openai.requests[-1].body["messages"]
     assert second[-1] == {"role": "tool", "tool_call_id": "call_bash", "content": "exit code: 0\n5\n"}

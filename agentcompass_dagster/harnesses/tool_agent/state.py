@@ -116,7 +116,7 @@ def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[
             response = record.data["response"]
             step.update(content=response.get("content"), tool_calls=response.get("tool_calls", []),
                         model_id=response.get("model_id"), duration_s=response.get("duration_s"),
-                        stop_reason=response.get("stop_reason"))
+                        stop_reason=response.get("stop_reason"), tries=response.get("tries", []))
             del step["response"]
         elif record.kind == "tool_call" and "call" in record.data:
             step["observation"] = tool_observation(record.data)
