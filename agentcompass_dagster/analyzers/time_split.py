@@ -24,7 +24,8 @@ def recorded(durations: list[float | None]) -> float | None:
 class TimeSplitAnalyzer(Analyzer):
     """Where an attempt's time went: model calls, tool calls (commands), and the framework.
 
-    ``model_s`` sums the durations the model calls recorded, ``tool_s`` those of the commands, and
+    ``model_s`` sums the durations the model calls recorded (those that failed, a limit cut or a crash
+    interrupted included: waiting for them is the model's time), ``tool_s`` those of the commands, and
     ``framework_s`` is the rest of the attempt's duration_s: opening and preparing the environment,
     checkpoints, the activity log, evaluation, closing. A part is null when its steps recorded no duration
     (the oracle's command), and then ``framework_s`` too. Flagged: framework time above half of the
@@ -35,7 +36,9 @@ class TimeSplitAnalyzer(Analyzer):
     requires = frozenset({"trajectory"})
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
-        model = recorded([reply.duration_s for reply in replies(attempt.trajectory)])
+        aborted = [step.get("duration_s") for step in attempt.trajectory
+                   if step.get("type") == "model_call" and step.get("status") == "aborted"]
+        model = recorded([reply.duration_s for reply in replies(attempt.trajectory)] + aborted)
         tool = recorded([step.duration_s for step in tool_steps(attempt.trajectory) if step.command is not None])
         framework = None if model is None or tool is None else round(max(attempt.duration_s - model - tool, 0.0), 3)
         return {"model_s": model, "tool_s": tool, "framework_s": framework}

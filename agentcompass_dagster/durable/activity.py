@@ -90,6 +90,20 @@ class ActivityLog:
         return records[-1].elapsed_s if records else 0.0
 
 
+def open_durations(records: list[ActivityRecord]) -> dict[str, float]:
+    """Seconds from each in-flight record to the record that closed it (completed, aborted or
+    interrupted), by id: the time of a model call that failed, a limit cut or a crash interrupted, which
+    its response cannot report."""
+    opened: dict[str, float] = {}
+    durations: dict[str, float] = {}
+    for record in records:
+        if record.status == "in_flight":
+            opened[record.id] = record.elapsed_s
+        elif record.id in opened:
+            durations[record.id] = record.elapsed_s - opened.pop(record.id)
+    return durations
+
+
 def read_activity(path: Path) -> list[ActivityRecord]:
     try:
         raw = Path(path).read_bytes()

@@ -44,6 +44,7 @@ from pydantic import Field
 
 from agentcompass_dagster.config import validate_declaration
 from agentcompass_dagster.contracts.model import ModelError
+from agentcompass_dagster.durable.activity import ActivityRecord, open_durations
 from agentcompass_dagster.durable.resume import prepare_resume
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.harnesses.durable_agent import (
@@ -145,6 +146,14 @@ def trajectory(messages: list[dict[str, Any]], durations: dict[str, float]) -> l
                           "exit_code": extra.get("returncode"), "output": extra.get("raw_output", ""),
                           "observation": observation, "duration_s": durations.get(key)})
     return steps
+
+
+def aborted_calls(records: list[ActivityRecord]) -> list[dict[str, Any]]:
+    """The model calls mini's messages leave out: those that failed, a limit cut or a crash interrupted
+    (the call that ends an attempt, so they come last), with the time they took."""
+    durations = open_durations(records)
+    return [{"type": "model_call", "status": "aborted", **record.data, "duration_s": durations.get(record.id)}
+            for record in records if record.kind == "model_call" and record.status == "aborted"]
 
 
 def durable_agent_class() -> type:
@@ -250,7 +259,8 @@ class MiniSweSession(DurableAgentSession):
             failure=failure,
             limit=limit,
             trajectory=trajectory(list(agent.messages), {r.id: r.data["duration_s"] for r in self.session.log.records()
-                                                         if r.kind == "tool_call" and "duration_s" in r.data}),
+                                                         if r.kind == "tool_call" and "duration_s" in r.data})
+            + aborted_calls(self.session.log.records()),
             usage=usage_totals(self.usages)[0],
             duration_s=duration_s,
             artifacts={"miniswe": agent.serialize()},

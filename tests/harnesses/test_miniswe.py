@@ -156,3 +156,20 @@ def test_replay_re_runs_a_miniswe_trajectory(tmp_path: Path, model_calls: Calls)
     assert len(model_calls) == calls
     after = tree_snapshot(run_dir)
     assert {k: v for k, v in after.items() if not k.startswith("replays/")} == before, "replay wrote into the recorded run"
+
+
+def test_a_failed_model_call_is_in_the_trajectory_with_its_time(tmp_path: Path, model_calls: Calls) -> None:
+    """A model call that fails after a second (an endpoint that timed out) is the trajectory's last step,
+    aborted, with its error and duration, and time_split counts it as the model's time, not the
+    framework's (mini's messages leave it out: 240 s of two timed-out calls showed as framework time)."""
+    details = _run(tmp_path, ["count-errors"], {"count-errors": [_bash(SOLVE), {"sleep": 1.0, "fail": "timed out"}]},
+                   exit_code=3)
+    attempt = details["count-errors"]["attempts"]["1"]
+    last = attempt["trajectory"][-1]
+    assert (last["type"], last["status"], last["turn"]) == ("model_call", "aborted", 1) and "timed out" in last["error"]
+    assert last["duration_s"] >= 1.0
+    from agentcompass_dagster.analyzers.time_split import TimeSplitAnalyzer
+    from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+
+    split = TimeSplitAnalyzer().analyze(TaskSpec(id="count-errors", input=""), EvaluatedAttempt.model_validate(attempt))
+    assert split["model_s"] >= 1.0 and split["framework_s"] < attempt["duration_s"] - 1.0

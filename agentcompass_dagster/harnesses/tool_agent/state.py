@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentcompass_dagster.contracts.model import ModelTurn, ToolCall
-from agentcompass_dagster.durable.activity import ActivityRecord
+from agentcompass_dagster.durable.activity import ActivityRecord, open_durations
 from agentcompass_dagster.durable.session import observation
 from agentcompass_dagster.runtime.types import LimitHit, Usage
 
@@ -108,10 +108,13 @@ def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[
     compaction, in order."""
     steps: list[dict[str, Any]] = [{"type": "message", "role": "system", "content": system},
                                    {"type": "message", "role": "user", "content": prompt}]
+    durations = open_durations(records)
     for record in records:
         if record.status == "in_flight" or record.kind in ("session", "phase"):
             continue
         step = {"type": record.kind, "status": record.status, "seq": record.seq, **record.data}
+        if record.kind == "model_call" and record.status == "aborted":
+            step["duration_s"] = durations.get(record.id)
         if record.kind == "model_call" and "response" in record.data:
             response = record.data["response"]
             step.update(content=response.get("content"), tool_calls=response.get("tool_calls", []),
