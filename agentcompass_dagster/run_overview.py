@@ -87,7 +87,9 @@ def overview(path: Path, task_id: str | None = None) -> RunOverview:
         path=str(path), run_id=info.run_id, status=info.status, started_at=info.started_at,
         finished_at=info.finished_at, benchmark=_id(request, "benchmark"), model=_id(request, "model"),
         harness=_id(request, "harness"), lineage=lift_metadata(request).get("lineage"),
-        reused_from=f"{reused.run_id} ({len(reused.task_ids)} tasks)" if reused else None,
+        reused_from=(f"{reused.run_id} ({len(reused.task_ids)} tasks"
+                     + (f", {reused.attempts} unfinished attempts carried over" if reused.attempts else "") + ")")
+        if reused else None,
         merged_from=[source.run_id for source in info.merged_from],
     )
     details = run_dir.load_all_details(DetailView)

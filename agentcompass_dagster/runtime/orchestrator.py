@@ -264,11 +264,12 @@ class Orchestrator:
         scores = state.scores
         if state.reuse_source is not None:
             reused = run_dir.link_reused_details(state.reuse_source, scores)
-            run_dir.set_reused_from(state.reuse_source,
-                                    sorted(state.tasks[position].id for position in scores.reused_positions()))
             checkpoints = run_dir.link_attempt_checkpoints(
                 state.reuse_source, [t for position, t in enumerate(state.tasks) if not scores.holds(position)]
             )
+            run_dir.set_reused_from(state.reuse_source,
+                                    sorted(state.tasks[position].id for position in scores.reused_positions()),
+                                    checkpoints)
             run_dir.log(f"reused {reused} details and {checkpoints} attempt checkpoints from "
                         f"{state.reuse_source.path}")
         if request.dagster_run_id:

@@ -119,11 +119,13 @@ class RunDir:
         started_at = self._require_info().started_at
         atomic_write_json(self.path / PARAMS, RunParams.of(request, started_at))
 
-    def set_reused_from(self, source: ReuseSource, task_ids: list[str]) -> None:
-        """R-REUSE-5: record the source (id and path) and which tasks came from it."""
+    def set_reused_from(self, source: ReuseSource, task_ids: list[str], attempts: int = 0) -> None:
+        """R-REUSE-5: record the source (id, path, start), which tasks came from it and how many
+        unfinished attempts (checkpoints, agent attempt logs) it handed on."""
         with self._lock:
             self._require_info().reused_from = ReusedFrom(
-                run_id=source.run_id, path=source.path, tasks=len(task_ids), task_ids=task_ids
+                run_id=source.run_id, path=source.path, started_at=source.started_at, tasks=len(task_ids),
+                task_ids=task_ids, attempts=attempts,
             )
         self._flush_info()
 

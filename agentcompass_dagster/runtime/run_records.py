@@ -37,6 +37,8 @@ class ReuseSource(StoredRecord):
 class ReusedFrom(ReuseSource):
     tasks: int = 0
     task_ids: list[str] = Field(default_factory=list)
+    # Unfinished tasks' attempt checkpoints and agent attempt logs carried over to finish here.
+    attempts: int = 0
 
 
 class RunInfo(StoredRecord):

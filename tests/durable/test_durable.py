@@ -367,7 +367,9 @@ def test_kill_while_scoring_keeps_the_finished_agent_run(tmp_path: Path) -> None
 
 def test_limits_count_what_was_spent_before_the_crash(tmp_path: Path) -> None:
     """R-RESUME-3: turns, tokens, cost and time spent before the crash count against the limits of the
-    resumed attempt; finished tasks of the resumed sweep keep their results."""
+    resumed attempt; finished tasks of the resumed sweep keep their results, and the run says it
+    reused one task and carried one unfinished attempt over from the run it resumed (and when that
+    started)."""
     gate = tmp_path / "gate"
     turns = {"count-errors": [submit()],
              "create-hello": [bash("true"), {**bash("true"), "gate": str(gate)}, bash("true"), bash("true"), submit()]}
@@ -389,6 +391,9 @@ def test_limits_count_what_was_spent_before_the_crash(tmp_path: Path) -> None:
     assert resumed_session.elapsed_s >= pre_crash
     info = json.loads((run_dirs(tmp_path)[-1] / "run_info.json").read_text())
     assert info["reused_from"]["task_ids"] == ["count-errors"]
+    # The unfinished attempt's log was carried over too (it said tasks: 0 and nothing of the attempt).
+    assert info["reused_from"]["attempts"] == 1
+    assert info["reused_from"]["started_at"] == json.loads((first / "params.json").read_text())["started_at"]
 
 
 def test_random_kill_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
