@@ -324,7 +324,7 @@ def sweep_dead_sessions(directory: Path, prefix: str, owner: str, release: Calla
         if directory in _swept:
             return
         _swept.add(directory)
-    kept = set()
+    kept, released = set(), set()
     for entry in directory.iterdir() if directory.is_dir() else []:
         name = entry.name[len(prefix):] if entry.name.startswith(prefix) else ""
         pid = name.partition("-")[0]
@@ -333,6 +333,7 @@ def sweep_dead_sessions(directory: Path, prefix: str, owner: str, release: Calla
         if awaits_resume(entry):
             kept.add(name)
             continue
+        released.add(name)
         # Another process's leftovers: whatever they hold (a tree too odd to remove, a mount still busy),
         # they must not fail the attempt that happens to find them.
         try:
@@ -342,11 +343,15 @@ def sweep_dead_sessions(directory: Path, prefix: str, owner: str, release: Calla
         if problems:
             log.warning("could not remove what a dead session left at %s: %s", entry, "; ".join(problems[:3]))
     for group in stale(owner):
-        if group.name not in kept:
-            try:
-                group.remove()
-            except Exception as exc:
-                log.warning("could not remove the cgroup of a dead session %s: %s", group.name, exc)
+        # A group whose session is not in this directory (another TMPDIR, another root) may hold the command
+        # a resume of that session waits for, which only a sweep of its directory can tell: of those, only
+        # groups nothing runs in go (a process with another TMPDIR killed a resumable session's command).
+        if group.name in kept or (group.name not in released and group.pids()):
+            continue
+        try:
+            group.remove()
+        except Exception as exc:
+            log.warning("could not remove the cgroup of a dead session %s: %s", group.name, exc)
 
 
 def awaits_resume(root: Path) -> bool:

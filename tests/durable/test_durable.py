@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, run_cli, tree_snapshot
+from conftest import REPO, run_cli, tree_snapshot, write_sweep
 from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 from waiting import wait_until
@@ -167,6 +167,31 @@ def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinis
     assert resume(run_dirs(tmp_path)[-1]) == 0
     detail = final_detail(tmp_path)
     assert detail["correct"] and side.read_text().splitlines() == ["start", "end"]
+
+
+def test_a_process_with_another_temp_dir_leaves_a_resumable_sessions_command_running(tmp_path: Path) -> None:
+    """R-RESUME-1 (busy): a run whose TMPDIR is another directory sweeps the cgroups of dead local sessions
+    too; it removed those of sessions it could not see, killing the command a resume of a killed run
+    waits for (CI: the resume found it gone and ran on). A session not in its directory keeps its
+    running processes: the resume still finds the command busy, and it finishes once let go."""
+    side, gate = tmp_path / "side.log", tmp_path / "gate"
+    command = f"echo start >> {side}; while [ ! -e {gate} ]; do sleep 0.05; done; echo end >> {side}"
+    turns = {"count-errors": [bash(command), bash(SOLUTION), submit()]}
+    proc = start(sweep_file(tmp_path, turns, resume_wait_s=0.3), tmp_path)
+    wait_until(lambda: side.exists() and "start" in side.read_text(), "the command to start", proc=proc, interval=0.01)
+    kill(proc)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "tmp").mkdir(parents=True)
+    other = write_sweep(elsewhere, name="other", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}],
+                        harness={"id": "scripted", "params": {"default": {"command": "true"}}})
+    done = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(other), "--direct"],
+                          cwd=elsewhere, env={**os.environ, "TMPDIR": str(elsewhere / "tmp")}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert resume(run_dirs(tmp_path)[0]) == 3
+    assert "still runs in the old environment" in final_detail(tmp_path)["error"]
+    gate.touch()
+    wait_until(lambda: "end" in side.read_text(), "the old command to end", 10, interval=0.01)
 
 
 def test_a_labelled_command_starts_only_once_the_host_has_recorded_its_process(
