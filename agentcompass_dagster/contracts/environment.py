@@ -13,16 +13,29 @@ from pydantic import BaseModel
 
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.capture import Capture
 from agentcompass_dagster.runtime.limits import open_rate_for
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
 
 
 class ExecResult(BaseModel):
+    """A command's outcome. ``stdout`` and ``stderr`` hold at most the head and tail of each stream
+    (runtime/capture.py) with a note of how many bytes were left out; ``stdout_bytes`` and
+    ``stderr_bytes`` count every byte the command wrote to each."""
+
     exit_code: int
     stdout: str = ""
     stderr: str = ""
     duration_s: float = 0.0
     timed_out: bool = False
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+
+    @classmethod
+    def captured(cls, exit_code: int, stdout: Capture, stderr: Capture, duration_s: float,
+                 timed_out: bool) -> ExecResult:
+        return cls(exit_code=exit_code, stdout=stdout.text(), stderr=stderr.text(), duration_s=duration_s,
+                   timed_out=timed_out, stdout_bytes=stdout.total, stderr_bytes=stderr.total)
 
     @property
     def output(self) -> str:
@@ -55,6 +68,12 @@ class Caller(StrEnum):
 VERIFIER_PYTHON_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # The verifier's PATH: system directories only, never a directory the agent could write.
 VERIFIER_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def verifier_env(env: dict[str, str], home: str, tmpdir: str) -> dict[str, str]:
+    """The environment of a verifier's command, from its session's ``env``: a HOME and TMPDIR made new
+    for it, and VERIFIER_PYTHON_ENV."""
+    return {**env, "HOME": home, "TMPDIR": tmpdir, **VERIFIER_PYTHON_ENV}
 
 
 class EnvironmentLimitExceeded(RuntimeError):
@@ -95,6 +114,14 @@ class EnvironmentSession(ABC):
 
     @abstractmethod
     async def read_file(self, path: str) -> bytes: ...
+
+    async def read_output(self, path: str) -> Capture:
+        """The head and tail of a file a command wrote its output into (under ``commands_dir``), bounded
+        like a command's streams: the agent can make that file any size (``truncate -s 768M``). This
+        default holds the whole file for a moment; providers override it to read only its ends."""
+        capture = Capture()
+        capture.add(await self.read_file(path))
+        return capture
 
     async def upload_dir(self, local: Path, remote: str) -> None:
         for source in sorted(local.rglob("*")):

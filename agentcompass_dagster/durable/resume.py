@@ -36,8 +36,9 @@ from typing import Any
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import CALLS_DIR, CURSOR_FILE, DurableSession, observation
-from agentcompass_dagster.environments.hostdir import OUTPUT_LIMIT, probe_hostdir, process_of
+from agentcompass_dagster.environments.hostdir import probe_hostdir, process_of
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.capture import OUTPUT_LIMIT
 from agentcompass_dagster.runtime.safe_fs import read_beneath
 from agentcompass_dagster.runtime.run_files import set_aside
 from agentcompass_dagster.runtime.run_store import load_run_request

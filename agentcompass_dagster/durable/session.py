@@ -125,7 +125,8 @@ class DurableSession:
         output = result.stdout + result.stderr
         if result.timed_out:
             try:
-                output = (await self.env.read_file(base + ".out")).decode(errors="replace")
+                # Its ends only: the command (or any other) may have made that file gigabytes long.
+                output = (await self.env.read_output(base + ".out")).text()
             except OSError:
                 output = ""
             output += f"\n[command timed out after {round(timeout, 1):g}s]"

@@ -8,7 +8,11 @@
 The container runs with the plan's baseline network (`none`, or `host`); a running container cannot
 change network, so a plan whose phases differ is refused (R-NET-1). The agent's commands run as ``uid``
 (default 65534) in /work; the framework's private /scratch (checks, tests, solutions, rewards) belongs to
-root with mode 0700 and only commands run for the reference or the verifier (as root) see it. The limits are the
+the verifier's own user (VERIFIER_UID, never root nor the agent's) with mode 0700, and only commands run
+for the reference (as root) or the verifier see it. A verifier's command gets a HOME and TMPDIR made new
+for it in /scratch, a PATH of system directories and Python without user site-packages: nothing the
+agent planted in its home runs in the check, and nothing it runs there runs as root. Every command's
+output is read as it comes, its head and tail kept (runtime/capture.py). The limits are the
 sandbox's: ``memory_mb`` and ``max_processes`` become the container's memory and pids limits,
 ``disk_mb`` bounds /work (a tmpfs of that size, counted in the memory too), ``tmp_mb`` bounds /tmp; a
 command that hits one ends the attempt with an error naming it (read from the container's cgroup where
@@ -28,27 +32,33 @@ import socket
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
 from agentcompass_dagster.contracts.environment import (
+    VERIFIER_PATH,
     Caller,
     Environment,
     EnvironmentLimitExceeded,
     EnvironmentSession,
     ExecResult,
+    verifier_env,
 )
 from agentcompass_dagster.environments.cgroups import Cgroup
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.capture import READ_CHUNK, Capture
 from agentcompass_dagster.runtime.processes import process_alive
 from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
 
 LABEL = "agentcompass"
-OUTPUT_LIMIT = 1_000_000
 WORKDIR, SCRATCH, HOME, COMMANDS = "/work", "/scratch", "/home/agent", "/commands"
+# The verifier's user and group: neither root (a file the agent planted, run by the check, would run as
+# root) nor the agent's (which would open /scratch to it).
+VERIFIER_UID = VERIFIER_GID = 65533
 # Kill every process but pid 1 and this shell, then wait (up to 5 s) until none but zombies is left.
 STOP_PROCESSES = (
     "kill -9 -1 2>/dev/null; for _ in $(seq 100); do left=; for p in /proc/[0-9]*; do n=${p#/proc/}; "
@@ -78,6 +88,12 @@ class DockerParams(BaseModel):
     gid: int = Field(default=65534, ge=1)
     mounts: list[Mount] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _not_the_verifiers(self) -> DockerParams:
+        if self.uid == VERIFIER_UID or self.gid == VERIFIER_GID:
+            raise ValueError(f"uid and gid: {VERIFIER_UID} is the verifier's, which the agent must not share")
+        return self
+
 
 def _client() -> Any:
     import docker
@@ -101,24 +117,41 @@ class DockerSession(EnvironmentSession):
                    caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
         started = time.monotonic()
         script = f"timeout -s KILL {timeout_s} bash -c {shlex.quote(command)}" if timeout_s else command
-        user = "0:0" if caller is not Caller.agent else f"{self.params.uid}:{self.params.gid}"
-        result = await asyncio.to_thread(
-            self.container.exec_run, ["bash", "-c", script], workdir=cwd or WORKDIR, environment=self.env,
-            demux=True, user=user,
-        )
-        stdout, stderr = result.output if result.output else (b"", b"")
-        timed_out = bool(timeout_s) and result.exit_code == 137 and time.monotonic() - started >= timeout_s
+        env = self.env
+        if caller is Caller.verifier:
+            fresh = f"{SCRATCH}/verifier-{secrets.token_hex(6)}"
+            # Made by the verifier's own command (it owns /scratch): no extra trip to the engine.
+            script = f"mkdir -m 0700 {fresh} {fresh}/home {fresh}/tmp && {script}"
+            env = verifier_env({**self.env, "PATH": VERIFIER_PATH}, f"{fresh}/home", f"{fresh}/tmp")
+        user = {Caller.agent: f"{self.params.uid}:{self.params.gid}", Caller.reference: "0:0",
+                Caller.verifier: f"{VERIFIER_UID}:{VERIFIER_GID}"}[caller]
+        exit_code, stdout, stderr = await asyncio.to_thread(self._run, ["bash", "-c", script], user, cwd or WORKDIR, env)
+        timed_out = bool(timeout_s) and exit_code == 137 and time.monotonic() - started >= timeout_s
         hits = await asyncio.to_thread(self._limits_hit)
         if hits:
             raise EnvironmentLimitExceeded("; ".join(hits))
-        return ExecResult(
-            exit_code=result.exit_code if result.exit_code is not None else -1,
-            stdout=(stdout or b"")[:OUTPUT_LIMIT].decode(errors="replace"),
-            stderr=(stderr or b"")[:OUTPUT_LIMIT].decode(errors="replace")
-            + (f"\n[docker] killed: the command passed its time limit of {timeout_s}s\n" if timed_out else ""),
-            duration_s=time.monotonic() - started,
-            timed_out=timed_out,
-        )
+        result = ExecResult.captured(exit_code, stdout, stderr, time.monotonic() - started, timed_out)
+        if timed_out:
+            result.stderr += f"\n[docker] killed: the command passed its time limit of {timeout_s}s\n"
+        return result
+
+    def _run(self, argv: list[str], user: str, workdir: str, env: dict[str, str]) -> tuple[int, Capture, Capture]:
+        """Run ``argv`` in the container, its streams read as they come: the SDK's exec_run appends each
+        chunk to all it holds (64 MB of output took up to 78 s) and keeps every byte."""
+        api = self.container.client.api
+        exec_id = api.exec_create(self.container.id, argv, user=user, workdir=workdir, environment=env)["Id"]
+        stdout, stderr = Capture(), Capture()
+        stream = api.exec_start(exec_id, stream=True, demux=True)
+        try:
+            for out, err in stream:
+                if out is not None:
+                    stdout.add(out)
+                if err is not None:
+                    stderr.add(err)
+        finally:
+            stream.close()
+        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        return (exit_code if exit_code is not None else -1), stdout, stderr
 
     def _limits_hit(self) -> list[str]:
         hits = self._cgroup.limits_hit() if self._cgroup is not None else []
@@ -145,7 +178,7 @@ class DockerSession(EnvironmentSession):
         volume = next((v for v in (WORKDIR, SCRATCH, HOME, COMMANDS) if target.is_relative_to(v)), None)
         if volume is None:
             raise PermissionError(f"{path}: only files under {WORKDIR}, {SCRATCH}, {HOME} or {COMMANDS} can be written")
-        owner = (0, 0) if volume == SCRATCH else (self.params.uid, self.params.gid)
+        owner = (VERIFIER_UID, VERIFIER_GID) if volume == SCRATCH else (self.params.uid, self.params.gid)
         buffer = io.BytesIO()
         relative = target.relative_to(volume)
         with tarfile.open(fileobj=buffer, mode="w") as archive:
@@ -169,11 +202,49 @@ class DockerSession(EnvironmentSession):
                 raise FileNotFoundError(path)
             return extracted.read()
 
+    async def read_output(self, path: str) -> Capture:
+        return await asyncio.to_thread(self._read_output, str(self._absolute(path)))
+
+    def _read_output(self, path: str) -> Capture:
+        """The file's ends, its archive read as the engine streams it (a link is no file: refused)."""
+        chunks, _ = self.container.get_archive(path)
+        with tarfile.open(fileobj=io.BufferedReader(_Chunks(chunks)), mode="r|") as archive:
+            member = archive.next()
+            extracted = archive.extractfile(member) if member is not None else None
+            if extracted is None:
+                raise FileNotFoundError(path)
+            capture = Capture()
+            while chunk := extracted.read(READ_CHUNK):
+                capture.add(chunk)
+            return capture
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         await asyncio.shield(asyncio.to_thread(_remove, self.container))
+
+
+class _Chunks(io.RawIOBase):
+    """The chunks an engine's response yields, as a file read in order."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._pending = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, b"")
+            if not chunk:
+                return 0
+            self._pending = memoryview(chunk)
+        count = min(len(buffer), len(self._pending))
+        buffer[:count] = self._pending[:count]
+        self._pending = self._pending[count:]
+        return count
 
 
 def _container_cgroup(container: Any, params: DockerParams) -> Cgroup | None:
@@ -274,8 +345,8 @@ class DockerEnvironment(Environment):
             )
             container.start()
             owner = f"{params.uid}:{params.gid}"
-            container.exec_run(["sh", "-c", f"chown {owner} {WORKDIR} {HOME} {COMMANDS} && chown 0:0 {SCRATCH} "
-                                f"&& chmod 0700 {SCRATCH}"], user="0:0")
+            container.exec_run(["sh", "-c", f"chown {owner} {WORKDIR} {HOME} {COMMANDS} && "
+                                f"chown {VERIFIER_UID}:{VERIFIER_GID} {SCRATCH} && chmod 0700 {SCRATCH}"], user="0:0")
             return DockerSession(container, self.config.env, params)
         except BaseException:
             if container is not None:

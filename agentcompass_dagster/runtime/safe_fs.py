@@ -115,12 +115,20 @@ def open_beneath(root: Path, path: str | Path, flags: int, mode: int = 0o644) ->
         os.close(root_fd)
 
 
+def open_regular_beneath(root: Path, path: str | Path) -> int:
+    """A read-only descriptor for the regular file ``path`` beneath ``root`` (never a FIFO to block on,
+    nor a device)."""
+    fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePath(errno.EINVAL, f"{path}: not a regular file")
+    return fd
+
+
 def read_beneath(root: Path, path: str | Path, limit: int | None = None) -> bytes:
     """The bytes of a regular file beneath ``root`` (at most ``limit`` of them)."""
-    fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
+    fd = open_regular_beneath(root, path)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafePath(errno.EINVAL, f"{path}: not a regular file")
         chunks, remaining = [], limit
         while remaining is None or remaining > 0:
             chunk = os.read(fd, 1 << 20 if remaining is None else min(1 << 20, remaining))
