@@ -23,11 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.contracts.environment import VERIFIER_PYTHON_ENV, Caller, EnvironmentSession, ExecResult
+from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession, ExecResult, verifier_env
 from agentcompass_dagster.environments.cgroups import Cgroup, stale
+from agentcompass_dagster.runtime.capture import READ_CHUNK, Capture, capture_file
 from agentcompass_dagster.runtime.processes import Worker, proc_stat, process_alive
 from agentcompass_dagster.runtime.safe_fs import (
     makedirs_beneath,
+    open_regular_beneath,
     read_beneath,
     relative,
     remove_tree,
@@ -36,10 +38,11 @@ from agentcompass_dagster.runtime.safe_fs import (
 
 log = logging.getLogger(__name__)
 
-OUTPUT_LIMIT = 1_000_000
 IDENTITY_FILE = ".identity"
 MANAGED = ("work", "home")
 PROCESSES = "processes"
+# How long a timed-out command's pipes are still read once its process group is killed.
+DRAIN_AFTER_KILL_S = 2.0
 # How long the directory of a session that died with its process stays for a resume to attach to
 # (R-RESUME-1); the next run's sweep removes it after that.
 KEEP_FOR_RESUME_S = 24 * 3600
@@ -117,8 +120,7 @@ class HostDirSession(EnvironmentSession):
         fresh = f"scratch/verifier-{secrets.token_hex(6)}"
         for name in ("home", "tmp"):
             makedirs_beneath(self.root, f"{fresh}/{name}", 0o700, self.owner)
-        return {**self.env, "HOME": f"{self.root}/{fresh}/home", "TMPDIR": self.verifier_tmpdir(f"{self.root}/{fresh}"),
-                **VERIFIER_PYTHON_ENV}
+        return verifier_env(self.env, f"{self.root}/{fresh}/home", self.verifier_tmpdir(f"{self.root}/{fresh}"))
 
     def verifier_tmpdir(self, fresh: str) -> str:
         """TMPDIR of a verifier's command, given its fresh directory."""
@@ -172,24 +174,21 @@ class HostDirSession(EnvironmentSession):
                 os.close(fd)
         if label is not None:
             await asyncio.to_thread(self._record, label, Worker.of(proc.pid))
+        stdout, stderr = Capture(), Capture()
+        # Read as it comes, never all at once: the host holds the head and tail of each stream, whatever
+        # the command writes.
+        streams = asyncio.ensure_future(asyncio.gather(_read(proc.stdout, stdout), _read(proc.stderr, stderr)))
         timed_out = False
         try:
-            stdout, stderr = await asyncio.wait_for(proc.communicate(b"\n" if gated else None), timeout_s)
+            await asyncio.wait_for(_finish(proc, streams, gated), timeout_s)
         except TimeoutError:
             timed_out = True
-            _kill_group(proc.pid)
-            stdout, stderr = await proc.communicate()
+            await _stop(proc, streams, DRAIN_AFTER_KILL_S)
         except BaseException:
-            _kill_group(proc.pid)
-            await proc.wait()
+            await _stop(proc, streams, 0)
             raise
-        return ExecResult(
-            exit_code=proc.returncode if proc.returncode is not None else -1,
-            stdout=stdout[:OUTPUT_LIMIT].decode(errors="replace"),
-            stderr=stderr[:OUTPUT_LIMIT].decode(errors="replace"),
-            duration_s=time.monotonic() - started,
-            timed_out=timed_out,
-        )
+        return ExecResult.captured(proc.returncode if proc.returncode is not None else -1, stdout, stderr,
+                                   time.monotonic() - started, timed_out)
 
     def _record(self, label: str, worker: Worker) -> None:
         write_beneath(self.root, f"scratch/{PROCESSES}/{_label(label)}", str(worker).encode())
@@ -213,6 +212,17 @@ class HostDirSession(EnvironmentSession):
     def _read(self, target: str) -> bytes:
         self.ensure_root()
         return read_beneath(self.root, target)
+
+    async def read_output(self, path: str) -> Capture:
+        return await asyncio.to_thread(self._read_output, self._absolute(path))
+
+    def _read_output(self, target: str) -> Capture:
+        self.ensure_root()
+        fd = open_regular_beneath(self.root, target)
+        try:
+            return capture_file(fd)
+        finally:
+            os.close(fd)
 
     def _absolute(self, path: str) -> str:
         return path if os.path.isabs(path) else os.path.join(self.workdir, path)
@@ -388,6 +398,42 @@ def death_signal() -> Callable[[], None]:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return child
+
+
+async def _read(stream: asyncio.StreamReader | None, capture: Capture) -> None:
+    assert stream is not None
+    while chunk := await stream.read(READ_CHUNK):
+        capture.add(chunk)
+
+
+async def _finish(proc: asyncio.subprocess.Process, streams: asyncio.Future[Any], gated: bool) -> None:
+    """Start a gated command, then wait until it has exited and closed both streams."""
+    if gated:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(b"\n")
+            await proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it ended before it read the line: its exit code says how
+        proc.stdin.close()
+    # Shielded: the timeout cancels this wait, not the reading, which goes on for what is left.
+    await asyncio.shield(streams)
+    await proc.wait()
+
+
+async def _stop(proc: asyncio.subprocess.Process, streams: asyncio.Future[Any], drain_s: float) -> None:
+    """Kill the command's process group, then read what it left in its pipes for ``drain_s`` at most: a
+    process that left the group (setsid) holds them open for as long as it lives, and neither a timeout
+    nor a cancellation may wait for it."""
+    _kill_group(proc.pid)
+    try:
+        await asyncio.wait_for(asyncio.shield(streams), drain_s)
+    except TimeoutError:
+        streams.cancel()
+        # asyncio's Process closes the pipes' read ends, and lets wait() return, only once every writer
+        # has gone: closed here instead.
+        proc._transport.close()  # type: ignore[attr-defined]
+    await proc.wait()
 
 
 def _kill_group(pid: int) -> None:
