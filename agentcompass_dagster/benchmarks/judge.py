@@ -9,7 +9,8 @@ private scratch and runs it with the environment's ``python3 -I``:
 
 It reads the token and unlinks it before any tested code starts, and makes itself undumpable, so no
 process of the same user reads its memory, its environment or its open files (``/proc/PID/mem``, ``fd``).
-The code under test runs in a child (``judge.py candidate``) that answers calls with plain data only:
+The code under test runs in a child, forked before the judge reads its token, that answers calls with
+plain data only:
 None, bools, ints, floats, complex, str, bytes and lists, tuples, dicts, sets of them (a subclass, an
 object with its own ``__eq__`` or a generator is not plain data, so it fails the call). The judge prints
 ``AGENTCOMPASS-VERDICT <token> passed`` as its last line only after the whole test body completed; an
@@ -23,18 +24,19 @@ that code cannot end the check with 0.
 
 from __future__ import annotations
 
+import builtins
 import ctypes
-import importlib
 import json
 import os
 import struct
-import subprocess
 import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import IO
 
-import builtins
+# The judge runs once per check: the modules only it or its types need are not imported (pathlib,
+# subprocess, typing and signal cost a third of its start).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import IO
 
 VERDICT = "AGENTCOMPASS-VERDICT"
 JUDGE_DIR_ENV = "JUDGE_DIR"
@@ -42,6 +44,7 @@ CHECK_OUTPUT_KEPT = 4000
 MAX_DEPTH = 100
 MAX_MESSAGE = 64 << 20
 PR_SET_DUMPABLE = 4
+SIGKILL = 9
 
 Plain = None | bool | int | float | complex | str | bytes | list["Plain"] | tuple["Plain", ...] | dict[
     "Plain", "Plain"] | set["Plain"] | frozenset["Plain"]
@@ -127,14 +130,32 @@ def undumpable() -> None:
 
 
 class Candidate:
-    """The tested code in a child process, answering calls of its functions with plain data."""
+    """The tested code in a child process, answering calls of its functions with plain data. The child
+    is forked before this process holds anything secret (the judge reads its token after), so it starts
+    without a second interpreter and knows nothing the judge will."""
 
-    def __init__(self, load: dict[str, object]) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-I", __file__, "candidate"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+    def __init__(self) -> None:
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(requests_write)
+            os.close(replies_read)
+            try:
+                serve(os.fdopen(requests_read, "rb"), os.fdopen(replies_write, "wb"))
+            finally:
+                os._exit(0)
+        os.close(requests_read)
+        os.close(replies_write)
+        self.requests = os.fdopen(requests_write, "wb")
+        self.replies = os.fdopen(replies_read, "rb")
         self.broken: str | None = None
+
+    def load(self, what: dict[str, object]) -> None:
+        """Load the tested code (``source`` to exec, or a ``module`` path to import); ImportError when it
+        does not load."""
         try:
-            reply = self._ask(load)
+            reply = self._ask(what)
         except CandidateBroken as why:
             raise ImportError(f"{why} while it loaded") from None
         if "load_error" in reply:
@@ -144,13 +165,14 @@ class Candidate:
         if self.broken is not None:
             raise CandidateBroken(self.broken)
         try:
-            send(self.proc.stdin, message)  # type: ignore[arg-type]
-            reply = receive(self.proc.stdout)  # type: ignore[arg-type]
+            send(self.requests, message)
+            reply = receive(self.replies)
         except (OSError, ValueError, RecursionError) as error:
             reply = {"broken": f"answered garbage ({error!r})"}
         if reply is None:
-            self.proc.wait()
-            reply = {"broken": f"ended (exit code {self.proc.returncode})"}
+            _, status = os.waitpid(self.pid, 0)
+            self.pid = 0
+            reply = {"broken": f"ended (exit code {os.waitstatus_to_exitcode(status)})"}
         if "broken" in reply:
             self.broken = f"the tested code {reply['broken']}"
             raise CandidateBroken(self.broken)
@@ -182,8 +204,10 @@ class Candidate:
         return call
 
     def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+        if self.pid:
+            os.kill(self.pid, SIGKILL)
+            os.waitpid(self.pid, 0)
+            self.pid = 0
 
 
 class IsolatedModule:
@@ -199,18 +223,19 @@ class IsolatedModule:
 def isolated_module(path: str) -> IsolatedModule:
     """For a check: the module at ``path`` loaded in a child process (its directory first on its
     sys.path); raises ImportError when it does not load. This process becomes undumpable."""
+    candidate = Candidate()
     undumpable()
-    return IsolatedModule(Candidate({"module": str(Path(path).resolve())}))
+    candidate.load({"module": os.path.realpath(path)})
+    return IsolatedModule(candidate)
 
 
-def serve() -> None:
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     """The child: load the tested code, then answer calls until the judge closes the pipe."""
-    requests = os.fdopen(os.dup(0), "rb")
-    replies = os.fdopen(os.dup(1), "wb")
-    # The tested code may print or read: its stdin and stdout are /dev/null, never the protocol.
+    # The tested code may print or read: its stdin, stdout and stderr are /dev/null, never the judge's
+    # output, which carries the verdict.
     null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
     load = receive(requests)
     if load is None:
         return
@@ -220,10 +245,12 @@ def serve() -> None:
             namespace = {}
             exec(compile(str(load["source"]), "<candidate>", "exec"), namespace)
         else:
-            module = Path(str(load["module"]))
-            sys.path.insert(0, str(module.parent))
+            import importlib
+
+            directory, name = os.path.split(str(load["module"]))
+            sys.path.insert(0, directory)
             sys.dont_write_bytecode = True
-            namespace = vars(importlib.import_module(module.stem))
+            namespace = vars(importlib.import_module(name.removesuffix(".py")))
     except BaseException as error:  # noqa: BLE001 - whatever the tested code raises fails the load
         send(replies, {"load_error": repr(error)})
         return
@@ -244,13 +271,14 @@ def serve() -> None:
         send(replies, reply)
 
 
-def judge_humaneval(payload: Path) -> str | None:
-    """The problem's check(candidate) run in this process against the completion in a child; None
+def judge_humaneval(candidate: Candidate, payload: str) -> str | None:
+    """The problem's check(candidate) run in this process against the completion in the child; None
     when every assertion held, else why not."""
-    problem = json.loads(payload.read_text())
-    payload.unlink()
+    with open(payload) as file:
+        problem = json.load(file)
+    os.unlink(payload)
     try:
-        candidate = Candidate({"source": problem["prompt"] + problem["completion"]})
+        candidate.load({"source": problem["prompt"] + problem["completion"]})
     except ImportError as error:
         return str(error)
     namespace: dict[str, object] = {}
@@ -271,7 +299,9 @@ def judge_humaneval(payload: Path) -> str | None:
 
 def run_check(command: list[str]) -> str | None:
     """The task's check as a child with JUDGE_DIR set; None when it exited 0."""
-    env = {**os.environ, JUDGE_DIR_ENV: str(Path(__file__).parent)}
+    import subprocess
+
+    env = {**os.environ, JUDGE_DIR_ENV: os.path.dirname(os.path.abspath(__file__))}
     check = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, close_fds=True)
     tail = b""
@@ -284,14 +314,12 @@ def run_check(command: list[str]) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    if argv[1] == "candidate":
-        serve()
-        return 0
-    token_file = Path(argv[2])
-    token = token_file.read_text().strip()
-    token_file.unlink()
+    candidate = Candidate() if argv[1] == "humaneval" else None
+    with open(argv[2]) as file:
+        token = file.read().strip()
+    os.unlink(argv[2])
     undumpable()
-    failure = judge_humaneval(Path(argv[3])) if argv[1] == "humaneval" else run_check(argv[3:])
+    failure = judge_humaneval(candidate, argv[3]) if candidate is not None else run_check(argv[3:])
     sys.stdout.write(f"\n{VERDICT} {token} {'passed' if failure is None else 'failed: ' + failure}\n")
     return 0
 
