@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import os
@@ -11,6 +12,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import yaml
 from lifecycle import Lifecycle, recording
 
 from agentcompass_dagster.cli import main
+from agentcompass_dagster.contracts.environment import Environment, EnvironmentSession
 
 REPO = Path(__file__).resolve().parent.parent
 # The Docker test image `.ci/docker.sh` imports into the engine at DOCKER_HOST.
@@ -222,3 +225,19 @@ def instance_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     finally:
         admin.cursor().execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         admin.close()
+
+
+@contextmanager
+def opened_session(environment: Environment) -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
+    """A session of ``environment`` for one task, on an event loop of its own; closed after."""
+    from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+
+    loop = asyncio.new_event_loop()
+    plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h",
+                         environment_id=environment.config.id, model_id="m")
+    session = loop.run_until_complete(environment.open(plan, TaskSpec(id="t")))
+    try:
+        yield session, loop
+    finally:
+        loop.run_until_complete(session.close())
+        loop.close()

@@ -146,16 +146,22 @@ def test_kill_during_a_tool_call_resume_attaches_and_collects_the_finished_comma
     assert model_calls(tmp_path).count(("count-errors", 0)) == 1
 
 
-def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinished(tmp_path: Path) -> None:
-    """R-RESUME-1 (busy): a command still running in the old environment past resume_wait_s stops the
-    resume without starting a second copy; once it has ended, a later resume attaches."""
+def killed_while_a_command_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """A run of count-errors killed while its first command runs in a local environment, where it goes on
+    until the test opens the gate (however long a resume takes to start); the command's side log and gate."""
     side, gate = tmp_path / "side.log", tmp_path / "gate"
-    # The command runs until the test opens the gate, however long the resume takes to start.
     command = f"echo start >> {side}; while [ ! -e {gate} ]; do sleep 0.05; done; echo end >> {side}"
     turns = {"count-errors": [bash(command), bash(SOLUTION), submit()]}
     proc = start(sweep_file(tmp_path, turns, resume_wait_s=0.3), tmp_path)
     wait_until(lambda: side.exists() and "start" in side.read_text(), "the command to start", proc=proc, interval=0.01)
     kill(proc)
+    return side, gate
+
+
+def test_a_still_busy_environment_stops_the_resume_and_keeps_the_attempt_unfinished(tmp_path: Path) -> None:
+    """R-RESUME-1 (busy): a command still running in the old environment past resume_wait_s stops the
+    resume without starting a second copy; once it has ended, a later resume attaches."""
+    side, gate = killed_while_a_command_runs(tmp_path)
     first = run_dirs(tmp_path)[0]
     # The resume completed with the task in error (busy): exit 3.
     assert resume(first) == 3
@@ -174,12 +180,7 @@ def test_a_process_with_another_temp_dir_leaves_a_resumable_sessions_command_run
     too; it removed those of sessions it could not see, killing the command a resume of a killed run
     waits for (CI: the resume found it gone and ran on). A session not in its directory keeps its
     running processes: the resume still finds the command busy, and it finishes once let go."""
-    side, gate = tmp_path / "side.log", tmp_path / "gate"
-    command = f"echo start >> {side}; while [ ! -e {gate} ]; do sleep 0.05; done; echo end >> {side}"
-    turns = {"count-errors": [bash(command), bash(SOLUTION), submit()]}
-    proc = start(sweep_file(tmp_path, turns, resume_wait_s=0.3), tmp_path)
-    wait_until(lambda: side.exists() and "start" in side.read_text(), "the command to start", proc=proc, interval=0.01)
-    kill(proc)
+    side, gate = killed_while_a_command_runs(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "tmp").mkdir(parents=True)
     other = write_sweep(elsewhere, name="other", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}],

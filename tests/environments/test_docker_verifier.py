@@ -13,14 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import IMAGE, details_by_task, needs_docker, write_sweep
+from conftest import IMAGE, details_by_task, needs_docker, opened_session, write_sweep
 from test_verifier_context import SITE, harbor_task
 
 from agentcompass_dagster.config import EnvironmentConfig, load_sweep
 from agentcompass_dagster.contracts.environment import VERIFIER_PATH, Caller, EnvironmentSession
 from agentcompass_dagster.environments.docker import DockerEnvironment
 from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
 
 pytestmark = needs_docker
 DOCKER = {"id": "docker", "params": {"image": IMAGE}}
@@ -43,14 +42,8 @@ PROBES: dict[str, tuple[str, str]] = {
 
 @pytest.fixture
 def container() -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
-    loop = asyncio.new_event_loop()
-    plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="docker", model_id="m")
-    session = loop.run_until_complete(DockerEnvironment(EnvironmentConfig(**DOCKER)).open(plan, TaskSpec(id="t")))
-    try:
-        yield session, loop
-    finally:
-        loop.run_until_complete(session.close())
-        loop.close()
+    with opened_session(DockerEnvironment(EnvironmentConfig(**DOCKER))) as opened:
+        yield opened
 
 
 def test_the_verifier_runs_as_its_own_user_in_a_fresh_home(

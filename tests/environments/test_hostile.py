@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import IMAGE, REPO, details_by_task, needs_docker, processes_with, run_cli_process, write_sweep
+from conftest import IMAGE, REPO, details_by_task, needs_docker, opened_session, processes_with, run_cli_process, write_sweep
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.config import EnvironmentConfig, load_sweep
@@ -29,7 +29,6 @@ from agentcompass_dagster.durable.checkpoints import CheckpointStore
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable
 from agentcompass_dagster.environments.sandbox import SandboxEnvironment
 from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
 
 HARBOR_TASKS = Path(__file__).parent.parent / "data" / "harbor_tasks"
 SECRET = "TOPSECRET-4f1c9a"
@@ -96,14 +95,8 @@ print("ESCAPED" if fd >= 0 else f"held errno={ctypes.get_errno()}")
 def sandbox_session(secret_file: Path) -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
     """One sandbox session that binds the secret's directory read-only, as a host path it may see."""
     environment = SandboxEnvironment(EnvironmentConfig(id="sandbox", params={"read_only": [str(secret_file.parent)]}))
-    plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="sandbox", model_id="m")
-    loop = asyncio.new_event_loop()
-    session = loop.run_until_complete(environment.open(plan, TaskSpec(id="t")))
-    try:
-        yield session, loop
-    finally:
-        loop.run_until_complete(session.close())
-        loop.close()
+    with opened_session(environment) as opened:
+        yield opened
 
 
 def probe(session: tuple[EnvironmentSession, asyncio.AbstractEventLoop], command: str) -> ExecResult:

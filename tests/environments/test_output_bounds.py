@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import IMAGE, details_by_task, needs_docker, processes_with
+from conftest import IMAGE, details_by_task, needs_docker, opened_session, processes_with
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.config import EnvironmentConfig, load_sweep
@@ -32,10 +32,8 @@ from agentcompass_dagster.environments.docker import DockerEnvironment
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.runtime.capture import OUTPUT_LIMIT
 from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-PLAN = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="e", model_id="m")
 # What a captured stream may hold beyond OUTPUT_LIMIT bytes: the note of what was left out.
 NOTE_ROOM = 100
 HOST_ENVIRONMENTS = ["local", pytest.param("sandbox", marks=needs_bwrap)]
@@ -93,13 +91,8 @@ def test_two_gigabytes_of_output_cost_the_host_a_bounded_amount(environment: str
 
 @pytest.fixture
 def local_session() -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
-    loop = asyncio.new_event_loop()
-    session = loop.run_until_complete(LocalEnvironment(EnvironmentConfig(id="local")).open(PLAN, TaskSpec(id="t")))
-    try:
-        yield session, loop
-    finally:
-        loop.run_until_complete(session.close())
-        loop.close()
+    with opened_session(LocalEnvironment(EnvironmentConfig(id="local"))) as opened:
+        yield opened
 
 
 def test_a_timeout_holds_while_a_process_that_left_the_group_keeps_the_pipes(
@@ -164,14 +157,8 @@ def test_sixty_four_megabytes_of_docker_output_are_read_as_they_come() -> None:
     """Probe 64 MB of output from a docker command: the SDK's exec_run joined its chunks quadratically
     (78 s, and 512 MB took over ten minutes) and kept them all. Now each stream is read as it comes:
     its head and tail, the note of the 66,108,864 bytes left out, and the exact total; stderr apart."""
-    loop = asyncio.new_event_loop()
-    session = loop.run_until_complete(DockerEnvironment(EnvironmentConfig(id="docker", params={"image": IMAGE}))
-                                      .open(PLAN, TaskSpec(id="t")))
-    try:
+    with opened_session(DockerEnvironment(EnvironmentConfig(id="docker", params={"image": IMAGE}))) as (session, loop):
         result = loop.run_until_complete(session.exec("echo START; head -c 64M /dev/zero; echo END; echo err >&2"))
-    finally:
-        loop.run_until_complete(session.close())
-        loop.close()
     total = (64 << 20) + len("START\n") + len("END\n")
     assert result.exit_code == 0 and len(result.stdout) <= OUTPUT_LIMIT + NOTE_ROOM
     assert result.stdout.startswith("START\n\0") and result.stdout.endswith("\0END\n")
