@@ -121,14 +121,20 @@ def reap_dead_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance
             owner, role = run_worker(run), "worker"
         if owner is None or owner.alive():
             continue
-        message = f"its {role} process {owner.pid} on {owner.host} is gone (killed?); its finished tasks are kept"
-        instance.report_run_failed(run, message=message)
-        if instance.event_log_storage.supports_global_concurrency_limits:
-            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        drop_claim(sweep_benchmark, run.run_id)
-        _fail_run_dirs(sweep_benchmark, run.run_id, message)
+        fail_run(sweep_benchmark, instance, run,
+                 f"its {role} process {owner.pid} on {owner.host} is gone (killed?); its finished tasks are kept")
         reaped.append(run.run_id)
     return reaped
+
+
+def fail_run(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run: dg.DagsterRun, message: str) -> None:
+    """Mark a run whose worker is gone failed, and release what it held: its concurrency slots (its step
+    would otherwise hold the sweep's pool for good), its claim, and its run directories' `running`."""
+    instance.report_run_failed(run, message=message)
+    if instance.event_log_storage.supports_global_concurrency_limits:
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+    drop_claim(sweep_benchmark, run.run_id)
+    _fail_run_dirs(sweep_benchmark, run.run_id, message)
 
 
 def _fail_run_dirs(sweep_benchmark: SweepBenchmark, dagster_run_id: str, message: str) -> None:

@@ -30,7 +30,7 @@ from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
 from agentcompass_dagster.defs.jobs import mounted, same_path_mounts, shared_paths
 from agentcompass_dagster.defs.partitions import dagster_name
-from agentcompass_dagster.defs.planning import Plan, plan_benchmark
+from agentcompass_dagster.defs.planning import Plan, fail_run, plan_benchmark
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.launcher.follow import RunFollower
@@ -219,9 +219,9 @@ def _execute(instance: dg.DagsterInstance, home: Path, runs: list[dg.DagsterRun]
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         while workers.poll() | follower.poll():
-            _fail_dead_starts(instance, workers)
+            _fail_dead_starts(instance, workers, follower)
             time.sleep(POLL_S)
-        _fail_dead_starts(instance, workers)
+        _fail_dead_starts(instance, workers, follower)
         follower.poll()
     except KeyboardInterrupt:
         # The first Ctrl-C (or SIGTERM): every run cancels its tasks, closes their environments and
@@ -250,12 +250,14 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _fail_dead_starts(instance: dg.DagsterInstance, workers: RunWorkers) -> None:
-    """A worker that exited without ending its run (it could not load the job, say) fails the run,
-    pointing at the worker's log."""
+def _fail_dead_starts(instance: dg.DagsterInstance, workers: RunWorkers, follower: RunFollower) -> None:
+    """A worker that exited without ending its run (it could not load the job, it was killed) fails the
+    run, pointing at the worker's log, and releases what the run held (a killed worker's pool slot
+    wedged every later run of the sweep)."""
+    sweeps = {followed.run_id: followed.sweep_benchmark for followed in follower.runs}
     for run_id, code in workers.exit_codes.items():
         run = instance.get_run_by_id(run_id)
         if run is not None and not run.is_finished:
             tail = workers.log_path(run_id).read_text(errors="replace").strip().splitlines()[-1:] or [""]
-            instance.report_run_failed(run, message=f"run worker exited with code {code}: {tail[0][:300]} "
+            fail_run(sweeps[run_id], instance, run, f"run worker exited with code {code}: {tail[0][:300]} "
                                                     f"(log: {workers.log_path(run_id)})")

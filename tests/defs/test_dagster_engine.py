@@ -23,8 +23,10 @@ import yaml
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.coordination import WORKER_TAG
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.results import load_metrics
+from agentcompass_dagster.runtime.processes import Worker
 
 from conftest import IMAGE, REPO, max_open_at_once, needs_docker, run_cli, write_sweep
 from waiting import wait_until
@@ -306,6 +308,32 @@ def test_sigkill_of_a_run_keeps_finished_tasks_and_the_rerun_evaluates_the_rest(
     assert killed_info["status"] == "failed" and "is gone" in killed_info["error"]
     calls = harness_calls(tmp_path)
     assert [calls[t] for t in every(6)] == [1, 1, 1, 2, 1, 1]
+    assert materialization_counts() == Counter(keys(*every(6)))
+
+
+def test_sigkill_of_only_the_run_worker_does_not_wedge_the_sweep(tmp_path: Path, stop_group: Any) -> None:
+    """SIGKILL of the run worker alone, while its step holds the sweep's pool: the CLI marks the run
+    failed and releases its pool slot, its claim and its run directory (it freed none of them, and every
+    later `agentcompass run` waited for ever on the pool); the next run evaluates what is left."""
+    gate = tmp_path / "gate"
+    sweep = engine_sweep(tmp_path, tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
+                         execution={"limits": {"task_concurrency": 1}}, dagster={"max_concurrent_runs": 1})
+    proc = cli(tmp_path, "run", str(sweep))
+    stop_group(proc)
+    wait_until(lambda: harness_calls(tmp_path)["t3"] == 1, "t3 to start", proc=proc)
+    with instance() as inst:
+        (run,) = inst.get_runs()
+    worker = Worker.parse(run.tags[WORKER_TAG])
+    assert worker is not None
+    os.kill(worker.pid, signal.SIGKILL)
+    assert finish(proc) != 0
+    with instance() as inst:
+        assert inst.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
+        assert inst.event_log_storage.get_concurrency_info(f"agentcompass/{SWEEP}/synthetic").claimed_slots == []
+    (run_dir,) = (tmp_path / "results" / SWEEP / "synthetic" / "m1").iterdir()
+    assert json.loads((run_dir / "run_info.json").read_text())["status"] == "failed"
+    gate.touch()
+    assert finish(cli(tmp_path, "run", str(sweep))) == 0
     assert materialization_counts() == Counter(keys(*every(6)))
 
 
