@@ -30,7 +30,7 @@ def main(home: str, pool: str, run_id: str, threads: int, cycles: int, spans_fil
         for _ in range(cycles):
             claimer = f"attempts#{secrets.token_hex(6)}"
             while not storage.claim_concurrency_slot(pool, run_id, claimer).is_claimed:
-                time.sleep(0.001)
+                time.sleep(0.005)
             start = time.monotonic()
             time.sleep(0.002)
             spans.append((start, time.monotonic()))
