@@ -20,16 +20,16 @@ from pathlib import Path
 
 import dagster as dg
 import sqlalchemy.exc
-from dagster._core.errors import DagsterInvalidPropertyError
+from agentcompass_dagster.defs.dagster_internals import DagsterInvalidPropertyError
 from pydantic import BaseModel
 
+from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_owner
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.atomic import atomic_write_json
 from agentcompass_dagster.runtime.processes import Worker
 
 LOCK_FILE = ".agentcompass.lock"
 CLAIMS_DIR = ".claims"
-WORKER_TAG = "agentcompass/worker"
 
 
 @contextmanager
@@ -55,32 +55,25 @@ def _claims_dir(sweep_benchmark: SweepBenchmark) -> Path:
     return sweep_benchmark.benchmark_dir / CLAIMS_DIR
 
 
-def run_worker(run: dg.DagsterRun) -> Worker | None:
-    """The process executing a run, as its launcher or its first step recorded it."""
-    text = run.tags.get(WORKER_TAG)
-    return Worker.parse(text) if text else None
-
-
 def record_worker(sweep_benchmark: SweepBenchmark, context: dg.AssetExecutionContext) -> None:
-    """Name this process as the run's worker (once per run), so a launcher on this machine can tell a
-    run whose worker was killed from one still working. Only where steps execute in the run worker:
-    a step of the multiprocess, docker or k8s executor is a process of its own that ends with its step."""
+    """Name this process as the run's worker when no launcher did (a run launched by a launcher of
+    another kind), so a launcher on this machine can tell a run whose worker was killed from one still
+    working. Only where steps execute in the run worker: a step of the multiprocess, docker or k8s
+    executor is a process of its own that ends with its step."""
     if sweep_benchmark.sweep.dagster.executor != "in_process":
         return
     try:
         run = context.run
     except DagsterInvalidPropertyError:  # invoked directly (build_asset_context): no run to name
         return
-    if WORKER_TAG not in run.tags:
-        context.instance.add_run_tags(run.run_id, {WORKER_TAG: str(Worker.this())})
+    owner = run_owner(context.instance, run.run_id)
+    if owner is None or owner.role != "worker":
+        record_owner(context.instance, run.run_id, "worker", Worker.this())
 
 
 def run_is_live(instance: dg.DagsterInstance, run_id: str) -> bool:
     run = instance.get_run_by_id(run_id)
-    if run is None or run.is_finished:
-        return False
-    worker = run_worker(run)
-    return worker is None or worker.alive()
+    return run is not None and gone_owner(instance, run) is None and not run.is_finished
 
 
 def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, exclude: str | None = None) -> set[str]:

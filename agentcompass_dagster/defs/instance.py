@@ -1,6 +1,7 @@
 """The project's Dagster instance under DAGSTER_HOME (default ./.dagster), made on first use.
 
-The generated dagster.yaml turns telemetry off, queues runs for the daemon, and keeps every event log
+The generated dagster.yaml turns telemetry off, queues runs for the daemon, launches every run in a
+run worker process (defs/run_launcher.py) that Dagster's run monitoring watches, and keeps every event log
 in one SQLite database (per-run databases cost a file per run and make partition queries slow), or, when
 AGENTCOMPASS_DAGSTER_PG_URL names a PostgreSQL database (a team sharing one instance), keeps runs,
 events and schedules there; the URL stays in the environment, never in the file. A dagster.yaml that
@@ -34,8 +35,18 @@ telemetry:
 # Runs launched from the UI, by schedules and sensors wait in a queue for the daemon (`agentcompass ui`
 # runs one); a queued run starts only when its sweep's pool has a free slot (max_concurrent_runs).
 run_coordinator:
-  module: dagster._core.run_coordinator
+  module: dagster
   class: QueuedRunCoordinator
+# Every run (from `agentcompass run`, the UI, schedules, sensors, backfills) in a run worker process of
+# its own, without a code server (agentcompass_dagster/defs/run_launcher.py).
+run_launcher:
+  module: agentcompass_dagster.defs.run_launcher
+  class: RunWorkerLauncher
+# The daemon fails a run whose worker died and frees the pool slots of runs that ended.
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 10
+  free_slots_after_run_end_seconds: 30
 concurrency:
   pools:
     op_granularity_run_buffer: 0

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+from agentcompass_dagster.defs.dagster_internals import UnresolvedAssetJobDefinition
 
 from agentcompass_dagster.config import DockerConfig, K8sConfig
 from agentcompass_dagster.defs.code_location import location_env, sweep_files_from_env

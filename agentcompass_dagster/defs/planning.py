@@ -17,15 +17,14 @@ from pathlib import Path
 
 import dagster as dg
 
-from agentcompass_dagster.defs.coordination import drop_claim, ensure_pool_limits, live_claims, run_worker
+from agentcompass_dagster.defs.coordination import drop_claim, ensure_pool_limits, live_claims
+from agentcompass_dagster.defs.run_owners import gone_owner
 from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, missing_ranges, range_keys, split_key
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.processes import Worker
 from agentcompass_dagster.runtime.run_records import read_params
 from agentcompass_dagster.runtime.run_store import open_run_dir
 
 PARTITION = "dagster/partition"
-LAUNCHER_TAG = "agentcompass/launcher"
 
 NOT_FINISHED = [
     dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -106,31 +105,24 @@ def _latest_event_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int | No
 
 
 def reap_dead_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance) -> list[str]:
-    """Mark failed every unfinished run of the sweep's job whose worker (or, before it started, whose
-    launcher) is known to be gone; its run directories say so too, and its claim and concurrency slots
-    are released. Returns their run ids."""
+    """Mark failed every unfinished run of the sweep's job whose owner process is known to be gone (or
+    that was created and never launched); its run directories say so too, and its claim and concurrency
+    slots are released. Returns their run ids."""
     reaped = []
     for run in in_flight_runs(sweep_benchmark, instance):
-        # A run not started yet belongs to whoever created it; once submitted, to the daemon's queue and
-        # launcher; once started, to its worker (when a process of ours recorded it).
-        if run.status == dg.DagsterRunStatus.NOT_STARTED:
-            owner, role = Worker.parse(run.tags.get(LAUNCHER_TAG, "")), "launcher"
-        elif run.status == dg.DagsterRunStatus.QUEUED:
-            continue
-        else:
-            owner, role = run_worker(run), "worker"
-        if owner is None or owner.alive():
-            continue
-        fail_run(sweep_benchmark, instance, run,
-                 f"its {role} process {owner.pid} on {owner.host} is gone (killed?); its finished tasks are kept")
-        reaped.append(run.run_id)
+        why = gone_owner(instance, run)
+        if why is not None:
+            fail_run(sweep_benchmark, instance, run, why)
+            reaped.append(run.run_id)
     return reaped
 
 
 def fail_run(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run: dg.DagsterRun, message: str) -> None:
     """Mark a run whose worker is gone failed, and release what it held: its concurrency slots (its step
     would otherwise hold the sweep's pool for good), its claim, and its run directories' `running`."""
-    instance.report_run_failed(run, message=message)
+    current = instance.get_run_by_id(run.run_id)
+    if current is not None and not current.is_finished:
+        instance.report_run_failed(current, message=message)
     if instance.event_log_storage.supports_global_concurrency_limits:
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
     drop_claim(sweep_benchmark, run.run_id)

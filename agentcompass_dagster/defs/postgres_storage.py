@@ -9,21 +9,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from dagster_postgres.event_log import PostgresEventLogStorage
-from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
+from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
 
-from agentcompass_dagster.defs.storage import POOL_SIZE, AtomicSlotClaims, RememberedColumns
-
-POOL_RECYCLE_S = 3600
+from agentcompass_dagster.defs.dagster_internals import AtomicSlotClaims, RememberedColumns, pool_postgres_engine
 
 
 class PooledPostgresEventLogStorage(AtomicSlotClaims, RememberedColumns, PostgresEventLogStorage):
     def __init__(self, postgres_url: str, should_autocreate_tables: bool = True, inst_data: Any = None,
                  token_provider: Any = None) -> None:
         super().__init__(postgres_url, should_autocreate_tables, inst_data, token_provider)
-        self._engine.dispose()
-        self._engine = create_pg_engine(self.postgres_url, token_provider, isolation_level="AUTOCOMMIT",
-                                        pool_size=POOL_SIZE, max_overflow=POOL_SIZE, pool_recycle=POOL_RECYCLE_S,
-                                        pool_pre_ping=True)
+        pool_postgres_engine(self, token_provider)
 
     @classmethod
     def from_config_value(cls, inst_data: Any, config_value: Mapping[str, Any]) -> PooledPostgresEventLogStorage:

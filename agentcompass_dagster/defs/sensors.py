@@ -3,7 +3,7 @@ ended in error are left to the schedule and to `agentcompass run`, so a failing 
 on every tick)."""
 
 import dagster as dg
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+from agentcompass_dagster.defs.dagster_internals import UnresolvedAssetJobDefinition
 
 from agentcompass_dagster.defs.coordination import ensure_pool_limits, sweep_lock
 from agentcompass_dagster.defs.planning import plan_runs, register_tasks

@@ -26,6 +26,7 @@ import dagster as dg
 from agentcompass_dagster.config import SweepConfig, load_sweep
 from agentcompass_dagster.defs.code_location import set_sweep_files
 from agentcompass_dagster.defs.coordination import sweep_lock
+from agentcompass_dagster.defs.dagster_internals import daemon_healthy
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
 from agentcompass_dagster.defs.jobs import mounted, same_path_mounts, shared_paths
@@ -152,7 +153,7 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
                 instance.submit_run(run.run_id, workspace=None)  # type: ignore[arg-type]
             _wait(instance, follower)
         else:
-            _execute(instance, home, created, follower, sweep)
+            _execute(instance, created, follower, sweep)
         for followed in follower.runs:
             if followed.status != dg.DagsterRunStatus.SUCCESS:
                 status = followed.status.value if followed.status else "unknown"
@@ -180,19 +181,13 @@ def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory
     return plan, runs
 
 
-def daemon_alive(instance: dg.DagsterInstance) -> bool:
-    from dagster._daemon.controller import get_daemon_statuses
-
-    return get_daemon_statuses(instance, [QUEUE_DAEMON], ignore_errors=True)[QUEUE_DAEMON].healthy is True
-
-
 def _check_run_queue(instance: dg.DagsterInstance, home: Path) -> None:
     """--submit needs a run queue and a dagster-daemon draining it; a daemon just started gets a moment."""
     if type(instance.run_coordinator).__name__ != "QueuedRunCoordinator":
         raise UserError(f"--submit: the instance in {home} has no run queue; configure run_coordinator: "
                         "QueuedRunCoordinator in its dagster.yaml and run dagster-daemon, or run without --submit")
     deadline = time.monotonic() + DAEMON_WAIT_S
-    while not daemon_alive(instance):
+    while not daemon_healthy(instance, QUEUE_DAEMON):
         if time.monotonic() > deadline:
             raise UserError(f"--submit: no dagster-daemon is running for the instance in {home} (none reported in "
                             f"{DAEMON_WAIT_S:.0f} s); start one (`agentcompass ui` or `dagster-daemon run`) or run "
@@ -206,23 +201,23 @@ def _wait(instance: dg.DagsterInstance, follower: RunFollower) -> None:
     while follower.poll():
         if time.monotonic() - checked > DAEMON_WAIT_S:
             checked = time.monotonic()
-            if not daemon_alive(instance):
+            if not daemon_healthy(instance, QUEUE_DAEMON):
                 raise UserError("--submit: the dagster-daemon stopped reporting; the runs stay queued until one "
                                 "runs again (follow them in the UI, or run `agentcompass run` again)")
         time.sleep(POLL_S)
 
 
-def _execute(instance: dg.DagsterInstance, home: Path, runs: list[dg.DagsterRun], follower: RunFollower,
+def _execute(instance: dg.DagsterInstance, runs: list[dg.DagsterRun], follower: RunFollower,
              sweep: SweepConfig) -> None:
-    workers = RunWorkers(instance, home, sweep.dagster.max_concurrent_runs)
+    workers = RunWorkers(instance, sweep.dagster.max_concurrent_runs)
     workers.submit(runs)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        while workers.poll() | follower.poll():
-            _fail_dead_starts(instance, workers, follower)
+        while True:
+            _fail_dead(instance, workers, follower)
+            if not (workers.busy | follower.poll()):
+                break
             time.sleep(POLL_S)
-        _fail_dead_starts(instance, workers, follower)
-        follower.poll()
     except KeyboardInterrupt:
         # The first Ctrl-C (or SIGTERM): every run cancels its tasks, closes their environments and
         # keeps what finished; a second one kills the workers at once.
@@ -250,14 +245,13 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _fail_dead_starts(instance: dg.DagsterInstance, workers: RunWorkers, follower: RunFollower) -> None:
-    """A worker that exited without ending its run (it could not load the job, it was killed) fails the
-    run, pointing at the worker's log, and releases what the run held (a killed worker's pool slot
-    wedged every later run of the sweep)."""
+def _fail_dead(instance: dg.DagsterInstance, workers: RunWorkers, follower: RunFollower) -> None:
+    """A launched run whose worker is gone (it could not load the job, it was killed) is failed with what
+    the launcher says of it, and what it held is released (a killed worker's pool slot wedged every
+    later run of the sweep): what Dagster's run monitoring does when a daemon runs, and more."""
     sweeps = {followed.run_id: followed.sweep_benchmark for followed in follower.runs}
-    for run_id, code in workers.exit_codes.items():
+    for run_id, why in workers.poll().items():
         run = instance.get_run_by_id(run_id)
-        if run is not None and not run.is_finished:
-            tail = workers.log_path(run_id).read_text(errors="replace").strip().splitlines()[-1:] or [""]
-            fail_run(sweeps[run_id], instance, run, f"run worker exited with code {code}: {tail[0][:300]} "
-                                                    f"(log: {workers.log_path(run_id)})")
+        if run is not None:
+            fail_run(sweeps[run_id], instance, run, why)
+        workers.forget(run_id)

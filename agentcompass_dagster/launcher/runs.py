@@ -10,15 +10,19 @@ import sys
 from collections.abc import Mapping
 
 import dagster as dg
-from dagster._core.code_pointer import ModuleCodePointer
-from dagster._core.definitions.reconstruct import ReconstructableRepository
-from dagster._core.origin import get_python_environment_entry_point
-from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
-from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from agentcompass_dagster.defs.code_location import LOCATION_MODULE, LOCATION_NAME
-from agentcompass_dagster.defs.planning import LAUNCHER_TAG
+from agentcompass_dagster.defs.dagster_internals import (
+    SINGLETON_REPOSITORY_NAME,
+    InProcessCodeLocationOrigin,
+    LoadableTargetOrigin,
+    ModuleCodePointer,
+    ReconstructableRepository,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+    get_python_environment_entry_point,
+)
+from agentcompass_dagster.defs.run_owners import record_owner
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.processes import Worker
 
@@ -43,11 +47,14 @@ class RunFactory:
     def create(self, sweep_benchmark: SweepBenchmark, tags: Mapping[str, str],
                asset_selection: set[dg.AssetKey] | None = None) -> dg.DagsterRun:
         job = self.repository.get_job(sweep_benchmark.job_name)
-        return self.instance.create_run_for_job(
+        run = self.instance.create_run_for_job(
             job_def=job,
             run_config=QUIET,
-            tags={**job.run_tags, **tags, LAUNCHER_TAG: str(Worker.this())},
+            tags={**job.run_tags, **tags},
             asset_selection=asset_selection,
             remote_job_origin=RemoteJobOrigin(self.repository_origin, sweep_benchmark.job_name),
             job_code_origin=self.reconstructable.get_reconstructable_job(sweep_benchmark.job_name).get_python_origin(),
         )
+        # Until it is launched, this process owns the run: if it dies first, the run is reaped.
+        record_owner(self.instance, run.run_id, "launcher", Worker.this())
+        return run

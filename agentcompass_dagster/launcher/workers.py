@@ -1,91 +1,111 @@
-"""Run workers of `agentcompass run`: each run in a process of its own, started with the command
-Dagster's default run launcher gives its run workers (``dagster api execute_run``), at most
-``max_concurrent_runs`` at once. The worker loads the job from the run's code origin and executes it
-with the job's executor (its steps in-process, in processes, or in containers)."""
+"""The runs of `agentcompass run`, launched through the instance's run launcher (as the UI and the
+daemon launch theirs: dagster.yaml's RunWorkerLauncher starts each in a run worker process), at most
+``max_concurrent_runs`` at once. Dagster's run queue would hold the rest, but only a running daemon
+drains it; this holds them itself. Each launched run is watched with the launcher's own health check,
+which Dagster's run monitoring uses too; a run whose worker is gone is reported, to be failed."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections import deque
-from pathlib import Path
 
 import dagster as dg
-from dagster._grpc.types import ExecuteRunArgs
 
-from agentcompass_dagster.defs.coordination import WORKER_TAG
-from agentcompass_dagster.runtime.processes import Worker
+from agentcompass_dagster.defs.dagster_internals import LaunchRunContext, RunLauncher, WorkerStatus
+from agentcompass_dagster.defs.run_launcher import RunWorkerLauncher
+from agentcompass_dagster.defs.run_owners import run_owner
 
-LOG_DIR = "run-workers"
+POLL_S = 0.1
+DEAD = (WorkerStatus.FAILED, WorkerStatus.NOT_FOUND)
+
+
+def instance_launcher(instance: dg.DagsterInstance) -> RunLauncher:
+    """The instance's run launcher; for an instance configured with Dagster's default one (which needs a
+    gRPC code server, as in a dagster.yaml written before agentcompass named its own), ours."""
+    if isinstance(instance.run_launcher, dg.DefaultRunLauncher):
+        launcher = RunWorkerLauncher()
+        launcher.register_instance(instance)
+        return launcher
+    return instance.run_launcher
 
 
 class RunWorkers:
-    def __init__(self, instance: dg.DagsterInstance, home: Path, max_concurrent: int) -> None:
+    def __init__(self, instance: dg.DagsterInstance, max_concurrent: int) -> None:
         self.instance = instance
-        self.log_dir = home / LOG_DIR
+        self.launcher = instance_launcher(instance)
         self.max_concurrent = max_concurrent
         self.waiting: deque[dg.DagsterRun] = deque()
-        self.running: dict[str, subprocess.Popen[bytes]] = {}
-        self.exit_codes: dict[str, int] = {}
+        self.running: list[str] = []
 
     def submit(self, runs: list[dg.DagsterRun]) -> None:
         self.waiting.extend(runs)
 
-    def log_path(self, run_id: str) -> Path:
-        return self.log_dir / f"{run_id}.log"
-
-    def poll(self) -> bool:
-        """Reap finished workers and start waiting runs; True while any run waits or runs."""
-        for run_id, proc in list(self.running.items()):
-            code = proc.poll()
-            if code is not None:
-                self.exit_codes[run_id] = code
-                del self.running[run_id]
+    def poll(self) -> dict[str, str]:
+        """Forget runs that ended, start waiting ones; returns the launched runs whose worker is gone,
+        with what the launcher says of it."""
+        dead: dict[str, str] = {}
+        for run_id in list(self.running):
+            run = self.instance.get_run_by_id(run_id)
+            if run is not None and not run.is_finished and self.launcher.supports_check_run_worker_health:
+                health = self.launcher.check_run_worker_health(run)
+                if health.status in DEAD:
+                    dead[run_id] = health.msg or health.status.value
+                    continue
+            if run is None or run.is_finished:
+                self.running.remove(run_id)
         while self.waiting and len(self.running) < self.max_concurrent:
-            self._start(self.waiting.popleft())
+            self._launch(self.waiting.popleft())
+        return dead
+
+    @property
+    def busy(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def _start(self, run: dg.DagsterRun) -> None:
-        assert run.job_code_origin is not None
-        args = ExecuteRunArgs(job_origin=run.job_code_origin, run_id=run.run_id, instance_ref=self.instance.get_ref(),
-                              set_exit_code_on_failure=True)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path(run.run_id), "ab") as log:
-            proc = subprocess.Popen(args.get_command_args(), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        self.instance.add_run_tags(run.run_id, {WORKER_TAG: str(Worker.of(proc.pid))})
-        self.running[run.run_id] = proc
+    def _launch(self, run: dg.DagsterRun) -> None:
+        if self.launcher is self.instance.run_launcher:
+            self.instance.launch_run(run.run_id, workspace=None)  # type: ignore[arg-type]
+        else:
+            self.launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=None))
+        self.running.append(run.run_id)
+
+    def forget(self, run_id: str) -> None:
+        self.running.remove(run_id)
 
     def interrupt(self, sig: signal.Signals = signal.SIGINT) -> None:
-        """Ask every running worker to stop (Dagster turns SIGINT into a cooperative cancel); runs that
-        never started are marked canceled. A run is marked canceling first, as Dagster's own terminate
-        does: a worker interrupted while its run is canceling ends it CANCELED, otherwise FAILURE. A
-        worker killed outright cannot say so itself: its run is marked canceled here."""
+        """Ask every running run to stop: the first time through the launcher's terminate (the UI's
+        Terminate: the run is marked canceling and its worker cancels its tasks); later, the worker is
+        signalled again (SIGINT: it marks its run canceled and exits without waiting for the cleanup),
+        or killed, when its run is marked canceled here. Runs that never started are marked canceled."""
         for run in self.waiting:
             self.instance.report_run_canceled(run, message="agentcompass run was interrupted before it started")
         self.waiting.clear()
-        for run_id, proc in self.running.items():
+        for run_id in self.running:
             run = self.instance.get_run_by_id(run_id)
-            if run is not None and not run.is_finished and run.status is not dg.DagsterRunStatus.CANCELING:
-                self.instance.report_run_canceling(run, message="agentcompass run was interrupted (Ctrl-C or SIGTERM)")
-            try:
-                os.kill(proc.pid, sig)
-            except ProcessLookupError:
-                pass
+            if run is None or run.is_finished:
+                continue
+            if run.status != dg.DagsterRunStatus.CANCELING:
+                self.launcher.terminate(run_id)
+                continue
+            owner = run_owner(self.instance, run_id)
+            worker = owner.worker if owner is not None and owner.role == "worker" else None
+            if worker is not None and worker.alive():
+                try:
+                    os.kill(worker.pid, sig)
+                except ProcessLookupError:
+                    pass
             if sig is signal.SIGKILL:
-                proc.wait()
-                run = self.instance.get_run_by_id(run_id)
-                if run is not None and not run.is_finished:
-                    self.instance.report_run_canceled(run, message="its worker was killed after a second interrupt")
+                self.instance.report_run_canceled(run, message="its worker was killed after a second interrupt")
 
     def wait(self, timeout: float) -> bool:
-        """Wait for the running workers to end; False when some still run after ``timeout``."""
+        """Wait for the running runs to end; False when some still run after ``timeout``."""
         deadline = time.monotonic() + timeout
-        for proc in self.running.values():
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        while True:
+            runs = [self.instance.get_run_by_id(run_id) for run_id in self.running]
+            if all(run is None or run.is_finished for run in runs):
+                self.running.clear()
+                return True
+            if time.monotonic() > deadline:
                 return False
-        self.poll()
-        return not self.running
+            time.sleep(POLL_S)

@@ -23,7 +23,7 @@ import yaml
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.definitions import sweep_definitions
-from agentcompass_dagster.defs.coordination import WORKER_TAG
+from agentcompass_dagster.defs.run_owners import run_owner
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.results import load_metrics
 from agentcompass_dagster.runtime.processes import Worker
@@ -190,10 +190,11 @@ def _fast_queue_home(home: Path) -> None:
 
 
 def _queue_daemon_alive() -> bool:
-    from agentcompass_dagster.launcher.launch import daemon_alive
+    from agentcompass_dagster.defs.dagster_internals import daemon_healthy
+    from agentcompass_dagster.launcher.launch import QUEUE_DAEMON
 
     with instance() as inst:
-        return daemon_alive(inst)
+        return daemon_healthy(inst, QUEUE_DAEMON)
 
 
 def _daemon(tmp_path: Path, workspace: Path, sweep: Path) -> subprocess.Popen[bytes]:
@@ -323,8 +324,9 @@ def test_sigkill_of_only_the_run_worker_does_not_wedge_the_sweep(tmp_path: Path,
     wait_until(lambda: harness_calls(tmp_path)["t3"] == 1, "t3 to start", proc=proc)
     with instance() as inst:
         (run,) = inst.get_runs()
-    worker = Worker.parse(run.tags[WORKER_TAG])
-    assert worker is not None
+        owner = run_owner(inst, run.run_id)
+    assert owner is not None and owner.role == "worker" and owner.worker is not None
+    worker = owner.worker
     os.kill(worker.pid, signal.SIGKILL)
     assert finish(proc) != 0
     with instance() as inst:

@@ -1,0 +1,143 @@
+"""Every private Dagster API this package uses, and nothing else: the one module a Dagster upgrade can
+break. Each name here is used because Dagster offers no public way to do the same (say why beside it),
+and each has a test in tests/defs/test_dagster_internals.py that fails when an upgrade moves or changes
+it. Nothing outside this module imports ``dagster._``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as db
+from sqlalchemy.pool import QueuePool
+
+# A run launcher is a plugin of the instance (dagster.yaml `run_launcher:`); its base class, its
+# contexts and the configurable-class protocol are what dagster-docker and dagster-k8s build theirs on.
+from dagster._core.launcher.base import (
+    CheckRunHealthResult,
+    LaunchRunContext,
+    RunLauncher,
+    WorkerStatus,
+)
+from dagster._serdes import ConfigurableClass
+from dagster._serdes.config_class import ConfigurableClassData
+# The command Dagster's own launchers give a run worker (`dagster api execute_run ARGS`).
+from dagster._grpc.types import ExecuteRunArgs
+# What `define_asset_job` returns, for typing the job the schedule and the sensor target.
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+# Raised by context.run when an asset is invoked directly (no run to name).
+from dagster._core.errors import DagsterInvalidPropertyError
+# A run's code origin that any process can load again (the run worker, a step container): the
+# origins the UI's code server would give a run, built without starting a code server.
+from dagster._core.code_pointer import ModuleCodePointer
+from dagster._core.definitions.reconstruct import ReconstructableRepository
+from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
+from dagster._core.origin import get_python_environment_entry_point
+from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+# The event log's own tables and statements, overridden below.
+from dagster._core.storage.event_log.schema import ConcurrencySlotsTable
+from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import ConsolidatedSqliteEventLogStorage
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._utils.concurrency import ConcurrencySlotStatus
+
+__all__ = [
+    "SINGLETON_REPOSITORY_NAME", "AtomicSlotClaims", "CheckRunHealthResult", "ConfigurableClass",
+    "ConfigurableClassData", "ConsolidatedSqliteEventLogStorage", "DagsterInvalidPropertyError", "ExecuteRunArgs",
+    "InProcessCodeLocationOrigin", "LaunchRunContext", "LoadableTargetOrigin", "ModuleCodePointer",
+    "PooledSqliteConnections", "ReconstructableRepository", "RememberedColumns", "RemoteJobOrigin",
+    "RemoteRepositoryOrigin", "RunLauncher", "UnresolvedAssetJobDefinition", "WorkerStatus", "daemon_healthy",
+    "get_python_environment_entry_point", "pool_postgres_engine",
+]
+
+POOL_SIZE = 4
+POOL_RECYCLE_S = 3600
+
+
+class RememberedColumns:
+    """The asset table's columns reflected once per storage, not once per event (its schema changes
+    only by migration, which restarts every process)."""
+
+    _columns: dict[str, bool]
+
+    def _has_asset_key_col_on_connection(self, conn: db.Connection, column_name: str) -> bool:
+        columns = self.__dict__.setdefault("_columns", {})
+        if column_name not in columns:
+            columns[column_name] = super()._has_asset_key_col_on_connection(conn, column_name)  # type: ignore[misc]
+        return columns[column_name]
+
+
+class AtomicSlotClaims:
+    """A pool's slot claimed by one statement that takes a slot only while it is free: of two processes
+    after the same slot, one updates it and the other finds it taken and stays blocked (it asks again).
+    Dagster selects a free row and then updates it by id unconditionally, so two processes that pick the
+    same row both hold it."""
+
+    def _claim_concurrency_slot(self, concurrency_key: str, run_id: str, step_key: str) -> ConcurrencySlotStatus:
+        slots = ConcurrencySlotsTable.c
+        free = db.and_(slots.concurrency_key == concurrency_key, slots.step_key.is_(None), slots.deleted.is_(False))
+        one_free = db.select(slots.id).where(free).limit(1).scalar_subquery()
+        with self.index_connection() as conn:  # type: ignore[attr-defined]
+            taken = conn.execute(ConcurrencySlotsTable.update().values(run_id=run_id, step_key=step_key)
+                                 .where(db.and_(slots.id == one_free, free))).rowcount
+        return ConcurrencySlotStatus.CLAIMED if taken else ConcurrencySlotStatus.BLOCKED
+
+
+class PooledSqliteConnections:
+    """Dagster's SQLite storage opens an engine per connection; this keeps one engine with a small pool
+    (write-ahead log, ``synchronous=NORMAL``)."""
+
+    _conn_string: str
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Set before the parent's constructor, which creates the database through _connect.
+        self._engine: db.Engine | None = None
+        self._engine_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def _pooled_engine(self) -> db.Engine:
+        with self._engine_lock:
+            if self._engine is None:
+                engine = db.create_engine(self._conn_string, poolclass=QueuePool, pool_size=POOL_SIZE,
+                                          connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
+                db.event.listen(engine, "connect", _tune)
+                self._engine = engine
+            return self._engine
+
+    @contextmanager
+    def _connect(self) -> Iterator[db.Connection]:
+        with self._pooled_engine().connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        with self._engine_lock:
+            if self._engine is not None:
+                self._engine.dispose()
+                self._engine = None
+        super().dispose()  # type: ignore[misc]
+
+
+def _tune(connection: Any, record: object) -> None:
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+
+
+def daemon_healthy(instance: Any, daemon_type: str) -> bool:
+    """Whether a daemon of this type reports a recent heartbeat (Dagster has no public call for it;
+    imported here, not at start, because it loads every daemon's module)."""
+    from dagster._daemon.controller import get_daemon_statuses
+
+    return get_daemon_statuses(instance, [daemon_type], ignore_errors=True)[daemon_type].healthy is True
+
+
+def pool_postgres_engine(storage: Any, token_provider: Any) -> None:
+    """Give a dagster-postgres event log a pooled engine: outside the webserver it opens a connection
+    (NullPool) for every statement batch."""
+    from dagster_postgres.utils import create_pg_engine
+
+    storage._engine.dispose()
+    storage._engine = create_pg_engine(storage.postgres_url, token_provider, isolation_level="AUTOCOMMIT",
+                                       pool_size=POOL_SIZE, max_overflow=POOL_SIZE, pool_recycle=POOL_RECYCLE_S,
+                                       pool_pre_ping=True)
