@@ -15,6 +15,7 @@ from agentcompass_dagster.defs.assets import comparison_asset, evaluation_asset,
 from agentcompass_dagster.defs.code_location import DEFAULT_RESOURCES, sweep_files_from_env
 from agentcompass_dagster.defs.jobs import sweep_job
 from agentcompass_dagster.defs.partitions import dagster_name
+from agentcompass_dagster.defs.run_failures import run_failure_sensor
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.schedules import sweep_schedule
 from agentcompass_dagster.defs.sensors import new_tasks_sensor
@@ -32,7 +33,7 @@ def benchmark_definitions(sweep_benchmark: SweepBenchmark) -> dg.Definitions:
         asset_checks=[counts_check(sweep_benchmark), secrets_check(sweep_benchmark)],
         jobs=[job],
         schedules=[sweep_schedule(sweep_benchmark, job)] if sweep_benchmark.sweep.schedule.cron else [],
-        sensors=[new_tasks_sensor(sweep_benchmark, job)],
+        sensors=[new_tasks_sensor(sweep_benchmark, job), run_failure_sensor(sweep_benchmark)],
     )
 
 

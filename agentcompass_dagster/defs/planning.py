@@ -126,10 +126,11 @@ def fail_run(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run:
     if instance.event_log_storage.supports_global_concurrency_limits:
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
     drop_claim(sweep_benchmark, run.run_id)
-    _fail_run_dirs(sweep_benchmark, run.run_id, message)
+    fail_run_dirs(sweep_benchmark, run.run_id, message)
 
 
-def _fail_run_dirs(sweep_benchmark: SweepBenchmark, dagster_run_id: str, message: str) -> None:
+def fail_run_dirs(sweep_benchmark: SweepBenchmark, dagster_run_id: str, message: str) -> None:
+    """The run directories a failed Dagster run was writing say that it failed, and why."""
     for model in sweep_benchmark.sweep.models:
         for source in sweep_benchmark.store.runs_newest_first(sweep_benchmark.root(model.id)):
             params = read_params(source.path)

@@ -5,6 +5,7 @@ never launched does not block the sweep."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -83,6 +84,8 @@ def test_run_monitoring_fails_a_run_whose_worker_was_killed(tmp_path: Path, stop
     submitted = cli(tmp_path, "run", str(sweep), "--submit")
     stop_group(submitted)
     wait_until(lambda: harness_calls(tmp_path)["t3"] == 1, "t3 to start", proc=submitted)
+    # A run-failure sensor sees failures after its first tick.
+    wait_until(_failure_sensor_ticked, "the run-failure sensor's first tick", log=tmp_path / "daemon.log")
     with instance() as inst:
         (run,) = inst.get_runs()
         owner = run_owner(inst, run.run_id)
@@ -98,11 +101,30 @@ def test_run_monitoring_fails_a_run_whose_worker_was_killed(tmp_path: Path, stop
     with instance() as inst:
         failure = inst.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
     assert "Detected run worker status FAILED" in str(failure[-1].message), failure[-1].message
+    # The sweep's run-failure sensor marks the run directory failed with Dagster's reason.
+    (run_dir,) = (tmp_path / "results" / "lab" / "synthetic" / "m1").iterdir()
+    info = wait_until(lambda: _failed_info(run_dir), "the run directory to be marked failed",
+                      log=tmp_path / "daemon.log")
+    assert "Detected run worker status FAILED" in info["error"]
     assert finish(submitted) != 0
     gate.touch()
     assert finish(cli(tmp_path, "run", str(sweep))) == 0
     assert [harness_calls(tmp_path)[t] for t in every(6)] == [1, 1, 1, 2, 1, 1]
     assert materialization_counts() == Counter(keys(*every(6)))
+
+
+def _failure_sensor_ticked() -> bool:
+    from dagster._core.definitions.run_request import InstigatorType
+
+    with instance() as inst:
+        return any(inst.get_ticks(state.instigator_origin_id, state.selector_id, limit=1)
+                   for state in inst.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+                   if state.instigator_name.endswith("run_failures"))
+
+
+def _failed_info(run_dir: Path) -> dict[str, Any] | None:
+    info = json.loads((run_dir / "run_info.json").read_text())
+    return info if info["status"] == "failed" else None
 
 
 def test_reexecute_of_a_killed_run_is_not_reaped_beside_a_cli_run(tmp_path: Path, stop_group: Any,
