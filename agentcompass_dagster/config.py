@@ -141,9 +141,10 @@ class ScheduleConfig(Declaration):
 
 
 class SensorConfig(Declaration):
-    """The sensor that notices new tasks in a benchmark's source and runs them."""
+    """The sensor that notices new tasks in a benchmark's source and runs them. Running by default: its
+    first tick registers a new sweep's partitions (the UI shows them before the first run) and runs none."""
 
-    default_status: Literal["running", "stopped"] = "stopped"
+    default_status: Literal["running", "stopped"] = "running"
     minimum_interval_seconds: int = Field(default=300, ge=1)
 
 

@@ -161,7 +161,8 @@ def test_missing_ranges_are_few_and_never_share_a_model() -> None:
 
 
 def test_sensor_adds_new_tasks_and_requests_them(tmp_path: Path, dagster_home: Path) -> None:
-    """The sensor notices a new task in the benchmark's source, adds its partition and requests it."""
+    """The sensor notices a new task in the benchmark's source, asks Dagster to add its partition with the
+    tick (not before: a tick that fails adds nothing) and requests it."""
     tasks = tmp_path / "tasks"
     write_task(tasks, "one", solution="echo ok > out.txt", check="grep -qx ok out.txt")
     path = lab_sweep(tmp_path, ["m1"], tasks)
@@ -169,11 +170,14 @@ def test_sensor_adds_new_tasks_and_requests_them(tmp_path: Path, dagster_home: P
     write_task(tasks, "two", solution="echo ok > out.txt", check="grep -qx ok out.txt")
     sensor = sweep_definitions(load_sweep(path)).resolve_sensor_def("lab__new_tasks")
     with dg.DagsterInstance.get() as instance, dg.build_sensor_context(instance=instance) as context:
-        result = sensor(context)
-        assert instance.get_dynamic_partitions("tasks__lab__demo") == ["one", "two"]
-        assert [{k: v for k, v in r.tags.items() if "range" in k} for r in result] == [{
+        tick = sensor.evaluate_tick(context)
+        (add,) = tick.dynamic_partitions_requests
+        assert (add.partitions_def_name, list(add.partition_keys)) == ("tasks__lab__demo", ["two"])
+        assert instance.get_dynamic_partitions("tasks__lab__demo") == ["one"]
+        assert [{k: v for k, v in r.tags.items() if "range" in k} for r in tick.run_requests] == [{
             "dagster/asset_partition_range_start": "m1|two", "dagster/asset_partition_range_end": "m1|two"}]
-        assert isinstance(sensor(context), dg.SkipReason)
+        instance.add_dynamic_partitions(add.partitions_def_name, add.partition_keys)  # as the daemon commits the tick
+        assert sensor.evaluate_tick(context).skip_message == "no new task"
 
 
 UNSAFE_IDS = ["a|b", "a,b", "x...y", "with space", "dir/sub/task", "z" * 300, "café", "a~b"]

@@ -1,0 +1,79 @@
+"""The sweep as a Dagster user sees it in the UI: its partitions before the first run (registered by the
+sensor's first tick, which a real dagster-daemon commits), partitions that stay synced across re-runs,
+kinds, owners and tags on the assets, a broken sweep file reported as that sweep's error while the rest
+of the location loads, and forks and replays recorded in the sweep's instance."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.defs.definitions import sweep_definitions
+
+from conftest import write_sweep, write_task
+from test_dagster_engine import _daemon, _fast_queue_home, _workspace, instance, stop_group  # noqa: F401
+from waiting import wait_until
+
+ATTEMPTS = dg.AssetKey(["lab", "demo", "attempts"])
+SENSOR = "lab__new_tasks"
+
+
+def demo_tasks(tmp_path: Path, *names: str) -> Path:
+    tasks = tmp_path / "tasks"
+    for name in names:
+        write_task(tasks, name, solution="echo ok > out.txt", check="grep -qx ok out.txt")
+    return tasks
+
+
+def lab(tmp_path: Path, tasks: Path, models: tuple[str, ...] = ("m1", "m2"), **fields: Any) -> Path:
+    return write_sweep(tmp_path, name="lab", benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
+                       models=[{"id": m, "provider": "none"} for m in models], **fields)
+
+
+def partition_keys_shown(sweep: Path) -> list[str]:
+    """The attempts partitions the UI lists: the partitions definition read against the instance."""
+    partitions_def = sweep_definitions(load_sweep(sweep)).resolve_assets_def(ATTEMPTS).partitions_def
+    assert partitions_def is not None
+    with instance() as inst:
+        return list(partitions_def.get_partition_keys(dynamic_partitions_store=inst))
+
+
+def runs() -> list[dg.DagsterRun]:
+    with instance() as inst:
+        return list(inst.get_runs())
+
+
+def test_a_daemon_registers_a_fresh_sweeps_partitions_on_the_sensors_first_tick_and_runs_only_new_tasks(
+        tmp_path: Path, stop_group: Any) -> None:
+    """A declared sweep never run has its model x task partitions in the UI once the daemon ticked its
+    sensor (running by default), without any run launched; a task that appears later is added by the next
+    tick and run alone, through the tick's own SensorResult (Dagster adds the partition, then the run)."""
+    tasks = demo_tasks(tmp_path, "one", "two")
+    sweep = lab(tmp_path, tasks, sensor={"minimum_interval_seconds": 1})
+    _fast_queue_home(Path(os.environ["DAGSTER_HOME"]))
+    assert partition_keys_shown(sweep) == []  # before: "0 partitions" and a free-text box in the UI
+    daemon = _daemon(tmp_path, _workspace(tmp_path, sweep), sweep)
+    stop_group(daemon)
+
+    declared = {f"{m}|{t}" for m in ("m1", "m2") for t in ("one", "two")}
+    wait_until(lambda: set(partition_keys_shown(sweep)) == declared, "the first tick to register the partitions",
+               proc=daemon, log=tmp_path / "daemon.log", describe=lambda: partition_keys_shown(sweep))
+    assert runs() == []
+
+    demo_tasks(tmp_path, "three")
+
+    def sensor_run_done() -> dg.DagsterRun | None:
+        done = [run for run in runs() if run.tags.get("dagster/sensor_name") == SENSOR]
+        return done[0] if done and done[0].status == dg.DagsterRunStatus.SUCCESS else None
+
+    run = wait_until(sensor_run_done, "the sensor's run of the new task to succeed", proc=daemon,
+                     log=tmp_path / "daemon.log", describe=lambda: [(r.status, r.tags) for r in runs()])
+    assert len(runs()) == 1
+    assert set(partition_keys_shown(sweep)) == declared | {"m1|three", "m2|three"}
+    with instance() as inst:
+        assert set(inst.get_materialized_partitions(ATTEMPTS)) == {"m1|three", "m2|three"}
+        assert run.tags["dagster/asset_partition_range_end"] == "m2|three"
