@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.definitions import sweep_definitions
 
-from conftest import write_sweep, write_task
+from conftest import run_cli, write_sweep, write_task
 from test_dagster_engine import _daemon, _fast_queue_home, _workspace, instance, stop_group  # noqa: F401
 from waiting import wait_until
 
@@ -77,3 +78,44 @@ def test_a_daemon_registers_a_fresh_sweeps_partitions_on_the_sensors_first_tick_
     with instance() as inst:
         assert set(inst.get_materialized_partitions(ATTEMPTS)) == {"m1|three", "m2|three"}
         assert run.tags["dagster/asset_partition_range_end"] == "m2|three"
+
+
+STALE_QUERY = """
+query Stale {
+  attempts: assetNodeOrError(assetKey: {path: ["lab", "demo", "attempts"]}) {
+    ... on AssetNode { partitionKeys staleStatusByPartition }
+  }
+  metrics: assetNodeOrError(assetKey: {path: ["lab", "demo", "metrics"]}) { ... on AssetNode { staleStatus } }
+  tasks: assetNodeOrError(assetKey: {path: ["lab", "demo", "tasks"]}) { ... on AssetNode { dataVersion } }
+}
+"""
+
+
+def ui_query(tmp_path: Path, sweep: Path, query: str, variables: dict[str, Any],
+             monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A query of the UI's GraphQL API against the sweep's code location, served by a code server as
+    `agentcompass ui` serves it."""
+    from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
+
+    monkeypatch.setenv("AGENTCOMPASS_SWEEPS", str(sweep))
+    with instance() as inst, define_out_of_process_context(str(_workspace(tmp_path, sweep)), None, inst) as context:
+        result = execute_dagster_graphql(context, query, variables)
+    assert not result.errors, result.errors
+    return result.data
+
+
+def test_a_rerun_leaves_the_attempts_partitions_synced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every attempts partition the UI lists is synced (not "Unsynced") after a second run that only
+    evaluates a new task: the task list is observed with a data version (a hash of the tasks), not
+    materialized again on every run, so an evaluated partition, never evaluated again, is not stale."""
+    tasks = demo_tasks(tmp_path, "one", "two")
+    sweep = lab(tmp_path, tasks)
+    assert run_cli("run", str(sweep)) == 0
+    demo_tasks(tmp_path, "three")
+    assert run_cli("run", str(sweep)) == 0
+
+    shown = ui_query(tmp_path, sweep, STALE_QUERY, {}, monkeypatch)
+    statuses = dict(zip(shown["attempts"]["partitionKeys"], shown["attempts"]["staleStatusByPartition"]))
+    assert statuses == {f"{m}|{t}": "FRESH" for m in ("m1", "m2") for t in ("one", "two", "three")}
+    assert shown["metrics"]["staleStatus"] == "FRESH"
+    assert shown["tasks"]["dataVersion"]  # the list's hash, shown on the tasks asset
