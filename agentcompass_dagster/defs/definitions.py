@@ -4,7 +4,9 @@ sweep declares a cron, a sensor for new tasks, and the harness and environment a
 
 from __future__ import annotations
 
+import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -18,17 +20,37 @@ from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.schedules import sweep_schedule
 from agentcompass_dagster.defs.sensors import new_tasks_sensor
-from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
+from agentcompass_dagster.defs.sweep import BENCHMARK_TAG, SWEEP_TAG, SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 
+HARNESS_TAG = "agentcompass/harness"
+# Kinds are the icons the UI shows on an asset and filters the catalog by.
+KINDS = {"python", "agentcompass"}
+
+
+def tag_value(text: str) -> str:
+    """An asset tag value Dagster accepts: [A-Za-z0-9_.-], at most 63 characters."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:63]
+
+
+def labelled(sweep_benchmark: SweepBenchmark) -> Callable[[dg.AssetSpec], dg.AssetSpec]:
+    """What the catalog shows and filters by on each asset of a benchmark: kinds, the sweep's owners, and
+    tags naming the sweep, the benchmark and the harness."""
+    sweep = sweep_benchmark.sweep
+    tags = {SWEEP_TAG: tag_value(sweep.name), BENCHMARK_TAG: tag_value(sweep_benchmark.benchmark.id),
+            HARNESS_TAG: tag_value(sweep.harness.id)}
+    return lambda spec: spec.merge_attributes(kinds=KINDS, owners=sweep.owners, tags=tags)
+
+
 def benchmark_definitions(sweep_benchmark: SweepBenchmark) -> dg.Definitions:
     job = sweep_job(sweep_benchmark)
+    assets = [tasks_asset(sweep_benchmark), evaluation_asset(sweep_benchmark), comparison_asset(sweep_benchmark)]
     return dg.Definitions(
-        assets=[tasks_asset(sweep_benchmark), evaluation_asset(sweep_benchmark), comparison_asset(sweep_benchmark)],
+        assets=dg.map_asset_specs(labelled(sweep_benchmark), assets),
         asset_checks=[counts_check(sweep_benchmark), secrets_check(sweep_benchmark)],
         jobs=[job],
         schedules=[sweep_schedule(sweep_benchmark, job)] if sweep_benchmark.sweep.schedule.cron else [],

@@ -14,6 +14,7 @@ import pytest
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.errors import UserError
 
 from conftest import run_cli, write_sweep, write_task
 from test_dagster_engine import _daemon, _fast_queue_home, _workspace, instance, stop_group  # noqa: F401
@@ -119,3 +120,23 @@ def test_a_rerun_leaves_the_attempts_partitions_synced(tmp_path: Path, monkeypat
     assert statuses == {f"{m}|{t}": "FRESH" for m in ("m1", "m2") for t in ("one", "two", "three")}
     assert shown["metrics"]["staleStatus"] == "FRESH"
     assert shown["tasks"]["dataVersion"]  # the list's hash, shown on the tasks asset
+
+
+def test_the_assets_carry_kinds_owners_and_the_sweeps_tags(tmp_path: Path) -> None:
+    """Every asset of a sweep shows the kinds python and agentcompass, the owners the sweep declares,
+    and tags naming the sweep, the benchmark and the harness (what the catalog filters by); an owner
+    Dagster would refuse is one error line naming the file, the field and the value."""
+    sweep = write_sweep(tmp_path, name="lab", benchmarks=[{"id": "demo"}], owners=["ana@example.org", "team:evals"])
+    defs = sweep_definitions(load_sweep(sweep))
+    specs = {spec.key: spec for assets in defs.assets or [] if isinstance(assets, dg.AssetsDefinition)
+             for spec in assets.specs}
+    assert set(specs) == {dg.AssetKey(["lab", "demo", kind]) for kind in ("tasks", "attempts", "metrics",
+                                                                            "comparison")}
+    for spec in specs.values():
+        assert spec.kinds == {"python", "agentcompass"}
+        assert list(spec.owners) == ["ana@example.org", "team:evals"]
+        assert {k: v for k, v in spec.tags.items() if k.startswith("agentcompass/")} == {
+            "agentcompass/sweep": "lab", "agentcompass/benchmark": "demo", "agentcompass/harness": "oracle"}
+    bad = write_sweep(tmp_path, name="bad", owners=["ana"])
+    with pytest.raises(UserError, match=r"bad.yaml: owners.*'ana'"):
+        load_sweep(bad)
