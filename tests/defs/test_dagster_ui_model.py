@@ -6,6 +6,7 @@ of the location loads, and forks and replays recorded in the sweep's instance.""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ import dagster as dg
 import pytest
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.code_location import set_sweep_files
+from agentcompass_dagster.defs.definitions import location_definitions, sweep_definitions
 from agentcompass_dagster.errors import UserError
 
 from conftest import run_cli, write_sweep, write_task
@@ -140,3 +142,47 @@ def test_the_assets_carry_kinds_owners_and_the_sweeps_tags(tmp_path: Path) -> No
     bad = write_sweep(tmp_path, name="bad", owners=["ana"])
     with pytest.raises(UserError, match=r"bad.yaml: owners.*'ana'"):
         load_sweep(bad)
+
+
+def test_a_broken_sweep_file_is_its_own_error_and_the_rest_of_the_location_loads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Invalid YAML, an invalid field and a sweep name clashing with an earlier file's each become one
+    asset of the group broken_sweeps whose description is the one error line naming the file, the field and
+    the value, while the good sweep's assets, job and sensor load (from resources/sweeps and from the
+    files the CLI points the location at); `agentcompass run` of a broken file still exits 2 with that line."""
+    sweeps = tmp_path / "resources" / "sweeps"
+    sweeps.mkdir(parents=True)
+    good = write_sweep(sweeps, name="lab")
+    (sweeps / "twin.yaml").write_text(good.read_text())
+    (sweeps / "field.yaml").write_text(good.read_text().replace("name: lab", "name: other") +
+                                       "execution: {attempts: {k: zero}}\n")
+    (sweeps / "yaml.yaml").write_text("name: [unclosed\n")
+    expected = {"twin": r"twin.yaml: name='lab' clashes with the sweep of .*lab.yaml$",
+                "field": r"field.yaml: execution.attempts.k='zero'",
+                "yaml": r"yaml.yaml:2:1: invalid YAML"}
+
+    monkeypatch.chdir(tmp_path)
+    for where, defs in (("resources", location_definitions()),
+                        ("AGENTCOMPASS_SWEEPS", files_location(monkeypatch, sorted(sweeps.glob("*.yaml"))))):
+        assert defs.resolve_job_def("lab__job") is not None and defs.resolve_sensor_def("lab__new_tasks") is not None, where
+        graph = defs.resolve_asset_graph()
+        assert {key for key in graph.get_all_asset_keys() if key.path[0] == "lab"} == {
+            dg.AssetKey(["lab", "demo", kind]) for kind in ("tasks", "attempts", "metrics", "comparison")}
+        broken = {key.path[1]: graph.get(key) for key in graph.get_all_asset_keys() if key.path[0] == "broken_sweeps"}
+        assert set(broken) == set(expected), where
+        for name, pattern in expected.items():
+            assert broken[name].group_name == "broken_sweeps" and not broken[name].is_executable
+            assert re.search(pattern, broken[name].description or ""), (where, broken[name].description)
+            assert "\n" not in (broken[name].description or "")
+
+    capsys.readouterr()
+    assert run_cli("run", str(sweeps / "field.yaml")) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert re.search(expected["field"], line)
+
+
+def files_location(monkeypatch: pytest.MonkeyPatch, files: list[Path]) -> dg.Definitions:
+    """The location as the CLI's run workers and `agentcompass ui SWEEP...` load it: from AGENTCOMPASS_SWEEPS."""
+    set_sweep_files(files)
+    monkeypatch.setenv("AGENTCOMPASS_SWEEPS", os.environ["AGENTCOMPASS_SWEEPS"])
+    return location_definitions()
