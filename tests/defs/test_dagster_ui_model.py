@@ -186,3 +186,53 @@ def files_location(monkeypatch: pytest.MonkeyPatch, files: list[Path]) -> dg.Def
     set_sweep_files(files)
     monkeypatch.setenv("AGENTCOMPASS_SWEEPS", os.environ["AGENTCOMPASS_SWEEPS"])
     return location_definitions()
+
+
+def test_a_fork_and_a_replay_of_a_dagster_run_are_observations_of_its_partition(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """R-FORK-1, R-REPLAY-1 in Dagster: after `agentcompass run` of a sweep, a fork of one of its attempts
+    and a replay of it each leave an observation of that attempt's partition in the sweep's instance,
+    whose metadata points at the source run (its directory and Dagster run), the checkpoint and model of
+    the fork and the fork's run directory, the replay's status and report; a --direct run's fork, which
+    no Dagster run evaluated, records nothing."""
+    import json
+
+    from scripted_agent import SOLUTION, bash, submit, sweep_file
+
+    turns = {"count-errors": [bash("echo draft > draft.txt"), bash(SOLUTION), submit()]}
+    models = [{"id": "solver-a", "provider": "scripted", "params": {"turns": turns}},
+              {"id": "solver-b", "provider": "scripted", "params": {"turns": {"count-errors": [submit()] * 3}}}]
+    assert run_cli("run", str(sweep_file(tmp_path, turns, name="lab", models=models[:1]))) == 0
+    run_dir = next((tmp_path / "results" / "lab").rglob("run_info.json")).parent
+    capsys.readouterr()
+    assert run_cli("show", str(run_dir), "--task", "count-errors", "--json") == 0
+    (task,) = json.loads(capsys.readouterr().out)["tasks"]
+    checkpoint = next(c["seq"] for c in task["attempts"][0]["checkpoints"] if c["forkable"])
+    both = sweep_file(tmp_path, turns, name="both", models=models)
+    assert run_cli("fork", str(run_dir), "--task", "count-errors", "--model", "solver-b", "--sweep", str(both),
+                   "--checkpoint", str(checkpoint)) == 0
+    assert run_cli("replay", str(run_dir), "--task", "count-errors") == 0
+
+    key = dg.AssetKey(["lab", "demo", "attempts"])
+    with instance() as inst:
+        (run,) = inst.get_runs()
+        records = inst.fetch_observations(
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=["solver-a|count-errors"]), limit=10).records
+    shown = {r.asset_observation.metadata["derived"].value: {n: v.value for n, v in r.asset_observation.metadata.items()}
+             for r in records if r.asset_observation is not None}
+    assert set(shown) == {"fork", "replay"}
+    fork, replay = shown["fork"], shown["replay"]
+    for derived in (fork, replay):
+        assert (derived["source run"], derived["source Dagster run"]) == (run_dir.name, run.run_id)
+        assert derived["source run dir"] == str(run_dir.resolve())
+    assert (fork["checkpoint"], fork["model"], fork["exit code"]) == (checkpoint, "solver-b", 0)
+    assert (Path(fork["fork run dir"]) / "run_info.json").is_file() and ".forks" in fork["fork run dir"]
+    assert replay["status"] == "matched" and Path(replay["report"]).is_file()
+
+    direct = tmp_path / "direct"
+    direct.mkdir()
+    assert run_cli("run", str(sweep_file(direct, turns, name="solo", models=models[:1])), "--direct") == 0
+    solo_dir = next((direct / "results").rglob("run_info.json")).parent
+    assert run_cli("replay", str(solo_dir), "--task", "count-errors") == 0
+    with instance() as inst:
+        assert inst.fetch_observations(dg.AssetKey(["solo", "demo", "attempts"]), limit=10).records == []
