@@ -220,17 +220,29 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_fork(args: argparse.Namespace) -> int:
     from agentcompass_dagster.config import load_sweep
+    from agentcompass_dagster.defs.lineage import report_derived
     from agentcompass_dagster.durable.fork import prepare_fork
+    from agentcompass_dagster.runtime.layout import run_root
 
     request = prepare_fork(args.run_dir, args.task, args.checkpoint, args.model, load_sweep(args.sweep), args.attempt)
-    return _run_direct([request])
+    code = _run_direct([request])
+    fork_dir = run_root(request.output, request.benchmark.id, request.model.id) / request.output.run_id
+    report_derived(args.run_dir, args.task, args.attempt, "fork", {
+        "checkpoint": args.checkpoint, "model": request.model.id, "fork run": request.output.run_id,
+        "fork run dir": fork_dir.resolve(), "exit code": code})
+    return code
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from agentcompass_dagster.defs.lineage import report_derived
     from agentcompass_dagster.durable.replay import replay
 
     report = replay(args.run_dir, args.task, args.attempt, args.score)
     matched = sum(step.matches for step in report.steps)
+    report_derived(args.run_dir, args.task, args.attempt, "replay", {
+        "status": report.status, "actions matched": f"{matched}/{len(report.steps)}",
+        **({"report": Path(report.path)} if report.path else {}),
+        **({"correct": bool(report.evaluation.get("correct"))} if report.evaluation is not None else {})})
     print(f"replay of {args.task} attempt {args.attempt}: {report.status}, {matched}/{len(report.steps)} actions matched")
     if report.first_difference:
         diff = report.first_difference

@@ -141,9 +141,10 @@ class ScheduleConfig(Declaration):
 
 
 class SensorConfig(Declaration):
-    """The sensor that notices new tasks in a benchmark's source and runs them."""
+    """The sensor that notices new tasks in a benchmark's source and runs them. Running by default: its
+    first tick registers a new sweep's partitions (the UI shows them before the first run) and runs none."""
 
-    default_status: Literal["running", "stopped"] = "stopped"
+    default_status: Literal["running", "stopped"] = "running"
     minimum_interval_seconds: int = Field(default=300, ge=1)
 
 
@@ -199,6 +200,9 @@ class DagsterDeployment(Declaration):
         return self
 
 
+OWNER_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
 class SweepConfig(Declaration):
     """benchmarks x models, each run with one harness, environment and execution spec."""
 
@@ -213,8 +217,19 @@ class SweepConfig(Declaration):
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     sensor: SensorConfig = Field(default_factory=SensorConfig)
     dagster: DagsterDeployment = Field(default_factory=DagsterDeployment)
+    # Who answers for the sweep, shown as the owners of its assets in the Dagster UI; Dagster accepts an
+    # email address or a team name prefixed "team:".
+    owners: list[str] = Field(default_factory=list)
     # The file load_sweep read this from, for errors found only once tasks are loaded.
     _file: str | None = PrivateAttr(default=None)
+
+    @field_validator("owners")
+    @classmethod
+    def _owners(cls, owners: list[str]) -> list[str]:
+        for owner in owners:
+            if not (OWNER_EMAIL.match(owner) or (owner.startswith("team:") and len(owner) > len("team:"))):
+                raise ValueError(f"{owner!r} is neither an email address nor a team:NAME")
+        return owners
 
     @model_validator(mode="after")
     def _unique_ids(self) -> SweepConfig:

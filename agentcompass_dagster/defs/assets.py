@@ -9,7 +9,9 @@ tasks ended in error.
 """
 
 import base64
+import hashlib
 import io
+import json
 import queue
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -53,13 +55,18 @@ def write_frame(path: Path, frame: Any) -> None:
 
 
 def tasks_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=sweep_benchmark.key("tasks"),
-        group_name=sweep_benchmark.group,
-        description=f"The selected tasks of benchmark {sweep_benchmark.benchmark.id!r}; one attempts partition "
-        "per task.",
+    """An observation, not a materialization: the task list comes from the benchmark's source, not from
+    this pipeline. Downstream partitions are evaluated per task and never again once materialized, so a
+    materialization of the list on every run would mark every attempts partition "Unsynced" for good; an
+    observed source with a data version (a hash of the list) says when the list changed and leaves them
+    synced."""
+    @dg.multi_observable_source_asset(
+        name=dagster_name(sweep_benchmark.sweep.name, sweep_benchmark.benchmark.id, "tasks"),
+        specs=[dg.AssetSpec(sweep_benchmark.key("tasks"), group_name=sweep_benchmark.group,
+                            description=f"The selected tasks of benchmark {sweep_benchmark.benchmark.id!r}; one "
+                            "attempts partition per task.")],
     )
-    def tasks(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def tasks(context: dg.AssetExecutionContext) -> dg.ObserveResult:
         import pandas as pd
 
         record_worker(sweep_benchmark, context)
@@ -70,9 +77,12 @@ def tasks_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         frame = pd.DataFrame({"task_id": [t.id for t in keys.values()], "partition_key": list(keys),
                               "category": [t.category for t in keys.values()]})
         write_frame(sweep_benchmark.benchmark_dir / TASKS_FILE, frame)
-        return dg.MaterializeResult(metadata={
-            "tasks": len(keys), "new partitions": len(new),
-            "path": dg.MetadataValue.path(str((sweep_benchmark.benchmark_dir / TASKS_FILE).resolve()))})
+        listed = json.dumps([[t.id, t.category, t.input, t.metadata] for t in keys.values()], sort_keys=True,
+                            default=str)
+        return dg.ObserveResult(data_version=dg.DataVersion(hashlib.sha256(listed.encode()).hexdigest()[:16]),
+                                metadata={"tasks": len(keys), "new partitions": len(new),
+                                          "path": dg.MetadataValue.path(
+                                              str((sweep_benchmark.benchmark_dir / TASKS_FILE).resolve()))})
 
     return tasks
 

@@ -1,10 +1,13 @@
 """The Definitions of sweeps: per benchmark of a sweep, assets S/B/tasks -> S/B/attempts (model x task)
 and S/B/metrics (one step) -> S/B/comparison, two checks on the metrics, one job, a schedule when the
-sweep declares a cron, a sensor for new tasks, and the harness and environment as resources."""
+sweep declares a cron, a sensor for new tasks, and the harness and environment as resources; a sweep
+file that does not load is one asset of the group broken_sweeps, described by its error."""
 
 from __future__ import annotations
 
+import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -19,17 +22,37 @@ from agentcompass_dagster.defs.run_failures import run_failure_sensor
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.schedules import sweep_schedule
 from agentcompass_dagster.defs.sensors import new_tasks_sensor
-from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
+from agentcompass_dagster.defs.sweep import BENCHMARK_TAG, SWEEP_TAG, SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 
+HARNESS_TAG = "agentcompass/harness"
+# Kinds are the icons the UI shows on an asset and filters the catalog by.
+KINDS = {"python", "agentcompass"}
+
+
+def tag_value(text: str) -> str:
+    """An asset tag value Dagster accepts: [A-Za-z0-9_.-], at most 63 characters."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:63]
+
+
+def labelled(sweep_benchmark: SweepBenchmark) -> Callable[[dg.AssetSpec], dg.AssetSpec]:
+    """What the catalog shows and filters by on each asset of a benchmark: kinds, the sweep's owners, and
+    tags naming the sweep, the benchmark and the harness."""
+    sweep = sweep_benchmark.sweep
+    tags = {SWEEP_TAG: tag_value(sweep.name), BENCHMARK_TAG: tag_value(sweep_benchmark.benchmark.id),
+            HARNESS_TAG: tag_value(sweep.harness.id)}
+    return lambda spec: spec.merge_attributes(kinds=KINDS, owners=sweep.owners, tags=tags)
+
+
 def benchmark_definitions(sweep_benchmark: SweepBenchmark) -> dg.Definitions:
     job = sweep_job(sweep_benchmark)
+    assets = [tasks_asset(sweep_benchmark), evaluation_asset(sweep_benchmark), comparison_asset(sweep_benchmark)]
     return dg.Definitions(
-        assets=[tasks_asset(sweep_benchmark), evaluation_asset(sweep_benchmark), comparison_asset(sweep_benchmark)],
+        assets=dg.map_asset_specs(labelled(sweep_benchmark), assets),
         asset_checks=[counts_check(sweep_benchmark), secrets_check(sweep_benchmark)],
         jobs=[job],
         schedules=[sweep_schedule(sweep_benchmark, job)] if sweep_benchmark.sweep.schedule.cron else [],
@@ -46,22 +69,45 @@ def sweep_definitions(sweep: SweepConfig) -> dg.Definitions:
                                 dg.Definitions(resources=resources))
 
 
-def definitions_for(sweeps: list[SweepConfig], where: str) -> dg.Definitions:
-    groups: dict[str, str] = {}
-    for sweep in sweeps:
-        group = dagster_name(sweep.name)
-        if group in groups:
-            raise UserError(f"{where}: sweep name={sweep.name!r} clashes with {groups[group]!r}")
-        groups[group] = sweep.name
-    return dg.Definitions.merge(*(sweep_definitions(sweep) for sweep in sweeps))
+# The group of the sweeps that do not load: one asset each, whose description is the error.
+BROKEN_GROUP = "broken_sweeps"
+
+
+def broken_sweep(key: str, path: Path, error: str) -> dg.AssetSpec:
+    """A sweep file that does not load, as the UI shows it: an asset of the group broken_sweeps whose
+    description is the one-line error (file, field, value). An asset, not a sensor or a check, because the
+    catalog and the lineage graph show it as soon as the location loads, with nothing to run; and it has
+    no materialize function, so nobody launches anything from it."""
+    return dg.AssetSpec(dg.AssetKey([BROKEN_GROUP, key]), group_name=BROKEN_GROUP, description=error,
+                        metadata={"error": error, "file": dg.MetadataValue.path(str(Path(path).resolve()))},
+                        kinds={"agentcompass"})
+
+
+def sweep_files_definitions(paths: list[Path], resources: Path | None) -> dg.Definitions:
+    """Definitions of the sweeps of these files; a file that does not load (invalid YAML, an invalid
+    field, a name that clashes with an earlier file's sweep) becomes a broken_sweeps asset naming its
+    error, and the other sweeps load: one bad file must not take the whole code location down."""
+    parts, groups, broken = [], {}, []
+    for path in paths:
+        try:
+            sweep = load_sweep(path, resources)
+            group = dagster_name(sweep.name)
+            if group in groups:
+                raise UserError(f"{path}: name={sweep.name!r} clashes with the sweep of {groups[group]}")
+            parts.append(sweep_definitions(sweep))
+            groups[group] = str(path)
+        except (UserError, dg.DagsterInvalidDefinitionError) as exc:
+            error = str(exc).strip().splitlines()[0]
+            taken = {spec.key.path[-1] for spec in broken}
+            key = dagster_name(Path(path).stem)
+            broken.append(broken_sweep(key if key not in taken else f"{key}_{len(broken)}", path,
+                                       error if error.startswith(str(path)) else f"{path}: {error}"))
+    return dg.Definitions.merge(*parts, dg.Definitions(assets=broken))
 
 
 def build_definitions(resources: Path) -> dg.Definitions:
-    """Definitions for every sweep in ``resources/sweeps``; an invalid declaration stops loading with
-    one message naming the file, the field and the value."""
-    sweeps_dir = Path(resources) / "sweeps"
-    sweeps = [load_sweep(path, resources) for path in sorted(sweeps_dir.glob("*.yaml"))]
-    return definitions_for(sweeps, str(sweeps_dir))
+    """Definitions for every sweep in ``resources/sweeps``."""
+    return sweep_files_definitions(sorted((Path(resources) / "sweeps").glob("*.yaml")), resources)
 
 
 def location_definitions() -> dg.Definitions:
@@ -69,4 +115,4 @@ def location_definitions() -> dg.Definitions:
     files = sweep_files_from_env()
     if files is None:
         return build_definitions(DEFAULT_RESOURCES)
-    return definitions_for([load_sweep(path) for path in files], "AGENTCOMPASS_SWEEPS")
+    return sweep_files_definitions(files, None)

@@ -2,9 +2,9 @@
 targeted by a run in flight), or, when nothing is missing, a run of the metrics if they are stale."""
 
 import dagster as dg
-from agentcompass_dagster.defs.dagster_internals import UnresolvedAssetJobDefinition
 
 from agentcompass_dagster.defs.coordination import sweep_lock
+from agentcompass_dagster.defs.dagster_internals import UnresolvedAssetJobDefinition
 from agentcompass_dagster.defs.planning import Plan, plan_benchmark
 from agentcompass_dagster.defs.sweep import SweepBenchmark, keys_of
 

@@ -36,9 +36,10 @@ class Lab:
         return self.assets[self.benchmark.key(kind)]
 
     def invoke(self, kind: str) -> dict[str, Any]:
-        """Invoke an asset directly; the metadata of its MaterializeResult, as plain values."""
+        """Invoke an asset directly; the metadata of its MaterializeResult (the tasks' ObserveResult), as
+        plain values."""
         result = self.asset(kind)(dg.build_asset_context(instance=self.instance))
-        assert isinstance(result, dg.MaterializeResult) and result.metadata is not None
+        assert isinstance(result, (dg.MaterializeResult, dg.ObserveResult)) and result.metadata is not None
         return {name: getattr(value, "value", value) for name, value in result.metadata.items()}
 
     def materialize(self, kind: str, partition_key: str | None = None) -> dg.ExecuteInProcessResult:

@@ -17,11 +17,10 @@ import pytest
 import yaml
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.defs.definitions import build_definitions, sweep_definitions
+from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.partitions import missing_ranges, partition_key
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
-from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.results import load_metrics, load_task_results
 
 from conftest import REPO, run_cli, write_sweep, write_task
@@ -89,19 +88,6 @@ def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path) -
     assert "Validation successful" in proc.stderr + proc.stdout
 
 
-def test_invalid_declaration_stops_loading(tmp_path: Path) -> None:
-    """An invalid sweep declaration stops the definitions from loading with one line naming file and field."""
-    (tmp_path / "sweeps").mkdir()
-    (tmp_path / "sweeps" / "bad.yaml").write_text("benchmarks: [{id: demo}]\nmodels: [none]\nharness: oracle\n")
-    with pytest.raises(UserError, match=r"bad.yaml: environment: missing"):
-        build_definitions(tmp_path)
-    (tmp_path / "sweeps" / "bad.yaml").write_text(
-        "benchmarks: [{id: demo}]\nmodels: [none]\nharness: oracle\nenvironment: local\n"
-        "execution: {attempts: {k: zero}}\n")
-    with pytest.raises(UserError, match=r"bad.yaml: execution.attempts.k='zero'"):
-        build_definitions(tmp_path)
-
-
 @pytest.mark.slow
 def test_reuse_is_skipping(tmp_path: Path, dagster_home: Path) -> None:
     """Two models: one materialization per (model, task) with a normal detail; a second run launches
@@ -161,7 +147,8 @@ def test_missing_ranges_are_few_and_never_share_a_model() -> None:
 
 
 def test_sensor_adds_new_tasks_and_requests_them(tmp_path: Path, dagster_home: Path) -> None:
-    """The sensor notices a new task in the benchmark's source, adds its partition and requests it."""
+    """The sensor notices a new task in the benchmark's source, asks Dagster to add its partition with the
+    tick (not before: a tick that fails adds nothing) and requests it."""
     tasks = tmp_path / "tasks"
     write_task(tasks, "one", solution="echo ok > out.txt", check="grep -qx ok out.txt")
     path = lab_sweep(tmp_path, ["m1"], tasks)
@@ -169,11 +156,14 @@ def test_sensor_adds_new_tasks_and_requests_them(tmp_path: Path, dagster_home: P
     write_task(tasks, "two", solution="echo ok > out.txt", check="grep -qx ok out.txt")
     sensor = sweep_definitions(load_sweep(path)).resolve_sensor_def("lab__new_tasks")
     with dg.DagsterInstance.get() as instance, dg.build_sensor_context(instance=instance) as context:
-        result = sensor(context)
-        assert instance.get_dynamic_partitions("tasks__lab__demo") == ["one", "two"]
-        assert [{k: v for k, v in r.tags.items() if "range" in k} for r in result] == [{
+        tick = sensor.evaluate_tick(context)
+        (add,) = tick.dynamic_partitions_requests
+        assert (add.partitions_def_name, list(add.partition_keys)) == ("tasks__lab__demo", ["two"])
+        assert instance.get_dynamic_partitions("tasks__lab__demo") == ["one"]
+        assert [{k: v for k, v in r.tags.items() if "range" in k} for r in tick.run_requests] == [{
             "dagster/asset_partition_range_start": "m1|two", "dagster/asset_partition_range_end": "m1|two"}]
-        assert isinstance(sensor(context), dg.SkipReason)
+        instance.add_dynamic_partitions(add.partitions_def_name, add.partition_keys)  # as the daemon commits the tick
+        assert sensor.evaluate_tick(context).skip_message == "no new task"
 
 
 UNSAFE_IDS = ["a|b", "a,b", "x...y", "with space", "dir/sub/task", "z" * 300, "café", "a~b"]
