@@ -11,10 +11,15 @@ from typing import Any
 from dagster_postgres.event_log import PostgresEventLogStorage
 from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
 
-from agentcompass_dagster.defs.dagster_internals import AtomicSlotClaims, RememberedColumns, pool_postgres_engine
+from agentcompass_dagster.defs.dagster_internals import (
+    AtomicSlotClaims,
+    PlannedRangeEvents,
+    RememberedColumns,
+    pool_postgres_engine,
+)
 
 
-class PooledPostgresEventLogStorage(AtomicSlotClaims, RememberedColumns, PostgresEventLogStorage):
+class PooledPostgresEventLogStorage(AtomicSlotClaims, RememberedColumns, PlannedRangeEvents, PostgresEventLogStorage):
     def __init__(self, postgres_url: str, should_autocreate_tables: bool = True, inst_data: Any = None,
                  token_provider: Any = None) -> None:
         super().__init__(postgres_url, should_autocreate_tables, inst_data, token_provider)

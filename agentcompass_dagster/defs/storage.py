@@ -19,11 +19,12 @@ from __future__ import annotations
 from agentcompass_dagster.defs.dagster_internals import (
     AtomicSlotClaims,
     ConsolidatedSqliteEventLogStorage,
+    PlannedRangeEvents,
     PooledSqliteConnections,
     RememberedColumns,
 )
 
 
-class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, PooledSqliteConnections,
+class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, PlannedRangeEvents, PooledSqliteConnections,
                                   ConsolidatedSqliteEventLogStorage):
     pass
