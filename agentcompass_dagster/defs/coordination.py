@@ -64,12 +64,14 @@ def run_worker(run: dg.DagsterRun) -> Worker | None:
 def record_worker(sweep_benchmark: SweepBenchmark, context: dg.AssetExecutionContext) -> None:
     """Name this process as the run's worker (once per run), so a launcher on this machine can tell a
     run whose worker was killed from one still working. Only where steps execute in the run worker:
-    a step of the multiprocess, docker or k8s executor is a process of its own that ends with its step."""
-    if sweep_benchmark.sweep.dagster.executor != "in_process":
-        return
+    a step of the multiprocess, docker or k8s executor is a process of its own that ends with its step.
+    The run's own job says which: the asset job of a backfill runs its steps in processes whatever the
+    sweep declares."""
     try:
         run = context.run
     except DagsterInvalidPropertyError:  # invoked directly (build_asset_context): no run to name
+        return
+    if context.job_def.executor_def.name != dg.in_process_executor.name:
         return
     if WORKER_TAG not in run.tags:
         context.instance.add_run_tags(run.run_id, {WORKER_TAG: str(Worker.this())})

@@ -13,7 +13,7 @@ from agentcompass_dagster.config import SweepConfig, load_sweep
 from agentcompass_dagster.defs.asset_checks import counts_check, secrets_check
 from agentcompass_dagster.defs.assets import comparison_asset, evaluation_asset, tasks_asset
 from agentcompass_dagster.defs.code_location import DEFAULT_RESOURCES, sweep_files_from_env
-from agentcompass_dagster.defs.jobs import sweep_job
+from agentcompass_dagster.defs.jobs import sweep_automation, sweep_job
 from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.schedules import sweep_schedule
@@ -32,7 +32,7 @@ def benchmark_definitions(sweep_benchmark: SweepBenchmark) -> dg.Definitions:
         asset_checks=[counts_check(sweep_benchmark), secrets_check(sweep_benchmark)],
         jobs=[job],
         schedules=[sweep_schedule(sweep_benchmark, job)] if sweep_benchmark.sweep.schedule.cron else [],
-        sensors=[new_tasks_sensor(sweep_benchmark, job)],
+        sensors=[new_tasks_sensor(sweep_benchmark, job), sweep_automation(sweep_benchmark)],
     )
 
 
@@ -52,7 +52,12 @@ def definitions_for(sweeps: list[SweepConfig], where: str) -> dg.Definitions:
         if group in groups:
             raise UserError(f"{where}: sweep name={sweep.name!r} clashes with {groups[group]!r}")
         groups[group] = sweep.name
-    return dg.Definitions.merge(*(sweep_definitions(sweep) for sweep in sweeps))
+    # The asset job (backfills, `dagster asset materialize`, automation) executes the way the sweeps'
+    # own jobs do when they all run their steps in the run worker: one process per run, whose worker
+    # the reaper can see, instead of Dagster's default of a process per step.
+    in_process = all(sweep.dagster.executor == "in_process" for sweep in sweeps)
+    return dg.Definitions.merge(*(sweep_definitions(sweep) for sweep in sweeps),
+                                dg.Definitions(executor=dg.in_process_executor if in_process else None))
 
 
 def build_definitions(resources: Path) -> dg.Definitions:
