@@ -29,6 +29,7 @@ from agentcompass_dagster.defs.coordination import (
     record_worker,
     sweep_lock,
 )
+from agentcompass_dagster.defs.dagster_internals import without_partitioned_provenance
 from agentcompass_dagster.defs.partitions import dagster_name, split_key
 from agentcompass_dagster.defs.planning import register_tasks
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
@@ -336,6 +337,8 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         if attempts_key in context.selected_asset_keys:
             failure = yield from _evaluate(context, sweep_benchmark)
         if metrics_key in context.selected_asset_keys:
+            if not (context.has_partition_key or context.has_partition_key_range):
+                without_partitioned_provenance(context, attempts_key)
             yield _metrics(sweep_benchmark, context.run.run_id)
         if failure:
             raise dg.Failure(description=f"requests did not complete: {failure}")

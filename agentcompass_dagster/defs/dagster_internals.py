@@ -54,6 +54,14 @@ def backfill_targets(instance: dg.DagsterInstance, keys: set[dg.AssetKey],
     return found
 
 
+def without_partitioned_provenance(context: dg.AssetExecutionContext, partitioned: dg.AssetKey) -> None:
+    """In a run without a partition, let the step's later outputs record no provenance from
+    ``partitioned``, a dependency materialized by the same step: Dagster reads it for the run's
+    partition range, which such a run lacks, and fails the step (1.13 has no switch for this)."""
+    cache = context.op_execution_context._step_execution_context._data_version_cache  # noqa: SLF001
+    cache.input_asset_version_info[partitioned] = None
+
+
 def run_daemon(argv: Sequence[str], interval_s: int) -> None:
     """`dagster-daemon ARGV` whose loops (the backfill daemon's among them: a backfill advances one
     step per loop) run every ``interval_s`` instead of Dagster's fixed 30 s."""
