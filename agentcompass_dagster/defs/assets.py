@@ -196,11 +196,16 @@ def _reused(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark,
     done = set(context.instance.get_materialized_partitions(attempts)) & set(skipped)
     if not done:
         return
-    records = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=attempts, asset_partitions=sorted(done)), limit=len(done) * 4).records
     latest: dict[str, Any] = {}
-    for record in records:  # newest first
-        latest.setdefault(str(record.partition_key), record.asset_materialization)
+    cursor = None
+    while len(latest) < len(done):
+        page = context.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=attempts, asset_partitions=sorted(done)), limit=len(done), cursor=cursor)
+        for record in page.records:  # newest first
+            latest.setdefault(str(record.partition_key), record.asset_materialization)
+        if not page.has_more:
+            break
+        cursor = page.cursor
     for key in sorted(done):
         metadata = dict(latest[key].metadata) if key in latest and latest[key] is not None else {}
         yield dg.AssetMaterialization(asset_key=attempts, partition=key, metadata={**metadata, "reused": True})
