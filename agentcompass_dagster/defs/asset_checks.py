@@ -5,6 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from agentcompass_dagster.defs.assets import current_after_deps
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.parquet import METRICS_FILE
 from agentcompass_dagster.runtime.redact import redact_text
@@ -15,6 +16,7 @@ MAX_FINDINGS = 20
 
 def counts_check(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=sweep_benchmark.key("metrics"), name="counts_match_denominators",
+                    automation_condition=current_after_deps(),
                     description="In each model's newest run: evaluated + errors + missing = selected tasks, and "
                     "every metric row carries those counts (accuracy per category: its category's tasks).")
     def counts_match_denominators() -> dg.AssetCheckResult:
@@ -44,6 +46,7 @@ def counts_check(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
 
 def secrets_check(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=sweep_benchmark.key("metrics"), name="no_secret_in_run_dirs",
+                    automation_condition=current_after_deps(),
                     description="No file of a model's newest run directory holds a secret-looking value.")
     def no_secret_in_run_dirs() -> dg.AssetCheckResult:
         findings = []

@@ -1,11 +1,14 @@
 """The assets of each benchmark of a sweep: tasks -> attempts (model x task) -> metrics -> comparison.
 
 ``attempts`` and ``metrics`` are materialized by one step (a multi-asset that can be subset): the step
-evaluates the partitions of its range, materializing each as its task ends with a normal result (a
-task that ends in error stays missing, to run again, and is reported as an observation), and then the
-metrics. Because the step always yields the metrics, whatever launched the run (the CLI, the UI, a
-schedule, a sensor, ``dagster job execute``) gets its metrics, comparison and checks, even when some
-tasks ended in error.
+evaluates the partitions of its range (of the whole sweep when its run has no partition), materializing
+each as its task ends with a normal result (a task that ends in error stays missing, to run again, and
+is reported as an observation), and then the metrics when they are selected. The step works under any
+job: the sweep's own, and the asset job that backfills, `dagster asset materialize` and declarative
+automation run. When a run of the attempts leaves the metrics out (a backfill of some partitions,
+`dagster asset materialize` of the attempts), the metrics, the comparison and the checks carry an
+automation condition that the sweep's automation sensor (in the daemon) turns into one run once no
+attempts are in progress, so every way of materializing ends with current metrics.
 """
 
 import base64
@@ -28,6 +31,7 @@ from agentcompass_dagster.defs.coordination import (
     record_worker,
     sweep_lock,
 )
+from agentcompass_dagster.defs.dagster_internals import without_partitioned_provenance
 from agentcompass_dagster.defs.partitions import dagster_name, split_key
 from agentcompass_dagster.defs.planning import register_tasks
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
@@ -44,6 +48,8 @@ from agentcompass_dagster.runtime.stats import paired_comparison
 from agentcompass_dagster.runtime.types import TaskDetail
 
 TASKS_FILE = "tasks.parquet"
+# The run tag of every run an asset backfill launches (Dagster's BACKFILL_ID_TAG).
+BACKFILL_TAG = "dagster/backfill"
 SUMMARY_FILE = "summary.md"
 
 
@@ -69,7 +75,7 @@ def tasks_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     def tasks(context: dg.AssetExecutionContext) -> dg.ObserveResult:
         import pandas as pd
 
-        record_worker(sweep_benchmark, context)
+        record_worker(context)
         ensure_pool_limits(sweep_benchmark, context.instance)
         keys = sweep_benchmark.task_keys
         _, new = register_tasks(sweep_benchmark, context.instance, list(keys))
@@ -176,40 +182,79 @@ def _stream(context: dg.AssetExecutionContext, orchestration: OrchestrationThrea
         raise
 
 
+def _wanted(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark) -> list[str]:
+    """The sweep's partitions this run targets: its partition or range, or every one when it has
+    neither (the sweep's job launched without a partition, as launchRun allows)."""
+    tasks, models = sweep_benchmark.task_keys, sweep_benchmark.model_keys
+    if not (context.has_partition_key or context.has_partition_key_range):
+        return [f"{model}|{task}" for model in models for task in tasks]
+    wanted = []
+    for key in context.partition_keys:
+        model_key, task_key = split_key(str(key))
+        if task_key in tasks and model_key in models:
+            wanted.append(str(key))
+    return wanted
+
+
+def _reused(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark,
+            skipped: list[str]) -> Iterator[dg.AssetMaterialization]:
+    """The skipped partitions of a backfill's run that have a result (from an earlier run, or one that
+    evaluated them beside this one), reported again with that result's metadata: an asset backfill
+    counts a partition done only when a run of its own materializes it, and would otherwise end
+    failed without running the metrics and what follows them."""
+    attempts = sweep_benchmark.key("attempts")
+    done = set(context.instance.get_materialized_partitions(attempts)) & set(skipped)
+    if not done:
+        return
+    latest: dict[str, Any] = {}
+    cursor = None
+    while len(latest) < len(done):
+        page = context.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=attempts, asset_partitions=sorted(done)), limit=len(done), cursor=cursor)
+        for record in page.records:  # newest first
+            latest.setdefault(str(record.partition_key), record.asset_materialization)
+        if not page.has_more:
+            break
+        cursor = page.cursor
+    for key in sorted(done):
+        metadata = dict(latest[key].metadata) if key in latest and latest[key] is not None else {}
+        yield dg.AssetMaterialization(asset_key=attempts, partition=key, metadata={**metadata, "reused": True})
+
+
 def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark) -> Generator[Any, None, str | None]:
     """The step's attempts half; returns what failed, if anything, once every event is out."""
     harness: HarnessResource = getattr(context.resources, sweep_benchmark.harness_resource_key)
     environment: EnvironmentResource = getattr(context.resources, sweep_benchmark.environment_resource_key)
     tasks = sweep_benchmark.task_keys
-    wanted = []
-    for key in context.partition_keys:
-        model_key, task_key = split_key(str(key))
-        if task_key in tasks and model_key in sweep_benchmark.model_keys:
-            wanted.append(str(key))
+    wanted = _wanted(context, sweep_benchmark)
     run_id = context.run.run_id
     mine = claim_partitions(sweep_benchmark, context.instance, run_id, wanted)
+    result = None
     try:
         skipped = len(wanted) - len(mine)
         if skipped:
             context.log.info(f"{skipped} of {len(wanted)} partitions are materialized or being evaluated by "
                              "another run: skipped")
-        if not mine:
-            return None
-        by_model: dict[str, list[str]] = {}
-        for key in mine:
-            model_key, task_key = split_key(key)
-            by_model.setdefault(sweep_benchmark.model_keys[model_key], []).append(tasks[task_key].id)
-        requests = [sweep_benchmark.request(model_id, task_ids, harness.config(), environment.config(), run_id)
-                    for model_id, task_ids in by_model.items()]
-        stream = TaskStream(sweep_benchmark, {(m, t) for m, ids in by_model.items() for t in ids})
-        permits = InstancePermits(context.instance, run_id, context.op_execution_context.op_handle.name)
-        orchestrator = Orchestrator(requests, observer=stream, prepared=sweep_benchmark.prepared(requests),
-                                    permits=permits)
-        orchestration = OrchestrationThread(orchestrator).start()
-        yield from _stream(context, orchestration, stream)
-        result = orchestration.result()
+        if mine:
+            by_model: dict[str, list[str]] = {}
+            for key in mine:
+                model_key, task_key = split_key(key)
+                by_model.setdefault(sweep_benchmark.model_keys[model_key], []).append(tasks[task_key].id)
+            requests = [sweep_benchmark.request(model_id, task_ids, harness.config(), environment.config(), run_id)
+                        for model_id, task_ids in by_model.items()]
+            stream = TaskStream(sweep_benchmark, {(m, t) for m, ids in by_model.items() for t in ids})
+            permits = InstancePermits(context.instance, run_id, context.op_execution_context.op_handle.name)
+            orchestrator = Orchestrator(requests, observer=stream, prepared=sweep_benchmark.prepared(requests),
+                                        permits=permits)
+            orchestration = OrchestrationThread(orchestrator).start()
+            yield from _stream(context, orchestration, stream)
+            result = orchestration.result()
     finally:
         drop_claim(sweep_benchmark, run_id)
+    if BACKFILL_TAG in context.run.tags:
+        yield from _reused(context, sweep_benchmark, sorted(set(wanted) - set(mine)))
+    if result is None:
+        return None
     failed = {name: o.error for name, o in result.outcomes.items() if o.status != "completed"}
     if not failed:
         return None
@@ -267,6 +312,16 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
     })
 
 
+def current_after_deps() -> dg.AutomationCondition:
+    """Due when what it is computed from changed after it was last computed or requested, once none of
+    that is in progress: the metrics after a run of the attempts that left them out (the comparison
+    and the checks follow in the same run, their dependency being requested). A run that computes the
+    metrics after its attempts resets it, so runs that include them launch nothing more."""
+    return (dg.AutomationCondition.any_deps_updated().since(
+        dg.AutomationCondition.newly_requested() | dg.AutomationCondition.newly_updated())
+        & ~dg.AutomationCondition.any_deps_in_progress() & ~dg.AutomationCondition.in_progress())
+
+
 def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     attempts_key, metrics_key = sweep_benchmark.key("attempts"), sweep_benchmark.key("metrics")
 
@@ -280,20 +335,25 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
                              "(inside the "
                              "task's detail). A partition is materialized when its task ends with a normal "
                              "result; a task that ends in error stays missing and runs again.")),
-            dg.AssetSpec(metrics_key, deps=[attempts_key], group_name=sweep_benchmark.group, description=(
+            dg.AssetSpec(metrics_key, deps=[attempts_key], group_name=sweep_benchmark.group,
+                         automation_condition=current_after_deps(), description=(
                 f"Metrics of {sweep_benchmark.benchmark.id!r} per model, from each model's newest complete run.")),
         ],
         can_subset=True,
         pool=sweep_benchmark.pool,
+        # A backfill of any set of partitions is one run per range of them, not one per partition (each
+        # a process starting the runtime), and `dagster asset materialize --partition-range` takes it.
         backfill_policy=dg.BackfillPolicy.single_run(),
         required_resource_keys={sweep_benchmark.harness_resource_key, sweep_benchmark.environment_resource_key},
     )
     def evaluate(context: dg.AssetExecutionContext) -> Iterator[Any]:
-        record_worker(sweep_benchmark, context)
+        record_worker(context)
         failure = None
         if attempts_key in context.selected_asset_keys:
             failure = yield from _evaluate(context, sweep_benchmark)
         if metrics_key in context.selected_asset_keys:
+            if not (context.has_partition_key or context.has_partition_key_range):
+                without_partitioned_provenance(context, attempts_key)
             yield _metrics(sweep_benchmark, context.run.run_id)
         if failure:
             raise dg.Failure(description=f"requests did not complete: {failure}")
@@ -322,6 +382,9 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         key=sweep_benchmark.key("comparison"),
         group_name=sweep_benchmark.group,
         deps=[sweep_benchmark.key("metrics")],
+        automation_condition=current_after_deps(),
+        # A range run of `dagster asset materialize` needs every selected asset to have this policy.
+        backfill_policy=dg.BackfillPolicy.single_run(),
         description=f"Every pair of models on the {sweep_benchmark.benchmark.id!r} tasks both finished: "
         "the difference in "
         "accuracy with a paired bootstrap 95% interval and a paired test (McNemar for k = 1, a sign-flip "
@@ -330,7 +393,7 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     def comparison(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         import pandas as pd
 
-        record_worker(sweep_benchmark, context)
+        record_worker(context)
         scores = _task_scores(sweep_benchmark)
         rows = []
         models = [m.id for m in sweep_benchmark.sweep.models if m.id in scores]
@@ -354,8 +417,6 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         return dg.MaterializeResult(metadata={"comparisons": dg.MetadataValue.md(table), "pairs": len(rows)})
 
     return comparison
-
-
 
 
 def _task_scores(sweep_benchmark: SweepBenchmark) -> dict[str, dict[str, float]]:

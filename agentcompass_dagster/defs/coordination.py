@@ -55,16 +55,17 @@ def _claims_dir(sweep_benchmark: SweepBenchmark) -> Path:
     return sweep_benchmark.benchmark_dir / CLAIMS_DIR
 
 
-def record_worker(sweep_benchmark: SweepBenchmark, context: dg.AssetExecutionContext) -> None:
+def record_worker(context: dg.AssetExecutionContext) -> None:
     """Name this process as the run's worker when no launcher did (a run launched by a launcher of
     another kind), so a launcher on this machine can tell a run whose worker was killed from one still
     working. Only where steps execute in the run worker: a step of the multiprocess, docker or k8s
-    executor is a process of its own that ends with its step."""
-    if sweep_benchmark.sweep.dagster.executor != "in_process":
-        return
+    executor is a process of its own that ends with its step. The run's own job says which: the asset
+    job of a backfill may run its steps in processes whatever the sweep declares."""
     try:
         run = context.run
     except DagsterInvalidPropertyError:  # invoked directly (build_asset_context): no run to name
+        return
+    if context.job_def.executor_def.name != dg.in_process_executor.name:
         return
     owner = run_owner(context.instance, run.run_id)
     if owner is None or owner.role != "worker":

@@ -5,11 +5,15 @@ it. Nothing outside this module imports ``dagster._``."""
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Iterator
+import time
+import uuid
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import dagster as dg
 import sqlalchemy as db
 from sqlalchemy.pool import QueuePool
 
@@ -37,6 +41,9 @@ from dagster._core.definitions.repository_definition.valid_definitions import SI
 from dagster._core.origin import get_python_environment_entry_point
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+# Asset backfills as the UI creates them, and what they target (no public API outside GraphQL).
+from dagster._core.definitions.partitions.context import partition_loading_context
+from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
 # The event log's own tables and statements, overridden below.
 from dagster._core.storage.event_log.schema import ConcurrencySlotsTable
 from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import ConsolidatedSqliteEventLogStorage
@@ -44,12 +51,13 @@ from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._utils.concurrency import ConcurrencySlotStatus
 
 __all__ = [
-    "SINGLETON_REPOSITORY_NAME", "AtomicSlotClaims", "CheckRunHealthResult", "ConfigurableClass",
+    "BACKFILL_NOT_DONE", "SINGLETON_REPOSITORY_NAME", "AtomicSlotClaims", "CheckRunHealthResult", "ConfigurableClass",
     "ConfigurableClassData", "ConsolidatedSqliteEventLogStorage", "DagsterInvalidPropertyError", "ExecuteRunArgs",
     "InProcessCodeLocationOrigin", "LaunchRunContext", "LoadableTargetOrigin", "ModuleCodePointer",
     "PlannedRangeEvents", "PooledSqliteConnections", "ReconstructableRepository", "RememberedColumns", "RemoteJobOrigin",
-    "RemoteRepositoryOrigin", "RunLauncher", "UnresolvedAssetJobDefinition", "WorkerStatus", "daemon_healthy",
-    "get_python_environment_entry_point", "pool_postgres_engine",
+    "RemoteRepositoryOrigin", "RunLauncher", "UnresolvedAssetJobDefinition", "WorkerStatus", "backfill_status",
+    "backfill_targets", "create_asset_backfill", "daemon_healthy", "get_python_environment_entry_point",
+    "pool_postgres_engine", "run_daemon", "without_partitioned_provenance",
 ]
 
 POOL_SIZE = 4
@@ -154,3 +162,63 @@ def pool_postgres_engine(storage: Any, token_provider: Any) -> None:
     storage._engine = create_pg_engine(storage.postgres_url, token_provider, isolation_level="AUTOCOMMIT",
                                        pool_size=POOL_SIZE, max_overflow=POOL_SIZE, pool_recycle=POOL_RECYCLE_S,
                                        pool_pre_ping=True)
+
+
+# materialization paths
+
+# A backfill still deciding or launching runs; one canceling still has runs that may evaluate.
+BACKFILL_NOT_DONE = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
+
+
+def create_asset_backfill(instance: dg.DagsterInstance, defs: dg.Definitions, asset_keys: Sequence[dg.AssetKey],
+                          partitions: Sequence[str] | None) -> str:
+    """An asset backfill as the UI's launchPartitionBackfill creates it (``partitions`` None: every
+    partition, as "Materialize all" asks); the backfill daemon executes it. Returns its id."""
+    backfill_id = uuid.uuid4().hex[:8]
+    instance.add_backfill(PartitionBackfill.from_asset_partitions(
+        backfill_id=backfill_id, asset_graph=defs.resolve_asset_graph(), partition_names=partitions,
+        asset_selection=list(asset_keys), backfill_timestamp=time.time(), tags={}, dynamic_partitions_store=instance,
+        all_partitions=partitions is None, title=None, description=None, run_config=None))
+    return backfill_id
+
+
+def backfill_status(instance: dg.DagsterInstance, backfill_id: str) -> str | None:
+    backfill = instance.get_backfill(backfill_id)
+    return backfill.status.value if backfill is not None else None
+
+
+def backfill_targets(instance: dg.DagsterInstance, keys: set[dg.AssetKey],
+                     partitioned: dg.AssetKey) -> list[tuple[str, set[str]]]:
+    """Each asset backfill not done yet that targets any of ``keys``: its id and the partitions of
+    ``partitioned`` it targets (Dagster exposes neither outside its GraphQL layer)."""
+    found = []
+    for backfill in instance.get_backfills(filters=BulkActionsFilter(statuses=BACKFILL_NOT_DONE)):
+        data = backfill.asset_backfill_data
+        if data is None:  # a job backfill, or one stored serialized by an older Dagster: not ours to read
+            continue
+        target = data.target_subset
+        if not keys & set(target.asset_keys):
+            continue
+        subset = target.partitions_subsets_by_asset_key.get(partitioned)
+        with partition_loading_context(dynamic_partitions_store=instance):
+            found.append((backfill.backfill_id, set(subset.get_partition_keys()) if subset is not None else set()))
+    return found
+
+
+def without_partitioned_provenance(context: dg.AssetExecutionContext, partitioned: dg.AssetKey) -> None:
+    """In a run without a partition, let the step's later outputs record no provenance from
+    ``partitioned``, a dependency materialized by the same step: Dagster reads it for the run's
+    partition range, which such a run lacks, and fails the step (1.13 has no switch for this)."""
+    cache = context.op_execution_context._step_execution_context._data_version_cache  # noqa: SLF001
+    cache.input_asset_version_info[partitioned] = None
+
+
+def run_daemon(argv: Sequence[str], interval_s: int) -> None:
+    """`dagster-daemon ARGV` whose loops (the backfill daemon's among them: a backfill advances one
+    step per loop) run every ``interval_s`` instead of Dagster's fixed 30 s."""
+    import dagster._daemon.controller as controller
+    from dagster._daemon.cli import main
+
+    controller.DEFAULT_DAEMON_INTERVAL_SECONDS = interval_s
+    sys.argv = ["dagster-daemon", *argv]
+    main()

@@ -16,7 +16,7 @@ from agentcompass_dagster.config import SweepConfig, load_sweep
 from agentcompass_dagster.defs.asset_checks import counts_check, secrets_check
 from agentcompass_dagster.defs.assets import comparison_asset, evaluation_asset, tasks_asset
 from agentcompass_dagster.defs.code_location import DEFAULT_RESOURCES, sweep_files_from_env
-from agentcompass_dagster.defs.jobs import sweep_job
+from agentcompass_dagster.defs.jobs import sweep_automation, sweep_job
 from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.run_failures import run_failure_sensor
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
@@ -56,7 +56,8 @@ def benchmark_definitions(sweep_benchmark: SweepBenchmark) -> dg.Definitions:
         asset_checks=[counts_check(sweep_benchmark), secrets_check(sweep_benchmark)],
         jobs=[job],
         schedules=[sweep_schedule(sweep_benchmark, job)] if sweep_benchmark.sweep.schedule.cron else [],
-        sensors=[new_tasks_sensor(sweep_benchmark, job), run_failure_sensor(sweep_benchmark)],
+        sensors=[new_tasks_sensor(sweep_benchmark, job), sweep_automation(sweep_benchmark),
+                 run_failure_sensor(sweep_benchmark)],
     )
 
 
@@ -87,7 +88,7 @@ def sweep_files_definitions(paths: list[Path], resources: Path | None) -> dg.Def
     """Definitions of the sweeps of these files; a file that does not load (invalid YAML, an invalid
     field, a name that clashes with an earlier file's sweep) becomes a broken_sweeps asset naming its
     error, and the other sweeps load: one bad file must not take the whole code location down."""
-    parts, groups, broken = [], {}, []
+    parts, groups, broken, executors = [], {}, [], set()
     for path in paths:
         try:
             sweep = load_sweep(path, resources)
@@ -96,13 +97,19 @@ def sweep_files_definitions(paths: list[Path], resources: Path | None) -> dg.Def
                 raise UserError(f"{path}: name={sweep.name!r} clashes with the sweep of {groups[group]}")
             parts.append(sweep_definitions(sweep))
             groups[group] = str(path)
+            executors.add(sweep.dagster.executor)
         except (UserError, dg.DagsterInvalidDefinitionError) as exc:
             error = str(exc).strip().splitlines()[0]
             taken = {spec.key.path[-1] for spec in broken}
             key = dagster_name(Path(path).stem)
             broken.append(broken_sweep(key if key not in taken else f"{key}_{len(broken)}", path,
                                        error if error.startswith(str(path)) else f"{path}: {error}"))
-    return dg.Definitions.merge(*parts, dg.Definitions(assets=broken))
+    # The asset job (backfills, `dagster asset materialize`, automation) executes the way the sweeps'
+    # own jobs do when they all run their steps in the run worker: one process per run, whose worker
+    # the reaper can see, instead of Dagster's default of a process per step.
+    in_process = executors == {"in_process"}
+    return dg.Definitions.merge(*parts, dg.Definitions(assets=broken,
+                                                       executor=dg.in_process_executor if in_process else None))
 
 
 def build_definitions(resources: Path) -> dg.Definitions:

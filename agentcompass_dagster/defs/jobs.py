@@ -1,6 +1,8 @@
 """The job of each benchmark of a sweep: tasks, the evaluation (attempts and metrics), the comparison
-and the checks, with the executor the sweep declares. Every launch (CLI, UI, schedule, sensor, daemon)
-runs this job, so every run has the same steps and the sweep's tags."""
+and the checks, with the executor the sweep declares. `agentcompass run`, the schedule and the sensor
+run this job, so their runs have the same steps and the sweep's tags. What Dagster itself launches
+(asset backfills, `dagster asset materialize`) runs the asset job instead; the sweep's automation
+sensor then brings the metrics, comparison and checks up to date after them."""
 
 from __future__ import annotations
 
@@ -29,6 +31,23 @@ def sweep_job(sweep_benchmark: SweepBenchmark) -> UnresolvedAssetJobDefinition:
         tags=sweep_benchmark.tags,
         executor_def=_executor(sweep_benchmark),
     )
+
+
+# The asset daemon evaluates the conditions at most this often: cheap (a few queries of the latest
+# materializations), and the metrics follow a backfill within seconds.
+AUTOMATION_INTERVAL_S = 5
+
+
+def sweep_automation(sweep_benchmark: SweepBenchmark) -> dg.AutomationConditionSensorDefinition:
+    """Evaluates the automation conditions of the benchmark's metrics, comparison and checks; running
+    by default, like the daemon that evaluates it (`agentcompass ui` starts one)."""
+    return dg.AutomationConditionSensorDefinition(
+        sweep_benchmark.name("automation"),
+        target=dg.AssetSelection.assets(sweep_benchmark.key("metrics"), sweep_benchmark.key("comparison")),
+        default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=AUTOMATION_INTERVAL_S,
+        run_tags=sweep_benchmark.tags, emit_backfills=False,
+        description=f"Brings the metrics of sweep {sweep_benchmark.sweep.name!r} on {sweep_benchmark.benchmark.id!r} "
+        "up to date after a run of its attempts that left them out (a backfill, `dagster asset materialize`).")
 
 
 def _executor(sweep_benchmark: SweepBenchmark) -> dg.ExecutorDefinition:

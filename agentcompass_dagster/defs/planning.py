@@ -1,10 +1,12 @@
 """Which runs a benchmark of a sweep needs now: the one answer that `agentcompass run`, the schedule
 and the sensor all use.
 
-A (model, task) partition is busy when it is materialized, targeted by a run of the sweep's job that
-has not finished (queued ones too), or claimed by a live run; every other partition is missing. The
+A (model, task) partition is busy when it is materialized, targeted by a run that has not finished
+(queued ones too) of any job that selects the sweep's attempts (the sweep's job, or the asset job of a
+backfill or `dagster asset materialize`), targeted by an asset backfill still in progress (whose next
+runs are not launched yet), or claimed by a live run; every other partition is missing. The
 missing ones become a few runs (ranges, at most ``max_partitions_per_run`` partitions each). When
-nothing is missing and nothing is in flight but the metrics are older than the newest result, one run
+nothing is missing and nothing is in flight (no run, no backfill) but the metrics are older than the newest result, one run
 of the metrics (and what follows them) is due. Runs whose worker process is gone are reaped first:
 marked failed in Dagster and in their run directories, so their partitions stop counting as busy.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 import dagster as dg
 
 from agentcompass_dagster.defs.coordination import drop_claim, ensure_pool_limits, live_claims
+from agentcompass_dagster.defs.dagster_internals import backfill_targets
 from agentcompass_dagster.defs.run_owners import gone_owner
 from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, missing_ranges, range_keys, split_key
 from agentcompass_dagster.defs.sweep import SweepBenchmark
@@ -52,17 +55,26 @@ def register_tasks(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance
 
 
 def in_flight_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
-    return list(instance.get_runs(dg.RunsFilter(job_name=sweep_benchmark.job_name, statuses=NOT_FINISHED)))
+    """Unfinished runs of the sweep's job, and of any other job (the asset job) that select its assets."""
+    return [run for run in instance.get_runs(dg.RunsFilter(statuses=NOT_FINISHED))
+            if run.job_name == sweep_benchmark.job_name or _assets(sweep_benchmark) & set(run.asset_selection or ())]
+
+
+def _assets(sweep_benchmark: SweepBenchmark) -> set[dg.AssetKey]:
+    return {sweep_benchmark.key(kind) for kind in ("tasks", "attempts", "metrics", "comparison")}
 
 
 def targeted(run: dg.DagsterRun, sweep_benchmark: SweepBenchmark, task_keys: Sequence[str]) -> set[str]:
-    """The attempts partitions a run evaluates, from its partition tags."""
+    """The attempts partitions a run evaluates, from its partition tags; with none, every partition
+    (the evaluating step then takes the whole sweep)."""
     if run.asset_selection is not None and sweep_benchmark.key("attempts") not in run.asset_selection:
         return set()
     models = list(sweep_benchmark.model_keys)
     if PARTITION in run.tags:
         return {run.tags[PARTITION]}
     start, end = run.tags.get(RANGE_START), run.tags.get(RANGE_END)
+    if not start and not end:
+        return {f"{model}|{task}" for model in models for task in task_keys}
     if not start or not end:
         return set()
     (m0, t0), (m1, t1) = split_key(start), split_key(end)
@@ -79,11 +91,15 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     order = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
     for run in flying:
         busy |= targeted(run, sweep_benchmark, order)
+    backfills = backfill_targets(instance, _assets(sweep_benchmark), attempts)
+    for _, partitions in backfills:
+        busy |= partitions
     models = list(sweep_benchmark.model_keys)
     plan = Plan(missing_ranges(models, task_keys, busy, sweep_benchmark.sweep.dagster.max_partitions_per_run),
                 missing={f"{m}|{t}" for m in models for t in task_keys} - busy,
                 in_flight=[run.run_id for run in flying])
-    if not plan.ranges and not flying:
+    # A backfill in progress runs the metrics itself, or the automation sensor does after it.
+    if not plan.ranges and not flying and not backfills:
         metrics, newest = _latest_event_id(instance, sweep_benchmark.key("metrics")), _latest_event_id(instance,
                                                                                                        attempts)
         plan.metrics_due = metrics is None or (newest is not None and newest > metrics)
