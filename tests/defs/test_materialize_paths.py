@@ -29,7 +29,6 @@ from test_dagster_engine import (
 )
 from waiting import wait_until
 
-TASKS = dg.AssetKey([SWEEP, "synthetic", "tasks"])
 COMPARISON = dg.AssetKey([SWEEP, "synthetic", "comparison"])
 CHECKS = {"counts_match_denominators", "no_secret_in_run_dirs"}
 
@@ -134,15 +133,15 @@ def test_a_ui_backfill_of_some_attempts_partitions_is_few_runs_and_ends_with_cur
 
 def test_materialize_all_over_a_partly_finished_sweep_succeeds_with_every_result_current(
         tmp_path: Path, stop_group: Any) -> None:
-    """"Materialize all" (an asset backfill of the tasks, every attempts partition, the metrics and
-    the comparison) after `agentcompass run` finished half of the tasks: the backfill succeeds, the
+    """"Materialize all" (an asset backfill of every materializable asset: every attempts partition,
+    the metrics and the comparison; the tasks are an observed source) after `agentcompass run` finished half of the tasks: the backfill succeeds, the
     finished tasks are not evaluated again, the others once, and it runs the metrics, comparison and
     checks itself after the last result."""
     assert run_cli("run", engine_sweep(tmp_path, n=3)) == 0
     sweep = engine_sweep(tmp_path)  # the same sweep, its source grown to six tasks
     _register(6)
     daemon = _start_daemon(tmp_path, sweep, stop_group)
-    backfill = _backfill(sweep, [TASKS, ATTEMPTS, METRICS, COMPARISON], None)
+    backfill = _backfill(sweep, [ATTEMPTS, METRICS, COMPARISON], None)
     status = wait_until(lambda: _backfill_done(backfill), "the backfill to end", proc=daemon,
                         log=tmp_path / "daemon.log", describe=_describe)
     assert status == "COMPLETED_SUCCESS"
