@@ -1,7 +1,8 @@
 """Every private Dagster API this package uses, and nothing else: the one module a Dagster upgrade can
 break. Each name here is used because Dagster offers no public way to do the same (say why beside it),
-and each has a test in tests/defs/test_dagster_internals.py that fails when an upgrade moves or changes
-it. Nothing outside this module imports ``dagster._``."""
+and each has a test that fails when an upgrade moves or changes it: in tests/defs/test_dagster_internals.py,
+and for the backfill helpers (materialization paths, below) in tests/defs/test_materialize_paths.py,
+which drives them the way the UI and the daemon do. Nothing outside this module imports ``dagster._``."""
 
 from __future__ import annotations
 
