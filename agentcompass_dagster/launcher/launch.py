@@ -45,6 +45,7 @@ from agentcompass_dagster.runtime.run_records import ReuseSource
 
 AS_RUN_DIR = ".agentcompass/sweeps"
 POLL_S = 0.2
+QUIET_POLL_S = 1.0
 STOP_SLACK_S = 10.0
 # How long a worker interrupted twice has to mark its runs cancelled and exit before it is killed.
 LAST_WORD_S = 5.0
@@ -211,13 +212,16 @@ def _execute(instance: dg.DagsterInstance, runs: list[dg.DagsterRun], follower: 
              sweep: SweepConfig) -> None:
     workers = RunWorkers(instance, sweep.dagster.max_concurrent_runs)
     workers.submit(runs)
+    # A board shows progress a few times a second; without one, the instance is polled once a second
+    # (each poll is queries: ~3 ms of CPU a run), and a worker's exit ends the wait at once.
+    interval = POLL_S if follower.board is not None else QUIET_POLL_S
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         while True:
             _fail_dead(instance, workers, follower)
             if not (workers.busy | follower.poll()):
                 break
-            time.sleep(POLL_S)
+            workers.pause(interval)
     except KeyboardInterrupt:
         # The first Ctrl-C (or SIGTERM): every run cancels its tasks, closes their environments and
         # keeps what finished; a second one kills the workers at once.

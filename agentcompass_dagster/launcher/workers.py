@@ -18,6 +18,7 @@ from agentcompass_dagster.defs.run_launcher import RunWorkerLauncher
 from agentcompass_dagster.defs.run_owners import run_owner
 
 POLL_S = 0.1
+EXIT_POLL_S = 0.02
 DEAD = (WorkerStatus.FAILED, WorkerStatus.NOT_FOUND)
 
 
@@ -69,6 +70,17 @@ class RunWorkers:
         else:
             self.launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=None))
         self.running.append(run.run_id)
+
+    def pause(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for the next poll, returning early when a worker this process started
+        exits (its run has ended, or its worker died): checking a process is a system call, polling
+        the instance is queries, so the instance is asked seldom and an ending is still seen at once."""
+        deadline = time.monotonic() + timeout
+        launcher = self.launcher if isinstance(self.launcher, RunWorkerLauncher) else None
+        while time.monotonic() < deadline:
+            if launcher is not None and any(launcher.exit_code(run_id) is not None for run_id in self.running):
+                return
+            time.sleep(EXIT_POLL_S)
 
     def forget(self, run_id: str) -> None:
         self.running.remove(run_id)
