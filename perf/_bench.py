@@ -1,5 +1,5 @@
 """Helpers shared by the by-hand performance scripts in this directory (``bench_store.py``, ``bench_engine.py``,
-``bench_dagster.py``, ``bench_environments.py``, ``bench_vs_inspect.py``).
+``bench_dagster.py``, ``bench_environments.py``, ``bench_vs_inspect.py``, ``bench_demo.py``).
 
 A measurement is made in a fresh child process (the calling script re-invoked with its hidden ``--child``
 option) so that each one reports its own peak RSS; the child prints its result as one JSON object on the
@@ -7,6 +7,10 @@ last line of stdout. A Measurement is one ``run_requests`` call of the ``synthet
 ``local`` environment: its wall seconds and the user+system CPU seconds spent in that call (threads
 included, and any child process it waited for), and the parent adds the whole child's wall and CPU
 seconds (interpreter start, imports and the checks included).
+
+A command that starts processes of its own, such as `agentcompass run` with its run workers, is measured
+as a whole process tree by ``measure_tree``: it runs under ``_tree.py``, a fresh child subreaper that
+reaps every descendant and reports the tree's wall, CPU and largest peak RSS.
 
 The durable-write floor (``add_floor``) puts a run beside the cheapest way to do what it must do per
 task at the least: N files of a real detail's size written into one fresh directory on the same
@@ -37,6 +41,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import yaml
+from _tree import TreeRun
 from agentcompass_dagster.config import (
     AttemptsConfig,
     BenchmarkConfig,
@@ -48,12 +54,14 @@ from agentcompass_dagster.config import (
     OutputConfig,
     RunRequest,
 )
+from agentcompass_dagster.defs.instance import PG_URL_ENV
 from agentcompass_dagster.runtime.orchestrator import run_requests
 from agentcompass_dagster.runtime.layout import DETAILS, ERROR_PREFIX, SUMMARY_COUNTS
 
 SMALL_N = 1000  # the small size, so that a flat cost per task is visible next to --n
 EXPECTED_ACCURACY = {"oracle": 1.0, "nop": 0.0}
 FLOOR_SAMPLE = 5  # details whose median size is the floor's file size
+TREE_CHILD = Path(__file__).with_name("_tree.py")
 
 # The design targets, each with the N it is set at; informational only, never an exit status.
 TARGET_TASKS_PER_S, TARGET_TASKS_PER_S_N = 1500.0, 10_000  # k=1
@@ -261,13 +269,14 @@ class ChildOutput:
     error: str = ""
 
 
-def run_child_json(script: str, child_args: list[str], python: str = sys.executable) -> ChildOutput:
-    """Run ``script`` with ``child_args`` under ``python``, time it, and read the JSON object on its last
-    stdout line. The child's stderr is passed through. Its CPU is this process's RUSAGE_CHILDREN
-    difference, which is the child's alone as long as no other child ends meanwhile."""
+def run_child_json(script: str, child_args: list[str], python: str = sys.executable,
+                   env: dict[str, str] | None = None, cwd: Path | None = None) -> ChildOutput:
+    """Run ``script`` with ``child_args`` under ``python`` (in ``env`` and ``cwd``, default this process's), time it,
+    and read the JSON object on its last stdout line. The child's stderr is passed through. Its CPU is this
+    process's RUSAGE_CHILDREN difference, which is the child's alone as long as no other child ends meanwhile."""
     command = [python, str(Path(script).resolve()), *child_args]
     started, cpu_started = time.perf_counter(), cpu_seconds(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(command, check=False, capture_output=True, text=True)
+    proc = subprocess.run(command, check=False, capture_output=True, text=True, env=env, cwd=cwd)
     seconds, cpu = time.perf_counter() - started, cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_started
     lines = proc.stdout.strip().splitlines()
     if proc.stderr.strip():
@@ -286,6 +295,62 @@ def run_child(script: str, child_args: list[str], n: int, phase: str, k: int) ->
     m = Measurement.from_json(out.data)
     m.process_seconds, m.process_cpu_seconds = out.seconds, out.cpu_seconds
     return m
+
+
+def measure_tree(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> TreeRun:
+    """Run ``command`` (in ``env`` and ``cwd``) under a fresh ``_tree.py`` child, the subreaper that reaps
+    every descendant and reports the whole tree's wall, CPU and largest peak RSS (see its docstring)."""
+    out = run_child_json(str(TREE_CHILD), ["--", *command], env=env, cwd=cwd)
+    if out.data is None:
+        return TreeRun(returncode=-1, seconds=out.seconds, tree_seconds=out.seconds, cpu_seconds=out.cpu_seconds,
+                       peak_rss_mb=0.0, stdout="", error=out.error)
+    return TreeRun(**out.data)
+
+
+def agentcompass_command() -> list[str]:
+    """The `agentcompass` console script of this Python's environment, as a user runs it."""
+    script = Path(sys.executable).with_name("agentcompass")
+    if not script.is_file():
+        raise SystemExit(f"no agentcompass script beside {sys.executable}: pip install -e . into that environment")
+    return [str(script)]
+
+
+def dagster_env(home: Path) -> dict[str, str]:
+    """This process's environment pointed at a fresh DAGSTER_HOME of the default kind (SQLite): an
+    inherited PostgreSQL URL would otherwise put every measurement's instance on that server."""
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    env.pop(PG_URL_ENV, None)
+    return env
+
+
+def tree_bytes(root: Path) -> int:
+    """The sum of the sizes of the regular files below ``root`` (du's apparent size, directories left out)."""
+    total = 0
+    for directory, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(directory, name)
+            if not os.path.islink(path):
+                total += os.stat(path).st_size
+    return total
+
+
+def write_sweep(n: int, concurrency: int, harness: str, workdir: Path, *, name: str, model: str, runs: int = 1,
+                sleep: float = 0.0) -> Path:
+    """A sweep of the synthetic benchmark with N tasks x one model (provider none), ``local``, results in
+    ``workdir/results``, as a file ``workdir/<name>.yaml``: run workers load it again, as `agentcompass run`
+    has them. With ``runs`` > 1 it is split into that many concurrent runs; with ``sleep`` every task waits
+    that long (as for a model's answer), played by the scripted harness."""
+    dagster = {"max_partitions_per_run": -(-n // runs), "max_concurrent_runs": runs} if runs > 1 else {}
+    declared: str | dict[str, Any] = harness
+    if sleep:
+        declared = {"id": "scripted", "params": {"default": {"oracle": harness == "oracle", "sleep": sleep}}}
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": name, "benchmarks": [{"id": "synthetic", "params": {"n_tasks": n}}],
+        "models": [{"id": model, "provider": "none"}], "harness": declared, "environment": "local",
+        "execution": {"limits": {"task_concurrency": concurrency}},
+        "output": {"results_dir": str(workdir / "results")}, "dagster": dagster}))
+    return path
 
 
 @dataclass

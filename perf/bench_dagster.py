@@ -61,7 +61,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import dagster as dg
-import yaml
 from _bench import (
     TARGET_FLATNESS,
     Measurement,
@@ -77,6 +76,7 @@ from _bench import (
     run_child,
     run_child_json,
     sizes_up_to,
+    write_sweep,
 )
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.instance import PG_URL_ENV, ensure_dagster_home
@@ -158,22 +158,6 @@ class SizeResult:
         return {"n": self.n, "runtime": self.runtime.to_json(), "launches": [m.to_json() for m in self.launches],
                 "dagster_overhead_ms_per_task": self.dagster_overhead_ms_per_task(),
                 "check_problems": self.check_problems}
-
-
-def write_sweep(n: int, concurrency: int, harness: str, workdir: Path, runs: int = 1, sleep: float = 0.0) -> Path:
-    """The sweep as a file: run workers load it again, as `agentcompass run` has them. With ``sleep``
-    every task waits that long (as for a model's answer), played by the scripted harness."""
-    dagster = {"max_partitions_per_run": -(-n // runs), "max_concurrent_runs": runs} if runs > 1 else {}
-    declared: str | dict[str, Any] = harness
-    if sleep:
-        declared = {"id": "scripted", "params": {"default": {"oracle": harness == "oracle", "sleep": sleep}}}
-    path = workdir / f"{SWEEP_NAME}.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": SWEEP_NAME, "benchmarks": [{"id": "synthetic", "params": {"n_tasks": n}}],
-        "models": [{"id": MODEL_ID, "provider": "none"}], "harness": declared, "environment": "local",
-        "execution": {"limits": {"task_concurrency": concurrency}},
-        "output": {"results_dir": str(workdir / "results")}, "dagster": dagster}))
-    return path
 
 
 def fresh_instance(workdir: Path, instance: str) -> None:
@@ -301,7 +285,7 @@ def measure_size(n: int, args: argparse.Namespace, parent: Path) -> SizeResult:
     check, each in its own child; a phase that fails stops the ones that depend on it."""
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-n{n}-", dir=parent))
     fresh_instance(workdir, args.instance)
-    write_sweep(n, args.concurrency, args.harness, workdir)
+    write_sweep(n, args.concurrency, args.harness, workdir, name=SWEEP_NAME, model=MODEL_ID)
     runtime = run_child(__file__, child_args("runtime", n, args, workdir), n, "run", k=1)
     result = SizeResult(n=n, runtime=runtime, launches=[], check_problems=[])
     for phase in LAUNCH_PHASES:
@@ -321,7 +305,8 @@ def measure_split(args: argparse.Namespace, parent: Path) -> list[LaunchMeasurem
         for runs in (1, args.split):
             workdir = Path(tempfile.mkdtemp(prefix=f"bench-split{runs}-", dir=parent))
             fresh_instance(workdir, args.instance)
-            write_sweep(SPLIT_N, args.concurrency, args.harness, workdir, runs, sleep)
+            write_sweep(SPLIT_N, args.concurrency, args.harness, workdir, name=SWEEP_NAME, model=MODEL_ID,
+                        runs=runs, sleep=sleep)
             m = launch_child("split", SPLIT_N, args, workdir)
             m.phase = f"split sleep={sleep:g}"
             if not m.problems and len(m.runs) != runs:
