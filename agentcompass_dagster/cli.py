@@ -92,11 +92,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from agentcompass_dagster.config import (
-        OutputConfig,
-        load_sweep,
-        validate_declaration,
-    )
+    from agentcompass_dagster.config import OutputConfig, load_sweep
+    from agentcompass_dagster.validation import validate_declaration
 
     sweep = load_sweep(args.sweep)
     output: dict[str, Any] = {}

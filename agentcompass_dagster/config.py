@@ -6,16 +6,15 @@ ignored setting. Errors are turned into one line naming the file, the field and 
 
 from __future__ import annotations
 
-import difflib
 import re
-import typing
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.runtime.types import (
     AgentLimits,
     EvaluationMode,
@@ -200,7 +199,8 @@ class DagsterDeployment(Declaration):
         return self
 
 
-OWNER_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# An owner as Dagster accepts one: an email address or team:NAME.
+OWNER = re.compile(r"^([^@\s]+@[^@\s]+\.[^@\s]+|team:\S+)$")
 
 
 class SweepConfig(Declaration):
@@ -217,8 +217,7 @@ class SweepConfig(Declaration):
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     sensor: SensorConfig = Field(default_factory=SensorConfig)
     dagster: DagsterDeployment = Field(default_factory=DagsterDeployment)
-    # Who answers for the sweep, shown as the owners of its assets in the Dagster UI; Dagster accepts an
-    # email address or a team name prefixed "team:".
+    # Who answers for the sweep: the owners of its assets in the Dagster UI.
     owners: list[str] = Field(default_factory=list)
     # The file load_sweep read this from, for errors found only once tasks are loaded.
     _file: str | None = PrivateAttr(default=None)
@@ -226,9 +225,9 @@ class SweepConfig(Declaration):
     @field_validator("owners")
     @classmethod
     def _owners(cls, owners: list[str]) -> list[str]:
-        for owner in owners:
-            if not (OWNER_EMAIL.match(owner) or (owner.startswith("team:") and len(owner) > len("team:"))):
-                raise ValueError(f"{owner!r} is neither an email address nor a team:NAME")
+        bad = [owner for owner in owners if not OWNER.match(owner)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is neither an email address nor a team:NAME")
         return owners
 
     @model_validator(mode="after")
@@ -322,64 +321,6 @@ class RunRequest(Declaration):
             "execution": self.execution.model_copy(update={"attempts": attempts}), "output": output,
             "run_only": None, "lineage": lineage, "durable_seed": seed, "dagster_run_id": None,
         })
-
-
-T = TypeVar("T", bound=BaseModel)
-
-
-def _location(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """The fields of the declaration at ``loc`` below ``model`` (list indexes and dict keys skipped)."""
-    current: Any = model
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = current.model_fields.get(part) if isinstance(current, type) and issubclass(current, BaseModel) else None
-        if field is None:
-            return []
-        nested = [t for t in (field.annotation, *typing.get_args(field.annotation))
-                  if isinstance(t, type) and issubclass(t, BaseModel)]
-        if not nested:
-            args = [a for a in typing.get_args(field.annotation) for a in (a, *typing.get_args(a))]
-            nested = [t for t in args if isinstance(t, type) and issubclass(t, BaseModel)]
-        if not nested:
-            return []
-        current = nested[0]
-    return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
-
-
-def _problem(model: type[BaseModel], error: Any) -> str:
-    """One validation error as ``field=value: problem``, with the nearest name for a near miss."""
-    field = _location(tuple(error["loc"]))
-    if error["type"] == "missing":
-        return f"{field}: missing"
-    if error["type"] == "extra_forbidden":
-        near = difflib.get_close_matches(str(error["loc"][-1]), _field_names(model, error["loc"][:-1]), n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        return f"{field}={error['input']!r}: not a field here{hint}"
-    if error["type"] in ("literal_error", "enum"):
-        # pydantic lists the allowed values as "'a', 'b' or 'c'".
-        known = re.findall(r"'([^']*)'", error.get("ctx", {}).get("expected", ""))
-        near = difflib.get_close_matches(str(error["input"]), known, n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        return f"{field}={error['input']!r}: not one of {', '.join(known)}{hint}"
-    return f"{field}={error['input']!r}: {error['msg'].removeprefix('Value error, ')}"
-
-
-def validate_declaration(model: type[T], data: Any, where: str) -> T:
-    """Validate ``data`` as ``model``; a failure is one UserError line naming where, field and value."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = [_problem(model, error) for error in exc.errors(include_url=False)[:3]]
-        more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
-        raise UserError(f"{where}: " + "; ".join(problems) + more) from None
 
 
 def load_yaml(path: Path) -> Any:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
-from agentcompass_dagster.config import HarnessConfig, validate_declaration
+from agentcompass_dagster.config import HarnessConfig
+from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult
 

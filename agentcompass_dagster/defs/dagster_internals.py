@@ -55,7 +55,7 @@ __all__ = [
     "BACKFILL_NOT_DONE", "SINGLETON_REPOSITORY_NAME", "AtomicSlotClaims", "CheckRunHealthResult", "ConfigurableClass",
     "ConfigurableClassData", "ConsolidatedSqliteEventLogStorage", "DagsterInvalidPropertyError", "ExecuteRunArgs",
     "InProcessCodeLocationOrigin", "LaunchRunContext", "LoadableTargetOrigin", "ModuleCodePointer",
-    "PlannedRangeEvents", "PooledSqliteConnections", "ReconstructableRepository", "RememberedColumns", "RemoteJobOrigin",
+    "PooledSqliteConnections", "ReconstructableRepository", "RememberedColumns", "RemoteJobOrigin",
     "RemoteRepositoryOrigin", "RunLauncher", "UnresolvedAssetJobDefinition", "WorkerStatus", "backfill_status",
     "backfill_targets", "create_asset_backfill", "daemon_healthy", "get_python_environment_entry_point",
     "pool_postgres_engine", "run_daemon", "without_partitioned_provenance",
@@ -92,19 +92,6 @@ class AtomicSlotClaims:
             taken = conn.execute(ConcurrencySlotsTable.update().values(run_id=run_id, step_key=step_key)
                                  .where(db.and_(slots.id == one_free, free))).rowcount
         return ConcurrencySlotStatus.CLAIMED if taken else ConcurrencySlotStatus.BLOCKED
-
-
-class PlannedRangeEvents:
-    """A run of a partition range announces its planned materializations in one event holding the range,
-    not one event per partition (1,000 events for a run of 1,000 tasks: about 3 ms of the launcher's CPU
-    and 3 KB of the instance each). Dagster's storages say whether they read such events with this
-    property; its own turn it on only through an environment variable. The cost: a run that fails shows
-    its unfinished partitions as missing, not failed, in the UI (a task that ends in error is missing
-    anyway, to run again)."""
-
-    @property
-    def supports_partition_subset_in_asset_materialization_planned_events(self) -> bool:
-        return True
 
 
 class PooledSqliteConnections:

@@ -13,13 +13,12 @@ from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_c
 
 from agentcompass_dagster.defs.dagster_internals import (
     AtomicSlotClaims,
-    PlannedRangeEvents,
     RememberedColumns,
     pool_postgres_engine,
 )
 
 
-class PooledPostgresEventLogStorage(AtomicSlotClaims, RememberedColumns, PlannedRangeEvents, PostgresEventLogStorage):
+class PooledPostgresEventLogStorage(AtomicSlotClaims, RememberedColumns, PostgresEventLogStorage):
     def __init__(self, postgres_url: str, should_autocreate_tables: bool = True, inst_data: Any = None,
                  token_provider: Any = None) -> None:
         super().__init__(postgres_url, should_autocreate_tables, inst_data, token_provider)

@@ -11,7 +11,8 @@ from typing import Any
 
 import dagster as dg
 
-from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, validate_declaration
+from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig
+from agentcompass_dagster.validation import validate_declaration
 
 
 class HarnessResource(dg.ConfigurableResource):

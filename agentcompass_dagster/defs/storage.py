@@ -19,12 +19,11 @@ from __future__ import annotations
 from agentcompass_dagster.defs.dagster_internals import (
     AtomicSlotClaims,
     ConsolidatedSqliteEventLogStorage,
-    PlannedRangeEvents,
     PooledSqliteConnections,
     RememberedColumns,
 )
 
 
-class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, PlannedRangeEvents, PooledSqliteConnections,
+class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, PooledSqliteConnections,
                                   ConsolidatedSqliteEventLogStorage):
     pass

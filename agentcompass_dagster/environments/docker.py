@@ -38,7 +38,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
+from agentcompass_dagster.config import EnvironmentConfig
+from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.environment import (
     VERIFIER_PATH,
     Caller,

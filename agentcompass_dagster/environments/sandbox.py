@@ -39,7 +39,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentcompass_dagster.config import EnvironmentConfig, validate_declaration
+from agentcompass_dagster.config import EnvironmentConfig
+from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.environment import (
     Caller,
     Environment,

@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from agentcompass_dagster.config import validate_declaration
+from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.model import ModelError
 from agentcompass_dagster.durable.activity import ActivityRecord, open_durations
 from agentcompass_dagster.durable.resume import prepare_resume

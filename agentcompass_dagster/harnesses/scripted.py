@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentcompass_dagster.config import HarnessConfig, validate_declaration
+from agentcompass_dagster.config import HarnessConfig
+from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.harness import Harness, HarnessSession
 from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.harnesses.oracle import run_reference

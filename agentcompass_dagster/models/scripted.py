@@ -31,7 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentcompass_dagster.config import ModelConfig, validate_declaration
+from agentcompass_dagster.config import ModelConfig
+from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.model import (
     CallContext,
     Model,

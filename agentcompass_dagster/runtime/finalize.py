@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster import registry
-from agentcompass_dagster.config import RunRequest, validate_declaration
+from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.runtime import summary
 from agentcompass_dagster.runtime.analysis import summarize_analysis

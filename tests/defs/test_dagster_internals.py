@@ -283,22 +283,3 @@ def test_define_asset_job_returns_an_unresolved_asset_job(lab: Path) -> None:
     assert isinstance(job, internals.UnresolvedAssetJobDefinition)
     assert sweep_definitions(load_sweep(lab)).resolve_job_def(job.name).name == benchmark.job_name
 
-
-def test_a_range_run_plans_its_materializations_in_one_event(instance: dg.DagsterInstance, lab: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """PlannedRangeEvents: Dagster still asks the storage whether it reads planned events that hold a
-    partition range, and a run of a range of two partitions records one planned event for the attempts
-    (holding both), not one each."""
-    monkeypatch.setattr(os, "getcwd", lambda: str(lab.parent))
-    sweep = load_sweep(lab)
-    (benchmark,) = sweep_benchmarks(sweep)
-    keys = [f"{model}|{task}" for model in benchmark.model_keys for task in list(benchmark.task_keys)[:3]]
-    instance.add_dynamic_partitions(benchmark.partitions_name, list(benchmark.task_keys))
-    run = RunFactory(instance, sweep_definitions(sweep)).create(benchmark, {
-        "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
-    planned = [event.get_dagster_event().event_specific_data for event in
-               instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)
-               if event.get_dagster_event().asset_key == benchmark.key("attempts")]
-    assert len(planned) == 1
-    subset = planned[0].partitions_subset  # type: ignore[union-attr]
-    assert subset is not None and set(subset.get_partition_keys()) == set(keys)

@@ -165,7 +165,8 @@ def _browse(base: str, task_keys: list[str], shots: Path) -> dict[str, list[str]
             expect(graph.get_by_text(f"{len(task_keys)} partitions", exact=True)).to_be_visible()
             expect(graph.get_by_text("100% filled", exact=True)).to_be_visible()
             expect(graph.get_by_text("2 / 2 Passed")).to_be_visible()  # counts and secrets checks
-            expect(graph.get_by_text("Materialized", exact=True)).to_have_count(3)  # tasks, metrics, comparison
+            expect(graph.get_by_text("Materialized", exact=True)).to_have_count(2)  # metrics, comparison
+            expect(graph.get_by_text("Observed", exact=True)).to_have_count(1)  # tasks, an observed source
             page.wait_for_timeout(500)  # the graph zooms to fit once laid out
             page.screenshot(path=str(shots / "graph.png"))
 
