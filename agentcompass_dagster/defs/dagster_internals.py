@@ -52,12 +52,12 @@ from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._utils.concurrency import ConcurrencySlotStatus
 
 __all__ = [
-    "BACKFILL_NOT_DONE", "SINGLETON_REPOSITORY_NAME", "AtomicSlotClaims", "CheckRunHealthResult", "ConfigurableClass",
+    "BACKFILL_NOT_DONE", "BatchedPlannedEvents", "SINGLETON_REPOSITORY_NAME", "AtomicSlotClaims", "CheckRunHealthResult", "ConfigurableClass",
     "ConfigurableClassData", "ConsolidatedSqliteEventLogStorage", "DagsterInvalidPropertyError", "ExecuteRunArgs",
     "InProcessCodeLocationOrigin", "LaunchRunContext", "LoadableTargetOrigin", "ModuleCodePointer",
     "PooledSqliteConnections", "ReconstructableRepository", "RememberedColumns", "RemoteJobOrigin",
     "RemoteRepositoryOrigin", "RunLauncher", "UnresolvedAssetJobDefinition", "WorkerStatus", "backfill_status",
-    "backfill_targets", "create_asset_backfill", "daemon_healthy", "get_python_environment_entry_point",
+    "backfill_targets", "create_asset_backfill", "daemon_healthy", "execute_run", "get_python_environment_entry_point",
     "pool_postgres_engine", "run_daemon", "without_partitioned_provenance",
 ]
 
@@ -92,6 +92,29 @@ class AtomicSlotClaims:
             taken = conn.execute(ConcurrencySlotsTable.update().values(run_id=run_id, step_key=step_key)
                                  .where(db.and_(slots.id == one_free, free))).rowcount
         return ConcurrencySlotStatus.CLAIMED if taken else ConcurrencySlotStatus.BLOCKED
+
+
+class BatchedPlannedEvents:
+    """A new run's planned materializations (one event per partition: 1,000 for a run of 1,000 tasks)
+    written in one transaction, one multi-row insert and one update of the asset's row, instead of three
+    statements and two commits per event (~1.3 ms of the launching process's CPU each). Dagster hands
+    them over as one batch when DAGSTER_EVENT_BATCH_SIZE is set (defs/instance.py sets it); every other
+    event is stored as Dagster stores it."""
+
+    def store_event_batch(self, events: Sequence[Any]) -> None:
+        planned = [event for event in events
+                   if event.get_dagster_event().event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED]
+        if planned:
+            storage: Any = self
+            newest = {event.get_dagster_event().asset_key: event for event in planned}
+            with storage.index_transaction() as conn:
+                conn.execute(storage.prepare_insert_event_batch(planned))
+                for event in newest.values():
+                    # Planned events update the asset's last run id and timestamp, not an event id.
+                    storage._store_asset_event(conn, event, 0)
+        for event in events:
+            if event.get_dagster_event().event_type != dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED:
+                self.store_event(event)  # type: ignore[attr-defined]
 
 
 class PooledSqliteConnections:
@@ -131,6 +154,23 @@ class PooledSqliteConnections:
 def _tune(connection: Any, record: object) -> None:
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("PRAGMA synchronous=NORMAL")
+
+
+def execute_run(serialized_args: str) -> int:
+    """What `dagster api execute_run ARGS` does (load the run's job from its code origin, execute it,
+    interrupts as a cooperative cancel), without its list of every event serialized again, which it
+    keeps to the end and never reads: a tenth of a run worker's CPU and ~2 KB of its memory a task
+    (1 GB at 100,000 tasks)."""
+    from dagster._cli.api import _execute_run_command_body
+    from dagster._cli.utils import get_instance_for_cli
+    from dagster._serdes import deserialize_value
+    from dagster._utils.interrupts import capture_interrupts
+
+    with capture_interrupts():
+        args = deserialize_value(serialized_args, ExecuteRunArgs)
+        with get_instance_for_cli(instance_ref=args.instance_ref) as instance:
+            return _execute_run_command_body(args.run_id, instance, lambda event: None,
+                                             set_exit_code_on_failure=bool(args.set_exit_code_on_failure))
 
 
 def daemon_healthy(instance: Any, daemon_type: str) -> bool:

@@ -27,6 +27,8 @@ PG_URL_ENV = "AGENTCOMPASS_DAGSTER_PG_URL"
 PG_SCHEME = "postgresql+psycopg2"
 INIT_LOCK = ".agentcompass-init.lock"
 INITIALIZED = ".agentcompass-initialized"
+EVENT_BATCH_ENV = "DAGSTER_EVENT_BATCH_SIZE"
+EVENT_BATCH_SIZE = "10000"
 
 HEADER = """\
 # Written by agentcompass on first use; edit freely (it is not overwritten).
@@ -101,9 +103,12 @@ def postgres_url() -> str | None:
 
 
 def dagster_home(home: Path | None = None) -> Path:
-    """Point this process (and those it starts) at DAGSTER_HOME, without creating anything yet."""
+    """Point this process (and those it starts) at DAGSTER_HOME, without creating anything yet, with
+    Dagster's batched event writes on: a new run's planned events then reach the storage as one batch
+    (defs/dagster_internals.py BatchedPlannedEvents)."""
     chosen = (home or Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)).resolve()
     os.environ["DAGSTER_HOME"] = str(chosen)
+    os.environ.setdefault(EVENT_BATCH_ENV, EVENT_BATCH_SIZE)
     return chosen
 
 

@@ -1,6 +1,6 @@
 """The generated instance's run launcher (dagster.yaml ``run_launcher:``): each run in a run worker
-process of its own on this host, started with the command Dagster's launchers give their workers
-(``dagster api execute_run``) from the run's code origin.
+process of its own on this host, which loads the run's job from its code origin and executes it, as
+the command Dagster's launchers give their workers (``dagster api execute_run``) does (defs/run_worker.py).
 
 Dagster's DefaultRunLauncher does the same but only through a running gRPC code server, which
 `agentcompass run` would have to start for every launch (seconds of CPU for nothing it needs: the run
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_o
 from agentcompass_dagster.runtime.processes import Worker
 
 LOG_DIR = "run-workers"
+RUN_WORKER_MODULE = "agentcompass_dagster.defs.run_worker"
 
 
 def worker_log(instance: dg.DagsterInstance, run_id: str) -> Path:
@@ -49,13 +50,11 @@ def log_tail(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def worker_command(executable: str, command: Sequence[str]) -> list[str]:
-    """The run worker's command with Dagster of the code's own environment: a code location loaded from
-    a workspace file names its entry point ``dagster``, which the launching process (a daemon started
-    from another environment, or without it on PATH) may not find."""
-    if command[:1] == ["dagster"]:
-        return [executable, "-m", "dagster", *command[1:]]
-    return list(command)
+def worker_command(executable: str, args: ExecuteRunArgs) -> list[str]:
+    """The run worker's command: the code's own interpreter (a daemon started from another environment
+    may not have it on PATH) running defs/run_worker.py, Dagster's `api execute_run` without its copy of
+    every event."""
+    return [executable, "-m", RUN_WORKER_MODULE, dg.serialize_value(args)]
 
 
 class RunWorkerLauncher(RunLauncher, ConfigurableClass):
@@ -88,7 +87,7 @@ class RunWorkerLauncher(RunLauncher, ConfigurableClass):
         log_path = worker_log(instance, run.run_id)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(worker_command(run.job_code_origin.executable_path, args.get_command_args()), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            proc = subprocess.Popen(worker_command(run.job_code_origin.executable_path, args), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self._workers[run.run_id] = proc
         record_owner(instance, run.run_id, "worker", Worker.of(proc.pid))
         self._reap()

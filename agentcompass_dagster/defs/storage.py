@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from agentcompass_dagster.defs.dagster_internals import (
     AtomicSlotClaims,
+    BatchedPlannedEvents,
     ConsolidatedSqliteEventLogStorage,
     PooledSqliteConnections,
     RememberedColumns,
 )
 
 
-class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, PooledSqliteConnections,
+class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, BatchedPlannedEvents, PooledSqliteConnections,
                                   ConsolidatedSqliteEventLogStorage):
     pass

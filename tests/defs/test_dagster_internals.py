@@ -162,23 +162,23 @@ def test_a_run_gets_origins_its_worker_can_load_without_a_code_server(
     assert isinstance(job, ReconstructableJob) and job.get_definition().name == benchmark.job_name
 
 
-def test_execute_run_args_still_make_the_run_worker_command(instance: dg.DagsterInstance, lab: Path) -> None:
-    """ExecuteRunArgs: the command Dagster's launchers give a run worker is still the origin's entry
-    point (this interpreter's `python -m dagster`) followed by `api execute_run <the args serialized>`;
-    an origin from a workspace file names plain `dagster`, which worker_command runs with the code's
-    interpreter."""
+def test_execute_run_args_and_execute_run_still_run_a_run(instance: dg.DagsterInstance, lab: Path) -> None:
+    """ExecuteRunArgs and execute_run: the run worker's command passes Dagster's serialized
+    ExecuteRunArgs to defs/run_worker.py with the code's interpreter, and execute_run (what `dagster api
+    execute_run` does, through Dagster's private command body) executes the run to SUCCESS."""
     sweep = load_sweep(lab)
     (benchmark,) = sweep_benchmarks(sweep)
-    run = RunFactory(instance, sweep_definitions(sweep)).create(benchmark, {})
+    run = RunFactory(instance, sweep_definitions(sweep)).create(benchmark, {}, {benchmark.key("comparison")})
     assert run.job_code_origin is not None
     args = internals.ExecuteRunArgs(job_origin=run.job_code_origin, run_id=run.run_id,
                                     instance_ref=instance.get_ref(), set_exit_code_on_failure=True)
-    command = args.get_command_args()
-    assert command[:-1] == [sys.executable, "-m", "dagster", "api", "execute_run"], command
+    command = worker_command(sys.executable, args)
+    assert command[:3] == [sys.executable, "-m", "agentcompass_dagster.defs.run_worker"], command
     sent = deserialize_value(command[-1], internals.ExecuteRunArgs)
     assert (sent.run_id, sent.job_origin, sent.set_exit_code_on_failure) == (run.run_id, run.job_code_origin, True)
-    assert worker_command(sys.executable, command) == command
-    assert worker_command(sys.executable, ["dagster", *command[3:]]) == command
+    assert internals.execute_run(command[-1]) == 0
+    finished = instance.get_run_by_id(run.run_id)
+    assert finished is not None and finished.status == dg.DagsterRunStatus.SUCCESS
 
 
 def test_atomic_slot_claims_is_the_claim_dagster_makes(instance: dg.DagsterInstance,
@@ -283,3 +283,27 @@ def test_define_asset_job_returns_an_unresolved_asset_job(lab: Path) -> None:
     assert isinstance(job, internals.UnresolvedAssetJobDefinition)
     assert sweep_definitions(load_sweep(lab)).resolve_job_def(job.name).name == benchmark.job_name
 
+
+
+def test_a_new_runs_planned_events_are_stored_in_one_batch(instance: dg.DagsterInstance, lab: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """BatchedPlannedEvents: with DAGSTER_EVENT_BATCH_SIZE set (as `agentcompass` sets it), Dagster still
+    hands a new run's per-partition planned events to store_event_batch together, and they are all
+    stored, one per partition (the UI's Materializing count reads them), the asset's last run is the run."""
+    monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "10000")
+    monkeypatch.setattr(os, "getcwd", lambda: str(lab.parent))
+    calls = spy(monkeypatch, internals.BatchedPlannedEvents, "store_event_batch")
+    sweep = load_sweep(lab)
+    (benchmark,) = sweep_benchmarks(sweep)
+    instance.add_dynamic_partitions(benchmark.partitions_name, list(benchmark.task_keys))
+    keys = [f"{model}|{task}" for model in benchmark.model_keys for task in benchmark.task_keys]
+    run = RunFactory(instance, sweep_definitions(sweep)).create(benchmark, {
+        "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
+    planned = [event.get_dagster_event() for event in
+               instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)]
+    attempts = [event.partition for event in planned if event.asset_key == benchmark.key("attempts")]
+    assert sorted(attempts) == sorted(keys) and len(keys) == 2
+    (batch,) = [call[0] for call in calls]
+    assert [e for e in batch if e.get_dagster_event().event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED] \
+        == instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)
+    assert instance.get_latest_planned_materialization_info(benchmark.key("attempts")).run_id == run.run_id  # type: ignore[union-attr]
