@@ -113,6 +113,14 @@ def test_run_monitoring_fails_a_run_whose_worker_was_killed(tmp_path: Path, stop
     assert materialization_counts() == Counter(keys(*every(6)))
 
 
+def _kill_worker(run_id: str) -> None:
+    """The worker this test's own process launched, if it still runs (a failed test must not leave it)."""
+    with instance() as inst:
+        owner = run_owner(inst, run_id)
+    if owner is not None and owner.worker is not None and owner.worker.alive():
+        os.kill(owner.worker.pid, signal.SIGKILL)
+
+
 def _failure_sensor_ticked() -> bool:
     from dagster._core.definitions.run_request import InstigatorType
 
@@ -159,13 +167,16 @@ def test_reexecute_of_a_killed_run_is_not_reaped_beside_a_cli_run(tmp_path: Path
                                                remote_job=remote_job, strategy=ReexecutionStrategy.ALL_STEPS,
                                                use_parent_run_tags=True)
             inst.launch_run(child.run_id, context)
-    wait_until(lambda: harness_calls(tmp_path)["t3"] == 2, "the re-execution to start t3")
-    with instance() as inst:
-        plan = plan_benchmark(sweep_benchmark, inst, list(sweep_benchmark.task_keys))
-        assert child.run_id in plan.in_flight and not plan.ranges, plan
-        assert the_run(inst, child.run_id).status == dg.DagsterRunStatus.STARTED
-    gate.touch()
-    assert finish(cli(tmp_path, "run", str(sweep))) == 0
+    try:
+        wait_until(lambda: harness_calls(tmp_path)["t3"] == 2, "the re-execution to start t3")
+        with instance() as inst:
+            plan = plan_benchmark(sweep_benchmark, inst, list(sweep_benchmark.task_keys))
+            assert child.run_id in plan.in_flight and not plan.ranges, plan
+            assert the_run(inst, child.run_id).status == dg.DagsterRunStatus.STARTED
+        gate.touch()
+        assert finish(cli(tmp_path, "run", str(sweep))) == 0
+    finally:
+        _kill_worker(child.run_id)
     with instance() as inst:
         assert the_run(inst, child.run_id).status == dg.DagsterRunStatus.SUCCESS
     assert [harness_calls(tmp_path)[t] for t in every(6)] == [1, 1, 1, 2, 1, 1]
