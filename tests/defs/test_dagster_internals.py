@@ -307,3 +307,21 @@ def test_a_new_runs_planned_events_are_stored_in_one_batch(instance: dg.DagsterI
     assert [e for e in batch if e.get_dagster_event().event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED] \
         == instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)
     assert instance.get_latest_planned_materialization_info(benchmark.key("attempts")).run_id == run.run_id  # type: ignore[union-attr]
+
+
+def test_a_step_blocked_on_a_pool_waits_before_asking_again(instance: dg.DagsterInstance, lab: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """InstanceConcurrencyContext and pending_claim_wait: a step whose pool is full is told to wait
+    before it claims again. Dagster 1.13's own answer is never above 0 (a run worker blocked on a pool
+    spins, measured at half a core); when an upgrade fixes that, the first assertion fails and the
+    run worker's patch can go."""
+    monkeypatch.setattr(os, "getcwd", lambda: str(lab.parent))
+    sweep = load_sweep(lab)
+    (benchmark,) = sweep_benchmarks(sweep)
+    run = RunFactory(instance, sweep_definitions(sweep)).create(benchmark, {})
+    instance.event_log_storage.set_concurrency_slots("full", 1)
+    assert instance.event_log_storage.claim_concurrency_slot("full", "another-run", "its-step").is_claimed
+    with internals.InstanceConcurrencyContext(instance, run) as context:
+        assert not context.claim("full", "blocked-step")
+        assert internals.DAGSTERS_PENDING_CLAIM_WAIT(context) <= 0, "Dagster now waits itself"
+        assert 0 < internals.pending_claim_wait(context) <= 15
