@@ -31,7 +31,7 @@ from agentcompass_dagster.defs.dagster_internals import (
     RunLauncher,
     WorkerStatus,
 )
-from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_owner
+from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_worker
 from agentcompass_dagster.runtime.processes import Worker
 
 LOG_DIR = "run-workers"
@@ -104,8 +104,7 @@ class RunWorkerLauncher(RunLauncher, ConfigurableClass):
     def terminate(self, run_id: str) -> bool:
         instance = self._instance
         run = instance.get_run_by_id(run_id)
-        owner = run_owner(instance, run_id)
-        worker = owner.worker if owner is not None and owner.role == "worker" else None
+        worker = run_worker(instance, run_id)
         if run is None or run.is_finished or worker is None or not worker.alive():
             return False
         if run.status != dg.DagsterRunStatus.CANCELING:

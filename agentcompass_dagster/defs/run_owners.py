@@ -41,6 +41,12 @@ def run_owner(instance: dg.DagsterInstance, run_id: str) -> RunOwner | None:
     return RunOwner.model_validate_json(text) if text else None
 
 
+def run_worker(instance: dg.DagsterInstance, run_id: str) -> Worker | None:
+    """The worker process recorded for a run (None before it was launched, or when none was recorded)."""
+    owner = run_owner(instance, run_id)
+    return owner.worker if owner is not None and owner.role == "worker" else None
+
+
 def gone_owner(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str | None:
     """Why an unfinished run will never finish on its own, or None while it may: its owner process is
     gone, or it was created, never launched, and has no owner. A queued run belongs to the daemon's

@@ -15,7 +15,7 @@ import dagster as dg
 
 from agentcompass_dagster.defs.dagster_internals import LaunchRunContext, RunLauncher, WorkerStatus
 from agentcompass_dagster.defs.run_launcher import RunWorkerLauncher
-from agentcompass_dagster.defs.run_owners import run_owner
+from agentcompass_dagster.defs.run_owners import run_worker
 
 POLL_S = 0.1
 EXIT_POLL_S = 0.02
@@ -100,8 +100,7 @@ class RunWorkers:
             if run.status != dg.DagsterRunStatus.CANCELING:
                 self.launcher.terminate(run_id)
                 continue
-            owner = run_owner(self.instance, run_id)
-            worker = owner.worker if owner is not None and owner.role == "worker" else None
+            worker = run_worker(self.instance, run_id)
             if worker is not None and worker.alive():
                 try:
                     os.kill(worker.pid, sig)
