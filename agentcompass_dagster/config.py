@@ -147,6 +147,29 @@ class SensorConfig(Declaration):
     minimum_interval_seconds: int = Field(default=300, ge=1)
 
 
+class AlertsConfig(Declaration):
+    """The regression check on each benchmark x model: the newest complete run against the previous one,
+    on the tasks both ran, with the paired test of the statistics. It fails when the newest is worse with
+    p < ``alpha`` and by more than ``min_drop`` (accuracy points, 0..1); ``blocking`` makes a failure stop
+    what depends on the metrics; ``webhook_url`` is called once per failed check."""
+
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    min_drop: float = Field(default=0.0, ge=0, le=1)
+    blocking: bool = False
+    webhook_url: str | None = None
+    # A model the others are checked against on the newest runs: a check per other model fails when it
+    # is worse than this one by the same rule.
+    baseline_model: str | None = None
+
+
+class BudgetConfig(Declaration):
+    """What the whole sweep may spend across all of its runs, models and workers; checked before each
+    model call against a ledger every run of the sweep shares."""
+
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
 class DockerConfig(Declaration):
     """Step containers (dagster-docker's docker_executor). The image holds this project and what the
     sweep's plugins need; the results directory, the resources and (for a SQLite instance) DAGSTER_HOME
@@ -216,6 +239,8 @@ class SweepConfig(Declaration):
     output: OutputConfig = Field(default_factory=OutputConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     sensor: SensorConfig = Field(default_factory=SensorConfig)
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    budget: BudgetConfig | None = None
     dagster: DagsterDeployment = Field(default_factory=DagsterDeployment)
     # Who answers for the sweep: the owners of its assets in the Dagster UI.
     owners: list[str] = Field(default_factory=list)
@@ -238,6 +263,9 @@ class SweepConfig(Declaration):
                 if item in seen:
                     raise ValueError(f"{field}[{index}].id {item!r} is declared twice")
                 seen.add(item)
+        baseline = self.alerts.baseline_model
+        if baseline is not None and baseline not in {m.id for m in self.models}:
+            raise ValueError(f"alerts.baseline_model {baseline!r} is not one of the sweep's models")
         return self
 
     def requests(self) -> list[RunRequest]:
