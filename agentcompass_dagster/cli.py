@@ -84,11 +84,22 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="write one self-contained HTML report of a results directory")
     report.add_argument("results_dir", type=Path)
     report.add_argument("-o", "--output", type=Path, help="the HTML file (default: RESULTS_DIR/report.html)")
+    _history_parser(sub)
     ui = sub.add_parser("ui", help="start the Dagster UI and daemon (dagster dev) on 127.0.0.1, for the project's "
                         "workspace.yaml or for the sweeps named")
     ui.add_argument("sweeps", nargs="*", type=Path, help="sweep YAML files (default: workspace.yaml of this directory)")
     ui.add_argument("--port", type=int, default=3000)
     return parser
+
+
+def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    history = sub.add_parser("history", help="one line per run of each benchmark x model of a sweep, oldest first: "
+                             "accuracy with its 95%% interval, cost, the regression check's verdict")
+    history.add_argument("sweep", help="the sweep's name, or its YAML file")
+    history.add_argument("--results-dir", type=Path,
+                         help="where the runs are (default: the sweep file's output.results_dir, else results)")
+    history.add_argument("--format", choices=("table", "csv"), default="table",
+                         help="csv: load_history's frame, every column unformatted")
 
 
 def _load(args: argparse.Namespace) -> Any:
@@ -289,6 +300,27 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    from agentcompass_dagster.config import OutputConfig, load_sweep
+    from agentcompass_dagster.history import render
+    from agentcompass_dagster.results import load_history
+
+    name, results_dir = args.sweep, OutputConfig().results_dir
+    if Path(args.sweep).suffix in (".yaml", ".yml"):
+        sweep = load_sweep(Path(args.sweep))
+        name, results_dir = sweep.name, sweep.output.results_dir
+    results_dir = args.results_dir or results_dir
+    if not results_dir.is_dir():
+        raise UserError(f"{results_dir}: no such results directory")
+    history = load_history(results_dir, name)
+    if history.empty:
+        known = sorted(load_history(results_dir)["sweep"].unique())
+        raise UserError(f"sweep {name!r}: no runs in {results_dir} (sweeps with runs there: "
+                        f"{', '.join(known) or 'none'})")
+    print(history.to_csv(index=False) if args.format == "csv" else render(history), end="")
+    return 0
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     """`dagster dev` in its own process group, so Ctrl-C stops the webserver, the daemon and every code
     server it started."""
@@ -326,7 +358,7 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-COMMANDS = {"run": cmd_run, "resume": cmd_resume, "fork": cmd_fork, "replay": cmd_replay, "dispatch": cmd_dispatch, "show": cmd_show, "summary": cmd_summary, "report": cmd_report, "ui": cmd_ui}
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "fork": cmd_fork, "replay": cmd_replay, "dispatch": cmd_dispatch, "show": cmd_show, "summary": cmd_summary, "report": cmd_report, "history": cmd_history, "ui": cmd_ui}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from agentcompass_dagster.runtime.parquet import (
     task_results_schema,
 )
 from agentcompass_dagster.runtime.layout import RUN_INFO
+from agentcompass_dagster.runtime.regression import read_verdict
 from agentcompass_dagster.runtime.run_records import read_params
 
 IDENTITY = ["sweep", "benchmark", "model"]
@@ -77,6 +78,60 @@ def load_task_results(results_dir: str | Path, latest: bool = True, include_fork
     model, so a task reused from an earlier run is counted once; ``latest=False`` gives every run's rows."""
     tasks = _load(results_dir, TASK_RESULTS_FILE, task_results_schema(), include_forks)
     return _keep_latest(tasks, _load(results_dir, METRICS_FILE, metrics_schema(), include_forks)) if latest else tasks
+
+
+HISTORY_COLUMNS = ["sweep", "benchmark", "model", "harness", "run_id", "started_at", "accuracy", "ci_low", "ci_high",
+                   "n", "total", "errors", "cost_usd", "regression", "regression_p_value", "regression_diff",
+                   "baseline_run_id", "run_dir"]
+
+
+def _run_cost(run_dir: Path) -> float:
+    """What the run's result cost, reused tasks included as its summary counts them; NaN when any
+    attempt's cost is unknown, so that a partial sum never reads as the whole (R-DISP-4). Attempt 0 rows
+    stand for tasks that ended before any attempt: nothing was spent on them."""
+    path = run_dir / TASK_RESULTS_FILE
+    if not path.is_file():
+        return float("nan")
+    attempts = pq.read_table(path, columns=["attempt", "cost_usd"]).to_pandas()
+    costs = attempts.loc[attempts["attempt"] > 0, "cost_usd"]
+    return float("nan") if costs.isna().any() else float(costs.sum())
+
+
+def _history_row(metrics_path: Path) -> dict[str, object] | None:
+    metrics = _conform(pq.read_table(metrics_path), metrics_schema()).to_pandas()
+    if metrics.empty:
+        return None
+    accuracy = metrics[metrics["metric"] == "accuracy"]
+    # A benchmark with metrics of its own may have no accuracy: its run still has a date, counts and cost.
+    row = (accuracy if not accuracy.empty else metrics).iloc[0]
+    nan = float("nan")
+    run_dir = metrics_path.parent
+    verdict = read_verdict(run_dir)
+    return {
+        **{column: row[column] for column in ("sweep", "benchmark", "model", "harness", "run_id", "n", "total",
+                                              "errors")},
+        "started_at": row["timestamp"] if pd.isna(row["started_at"]) else row["started_at"],
+        **({"accuracy": row["value"], "ci_low": row["ci_low"], "ci_high": row["ci_high"]} if not accuracy.empty
+           else {"accuracy": nan, "ci_low": nan, "ci_high": nan}),
+        "cost_usd": _run_cost(run_dir),
+        "regression": verdict.status if verdict else None,
+        "regression_p_value": verdict.p_value if verdict else None,
+        "regression_diff": verdict.diff if verdict else None,
+        "baseline_run_id": verdict.baseline_run_id if verdict else None,
+        "run_dir": str(run_dir),
+    }
+
+
+def load_history(results_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
+    """One row per run (of ``sweep``, or of every sweep), oldest first within each sweep x benchmark x
+    model: started_at, accuracy with its 95% interval (ci_low, ci_high), n evaluated of total selected
+    tasks, errors, cost_usd (NaN when incomplete), the regression check's verdict on the run
+    (``regression``: passed / failed / skipped, NaN where none was written; its p-value, diff and
+    baseline run) and the run's directory. Forks are left out: they are not from-scratch runs."""
+    rows = [row for path in _run_files(Path(results_dir), METRICS_FILE)
+            if (row := _history_row(path)) is not None and (sweep is None or row["sweep"] == sweep)]
+    frame = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
+    return frame.sort_values(["sweep", "benchmark", "model", "started_at"], kind="stable").reset_index(drop=True)
 
 
 def load_comparisons(results_dir: str | Path) -> pd.DataFrame:
