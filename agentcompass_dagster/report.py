@@ -5,17 +5,17 @@
     write_report("results", "results/report.html")
 
 Per sweep x benchmark it shows the models (newest run of each), every metric with its 95% interval,
-the pairwise comparisons (``comparison.parquet``, when written), three plots and one row per task with
-each model's outcome linked to its detail file. Everything is inline (CSS, PNGs as data: URIs, no
-script); a Content-Security-Policy forbids the page any request. Links to detail files are relative to
-where the report is written, so the report works from a copy of the whole results directory.
+the pairwise comparisons (``comparison.parquet``, when written), every run of each model (the history),
+three plots and one row per task with each model's outcome linked to its detail file. Everything is
+inline (CSS, PNGs as data: URIs, no script); a Content-Security-Policy forbids the page any request.
+Links to detail files are relative to where the report is written, so the report works from a copy of
+the whole results directory.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -82,6 +82,7 @@ class _Benchmark:
     metrics: pd.DataFrame
     tasks: pd.DataFrame
     comparisons: pd.DataFrame
+    history: pd.DataFrame
     models: list[str] = field(default_factory=list)
 
 
@@ -128,37 +129,19 @@ def _p_value(value: Any) -> str:
 
 
 def _load_comparisons(results_dir: Path) -> pd.DataFrame:
-    import pandas as pd
+    from agentcompass_dagster.results import load_comparisons
 
-    from agentcompass_dagster import results
-
-    loader = getattr(results, "load_comparisons", None)
-    if loader is not None:
-        frame = loader(results_dir)
-    else:
-        frames = [pd.read_parquet(path) for path in sorted(results_dir.rglob(COMPARISON_FILE))]
-        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    frame = load_comparisons(results_dir)
     frame = frame.reindex(columns=list(dict.fromkeys([*COMPARISON_COLUMNS, *frame.columns])))
     for column in ("sweep", "benchmark", "model_a", "model_b"):
         frame[column] = frame[column].astype("object")
     return frame.drop_duplicates(subset=["sweep", "benchmark", "model_a", "model_b"], keep="last")
 
 
-def _run_dirs(results_dir: Path) -> dict[tuple[str, str, str, str], Path]:
-    """(sweep, benchmark, model, run_id) -> run directory, from each run_info.json."""
-    from agentcompass_dagster.runtime.layout import RUN_INFO
-
-    found: dict[tuple[str, str, str, str], Path] = {}
-    for info_path in sorted(results_dir.rglob(RUN_INFO)):
-        try:
-            info = json.loads(info_path.read_bytes())
-            request = info.get("request") or {}
-            key = (str(request["sweep"]), str(request["benchmark"]["id"]), str(request["model"]["id"]),
-                   str(info.get("run_id") or info_path.parent.name))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue
-        found[key] = info_path.parent
-    return found
+def _run_dirs(benchmarks: list[_Benchmark]) -> dict[tuple[str, str, str, str], Path]:
+    """(sweep, benchmark, model, run_id) -> run directory, from each run's line of the history."""
+    return {(b.sweep, b.benchmark, str(run.model), str(run.run_id)): Path(run.run_dir)
+            for b in benchmarks for run in b.history.itertuples()}
 
 
 def _detail_file(run_dir: Path, task_id: str, category: Any, error: bool) -> Path | None:
@@ -181,24 +164,23 @@ def _href(path: Path, base: Path) -> str:
 
 
 def _benchmarks(results_dir: Path) -> list[_Benchmark]:
-    from agentcompass_dagster.results import load_metrics, load_task_results
+    from agentcompass_dagster.results import load_history, load_metrics, load_task_results
 
     metrics = load_metrics(results_dir, latest=True)
     if metrics.empty:
         raise UserError(f"{results_dir}: no run results found (no metrics.parquet beside a run_info.json); "
                         "run a sweep first")
-    for column in ("stderr", "ci_low", "ci_high"):
-        if column not in metrics.columns:
-            metrics[column] = float("nan")
     tasks = load_task_results(results_dir, latest=True)
     comparisons = _load_comparisons(results_dir)
+    history = load_history(results_dir)
     out = []
     for (sweep, benchmark), group in metrics.groupby(["sweep", "benchmark"], sort=True):
         task_rows = tasks[(tasks["sweep"] == sweep) & (tasks["benchmark"] == benchmark)] if not tasks.empty else tasks
         pairs = comparisons[(comparisons["sweep"] == sweep) & (comparisons["benchmark"] == benchmark)]
         models = sorted(dict.fromkeys(group["model"].astype(str)))
+        runs = history[(history["sweep"] == sweep) & (history["benchmark"] == benchmark)]
         out.append(_Benchmark(str(sweep), str(benchmark), group.reset_index(drop=True),
-                              task_rows.reset_index(drop=True), pairs.reset_index(drop=True), models))
+                              task_rows.reset_index(drop=True), pairs.reset_index(drop=True), runs, models))
     return out
 
 
@@ -211,6 +193,13 @@ def _table(headers: list[str], rows: list[str], cls: str = "") -> str:
     return f"<table{klass}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _summary_link(run_dir: Path | None, run_id: str, base: Path) -> str:
+    """The run id, linked to the run's summary.md where there is one."""
+    if run_dir is None or not (run_dir / "summary.md").is_file():
+        return _esc(run_id)
+    return f'<a href="{_esc(_href(run_dir / "summary.md", base))}">{_esc(run_id)}</a>'
+
+
 def _models_table(b: _Benchmark, run_dirs: dict[tuple[str, str, str, str], Path], base: Path) -> str:
     rows = []
     for model in b.models:
@@ -218,10 +207,7 @@ def _models_table(b: _Benchmark, run_dirs: dict[tuple[str, str, str, str], Path]
         accuracy = mrows[mrows["metric"] == "accuracy"]
         first = (accuracy if not accuracy.empty else mrows).iloc[0]
         run_id = str(first["run_id"])
-        run_dir = run_dirs.get((b.sweep, b.benchmark, model, run_id))
-        run_cell = _esc(run_id)
-        if run_dir is not None and (run_dir / "summary.md").is_file():
-            run_cell = f'<a href="{_esc(_href(run_dir / "summary.md", base))}">{_esc(run_id)}</a>'
+        run_cell = _summary_link(run_dirs.get((b.sweep, b.benchmark, model, run_id)), run_id, base)
         t = b.tasks[b.tasks["model"] == model] if not b.tasks.empty else b.tasks
         tokens_in = int(t["input_tokens"].fillna(0).sum()) if not t.empty else None
         tokens_out = int(t["output_tokens"].fillna(0).sum()) if not t.empty else None
@@ -296,6 +282,22 @@ def _comparisons_table(b: _Benchmark) -> str:
     return _table(["model a", "model b", "tasks (both)", "accuracy a", "accuracy b", "diff (a − b)",
                    "95% CI of diff", "a higher", "b higher", "p (test)", "verdict"], rows,
                   "comparisons")
+
+
+def _history_tables(b: _Benchmark, base: Path) -> str:
+    """One table per model, its runs oldest first: the lines of `agentcompass history`."""
+    from agentcompass_dagster.history import COLUMNS, cells
+
+    columns = [c for c in COLUMNS if c not in ("benchmark", "model")]
+    tables = []
+    for model, runs in b.history.groupby("model", sort=True):
+        rows = []
+        for _, run in runs.iterrows():
+            text = {column: _esc(value) for column, value in cells(run).items()}
+            text["run"] = _summary_link(Path(run["run_dir"]), str(run["run_id"]), base)
+            rows.append("<tr>" + "".join(f"<td>{text[column]}</td>" for column in columns) + "</tr>")
+        tables.append(f"<h4>{_esc(model)}</h4>{_table(columns, rows, 'history')}")
+    return "".join(tables)
 
 
 def _data_uri(png: bytes) -> str:
@@ -397,6 +399,10 @@ def _section(index: int, b: _Benchmark, run_dirs: dict[tuple[str, str, str, str]
         "permutation test; a model is called better only when both agree. \"a higher\": tasks a scored "
         "higher on.</p>"
         f"{_comparisons_table(b)}"
+        f"<h3>History</h3>"
+        '<p class="note">Every run of each model, oldest first: accuracy with its 95% interval, cost (n/a when '
+        "any attempt's cost is unknown) and the regression check's verdict against the run before.</p>"
+        f"{_history_tables(b, base)}"
         f"<h3>Plots</h3>{_plots(b)}"
         f"{_tasks_table(b, run_dirs, base)}"
         "</section>"
@@ -412,7 +418,7 @@ def build_report(results_dir: str | Path, link_base: str | Path | None = None) -
         raise UserError(f"{results_dir}: no such results directory")
     base = Path(link_base) if link_base is not None else results_dir
     benchmarks = _benchmarks(results_dir)
-    run_dirs = _run_dirs(results_dir)
+    run_dirs = _run_dirs(benchmarks)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     toc = "".join(f'<li><a href="#b{i}">{_esc(b.sweep)} · {_esc(b.benchmark)}</a> '
                   f"({len(b.models)} model(s))</li>" for i, b in enumerate(benchmarks))

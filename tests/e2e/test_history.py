@@ -1,4 +1,5 @@
-"""History at a glance (issue #28): `agentcompass history SWEEP` and results.load_history, on real runs.
+"""History at a glance (issue #28): `agentcompass history SWEEP`, results.load_history and the HTML
+report's History section, on real runs.
 
 The sweep `hist` (the synthetic benchmark, 10 tasks, the scripted harness, models m1 and m2) is run twice
 with `agentcompass run --direct`: first every task solved at $0.01 an attempt; then m1 gets three tasks
@@ -19,6 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from agentcompass_dagster.report import build_report
 from agentcompass_dagster.results import load_history, load_metrics
 from agentcompass_dagster.runtime.regression import RegressionVerdict, write_verdict
 
@@ -155,3 +157,36 @@ def test_history_refuses_bad_input_in_one_line(results: Path, tmp_path: Path, ca
     assert run_cli("history", *args) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == message.format(**names) + "\n"
+
+
+def _history_tables(document: str) -> dict[str, list[list[str]]]:
+    """Each model's History table of the page as rows of cell text (tags removed)."""
+    section = document[document.index("<h3>History</h3>"):document.index("<h3>Plots</h3>")]
+    tables = re.findall(r'<h4>(.*?)</h4><table class="history">(.*?)</table>', section)
+    return {model: [[re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td>(.*?)</td>", row)]
+                    for row in re.findall(r"<tr>(.*?)</tr>", body)] for model, body in tables}
+
+
+def test_report_has_a_history_table_per_benchmark_and_model(results: Path) -> None:
+    """Issue #28: the HTML report has a History section, one table per benchmark x model with the same
+    lines as `agentcompass history` (benchmark and model named by the section and the table), each run
+    id linked to its summary."""
+    document = build_report(results)
+    hist = document[document.index("<h2>hist · synthetic</h2>"):document.index("<h2>other · synthetic</h2>")]
+    tables = _history_tables(hist)
+    assert list(tables) == ["m1", "m2"]
+    history = load_history(results, "hist")
+    for model, rows in tables.items():
+        runs = history[history["model"] == model]
+        body = [row for row in rows if row]  # the header row has <th> cells only
+        assert [row[-1] for row in body] == runs["run_id"].tolist()
+        assert [row[1] for row in body] == [f"{a:.3f} [{lo:.3f}, {hi:.3f}]"
+                                            for a, lo, hi in zip(runs["accuracy"], runs["ci_low"], runs["ci_high"])]
+    assert [row[2:6] for row in tables["m1"] if row] == [["10/10", "0", "$0.1000", "—"],
+                                                        ["10/10", "0", "$0.1000", "FAILED p=0.012 -0.30"]]
+    assert [row[2:6] for row in tables["m2"] if row] == [["10/10", "0", "$0.1000", "skipped"],
+                                                        ["9/10", "1", "n/a", "passed"]]
+    for run_id in history["run_id"]:
+        assert re.search(rf'<a href="hist/synthetic/m\d/{run_id}/summary.md">{run_id}</a>', hist)
+    other = document[document.index("<h2>other · synthetic</h2>"):]
+    assert list(_history_tables(other)) == ["m1"]
