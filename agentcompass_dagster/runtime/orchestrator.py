@@ -37,6 +37,7 @@ from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.analysis import check_analyzer_names, select_analyzers
 from agentcompass_dagster.runtime.attempt import TaskRunner
+from agentcompass_dagster.runtime.budget import BudgetExhausted, budget_status, check_budget
 from agentcompass_dagster.runtime.components import Components, resolve_components
 from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
@@ -48,6 +49,7 @@ from agentcompass_dagster.runtime.run_dir import RunDir
 from agentcompass_dagster.runtime.run_records import ReuseSource
 from agentcompass_dagster.runtime.run_store import RunStore
 from agentcompass_dagster.runtime.types import (
+    BudgetOutcome,
     OrchestrationResult,
     RequestOutcome,
     RequestResult,
@@ -80,6 +82,8 @@ class RequestState:
     finalizing: bool = False
     error: str | None = None
     result: RequestResult | None = None
+    # Positions in ``tasks`` of the tasks left without a result because the sweep's budget was spent.
+    budget_stopped: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.scores = TaskScores(self.tasks)
@@ -305,16 +309,27 @@ class Orchestrator:
             self.observer.task_started(state, task)
             try:
                 detail = await self._run_one(state, task)
-                state.scores.add(position, detail)
-                self.observer.task_finished(state, detail)
+                if detail is None:
+                    state.budget_stopped.append(position)
+                else:
+                    state.scores.add(position, detail)
+                    self.observer.task_finished(state, detail)
             finally:
                 state.active -= 1
             self._schedule_finalization()
 
-    async def _run_one(self, state: RequestState, task: TaskSpec) -> TaskDetail:
+    async def _run_one(self, state: RequestState, task: TaskSpec) -> TaskDetail | None:
+        """The task's detail, persisted; None when the sweep's budget is spent before or while it runs."""
         assert state.runner is not None and state.run_dir is not None
+        budget = state.runner.planner.budget
         try:
+            if budget is not None:
+                # An attempt that has not started does not start once the budget is spent.
+                await asyncio.to_thread(check_budget, budget)
             detail = await state.runner.run_task(task)
+        except BudgetExhausted as exc:
+            await self._stop_for_budget(exc)
+            return None
         except Exception as exc:
             detail = TaskDetail(
                 task_id=task.id,
@@ -325,6 +340,18 @@ class Orchestrator:
             )
         await state.run_dir.persist(detail)
         return detail
+
+    async def _stop_for_budget(self, exc: BudgetExhausted) -> None:
+        """The budget is spent (it stays spent: the ledger only grows): no pending task of a request with a
+        budget starts; they all stay without a result, to run when the budget is raised."""
+        async with self._cond:
+            for state in self.states:
+                if (state.runner is not None and state.run_dir is not None and state.runner.planner.budget is not None
+                        and state.pending):
+                    state.run_dir.log(f"{exc}: {len(state.pending)} tasks not started")
+                    state.budget_stopped += state.pending
+                    state.pending.clear()
+            self._cond.notify_all()
 
     def _schedule_finalization(self) -> None:
         if self._locked:
@@ -342,8 +369,13 @@ class Orchestrator:
         self.observer.request_finished(state)
 
     def _finalize_sync(self, state: RequestState) -> None:
-        assert state.run_dir is not None
+        assert state.run_dir is not None and state.runner is not None
         try:
+            budget = state.runner.planner.budget
+            if budget is not None:
+                state.run_dir.set_budget(BudgetOutcome(
+                    status=budget_status(budget),
+                    not_run=sorted(state.tasks[position].id for position in state.budget_stopped)))
             state.result = finalize_request(state.request, state.components, state.analyzers, state.run_dir,
                                             state.scores, "completed")
             state.status = "completed"

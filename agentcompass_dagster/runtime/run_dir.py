@@ -55,7 +55,7 @@ from agentcompass_dagster.runtime.run_records import (
 )
 from agentcompass_dagster.runtime.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.summary import SummaryCounts
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail, TaskSpec, TerminalStatus, utcnow
+from agentcompass_dagster.runtime.types import BudgetOutcome, EvaluatedAttempt, TaskDetail, TaskSpec, TerminalStatus, utcnow
 
 if TYPE_CHECKING:
     from agentcompass_dagster.runtime.plan import PersistedPlan
@@ -136,6 +136,11 @@ class RunDir:
                            task_ids=task_ids[source.run_id])
                 for source in sources
             ]
+        self._flush_info()
+
+    def set_budget(self, outcome: BudgetOutcome) -> None:
+        with self._lock:
+            self._require_info().budget = outcome
         self._flush_info()
 
     def set_dagster_run_id(self, run_id: str) -> None:
