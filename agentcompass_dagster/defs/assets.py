@@ -45,8 +45,8 @@ from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Orc
 from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE
 from agentcompass_dagster.report import COMPARISON_COLUMNS, COMPARISON_FILE
 from agentcompass_dagster.runtime.stats import paired_comparison
-from agentcompass_dagster.runtime.budget import budget_status
-from agentcompass_dagster.runtime.types import SweepBudget, TaskDetail
+from agentcompass_dagster.runtime.budget import budget_figures
+from agentcompass_dagster.runtime.types import TaskDetail
 
 TASKS_FILE = "tasks.parquet"
 # The run tag of every run an asset backfill launches (Dagster's BACKFILL_ID_TAG).
@@ -250,10 +250,8 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
             orchestration = OrchestrationThread(orchestrator).start()
             yield from _stream(context, orchestration, stream)
             result = orchestration.result()
-            stopped = sum(len(state.budget_stopped) for state in orchestrator.states)
-            if stopped and sweep_benchmark.budget is not None:
-                context.log.warning(f"budget exhausted ({budget_status(sweep_benchmark.budget).message}): {stopped} "
-                                    "tasks not run; their partitions stay missing until the budget is raised")
+            if stopped := sum(len(state.budget_stopped) for state in orchestrator.states):
+                context.log.warning(f"budget exhausted: {stopped} tasks not run, left missing until it is raised")
     finally:
         drop_claim(sweep_benchmark, run_id)
     if BACKFILL_TAG in context.run.tags:
@@ -311,22 +309,11 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
         # What the analyzers found in each model's run (its analysis_summary.md has the flagged attempts).
         "analysis": dg.MetadataValue.md(figures_table(analysis)),
         **summed_counts(analysis),
-        **budget_metadata(sweep_benchmark.budget),
+        **(budget_figures(sweep_benchmark.budget) if sweep_benchmark.budget else {}),
         "models": len(newest),
         "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
         "metrics": dg.MetadataValue.path(str((sweep_benchmark.benchmark_dir / METRICS_FILE).resolve())),
     })
-
-
-def budget_metadata(budget: SweepBudget | None) -> dict[str, Any]:
-    """What the sweep's budget allows and what all of its runs have spent, for the metrics asset."""
-    if budget is None:
-        return {}
-    status = budget_status(budget)
-    limits = {"budget max usd": status.max_cost_usd, "budget max tokens": status.max_tokens}
-    return {"budget": status.message, "budget spent usd": status.spent_usd, "budget spent tokens": status.spent_tokens,
-            **{name: value for name, value in limits.items() if value is not None},
-            "budget ledger": dg.MetadataValue.path(str(budget.ledger.resolve()))}
 
 
 def current_after_deps() -> dg.AutomationCondition:

@@ -116,7 +116,9 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     if not plan.ranges and not flying and not backfills:
         metrics, newest = _latest_event_id(instance, sweep_benchmark.key("metrics")), _latest_event_id(instance,
                                                                                                        attempts)
-        plan.metrics_due = metrics is None or (newest is not None and newest > metrics)
+        stale = newest is not None and (metrics is None or newest > metrics)
+        # With the budget spent before any result, a metrics run would have nothing to aggregate.
+        plan.metrics_due = stale or (metrics is None and not plan.budget_spent)
     return plan
 
 

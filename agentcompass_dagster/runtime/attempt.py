@@ -26,7 +26,7 @@ from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded,
 from agentcompass_dagster.contracts.harness import HarnessSession
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog
 from agentcompass_dagster.runtime.analysis import analyze_attempt
-from agentcompass_dagster.runtime.budget import BudgetExhausted
+from agentcompass_dagster.runtime.budget import BudgetExhausted, check_budget
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.plan import Planner
@@ -161,6 +161,9 @@ class TaskRunner:
             if checkpoint is not None and checkpoint.meta.get("resolved_execution_plan") == persisted.view:
                 attempts[index] = checkpoint
                 continue
+            if self.planner.budget is not None:
+                # An attempt does not start once the sweep's budget is spent (BudgetExhausted ends the task).
+                await asyncio.to_thread(check_budget, self.planner.budget)
             attempts[index] = await self.run_attempt(task, plan)
             if config.k > 1:
                 await asyncio.to_thread(self.run_dir.save_attempt_checkpoint, task, attempts[index])

@@ -218,6 +218,15 @@ def budget_status(budget: SweepBudget) -> BudgetStatus:
     return ledger(budget.ledger).status(budget.limits)
 
 
+def budget_figures(budget: SweepBudget) -> dict[str, str | float | int]:
+    """What the budget allows and what every run of the sweep has spent, as the metrics asset shows it."""
+    status = budget_status(budget)
+    limits = {"budget max usd": status.max_cost_usd, "budget max tokens": status.max_tokens}
+    return {"budget": status.message, "budget spent usd": status.spent_usd, "budget spent tokens": status.spent_tokens,
+            **{name: value for name, value in limits.items() if value is not None},
+            "budget ledger": str(budget.ledger.resolve())}
+
+
 def check_budget(budget: SweepBudget) -> None:
     """Raise BudgetExhausted when the budget is spent."""
     status = budget_status(budget)

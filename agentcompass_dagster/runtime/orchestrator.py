@@ -37,7 +37,7 @@ from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.analysis import check_analyzer_names, select_analyzers
 from agentcompass_dagster.runtime.attempt import TaskRunner
-from agentcompass_dagster.runtime.budget import BudgetExhausted, budget_status, check_budget
+from agentcompass_dagster.runtime.budget import BudgetExhausted, budget_status
 from agentcompass_dagster.runtime.components import Components, resolve_components
 from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
@@ -321,14 +321,9 @@ class Orchestrator:
     async def _run_one(self, state: RequestState, task: TaskSpec) -> TaskDetail | None:
         """The task's detail, persisted; None when the sweep's budget is spent before or while it runs."""
         assert state.runner is not None and state.run_dir is not None
-        budget = state.runner.planner.budget
         try:
-            if budget is not None:
-                # An attempt that has not started does not start once the budget is spent.
-                await asyncio.to_thread(check_budget, budget)
             detail = await state.runner.run_task(task)
-        except BudgetExhausted as exc:
-            await self._stop_for_budget(exc)
+        except BudgetExhausted:
             return None
         except Exception as exc:
             detail = TaskDetail(
@@ -340,18 +335,6 @@ class Orchestrator:
             )
         await state.run_dir.persist(detail)
         return detail
-
-    async def _stop_for_budget(self, exc: BudgetExhausted) -> None:
-        """The budget is spent (it stays spent: the ledger only grows): no pending task of a request with a
-        budget starts; they all stay without a result, to run when the budget is raised."""
-        async with self._cond:
-            for state in self.states:
-                if (state.runner is not None and state.run_dir is not None and state.runner.planner.budget is not None
-                        and state.pending):
-                    state.run_dir.log(f"{exc}: {len(state.pending)} tasks not started")
-                    state.budget_stopped += state.pending
-                    state.pending.clear()
-            self._cond.notify_all()
 
     def _schedule_finalization(self) -> None:
         if self._locked:
@@ -371,11 +354,9 @@ class Orchestrator:
     def _finalize_sync(self, state: RequestState) -> None:
         assert state.run_dir is not None and state.runner is not None
         try:
-            budget = state.runner.planner.budget
-            if budget is not None:
-                state.run_dir.set_budget(BudgetOutcome(
-                    status=budget_status(budget),
-                    not_run=sorted(state.tasks[position].id for position in state.budget_stopped)))
+            if state.runner.planner.budget is not None:
+                state.run_dir.set_budget(BudgetOutcome(status=budget_status(state.runner.planner.budget), not_run=sorted(
+                    state.tasks[position].id for position in state.budget_stopped)))
             state.result = finalize_request(state.request, state.components, state.analyzers, state.run_dir,
                                             state.scores, "completed")
             state.status = "completed"
