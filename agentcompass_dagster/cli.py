@@ -187,7 +187,12 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool) -> int:
     from agentcompass_dagster.runtime.summary import SummaryCounts
 
     errors = 0
-    if not (launch.launched or launch.followed):
+    if launch.budget_refused and not (launch.launched or launch.followed):
+        assert launch.budget is not None
+        print(f"Nothing launched: the sweep's budget is exhausted ({launch.budget.message}); "
+              f"{launch.budget_refused} (model, task) partition(s) without a result wait for a larger budget. "
+              "The newest complete run of each model:\n")
+    elif not (launch.launched or launch.followed):
         # Said first: the summaries below are of earlier runs, whose counts ("18 run in this run") are theirs.
         print("Nothing to run: every task has a result and the metrics are current. "
               "The newest complete run of each model:\n")
@@ -198,6 +203,9 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool) -> int:
         if counts.is_file():
             errors += SummaryCounts.model_validate_json(counts.read_text()).error
     print(f"dagster: {_launch_line(launch)} (instance: {launch.home})")
+    if launch.budget is not None:
+        # A spent budget is an outcome of the sweep, not a failure: the exit code stays that of the tasks.
+        print(f"budget: {launch.budget.message}; {launch.without_result} (model, task) partition(s) without a result")
     if launch.failed:
         print(f"agentcompass: failed in Dagster: {'; '.join(launch.failed)}", file=sys.stderr)
         return EXIT_NOT_COMPLETED

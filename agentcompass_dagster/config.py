@@ -17,6 +17,7 @@ from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.runtime.types import (
     AgentLimits,
+    BudgetConfig,
     EvaluationMode,
     Lineage,
     NetworkPolicy,
@@ -162,14 +163,6 @@ class AlertsConfig(Declaration):
     baseline_model: str | None = None
 
 
-class BudgetConfig(Declaration):
-    """What the whole sweep may spend across all of its runs, models and workers; checked before each
-    model call against a ledger every run of the sweep shares."""
-
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
-
-
 class DockerConfig(Declaration):
     """Step containers (dagster-docker's docker_executor). The image holds this project and what the
     sweep's plugins need; the results directory, the resources and (for a SQLite instance) DAGSTER_HOME
@@ -298,6 +291,7 @@ class SweepConfig(Declaration):
             output=output,
             run_only=run_only,
             dagster_run_id=dagster_run_id,
+            budget=self.budget,
             declared_in=f"{self._file}: benchmarks[{index}]" if self._file and index is not None else None,
         )
 
@@ -322,6 +316,8 @@ class RunRequest(Declaration):
     durable_seed: Path | None = None
     # The Dagster run executing the request: a run directory it left running is failed with it.
     dagster_run_id: str | None = None
+    # The sweep's budget, shared by every request of the sweep (runtime/budget.py).
+    budget: BudgetConfig | None = None
     # Where the request's benchmark is declared ("<sweep file>: benchmarks[<index>]"), for errors found
     # once its tasks are loaded; it says nothing about what ran, so it is never persisted.
     declared_in: str | None = Field(default=None, exclude=True)
@@ -332,7 +328,8 @@ class RunRequest(Declaration):
     def to_task_payload(self) -> dict[str, Any]:
         """The whole request; run_info.json keeps its redacted form (unset optional fields left out, as
         older versions wrote it)."""
-        empty = {name for name in ("run_only", "lineage", "durable_seed", "dagster_run_id") if not getattr(self, name)}
+        empty = {name for name in ("run_only", "lineage", "durable_seed", "dagster_run_id", "budget")
+                 if not getattr(self, name)}
         return self.model_dump(mode="json", exclude=empty)
 
     def benchmark_field(self, name: str) -> str:

@@ -45,6 +45,7 @@ from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Orc
 from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE
 from agentcompass_dagster.report import COMPARISON_COLUMNS, COMPARISON_FILE
 from agentcompass_dagster.runtime.stats import paired_comparison
+from agentcompass_dagster.runtime.budget import budget_figures
 from agentcompass_dagster.runtime.types import TaskDetail
 
 TASKS_FILE = "tasks.parquet"
@@ -249,6 +250,8 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
             orchestration = OrchestrationThread(orchestrator).start()
             yield from _stream(context, orchestration, stream)
             result = orchestration.result()
+            if stopped := sum(len(state.budget_stopped) for state in orchestrator.states):
+                context.log.warning(f"budget exhausted: {stopped} tasks not run, left missing until it is raised")
     finally:
         drop_claim(sweep_benchmark, run_id)
     if BACKFILL_TAG in context.run.tags:
@@ -306,6 +309,7 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
         # What the analyzers found in each model's run (its analysis_summary.md has the flagged attempts).
         "analysis": dg.MetadataValue.md(figures_table(analysis)),
         **summed_counts(analysis),
+        **(budget_figures(sweep_benchmark.budget) if sweep_benchmark.budget else {}),
         "models": len(newest),
         "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
         "metrics": dg.MetadataValue.path(str((sweep_benchmark.benchmark_dir / METRICS_FILE).resolve())),

@@ -5,7 +5,8 @@ A (model, task) partition is busy when it is materialized, targeted by a run tha
 (queued ones too) of any job that selects the sweep's attempts (the sweep's job, or the asset job of a
 backfill or `dagster asset materialize`), targeted by an asset backfill still in progress (whose next
 runs are not launched yet), or claimed by a live run; every other partition is missing. The
-missing ones become a few runs (ranges, at most ``max_partitions_per_run`` partitions each). When
+missing ones become a few runs (ranges, at most ``max_partitions_per_run`` partitions each), unless
+the sweep's budget is spent: then nothing is launched for them, and the plan says why. When
 nothing is missing and nothing is in flight (no run, no backfill) but the metrics are older than the newest result, one run
 of the metrics (and what follows them) is due. Runs whose worker process is gone are reaped first:
 marked failed in Dagster and in their run directories, so their partitions stop counting as busy.
@@ -24,8 +25,10 @@ from agentcompass_dagster.defs.dagster_internals import backfill_targets
 from agentcompass_dagster.defs.run_owners import gone_owner
 from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, missing_ranges, range_keys, split_key
 from agentcompass_dagster.defs.sweep import SweepBenchmark
+from agentcompass_dagster.runtime.budget import budget_status
 from agentcompass_dagster.runtime.run_records import read_params
 from agentcompass_dagster.runtime.run_store import open_run_dir
+from agentcompass_dagster.runtime.types import BudgetStatus
 
 PARTITION = "dagster/partition"
 
@@ -41,6 +44,13 @@ class Plan:
     missing: set[str] = field(default_factory=set)
     metrics_due: bool = False
     in_flight: list[str] = field(default_factory=list)
+    # The sweep's budget, when it has one, as the ledger said when planning.
+    budget: BudgetStatus | None = None
+
+    @property
+    def budget_spent(self) -> bool:
+        """Partitions are missing, and the budget that would pay for them is spent."""
+        return bool(self.missing) and self.budget is not None and self.budget.exhausted
 
 
 def register_tasks(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, keys: list[str]) -> tuple[list[str],
@@ -95,14 +105,20 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     for _, partitions in backfills:
         busy |= partitions
     models = list(sweep_benchmark.model_keys)
+    budget = sweep_benchmark.budget
     plan = Plan(missing_ranges(models, task_keys, busy, sweep_benchmark.sweep.dagster.max_partitions_per_run),
                 missing={f"{m}|{t}" for m in models for t in task_keys} - busy,
-                in_flight=[run.run_id for run in flying])
+                in_flight=[run.run_id for run in flying],
+                budget=budget_status(budget) if budget is not None else None)
+    if plan.budget_spent:
+        plan.ranges = []
     # A backfill in progress runs the metrics itself, or the automation sensor does after it.
     if not plan.ranges and not flying and not backfills:
         metrics, newest = _latest_event_id(instance, sweep_benchmark.key("metrics")), _latest_event_id(instance,
                                                                                                        attempts)
-        plan.metrics_due = metrics is None or (newest is not None and newest > metrics)
+        stale = newest is not None and (metrics is None or newest > metrics)
+        # With the budget spent before any result, a metrics run would have nothing to aggregate.
+        plan.metrics_due = stale or (metrics is None and not plan.budget_spent)
     return plan
 
 

@@ -1,5 +1,6 @@
 """A sweep's schedule: each tick requests the runs its missing partitions need (never one already
-targeted by a run in flight), or, when nothing is missing, a run of the metrics if they are stale."""
+targeted by a run in flight), or, when nothing is missing, a run of the metrics if they are stale; with
+the sweep's budget spent it requests none and says so."""
 
 import dagster as dg
 
@@ -19,6 +20,12 @@ def run_requests(sweep_benchmark: SweepBenchmark, plan: Plan) -> list[dg.RunRequ
     return requests
 
 
+def budget_reason(plan: Plan) -> str:
+    assert plan.budget is not None
+    return (f"budget exhausted: {plan.budget.message}; {len(plan.missing)} (model, task) partitions without a "
+            "result are not run until the sweep's budget is raised")
+
+
 def sweep_schedule(sweep_benchmark: SweepBenchmark, job: UnresolvedAssetJobDefinition) -> dg.ScheduleDefinition:
     config = sweep_benchmark.sweep.schedule
     assert config.cron is not None
@@ -33,6 +40,8 @@ def sweep_schedule(sweep_benchmark: SweepBenchmark, job: UnresolvedAssetJobDefin
         requests = run_requests(sweep_benchmark, plan)
         if requests:
             return requests
+        if plan.budget_spent:
+            return dg.SkipReason(budget_reason(plan))
         return dg.SkipReason(f"nothing to run: every task has a result or is in one of {len(plan.in_flight)} "
                              "runs in flight, and the metrics are current")
 

@@ -16,7 +16,7 @@ import dagster as dg
 from agentcompass_dagster.defs.coordination import ensure_pool_limits, sweep_lock
 from agentcompass_dagster.defs.dagster_internals import UnresolvedAssetJobDefinition
 from agentcompass_dagster.defs.planning import plan_runs
-from agentcompass_dagster.defs.schedules import run_requests
+from agentcompass_dagster.defs.schedules import budget_reason, run_requests
 from agentcompass_dagster.defs.sweep import SweepBenchmark, keys_of
 
 STATUS = {"running": dg.DefaultSensorStatus.RUNNING, "stopped": dg.DefaultSensorStatus.STOPPED}
@@ -51,7 +51,8 @@ def new_tasks_sensor(sweep_benchmark: SweepBenchmark, job: UnresolvedAssetJobDef
         requests = run_requests(sweep_benchmark, plan)
         if requests:
             return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=add)
-        return dg.SensorResult(skip_reason=f"{len(new)} new tasks, all already in runs",
+        reason = budget_reason(plan) if plan.budget_spent else f"{len(new)} new tasks, all already in runs"
+        return dg.SensorResult(skip_reason=reason,
                                dynamic_partitions_requests=add)
 
     return sensor

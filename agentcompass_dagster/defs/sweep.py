@@ -20,13 +20,14 @@ from agentcompass_dagster.config import (
     SweepConfig,
 )
 from agentcompass_dagster.defs.partitions import attempts_partitions, dagster_name, partition_key, tasks_partitions_name
+from agentcompass_dagster.runtime.budget import sweep_budget
 from agentcompass_dagster.runtime.components import Components, resolve_components
 from agentcompass_dagster.runtime.orchestrator import Prepared
 from agentcompass_dagster.runtime.selection import load_selected_tasks
 from agentcompass_dagster.runtime.layout import run_root
 from agentcompass_dagster.runtime.run_records import ReuseSource
 from agentcompass_dagster.runtime.run_store import RunStore
-from agentcompass_dagster.runtime.types import TaskSpec
+from agentcompass_dagster.runtime.types import SweepBudget, TaskSpec
 
 # Run tags naming what a run evaluates; the launcher, the schedule and the sensor find runs by them.
 SWEEP_TAG = "agentcompass/sweep"
@@ -139,6 +140,11 @@ class SweepBenchmark:
     @cached_property
     def store(self) -> RunStore:
         return RunStore(self.sweep.output.results_dir)
+
+    @cached_property
+    def budget(self) -> SweepBudget | None:
+        """The sweep's budget and its ledger (the same for every benchmark and model of the sweep)."""
+        return sweep_budget(self.request(self.sweep.models[0].id, []))
 
     def root(self, model_id: str) -> Path:
         return run_root(self.output, self.benchmark.id, model_id)

@@ -23,7 +23,8 @@ from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import DurableSession
 from agentcompass_dagster.harnesses.limits import LimitExceeded, wall_left
 from agentcompass_dagster.models.usage import turn_usage
-from agentcompass_dagster.runtime.types import AgentLimits, ExecutionPlan, LimitHit, PreparedTask, Usage
+from agentcompass_dagster.runtime.budget import reserve_call, settle_call
+from agentcompass_dagster.runtime.types import AgentLimits, ExecutionPlan, LimitHit, PreparedTask, SweepBudget, Usage
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.benchmark import Benchmark
@@ -78,9 +79,25 @@ def durable_session(env: EnvironmentSession, directory: Path, params: DurableAge
 
 
 async def call_model(session: DurableSession, model: Model, limits: AgentLimits, messages: list[dict[str, Any]],
-                     tools: list[dict[str, Any]], context: CallContext) -> tuple[ModelTurn, Usage]:
-    """One model call through the activity log: in flight before it is sent, completed with its response
-    and usage, or aborted with why (the endpoint failed, or max_wall_s cut it, raised as LimitExceeded)."""
+                     tools: list[dict[str, Any]], context: CallContext,
+                     budget: SweepBudget | None = None) -> tuple[ModelTurn, Usage]:
+    """One model call, admitted by the sweep's budget first (BudgetExhausted when it is spent; nothing
+    is logged then, so the attempt can run later from where it stopped), through the activity log: in
+    flight before it is sent, completed with its response and usage, or aborted with why (the endpoint
+    failed, or max_wall_s cut it, raised as LimitExceeded)."""
+    if budget is None:
+        return await _logged_call(session, model, limits, messages, tools, context)
+    call = await reserve_call(budget)
+    usage: Usage | None = None
+    try:
+        reply, usage = await _logged_call(session, model, limits, messages, tools, context)
+    finally:
+        settle_call(budget, call, usage)
+    return reply, usage
+
+
+async def _logged_call(session: DurableSession, model: Model, limits: AgentLimits, messages: list[dict[str, Any]],
+                       tools: list[dict[str, Any]], context: CallContext) -> tuple[ModelTurn, Usage]:
     turn = context.turn
     request_id = f"model-{turn}"
 

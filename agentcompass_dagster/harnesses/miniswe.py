@@ -218,7 +218,8 @@ class MiniSweSession(DurableAgentSession):
         session.begin(resumed)
         self.session = session
         self.bridge = bridge = Bridge(asyncio.get_running_loop())
-        steps = Steps(session, bridge, harness.model, limits, task_id=self.prepared.task.id, attempt=plan.attempt)
+        steps = Steps(session, bridge, harness.model, limits, task_id=self.prepared.task.id, attempt=plan.attempt,
+                      budget=plan.budget)
         self.agent = agent = agent_class(MiniModel(steps, model_config),
                                          MiniEnvironment(steps, env_config, await uname(env)), **agent_kwargs)
         agent.steps = steps

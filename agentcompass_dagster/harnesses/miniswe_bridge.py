@@ -27,6 +27,7 @@ from agentcompass_dagster.harnesses.tool_agent.tools import BASH_TOOL
 from agentcompass_dagster.runtime.types import (
     AgentLimits,
     LimitHit,
+    SweepBudget,
     Usage,
 )
 
@@ -106,8 +107,9 @@ class Steps:
     run on the event loop through the DurableSession (so every log write happens on the loop)."""
 
     def __init__(self, session: DurableSession, bridge: Bridge, model: Model, limits: AgentLimits, *,
-                 task_id: str, attempt: int) -> None:
+                 task_id: str, attempt: int, budget: SweepBudget | None = None) -> None:
         self.session = session
+        self.budget = budget
         self.bridge = bridge
         self.model = model
         self.limits = limits
@@ -130,7 +132,7 @@ class Steps:
             return ModelTurn.model_validate(record.data["response"]), Usage.model_validate(record.data["usage"])
         context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=turn)
         model_turn, usage = self.bridge.run(call_model(self.session, self.model, self.limits, chat, [BASH_TOOL],
-                                                       context))
+                                                       context, self.budget))
         self.usages.append(usage)
         return model_turn, usage
 

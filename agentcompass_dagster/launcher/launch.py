@@ -39,9 +39,11 @@ from agentcompass_dagster.launcher.runs import RunFactory
 from agentcompass_dagster.launcher.workers import RunWorkers
 from agentcompass_dagster.progress import ProgressBoard
 from agentcompass_dagster.runtime.atomic import atomic_write_text
+from agentcompass_dagster.runtime.budget import budget_status
 from agentcompass_dagster.runtime.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.layout import SUMMARY
 from agentcompass_dagster.runtime.run_records import ReuseSource
+from agentcompass_dagster.runtime.types import BudgetStatus
 
 AS_RUN_DIR = ".agentcompass/sweeps"
 POLL_S = 0.2
@@ -64,6 +66,11 @@ class SweepLaunch:
     followed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     newest: dict[tuple[str, str], ReuseSource] = field(default_factory=dict)
+    # The sweep's budget when the runs ended; partitions not launched because it was spent when planning,
+    # and partitions still without a result at the end (what a raised budget would run).
+    budget: BudgetStatus | None = None
+    budget_refused: int = 0
+    without_result: int = 0
 
 
 def preflight(sweep_benchmark_list: list[SweepBenchmark]) -> None:
@@ -146,7 +153,10 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
             plan, runs = _plan(sweep_benchmark, instance, factory, follower)
             created += runs
             launch.followed += plan.in_flight
-            launch.missing += len(plan.missing)
+            if plan.budget_spent:
+                launch.budget_refused += len(plan.missing)
+            else:
+                launch.missing += len(plan.missing)
             launch.metrics_runs += plan.metrics_due
         launch.launched = [run.run_id for run in created]
         if submit:
@@ -162,7 +172,18 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
         for sweep_benchmark in sweep_benchmark_list:
             launch.newest.update({(sweep_benchmark.benchmark.id, model): run for model,
                                   run in sweep_benchmark.newest_runs(SUMMARY).items()})
+        budget = sweep_benchmark_list[0].budget
+        if budget is not None:
+            launch.budget = budget_status(budget)
+            launch.without_result = sum(_without_result(sweep_benchmark, instance)
+                                        for sweep_benchmark in sweep_benchmark_list)
     return launch
+
+
+def _without_result(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance) -> int:
+    done = instance.get_materialized_partitions(sweep_benchmark.key("attempts"))
+    wanted = {f"{model}|{task}" for model in sweep_benchmark.model_keys for task in sweep_benchmark.task_keys}
+    return len(wanted - set(done))
 
 
 def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
@@ -176,7 +197,7 @@ def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory
         if plan.metrics_due:
             runs.append(factory.create(sweep_benchmark, {}, {sweep_benchmark.key("metrics"),
                                                              sweep_benchmark.key("comparison")}))
-    follower.expect(sweep_benchmark, plan.missing)
+    follower.expect(sweep_benchmark, set() if plan.budget_spent else plan.missing)
     for run_id in [run.run_id for run in runs] + plan.in_flight:
         follower.follow(sweep_benchmark, run_id)
     return plan, runs

@@ -93,13 +93,18 @@ def append_line(path: Path, line: bytes, mode: int = 0o644) -> None:
     created = not path.exists()
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode)
     try:
-        _drop_torn_tail(fd)
-        os.write(fd, line)
-        os.fsync(fd)
+        append_to(fd, line)
     finally:
         os.close(fd)
     if created:
         fsync_dir(path.parent)
+
+
+def append_to(fd: int, line: bytes) -> None:
+    """append_line on a file its caller holds open (and locked), O_APPEND: cut a torn tail, write, fsync."""
+    _drop_torn_tail(fd)
+    os.write(fd, line)
+    os.fsync(fd)
 
 
 def _drop_torn_tail(fd: int) -> None:

@@ -26,6 +26,7 @@ from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded,
 from agentcompass_dagster.contracts.harness import HarnessSession
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog
 from agentcompass_dagster.runtime.analysis import analyze_attempt
+from agentcompass_dagster.runtime.budget import BudgetExhausted, check_budget
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.plan import Planner
@@ -140,7 +141,7 @@ class TaskRunner:
         self.run_dir = run_dir
         self.analyzers = analyzers
         self.permits = permits
-        self.planner = Planner(request, components)
+        self.planner = Planner(request, components, run_dir.run_id)
 
     async def run_task(self, task: TaskSpec) -> TaskDetail:
         """All semantic attempts the strategy needs; attempts checkpointed by an interrupted earlier run
@@ -160,6 +161,9 @@ class TaskRunner:
             if checkpoint is not None and checkpoint.meta.get("resolved_execution_plan") == persisted.view:
                 attempts[index] = checkpoint
                 continue
+            if self.planner.budget is not None:
+                # An attempt does not start once the sweep's budget is spent (BudgetExhausted ends the task).
+                await asyncio.to_thread(check_budget, self.planner.budget)
             attempts[index] = await self.run_attempt(task, plan)
             if config.k > 1:
                 await asyncio.to_thread(self.run_dir.save_attempt_checkpoint, task, attempts[index])
@@ -244,6 +248,9 @@ class TaskRunner:
         except EnvironmentLimitExceeded as exc:
             # What the agent did (or left for the verifier) hit a declared limit: its failure, scored.
             failure = _failure(exc)
+        except BudgetExhausted:
+            # The sweep's budget, not the agent, stopped the attempt: no outcome of the task, no retry.
+            raise
         except Exception as exc:
             error, site = _failure(exc), phase
         finally:

@@ -25,7 +25,8 @@ def write_summary(request: RunRequest, benchmark: Any, run_dir: RunDir, scores: 
     """R-FIN-1: merge reused and new tasks in selected order, aggregate through the benchmark, write
     summary.md, .summary_counts.json, metrics.parquet and task_results.parquet."""
     metrics = benchmark.aggregate_metrics(scores, len(scores.tasks))
-    counts = summary.count(scores, len(scores.tasks), metrics)
+    assert run_dir.info is not None
+    counts = summary.count(scores, len(scores.tasks), metrics, run_dir.info.budget)
     title = f"{request.benchmark.id} · {request.model.id} · {request.harness.id}"
     lineage = request.lineage
     if lineage:
@@ -35,7 +36,6 @@ def write_summary(request: RunRequest, benchmark: Any, run_dir: RunDir, scores: 
     markdown = summary.render(title, run_dir.run_id, status, counts, list(scores.error_lines()),
                               list(scores.failure_lines()))
     run_dir.save_results(markdown, counts)
-    assert run_dir.info is not None
     identity = {"sweep": request.sweep, "benchmark": request.benchmark.id, "model": request.model.id,
                 "harness": request.harness.id, "run_id": run_dir.run_id,
                 "started_at": datetime.fromisoformat(run_dir.info.started_at)}

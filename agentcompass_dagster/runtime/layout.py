@@ -28,6 +28,8 @@ RUN_LOG = "run.log"
 ANALYSIS_MD = "analysis_summary.md"
 ANALYSIS_JSON = "analysis_summary.json"
 ERROR_PREFIX = "_error_"
+# The sweep's budget ledger, beside its benchmarks: every run of the sweep appends its model calls to it.
+BUDGET_LEDGER = "budget.jsonl"
 
 
 def detail_names(task_id: str, category: str | None) -> list[str]:
@@ -40,10 +42,13 @@ def detail_names(task_id: str, category: str | None) -> list[str]:
 def run_root(output: OutputConfig, benchmark_id: str, model_id: str) -> Path:
     """Where the runs of one benchmark x model lie (R-STORE-1), user-named parts made safe; the runtime
     and the Dagster layer both find them here."""
+    return sweep_root(output) / normalize_component(benchmark_id, "benchmark.id") / normalize_component(model_id, "model.id")
+
+
+def sweep_root(output: OutputConfig) -> Path:
+    """Where a sweep's benchmarks lie: ``<results_dir>/<run_name>``."""
     root = Path(output.results_dir)
-    if output.run_name:
-        root = root / normalize_component(output.run_name, "output.run_name")
-    return root / normalize_component(benchmark_id, "benchmark.id") / normalize_component(model_id, "model.id")
+    return root / normalize_component(output.run_name, "output.run_name") if output.run_name else root
 
 
 def results_dir_of(run_path: Path, output: OutputConfig) -> Path:

@@ -37,6 +37,7 @@ from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.analysis import check_analyzer_names, select_analyzers
 from agentcompass_dagster.runtime.attempt import TaskRunner
+from agentcompass_dagster.runtime.budget import BudgetExhausted, budget_status
 from agentcompass_dagster.runtime.components import Components, resolve_components
 from agentcompass_dagster.runtime.finalize import finalize_request
 from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
@@ -48,6 +49,7 @@ from agentcompass_dagster.runtime.run_dir import RunDir
 from agentcompass_dagster.runtime.run_records import ReuseSource
 from agentcompass_dagster.runtime.run_store import RunStore
 from agentcompass_dagster.runtime.types import (
+    BudgetOutcome,
     OrchestrationResult,
     RequestOutcome,
     RequestResult,
@@ -80,6 +82,8 @@ class RequestState:
     finalizing: bool = False
     error: str | None = None
     result: RequestResult | None = None
+    # Positions in ``tasks`` of the tasks left without a result because the sweep's budget was spent.
+    budget_stopped: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.scores = TaskScores(self.tasks)
@@ -305,16 +309,22 @@ class Orchestrator:
             self.observer.task_started(state, task)
             try:
                 detail = await self._run_one(state, task)
-                state.scores.add(position, detail)
-                self.observer.task_finished(state, detail)
+                if detail is None:
+                    state.budget_stopped.append(position)
+                else:
+                    state.scores.add(position, detail)
+                    self.observer.task_finished(state, detail)
             finally:
                 state.active -= 1
             self._schedule_finalization()
 
-    async def _run_one(self, state: RequestState, task: TaskSpec) -> TaskDetail:
+    async def _run_one(self, state: RequestState, task: TaskSpec) -> TaskDetail | None:
+        """The task's detail, persisted; None when the sweep's budget is spent before or while it runs."""
         assert state.runner is not None and state.run_dir is not None
         try:
             detail = await state.runner.run_task(task)
+        except BudgetExhausted:
+            return None
         except Exception as exc:
             detail = TaskDetail(
                 task_id=task.id,
@@ -342,8 +352,11 @@ class Orchestrator:
         self.observer.request_finished(state)
 
     def _finalize_sync(self, state: RequestState) -> None:
-        assert state.run_dir is not None
+        assert state.run_dir is not None and state.runner is not None
         try:
+            if state.runner.planner.budget is not None:
+                state.run_dir.set_budget(BudgetOutcome(status=budget_status(state.runner.planner.budget), not_run=sorted(
+                    state.tasks[position].id for position in state.budget_stopped)))
             state.result = finalize_request(state.request, state.components, state.analyzers, state.run_dir,
                                             state.scores, "completed")
             state.status = "completed"

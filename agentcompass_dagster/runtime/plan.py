@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.errors import field_error
+from agentcompass_dagster.runtime.budget import sweep_budget
 from agentcompass_dagster.runtime.components import Components
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
 
@@ -21,9 +22,12 @@ class PersistedPlan(NamedTuple):
 
 
 class Planner:
-    def __init__(self, request: RunRequest, components: Components) -> None:
+    def __init__(self, request: RunRequest, components: Components, run_id: str | None = None) -> None:
+        """``run_id``: the run directory whose attempts the plans are for (what they spend of the sweep's
+        budget is charged to it)."""
         self.request = request
         self.components = components
+        self.budget = sweep_budget(request, run_id)
         # Every plan of a request is this one with its task, attempt and benchmark plan filled in.
         self._template = self._build(TaskSpec(id=""), 1, {})
         self._persisted: dict[str, PersistedPlan] = {}
@@ -65,6 +69,7 @@ class Planner:
             max_retries=execution.max_retries,
             retry_pattern_list=execution.retry_pattern_list,
             benchmark_plan=benchmark_plan,
+            budget=self.budget,
         )
 
     def preflight(self, probe_task: TaskSpec) -> None:

@@ -55,7 +55,7 @@ from agentcompass_dagster.runtime.run_records import (
 )
 from agentcompass_dagster.runtime.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.summary import SummaryCounts
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail, TaskSpec, TerminalStatus, utcnow
+from agentcompass_dagster.runtime.types import BudgetOutcome, EvaluatedAttempt, TaskDetail, TaskSpec, TerminalStatus, utcnow
 
 if TYPE_CHECKING:
     from agentcompass_dagster.runtime.plan import PersistedPlan
@@ -116,8 +116,7 @@ class RunDir:
         atomic_write_bytes(self.path / OWNER, str(Worker.this()).encode())
 
     def write_params(self, request: RunRequest) -> None:
-        started_at = self._require_info().started_at
-        atomic_write_json(self.path / PARAMS, RunParams.of(request, started_at))
+        atomic_write_json(self.path / PARAMS, RunParams.of(request, self._require_info().started_at))
 
     def set_reused_from(self, source: ReuseSource, task_ids: list[str], attempts: int = 0) -> None:
         """R-REUSE-5: record the source (id, path, start), which tasks came from it and how many
@@ -131,11 +130,14 @@ class RunDir:
 
     def set_merged_from(self, sources: list[ReuseSource], task_ids: dict[str, list[str]]) -> None:
         with self._lock:
-            self._require_info().merged_from = [
-                ReusedFrom(run_id=source.run_id, path=source.path, tasks=len(task_ids[source.run_id]),
-                           task_ids=task_ids[source.run_id])
-                for source in sources
-            ]
+            self._require_info().merged_from = [ReusedFrom(
+                run_id=source.run_id, path=source.path, tasks=len(task_ids[source.run_id]),
+                task_ids=task_ids[source.run_id]) for source in sources]
+        self._flush_info()
+
+    def set_budget(self, outcome: BudgetOutcome) -> None:
+        with self._lock:
+            self._require_info().budget = outcome
         self._flush_info()
 
     def set_dagster_run_id(self, run_id: str) -> None:

@@ -15,6 +15,7 @@ from agentcompass_dagster.runtime.layout import PARAMS, RUN_INFO
 from agentcompass_dagster.runtime.scores import DetailView
 from agentcompass_dagster.runtime.types import (
     SCHEMA_VERSION,
+    BudgetOutcome,
     Lineage,
     RunDirStatus,
     StoredRecord,
@@ -60,6 +61,8 @@ class RunInfo(StoredRecord):
     task_plans: dict[str, dict[str, str]] = Field(default_factory=dict)
     dagster_run_id: str | None = None
     paths: dict[str, str] = Field(default_factory=dict)
+    # The sweep's budget as this run ended, and the tasks it could not run for it.
+    budget: BudgetOutcome | None = None
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.types import MetricResult, StoredRecord
+from agentcompass_dagster.runtime.types import BudgetOutcome, BudgetStatus, MetricResult, StoredRecord
 
 
 class CategoryCounts(StoredRecord):
@@ -41,10 +41,15 @@ class SummaryCounts(StoredRecord):
     metrics: dict[str, float | None] = Field(default_factory=dict)
     uncertainty: dict[str, dict[str, float]] = Field(default_factory=dict)
     usage: dict[str, Any] = Field(default_factory=dict)
+    # The sweep's budget as the run ended, and how many of the missing tasks it left unrun (run_info.json
+    # lists them).
+    budget: BudgetStatus | None = None
+    budget_not_run: int = 0
 
 
-def count(scores: TaskScores, selected: int, metrics: MetricResult) -> SummaryCounts:
-    """The counts of ``selected`` tasks, of which ``scores`` holds the finished ones."""
+def count(scores: TaskScores, selected: int, metrics: MetricResult, budget: BudgetOutcome | None = None) -> SummaryCounts:
+    """The counts of ``selected`` tasks, of which ``scores`` holds the finished ones; ``budget``: what the
+    sweep's budget left unrun, when it has one."""
     categories: dict[str, CategoryCounts] = {}
     is_error, correct = scores.column("is_error"), scores.column("correct")
     for row in scores.rows():
@@ -80,6 +85,8 @@ def count(scores: TaskScores, selected: int, metrics: MetricResult) -> SummaryCo
         metrics=metrics.metrics,
         uncertainty=(metrics.details or {}).get("uncertainty", {}),
         usage=usage,
+        budget=budget.status if budget else None,
+        budget_not_run=len(budget.not_run) if budget else 0,
     )
 
 
@@ -131,6 +138,10 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
             f"${usage['cost_usd']:.4f} known, incomplete (some model turns had no price)")
         lines += ["", f"Usage: {usage['input_tokens']:,} input tokens · {usage['output_tokens']:,} output tokens · "
                       f"cost {cost} · {usage.get('duration_s', 0.0):.1f}s in attempts"]
+    if counts.budget is not None:
+        lines += ["", f"Budget of the sweep: {counts.budget.message}"
+                      + (f"; {counts.budget_not_run} tasks not run (they run when the budget is raised)"
+                         if counts.budget_not_run else "")]
     if counts.uncertainty:
         lines += ["", "| metric | stderr | 95% CI (bootstrap over tasks) | tasks |", "|---|---|---|---|"]
         lines += [

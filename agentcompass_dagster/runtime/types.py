@@ -142,6 +142,70 @@ class AgentLimits(StoredRecord):
     max_wall_s: float | None = Field(default=None, gt=0)
 
 
+class BudgetConfig(StoredRecord):
+    """What the whole sweep may spend across all of its runs, models and workers; checked before each
+    model call against a ledger every run of the sweep shares (runtime/budget.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+class SweepBudget(StoredRecord):
+    """A sweep's budget as one of its attempts meets it: the limits, and the ledger file that every
+    process running the sweep appends its model calls to."""
+
+    limits: BudgetConfig
+    ledger: Path
+    # Whose calls these are: ``<benchmark>/<model>/<run_id>``, written with each call's spend.
+    run: str | None = None
+
+
+class BudgetStatus(StoredRecord):
+    """What a sweep's budget allows and what its runs have spent, as the ledger says."""
+
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    spent_usd: float = 0.0
+    spent_tokens: int = 0
+    # False once a call's cost was unknown (a model without a price): spent_usd then counts the known ones.
+    cost_complete: bool = True
+
+    @property
+    def exhausted(self) -> bool:
+        return ((self.max_cost_usd is not None and self.spent_usd >= self.max_cost_usd)
+                or (self.max_tokens is not None and self.spent_tokens >= self.max_tokens))
+
+    @property
+    def message(self) -> str:
+        """"spent $0.42 of $0.50 (exhausted)", with tokens beside or instead of dollars as declared."""
+        parts = []
+        if self.max_cost_usd is not None:
+            known = "" if self.cost_complete else " known (some calls had no price)"
+            parts.append(f"${self.spent_usd:.4g}{known} of ${self.max_cost_usd:g}")
+        if self.max_tokens is not None:
+            parts.append(f"{self.spent_tokens:,} of {self.max_tokens:,} tokens")
+        return f"spent {' and '.join(parts)} ({'exhausted' if self.exhausted else 'left: ' + self._left()})"
+
+    def _left(self) -> str:
+        parts = []
+        if self.max_cost_usd is not None:
+            parts.append(f"${self.max_cost_usd - self.spent_usd:.4g}")
+        if self.max_tokens is not None:
+            parts.append(f"{self.max_tokens - self.spent_tokens:,} tokens")
+        return " and ".join(parts)
+
+
+class BudgetOutcome(StoredRecord):
+    """What the sweep's budget meant for one run (run_info.json): the ledger when the run ended, and the
+    tasks it left without a result because the budget was spent (neither failures nor errors: they run
+    when the budget is raised)."""
+
+    status: BudgetStatus
+    not_run: list[str] = Field(default_factory=list)
+
+
 class LimitHit(StoredRecord):
     """The limit an attempt reached: which, its allowance, and what was used when it stopped. Reaching a
     limit is an outcome of the attempt (it is scored, usually as incorrect), not an error to re-run."""
@@ -302,6 +366,9 @@ class ExecutionPlan(StoredRecord):
     # Where a durable harness keeps the attempt's activity log and checkpoints, set by the runtime just
     # before the harness session starts; a place on this machine, so never persisted (see persisted_view).
     durable_dir: Path | None = Field(default=None, exclude=True)
+    # The sweep's budget, checked before each model call; set by the planner from the request and never
+    # persisted: it says where this machine keeps the ledger, not how the attempt runs.
+    budget: SweepBudget | None = Field(default=None, exclude=True)
 
     PERSISTED_FIELDS: ClassVar[tuple[str, ...]] = (
         "benchmark_id",

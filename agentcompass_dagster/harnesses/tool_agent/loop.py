@@ -39,7 +39,7 @@ from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits, w
 from agentcompass_dagster.harnesses.tool_agent.state import AgentState, summarize, trajectory
 from agentcompass_dagster.harnesses.tool_agent.tools import TOOL_ARGUMENT, TOOLS, ToolAgentParams
 from agentcompass_dagster.models.usage import usage_totals
-from agentcompass_dagster.runtime.types import AgentLimits, LimitHit, RunResult, Usage
+from agentcompass_dagster.runtime.types import AgentLimits, LimitHit, RunResult, SweepBudget, Usage
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.environment import EnvironmentSession
@@ -75,9 +75,10 @@ class AgentRun:
     def __init__(
         self, model: Model, params: ToolAgentParams, limits: AgentLimits, env: EnvironmentSession, *, task_id: str,
         attempt: int, prompt: str, durable_dir: Path, fingerprint: dict[str, Any], log_redacted: bool = True,
-        on_record: Callable[[ActivityRecord], None] | None = None,
+        on_record: Callable[[ActivityRecord], None] | None = None, budget: SweepBudget | None = None,
     ) -> None:
         self.model = model
+        self.budget = budget
         self.params = params
         self.limits = limits
         self.task_id = task_id
@@ -152,7 +153,7 @@ class AgentRun:
     async def _model_step(self, state: AgentState) -> None:
         """The state advances from the completed record, like every other step."""
         context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=state.turns)
-        await call_model(self.session, self.model, self.limits, list(state.messages), TOOLS, context)
+        await call_model(self.session, self.model, self.limits, list(state.messages), TOOLS, context, self.budget)
 
     async def _tool_step(self, key: str, call: ToolCall, turn: int) -> None:
         arguments = call.parsed_arguments()
@@ -230,7 +231,7 @@ class ToolAgentSession(DurableAgentSession):
         harness = self.harness
         self.agent = AgentRun(harness.model, harness.params, self.plan.agent_limits, self.env,
                               task_id=self.prepared.task.id, attempt=self.plan.attempt, prompt=self.prepared.input,
-                              durable_dir=self.durable_dir(), fingerprint=self.fingerprint())
+                              durable_dir=self.durable_dir(), fingerprint=self.fingerprint(), budget=self.plan.budget)
         return outcome_result(await self.agent.run())
 
     def stopped(self, error: str) -> RunResult | None:
