@@ -161,6 +161,14 @@ class AlertsConfig(Declaration):
     # is worse than this one by the same rule.
     baseline_model: str | None = None
 
+    @field_validator("webhook_url")
+    @classmethod
+    def _http_only(cls, url: str | None) -> str | None:
+        # urllib would also "POST" to file: and ftp: URLs.
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return url
+
 
 class BudgetConfig(Declaration):
     """What the whole sweep may spend across all of its runs, models and workers; checked before each
