@@ -150,6 +150,25 @@ def test_a_regression_fails_its_check_and_alerts_once(tmp_path: Path, webhook: W
     assert "no_regression__m1" in webhook.bodies[0]["text"]
 
 
+def test_models_are_checked_against_the_baseline_model(tmp_path: Path) -> None:
+    """Issue #28, alerts.baseline_model: in one run of the real job, a model worse than the baseline model
+    on their common tasks fails its check and is alerted (no webhook declared); one as good passes; the
+    checks against an earlier run are skipped, there being none; a non-blocking failure fails no run."""
+    half = [f"t{i:02d}" for i in range(0, N_TASKS, 2)]
+    sweep = watch_sweep(tmp_path, ["base", "weak", "twin"], {"weak": half}, baseline_model="base")
+    assert run_cli("run", sweep) == 0
+    status, evaluation = latest_check("weak__not_worse_than__base")
+    assert status == "FAILED" and evaluation.metadata["p_value"].value == pytest.approx(2 * 0.5 ** 10)
+    assert latest_check("twin__not_worse_than__base")[0] == "SUCCEEDED"
+    assert {latest_check(f"no_regression__{m}")[0] for m in ("base", "weak", "twin")} == {"SKIPPED"}
+    tick(sweep, None)
+    (alert,) = load_alerts(tmp_path / "results").to_dict("records")
+    assert (alert["model"], alert["baseline_model"], alert["check_name"], alert["webhook"]) == (
+        "weak", "base", "weak__not_worse_than__base", "not declared")
+    assert alert["run_id"] == newest_run(tmp_path, "weak").name
+    assert alert["baseline_run_id"] == newest_run(tmp_path, "base").name
+
+
 def test_a_failing_webhook_is_recorded_not_raised() -> None:
     """Issue #28: a webhook that cannot be reached gives the alert record a delivery error (without the
     URL, a Slack webhook's secret) instead of failing the sensor's tick."""
