@@ -90,7 +90,7 @@ def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefiniti
     model, its newest complete run against the baseline model's. One step computes them all: each is
     one check in the UI, failing with severity ERROR (blocking what depends on the metrics when
     alerts.blocking), and a check with nothing to compare yet yields no result, which Dagster shows as
-    skipped (the reason is in the step's log and in the run's regression.json)."""
+    skipped (the reason is in the step's log, and for a run without an earlier one in its regression.json)."""
     sweep, benchmark = sweep_benchmark.sweep, sweep_benchmark.benchmark.id
     alerts, metrics = sweep.alerts, sweep_benchmark.key("metrics")
     models = [model.id for model in sweep.models]
