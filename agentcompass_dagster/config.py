@@ -162,6 +162,14 @@ class AlertsConfig(Declaration):
     # is worse than this one by the same rule.
     baseline_model: str | None = None
 
+    @field_validator("webhook_url")
+    @classmethod
+    def _http_only(cls, url: str | None) -> str | None:
+        # urllib would also "POST" to file: and ftp: URLs.
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return url
+
 
 class DockerConfig(Declaration):
     """Step containers (dagster-docker's docker_executor). The image holds this project and what the

@@ -138,3 +138,12 @@ def load_comparisons(results_dir: str | Path) -> pd.DataFrame:
     """Every paired model comparison of every sweep x benchmark (from the Dagster comparison asset)."""
     frames = [pd.read_parquet(path) for path in sorted(Path(results_dir).rglob("comparison.parquet"))]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def load_alerts(results_dir: str | Path) -> pd.DataFrame:
+    """Every regression alert of every sweep (``<sweep>/alerts.jsonl``): one row per failed check
+    evaluation, with the verdict's figures, the Dagster run and the webhook's delivery."""
+    from agentcompass_dagster.runtime.regression import ALERTS_FILE, RegressionAlert, read_alerts
+
+    rows = [alert.model_dump() for path in sorted(Path(results_dir).glob(f"*/{ALERTS_FILE}")) for alert in read_alerts(path)]
+    return pd.DataFrame(rows, columns=list(RegressionAlert.model_fields))

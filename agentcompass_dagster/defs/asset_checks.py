@@ -1,15 +1,19 @@
-"""Asset checks on a benchmark's metrics: counts agree with their denominators, no secret on disk."""
+"""Asset checks on a benchmark's metrics: counts agree with their denominators, no secret on disk, and
+no model got worse (than its previous run, and than the sweep's baseline model)."""
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 
 from agentcompass_dagster.defs.assets import current_after_deps
+from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.parquet import METRICS_FILE
 from agentcompass_dagster.runtime.redact import redact_text
 from agentcompass_dagster.runtime.layout import SUMMARY, SUMMARY_COUNTS
+from agentcompass_dagster.runtime.regression import RegressionVerdict, complete_runs, judge, write_verdict
 
 MAX_FINDINGS = 20
 
@@ -67,3 +71,80 @@ def secrets_check(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
         )
 
     return no_secret_in_run_dirs
+
+
+def regression_check_name(model_id: str) -> str:
+    return dagster_name("no_regression", model_id)
+
+
+def baseline_check_name(model_id: str, baseline: str) -> str:
+    return dagster_name(model_id, "not_worse_than", baseline)
+
+
+COMPLETE_RUN = ("A run counts once it is complete: completed, not a fork, with a result for every task it "
+                "selected (a run that reused earlier results counts; its reused tasks tie).")
+
+
+def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
+    """Per model, its newest complete run against its previous one; with alerts.baseline_model, per other
+    model, its newest complete run against the baseline model's. One step computes them all: each is
+    one check in the UI, failing with severity ERROR (blocking what depends on the metrics when
+    alerts.blocking), and a check with nothing to compare yet yields no result, which Dagster shows as
+    skipped (the reason is in the step's log, and for a run without an earlier one in its regression.json)."""
+    sweep, benchmark = sweep_benchmark.sweep, sweep_benchmark.benchmark.id
+    alerts, metrics = sweep.alerts, sweep_benchmark.key("metrics")
+    models = [model.id for model in sweep.models]
+    rule = f"fails when worse with p < {alerts.alpha} (paired test of per-task scores) and a drop > {alerts.min_drop}"
+    specs = [dg.AssetCheckSpec(regression_check_name(model), asset=metrics, blocking=alerts.blocking,
+                               automation_condition=current_after_deps(),
+                               description=f"{model}'s newest complete run of {benchmark!r} against its previous one, "
+                               f"on the tasks both finished: {rule}. {COMPLETE_RUN}") for model in models]
+    baseline = alerts.baseline_model
+    others = [model for model in models if baseline is not None and model != baseline]
+    specs += [dg.AssetCheckSpec(baseline_check_name(model, baseline), asset=metrics, blocking=alerts.blocking,
+                                automation_condition=current_after_deps(),
+                                description=f"{model}'s newest complete run of {benchmark!r} against the baseline "
+                                f"model {baseline}'s, on the tasks both finished: {rule}. {COMPLETE_RUN}")
+              for model in others]
+
+    # Subsettable, so that a check with nothing to compare may yield nothing (and the UI can run one).
+    @dg.multi_asset_check(specs=specs, name=dagster_name(sweep.name, benchmark, "regression"), can_subset=True,
+                          description=f"Regression checks of {benchmark!r}: {rule}.")
+    def regression(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
+        identity = {"sweep": sweep.name, "benchmark": benchmark, "alpha": alerts.alpha, "min_drop": alerts.min_drop}
+        selected = {key.name for key in context.selected_asset_check_keys}
+        newest = {}
+        for model in models:
+            runs = complete_runs(sweep_benchmark.store.runs_newest_first(sweep_benchmark.root(model)))
+            new = next(runs, None)
+            if new is None:
+                context.log.info(f"{model} has no complete run yet: its checks are skipped")
+                continue
+            newest[model] = (new[0].run_id, new[1])
+            if regression_check_name(model) not in selected:
+                continue
+            old = next(((run.run_id, scores) for run, scores in runs), None)
+            verdict = judge(newest[model], old, model=model, **identity)
+            write_verdict(Path(new[0].path), verdict)
+            yield from _result(context, regression_check_name(model), verdict)
+        for model in others:
+            assert baseline is not None
+            if model not in newest or baseline_check_name(model, baseline) not in selected:
+                continue
+            verdict = judge(newest[model], newest.get(baseline), model=model, baseline_model=baseline,
+                            missing=f"the baseline model {baseline} has no complete run yet", **identity)
+            yield from _result(context, baseline_check_name(model, baseline), verdict)
+
+    return regression
+
+
+def _result(context: dg.AssetCheckExecutionContext, name: str,
+            verdict: RegressionVerdict) -> Iterator[dg.AssetCheckResult]:
+    if verdict.status == "skipped":
+        context.log.info(f"{name} skipped: {verdict.reason}")
+        return
+    figures = verdict.model_dump(include={"n", "mean_new", "mean_baseline", "diff", "ci_low", "ci_high", "p_value",
+                                          "test", "alpha", "min_drop", "run_id", "baseline_run_id"})
+    yield dg.AssetCheckResult(check_name=name, passed=verdict.status == "passed", severity=dg.AssetCheckSeverity.ERROR,
+                              description=verdict.reason,
+                              metadata={**figures, "verdict": dg.MetadataValue.json(verdict.model_dump(mode="json"))})

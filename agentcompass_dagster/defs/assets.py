@@ -42,7 +42,8 @@ from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write
 from agentcompass_dagster.runtime.consolidate import consolidate
 from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThread
 from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Orchestrator, RequestState
-from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE
+from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE, read_task_scores
+from agentcompass_dagster.runtime.regression import finished_scores
 from agentcompass_dagster.report import COMPARISON_COLUMNS, COMPARISON_FILE
 from agentcompass_dagster.runtime.stats import paired_comparison
 from agentcompass_dagster.runtime.budget import budget_figures
@@ -425,15 +426,8 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
 
 def _task_scores(sweep_benchmark: SweepBenchmark) -> dict[str, dict[str, float]]:
     """Model -> task -> mean score over attempts (what accuracy averages), for tasks without error."""
-    import pandas as pd
-
-    scores: dict[str, dict[str, float]] = {}
-    for model, source in sweep_benchmark.newest_runs(TASK_RESULTS_FILE).items():
-        rows = pd.read_parquet(Path(source.path) / TASK_RESULTS_FILE, columns=["task_id", "score", "error"])
-        finished = rows.groupby("task_id")["error"].apply(lambda e: e.isna().all())
-        means = rows.groupby("task_id")["score"].mean()
-        scores[model] = {task: float(means[task]) for task in means.index if finished[task]}
-    return scores
+    return {model: finished_scores(read_task_scores(Path(source.path)))
+            for model, source in sweep_benchmark.newest_runs(TASK_RESULTS_FILE).items()}
 
 
 def comparison_table(frame: Any) -> str:

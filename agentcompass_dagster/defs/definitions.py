@@ -1,7 +1,8 @@
 """The Definitions of sweeps: per benchmark of a sweep, assets S/B/tasks -> S/B/attempts (model x task)
-and S/B/metrics (one step) -> S/B/comparison, two checks on the metrics, one job, a schedule when the
-sweep declares a cron, a sensor for new tasks, and the harness and environment as resources; a sweep
-file that does not load is one asset of the group broken_sweeps, described by its error."""
+and S/B/metrics (one step) -> S/B/comparison, checks on the metrics (counts, secrets, regressions), one
+job, a schedule when the sweep declares a cron, sensors for new tasks, failed runs and regression
+alerts, and the harness and environment as resources; a sweep file that does not load is one asset of
+the group broken_sweeps, described by its error."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 import dagster as dg
 
 from agentcompass_dagster.config import SweepConfig, load_sweep
-from agentcompass_dagster.defs.asset_checks import counts_check, secrets_check
+from agentcompass_dagster.defs.alerts import regression_alert_sensor
+from agentcompass_dagster.defs.asset_checks import counts_check, regression_checks, secrets_check
 from agentcompass_dagster.defs.assets import comparison_asset, evaluation_asset, tasks_asset
 from agentcompass_dagster.defs.code_location import DEFAULT_RESOURCES, sweep_files_from_env
 from agentcompass_dagster.defs.jobs import sweep_automation, sweep_job
@@ -50,14 +52,15 @@ def labelled(sweep_benchmark: SweepBenchmark) -> Callable[[dg.AssetSpec], dg.Ass
 
 def benchmark_definitions(sweep_benchmark: SweepBenchmark) -> dg.Definitions:
     job = sweep_job(sweep_benchmark)
+    regression = regression_checks(sweep_benchmark)
     assets = [tasks_asset(sweep_benchmark), evaluation_asset(sweep_benchmark), comparison_asset(sweep_benchmark)]
     return dg.Definitions(
         assets=dg.map_asset_specs(labelled(sweep_benchmark), assets),
-        asset_checks=[counts_check(sweep_benchmark), secrets_check(sweep_benchmark)],
+        asset_checks=[counts_check(sweep_benchmark), secrets_check(sweep_benchmark), regression],
         jobs=[job],
         schedules=[sweep_schedule(sweep_benchmark, job)] if sweep_benchmark.sweep.schedule.cron else [],
         sensors=[new_tasks_sensor(sweep_benchmark, job), sweep_automation(sweep_benchmark),
-                 run_failure_sensor(sweep_benchmark)],
+                 run_failure_sensor(sweep_benchmark), regression_alert_sensor(sweep_benchmark, regression)],
     )
 
 

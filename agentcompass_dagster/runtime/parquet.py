@@ -188,3 +188,14 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
         type_ = schema.field(name).type
         columns[name] = _nulls(type_, len(rows)) if values is None else _column(values, type_)
     _write(run_dir / TASK_RESULTS_FILE, _table(columns, schema))
+
+
+def read_task_scores(run_dir: Path) -> dict[str, float | None]:
+    """Task -> its score in a run's task_results.parquet (the mean over its attempts, what accuracy
+    averages), None for a task that ended in error: every task the run holds a result for."""
+    import pandas as pd
+
+    rows = pd.read_parquet(Path(run_dir) / TASK_RESULTS_FILE, columns=["task_id", "score", "error"])
+    tasks = rows.groupby("task_id")
+    finished, means = tasks["error"].apply(lambda e: e.isna().all()), tasks["score"].mean()
+    return {str(task): float(means[task]) if finished[task] else None for task in means.index}

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
+from agentcompass_dagster.runtime.atomic import append_to
+
 _SYS_OPENAT2 = 437  # x86_64 and aarch64 alike
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x02, 0x04, 0x08
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -197,6 +199,26 @@ def write_beneath(root: Path, path: str | Path, data: bytes, mode: int = 0o644,
         raise
     finally:
         os.close(dir_fd)
+
+
+def append_beneath(root: Path, path: str | Path, line: bytes, mode: int = 0o644) -> None:
+    """append_line for a file beneath ``root``, following no symlink: a planted link in its place or on
+    its way is refused instead of appended to. Parents are created as needed."""
+    rel = relative(root, path)
+    if len(rel.parts) > 1:
+        makedirs_beneath(root, rel.parent)
+    try:
+        fd = open_beneath(root, rel, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, mode)
+        created = True
+    except FileExistsError:
+        fd, created = open_beneath(root, rel, os.O_RDWR | os.O_APPEND), False
+    append_to(fd, line)
+    if created:
+        dir_fd = open_beneath(root, rel.parent, os.O_RDONLY | os.O_DIRECTORY) if len(rel.parts) > 1 else open_dir(root)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 @contextmanager

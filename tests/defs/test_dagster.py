@@ -73,7 +73,7 @@ def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path) -
     assert graph.get(comparison).parent_keys == {metrics}
     assert isinstance(graph.get(attempts).partitions_def, dg.MultiPartitionsDefinition)
     checks = {key.name for key in graph.asset_check_keys if key.asset_key == metrics}
-    assert checks == {"counts_match_denominators", "no_secret_in_run_dirs"}
+    assert checks == {"counts_match_denominators", "no_secret_in_run_dirs", "no_regression__none"}
     job = defs.resolve_job_def("demo__job")
     assert {node.name for node in job.nodes} >= {"demo__demo__tasks", "demo__demo__evaluate", "demo__demo__comparison"}
     assert job.tags["agentcompass/sweep"] == "demo"

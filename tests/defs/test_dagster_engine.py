@@ -132,7 +132,8 @@ def test_a_cli_run_is_the_sweeps_job_with_its_tags_and_every_step(tmp_path: Path
         assert run.remote_job_origin is not None and run.remote_job_origin.location_name == "agentcompass"
         assert step_successes(inst, run.run_id) == {
             "lab__synthetic__tasks", "lab__synthetic__evaluate", "lab__synthetic__comparison",
-            "lab__synthetic__metrics_counts_match_denominators", "lab__synthetic__metrics_no_secret_in_run_dirs"}
+            "lab__synthetic__metrics_counts_match_denominators", "lab__synthetic__metrics_no_secret_in_run_dirs",
+            "lab__synthetic__regression"}
         assert inst.get_materialized_partitions(ATTEMPTS) == keys(*every(6)) - keys("t3")
         metrics = inst.get_latest_materialization_event(METRICS)
         assert metrics is not None and metrics.run_id == run.run_id

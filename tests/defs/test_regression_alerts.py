@@ -1,0 +1,176 @@
+"""Regression alerts (issue #28): the regression check on a benchmark's metrics, run by the sweep's real
+job through `agentcompass run`, and the sensor that turns its failures into alert records and webhook
+calls, ticked the way the daemon ticks it (evaluate_tick on the instance the runs wrote)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.results import load_alerts
+from agentcompass_dagster.runtime.regression import read_verdict
+
+from conftest import run_cli, write_sweep
+
+N_TASKS = 20
+METRICS = dg.AssetKey(["watch", "synthetic", "metrics"])
+
+
+class Webhook:
+    """A local HTTP endpoint that keeps the JSON bodies POSTed to it."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        received = self.bodies
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    thread = threading.Thread(target=hook.server.serve_forever, daemon=True)
+    thread.start()
+    yield hook
+    hook.server.shutdown()
+    thread.join()
+
+
+def watch_sweep(tmp_path: Path, models: list[str], wrong: dict[str, list[str]], **alerts: Any) -> Path:
+    """Sweep "watch": the synthetic benchmark, the scripted harness solving every task except, per
+    model, the ``wrong`` ones."""
+    by_model = {model: {task: {"answer": "wrong"} for task in tasks} for model, tasks in wrong.items()}
+    return write_sweep(tmp_path, name="watch", benchmarks=[{"id": "synthetic", "params": {"n_tasks": N_TASKS}}],
+                       models=[{"id": m, "provider": "none"} for m in models], alerts=alerts,
+                       harness={"id": "scripted", "params": {"default": {"oracle": True}, "by_model": by_model}})
+
+
+def evaluate_again(tmp_path: Path, model: str) -> None:
+    """Make the next `agentcompass run` evaluate every task of ``model`` again, as a new model version
+    would need: through Dagster a task with a result is never run twice (its partition is materialized,
+    and its detail is reused), so the attempts' materializations are wiped and the earlier runs' details
+    set aside. Their task_results.parquet stays: it is what the check compares."""
+    with dg.DagsterInstance.get() as instance:
+        instance.wipe_assets([dg.AssetKey(["watch", "synthetic", "attempts"])])
+    for details in (tmp_path / "results" / "watch" / "synthetic" / model).glob("*/details"):
+        details.rename(details.with_name("details.set-aside"))
+
+
+def newest_run(tmp_path: Path, model: str) -> Path:
+    root = tmp_path / "results" / "watch" / "synthetic" / model
+    return max(root.iterdir(), key=lambda p: json.loads((p / "params.json").read_text())["started_at"])
+
+
+def latest_check(name: str) -> tuple[str, Any]:
+    """The resolved status of a check's latest execution (SUCCEEDED, FAILED, or SKIPPED for one whose
+    run ended without evaluating it) and its evaluation."""
+    with dg.DagsterInstance.get() as instance:
+        record = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [dg.AssetCheckKey(METRICS, name)])[dg.AssetCheckKey(METRICS, name)]
+        status = record.status.value
+        if status == "PLANNED":
+            run = instance.get_run_by_id(record.run_id)
+            assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
+            status = "SKIPPED"
+        return status, record.event.asset_check_evaluation if record.event is not None else None
+
+
+def tick(sweep: Path, cursor: str | None) -> str | None:
+    """One evaluation of the sweep's alert sensor, as a daemon tick runs it; returns the new cursor."""
+    sensor = sweep_definitions(load_sweep(sweep)).resolve_sensor_def("watch__regression_alerts")
+    with dg.DagsterInstance.get() as instance, dg.build_sensor_context(instance=instance, cursor=cursor) as context:
+        return sensor.evaluate_tick(context).cursor
+
+
+def test_a_regression_fails_its_check_and_alerts_once(tmp_path: Path, webhook: Webhook) -> None:
+    """Issue #28 acceptance: a sweep run twice through its real job, the second time with a model that
+    fails half the tasks it passed: the regression check fails with severity ERROR and p in its
+    metadata, and (blocking) keeps the comparison from running; a third run equal to the second
+    passes; the first run's check is skipped with its reason. alerts.jsonl and a local webhook receive
+    exactly one alert, however often the sensor ticks, even with its cursor lost."""
+    half = [f"t{i:02d}" for i in range(0, N_TASKS, 2)]
+    sweep = watch_sweep(tmp_path, ["m1"], {}, webhook_url=webhook.url, blocking=True)
+    assert run_cli("run", sweep) == 0
+    assert latest_check("no_regression__m1")[0] == "SKIPPED"
+    first = read_verdict(newest_run(tmp_path, "m1"))
+    assert first is not None and (first.status, first.reason) == ("skipped", "no earlier complete run")
+    cursor = tick(sweep, None)
+
+    sweep = watch_sweep(tmp_path, ["m1"], {"m1": half}, webhook_url=webhook.url, blocking=True)
+    evaluate_again(tmp_path, "m1")
+    assert run_cli("run", sweep) != 0  # the blocking check failed the run
+    status, evaluation = latest_check("no_regression__m1")
+    assert status == "FAILED" and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    p_value = evaluation.metadata["p_value"].value
+    assert p_value == pytest.approx(2 * 0.5 ** 10) and evaluation.metadata["diff"].value == pytest.approx(-0.5)
+    second = read_verdict(newest_run(tmp_path, "m1"))
+    assert second is not None and second.status == "failed" and second.baseline_run_id == first.run_id
+    with dg.DagsterInstance.get() as instance:
+        (failed_run,) = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+        comparison = instance.get_latest_materialization_event(dg.AssetKey(["watch", "synthetic", "comparison"]))
+        assert comparison is not None and comparison.run_id != failed_run.run_id  # blocked by the failed check
+    for _ in range(2):
+        cursor = tick(sweep, cursor)
+    assert tick(sweep, None) is not None  # a lost cursor alerts nothing again
+
+    evaluate_again(tmp_path, "m1")
+    assert run_cli("run", sweep) == 0
+    status, evaluation = latest_check("no_regression__m1")
+    assert status == "SUCCEEDED" and evaluation.metadata["p_value"].value == 1.0
+    tick(sweep, cursor)
+
+    alerts = load_alerts(tmp_path / "results")
+    assert len(alerts) == 1 and len(webhook.bodies) == 1
+    alert = alerts.iloc[0]
+    assert (alert["sweep"], alert["benchmark"], alert["model"], alert["check_name"]) == (
+        "watch", "synthetic", "m1", "no_regression__m1")
+    assert alert["p_value"] == pytest.approx(p_value) and alert["webhook"] == "delivered"
+    assert alert["run_id"] == second.run_id and alert["dagster_run_id"] == failed_run.run_id
+    assert webhook.bodies[0]["alert"]["evaluation_id"] == alert["evaluation_id"]
+    assert "no_regression__m1" in webhook.bodies[0]["text"]
+
+
+def test_models_are_checked_against_the_baseline_model(tmp_path: Path) -> None:
+    """Issue #28, alerts.baseline_model: in one run of the real job, a model worse than the baseline model
+    on their common tasks fails its check and is alerted; one as good passes; the checks against an
+    earlier run are skipped, there being none; a non-blocking failure fails no run. A webhook that
+    cannot be reached leaves its error (without the URL, a Slack webhook's secret) in the alert record
+    instead of failing the sensor's tick."""
+    half = [f"t{i:02d}" for i in range(0, N_TASKS, 2)]
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{closed.getsockname()[1]}/services/T0/B0/secretpath"
+    closed.close()  # nothing listens there now
+    sweep = watch_sweep(tmp_path, ["base", "weak", "twin"], {"weak": half}, baseline_model="base", webhook_url=url)
+    assert run_cli("run", sweep) == 0
+    status, evaluation = latest_check("weak__not_worse_than__base")
+    assert status == "FAILED" and evaluation.metadata["p_value"].value == pytest.approx(2 * 0.5 ** 10)
+    assert latest_check("twin__not_worse_than__base")[0] == "SUCCEEDED"
+    assert {latest_check(f"no_regression__{m}")[0] for m in ("base", "weak", "twin")} == {"SKIPPED"}
+    tick(sweep, None)
+    (alert,) = load_alerts(tmp_path / "results").to_dict("records")
+    assert (alert["model"], alert["baseline_model"], alert["check_name"], alert["webhook"]) == (
+        "weak", "base", "weak__not_worse_than__base", "failed")
+    assert "refused" in alert["webhook_error"] and "secretpath" not in alert["webhook_error"]
+    assert alert["run_id"] == newest_run(tmp_path, "weak").name
+    assert alert["baseline_run_id"] == newest_run(tmp_path, "base").name
