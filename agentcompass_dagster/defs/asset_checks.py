@@ -85,6 +85,13 @@ COMPLETE_RUN = ("A run counts once it is complete: completed, not a fork, with a
                 "selected (a run that reused earlier results counts; its reused tasks tie).")
 
 
+def with_the_metrics() -> dg.AutomationCondition:
+    """Requested only together with the metrics. A regression check with nothing to compare yields no
+    result, so a condition on its own updates (current_after_deps) would stay due after every run that
+    skipped it, and the automation sensor would launch a run of the check alone, skipping again."""
+    return dg.AutomationCondition.any_deps_match(dg.AutomationCondition.will_be_requested())
+
+
 def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
     """Per model, its newest complete run against its previous one; with alerts.baseline_model, per other
     model, its newest complete run against the baseline model's. One step computes them all: each is
@@ -96,13 +103,13 @@ def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefiniti
     models = [model.id for model in sweep.models]
     rule = f"fails when worse with p < {alerts.alpha} (paired test of per-task scores) and a drop > {alerts.min_drop}"
     specs = [dg.AssetCheckSpec(regression_check_name(model), asset=metrics, blocking=alerts.blocking,
-                               automation_condition=current_after_deps(),
+                               automation_condition=with_the_metrics(),
                                description=f"{model}'s newest complete run of {benchmark!r} against its previous one, "
                                f"on the tasks both finished: {rule}. {COMPLETE_RUN}") for model in models]
     baseline = alerts.baseline_model
     others = [model for model in models if baseline is not None and model != baseline]
     specs += [dg.AssetCheckSpec(baseline_check_name(model, baseline), asset=metrics, blocking=alerts.blocking,
-                                automation_condition=current_after_deps(),
+                                automation_condition=with_the_metrics(),
                                 description=f"{model}'s newest complete run of {benchmark!r} against the baseline "
                                 f"model {baseline}'s, on the tasks both finished: {rule}. {COMPLETE_RUN}")
               for model in others]
