@@ -1,12 +1,12 @@
 """Which runs a benchmark of a sweep needs now: the one answer that `agentcompass run`, the schedule
 and the sensor all use.
 
-A (model, task) partition is busy when it is materialized (except in a fresh round), targeted by a run that has not finished
-(queued ones too) of any job that selects the sweep's attempts (the sweep's job, or the asset job of a
-backfill or `dagster asset materialize`), targeted by an asset backfill still in progress (whose next
-runs are not launched yet), or claimed by a live run; every other partition is missing. The
-missing ones become a few runs (ranges, at most ``max_partitions_per_run`` partitions each), unless
-the sweep's budget is spent: then nothing is launched for them, and the plan says why. When
+A (model, task) partition is busy when it is materialized (but in a fresh round), targeted by a run
+that has not finished (queued ones too) of any job that selects the sweep's attempts (the sweep's job,
+or the asset job of a backfill or `dagster asset materialize`), targeted by an asset backfill still in
+progress (whose next runs are not launched yet), or claimed by a live run; every other partition is
+missing. The missing ones become a few runs (ranges, at most ``max_partitions_per_run`` partitions
+each), unless the sweep's budget is spent: then nothing is launched for them, and the plan says why. When
 nothing is missing and nothing is in flight (no run, no backfill) but the metrics are older than the newest result, one run
 of the metrics (and what follows them) is due. Runs whose worker process is gone are reaped first:
 marked failed in Dagster and in their run directories, so their partitions stop counting as busy.

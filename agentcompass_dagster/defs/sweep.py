@@ -142,10 +142,15 @@ class SweepBenchmark:
     def round_output(self, model_id: str, since: str) -> OutputConfig:
         """The output of a fresh round's request (started at ``since``): it reuses the model's newest run
         of the round, when an earlier run of the round made one (the round's runs, one after another,
-        then add up to one complete run), and never a run from before the round."""
-        start = datetime.fromisoformat(since)
+        then add up to one complete run), and never a run from before the round. A ``since`` that is no
+        time (a run tagged fresh by hand, say "true") reuses nothing."""
+        try:
+            start = datetime.fromisoformat(since)
+        except ValueError:
+            start = None
         source = next((run for run in self.store.runs_newest_first(self.root(model_id))
-                       if run.started_at and datetime.fromisoformat(run.started_at) >= start), None)
+                       if start is not None and run.started_at and datetime.fromisoformat(run.started_at) >= start),
+                      None)
         return OutputConfig(results_dir=self.sweep.output.results_dir, run_name=self.sweep.name,
                             reuse_run_id=source.run_id if source is not None else None)
 
