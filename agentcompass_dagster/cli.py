@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--reuse-run-id", help="with --direct: reuse this earlier run id")
     run.add_argument("--submit", action="store_true",
                      help="hand the runs to the instance's run queue (the daemon launches them), then follow them")
+    run.add_argument("--fresh", action="store_true",
+                     help="evaluate every task again, reusing no earlier result (a new run per model; the earlier "
+                          "runs stay, the regression check compares with them)")
     resume = sub.add_parser("resume", help="continue an interrupted run: finished tasks are kept, unfinished "
                             "agent attempts continue from their activity logs and checkpoints")
     resume.add_argument("run_dir", type=Path)
@@ -114,12 +117,17 @@ def _load(args: argparse.Namespace) -> Any:
     for flag, value in direct_only.items():
         if value is not None and not args.direct:
             raise UserError(f"{flag}={value!r}: applies to --direct runs; through Dagster every run reuses the newest")
+        if value is not None and args.fresh and flag != "--run-id":
+            raise UserError(f"{flag}={value!r}: --fresh reuses no earlier result; give one or the other")
     if args.run_id is not None:
         output["run_id"] = args.run_id
     if args.reuse:
         output["reuse"] = True
     if args.reuse_run_id is not None:
         output["reuse_run_id"] = args.reuse_run_id
+    if args.fresh and args.direct:
+        # Whatever the sweep file says: a fresh --direct run reuses nothing.
+        output.update(reuse=False, reuse_run_id=None)
     if output:
         merged = {**sweep.output.model_dump(exclude_unset=True), **output}
         sweep = sweep.model_copy(update={"output": validate_declaration(OutputConfig, merged, "command line")})
@@ -140,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     sweep = _load(args)
     if args.submit and args.direct:
         raise UserError("--submit: hands runs to the Dagster daemon; it does not go with --direct")
-    return _run_direct(sweep.requests()) if args.direct else _run_dagster(sweep, args.sweep, args.submit)
+    return _run_direct(sweep.requests()) if args.direct else _run_dagster(sweep, args.sweep, args.submit, args.fresh)
 
 
 def _run_direct(requests: list[Any]) -> int:
@@ -174,15 +182,15 @@ def _task_errors(errors: int) -> int:
     return EXIT_TASK_ERRORS
 
 
-def _run_dagster(sweep: Any, sweep_file: Path, submit: bool) -> int:
+def _run_dagster(sweep: Any, sweep_file: Path, submit: bool, fresh: bool) -> int:
     from agentcompass_dagster.launcher.launch import launch_sweep
 
     board = _board("runs in flight")
     if board is not None:
         with board:
-            launch = launch_sweep(sweep, sweep_file, submit=submit, board=board)
+            launch = launch_sweep(sweep, sweep_file, submit=submit, board=board, fresh=fresh)
     else:
-        launch = launch_sweep(sweep, sweep_file, submit=submit)
+        launch = launch_sweep(sweep, sweep_file, submit=submit, fresh=fresh)
     from agentcompass_dagster.runtime.layout import SUMMARY_COUNTS
     from agentcompass_dagster.runtime.summary import SummaryCounts
 
@@ -218,8 +226,9 @@ def _launch_line(launch: Any) -> str:
     parts = []
     evaluating = len(launch.launched) - launch.metrics_runs
     if evaluating:
+        what = "again, results or not" if launch.fresh else "without a result"
         parts.append(f"launched {evaluating} run(s) evaluating the {launch.missing} (model, task) partition(s) "
-                     "without a result, one per row of a model's partitions (at most "
+                     f"{what}, one per row of a model's partitions (at most "
                      "dagster.max_partitions_per_run), each writing into that model's run directory")
     if launch.metrics_runs:
         parts.append(f"launched {launch.metrics_runs} run(s) of the metrics alone, older than the newest result")

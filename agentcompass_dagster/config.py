@@ -133,11 +133,14 @@ class OutputConfig(Declaration):
 
 
 class ScheduleConfig(Declaration):
-    """A recurring sweep: every tick runs what is missing, then the metrics. Like every Dagster
-    schedule it ticks only while running (turned on in the UI, or declared running here)."""
+    """A recurring sweep: every tick runs what is missing, then the metrics; with ``fresh``, every
+    tick evaluates every task again (a weekly re-evaluation whose runs the regression check compares).
+    Like every Dagster schedule it ticks only while running (turned on in the UI, or declared running
+    here)."""
 
     cron: str | None = None
     default_status: Literal["running", "stopped"] = "stopped"
+    fresh: bool = False
 
 
 class SensorConfig(Declaration):

@@ -3,7 +3,9 @@
 ``attempts`` and ``metrics`` are materialized by one step (a multi-asset that can be subset): the step
 evaluates the partitions of its range (of the whole sweep when its run has no partition), materializing
 each as its task ends with a normal result (a task that ends in error stays missing, to run again, and
-is reported as an observation), and then the metrics when they are selected. The step works under any
+is reported as an observation), and then the metrics when they are selected. A run of a fresh round
+(tagged ``FRESH_TAG``, defs/planning.py) evaluates its materialized partitions again too, reusing only
+results of its own round. The step works under any
 job: the sweep's own, and the asset job that backfills, `dagster asset materialize` and declarative
 automation run. When a run of the attempts leaves the metrics out (a backfill of some partitions,
 `dagster asset materialize` of the attempts), the metrics, the comparison and the checks carry an
@@ -33,7 +35,7 @@ from agentcompass_dagster.defs.coordination import (
 )
 from agentcompass_dagster.defs.dagster_internals import without_partitioned_provenance
 from agentcompass_dagster.defs.partitions import dagster_name, split_key
-from agentcompass_dagster.defs.planning import register_tasks
+from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.plots import accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy
@@ -64,10 +66,10 @@ def write_frame(path: Path, frame: Any) -> None:
 
 def tasks_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     """An observation, not a materialization: the task list comes from the benchmark's source, not from
-    this pipeline. Downstream partitions are evaluated per task and never again once materialized, so a
-    materialization of the list on every run would mark every attempts partition "Unsynced" for good; an
-    observed source with a data version (a hash of the list) says when the list changed and leaves them
-    synced."""
+    this pipeline. Downstream partitions are evaluated per task and, but by a fresh round, never again once
+    materialized, so a materialization of the list on every run would mark every attempts partition
+    "Unsynced" for good; an observed source with a data version (a hash of the list) says when the list
+    changed and leaves them synced."""
     @dg.multi_observable_source_asset(
         name=dagster_name(sweep_benchmark.sweep.name, sweep_benchmark.benchmark.id, "tasks"),
         specs=[dg.AssetSpec(sweep_benchmark.key("tasks"), group_name=sweep_benchmark.group,
@@ -230,19 +232,22 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
     tasks = sweep_benchmark.task_keys
     wanted = _wanted(context, sweep_benchmark)
     run_id = context.run.run_id
-    mine = claim_partitions(sweep_benchmark, context.instance, run_id, wanted)
+    # A fresh round's run evaluates materialized partitions again, reusing only what its round evaluated.
+    fresh_since = context.run.tags.get(FRESH_TAG)
+    mine = claim_partitions(sweep_benchmark, context.instance, run_id, wanted, fresh=fresh_since is not None)
     result = None
     try:
         skipped = len(wanted) - len(mine)
         if skipped:
-            context.log.info(f"{skipped} of {len(wanted)} partitions are materialized or being evaluated by "
-                             "another run: skipped")
+            context.log.info(f"{skipped} of {len(wanted)} partitions are "
+                             f"{'' if fresh_since else 'materialized or '}being evaluated by another run: skipped")
         if mine:
             by_model: dict[str, list[str]] = {}
             for key in mine:
                 model_key, task_key = split_key(key)
                 by_model.setdefault(sweep_benchmark.model_keys[model_key], []).append(tasks[task_key].id)
-            requests = [sweep_benchmark.request(model_id, task_ids, harness.config(), environment.config(), run_id)
+            requests = [sweep_benchmark.request(model_id, task_ids, harness.config(), environment.config(), run_id,
+                                                fresh_since)
                         for model_id, task_ids in by_model.items()]
             stream = TaskStream(sweep_benchmark, {(m, t) for m, ids in by_model.items() for t in ids})
             permits = InstancePermits(context.instance, run_id, context.op_execution_context.op_handle.name)

@@ -1,15 +1,21 @@
 """Which runs a benchmark of a sweep needs now: the one answer that `agentcompass run`, the schedule
 and the sensor all use.
 
-A (model, task) partition is busy when it is materialized, targeted by a run that has not finished
-(queued ones too) of any job that selects the sweep's attempts (the sweep's job, or the asset job of a
-backfill or `dagster asset materialize`), targeted by an asset backfill still in progress (whose next
-runs are not launched yet), or claimed by a live run; every other partition is missing. The
-missing ones become a few runs (ranges, at most ``max_partitions_per_run`` partitions each), unless
-the sweep's budget is spent: then nothing is launched for them, and the plan says why. When
+A (model, task) partition is busy when it is materialized (but in a fresh round), targeted by a run
+that has not finished (queued ones too) of any job that selects the sweep's attempts (the sweep's job,
+or the asset job of a backfill or `dagster asset materialize`), targeted by an asset backfill still in
+progress (whose next runs are not launched yet), or claimed by a live run; every other partition is
+missing. The missing ones become a few runs (ranges, at most ``max_partitions_per_run`` partitions
+each), unless the sweep's budget is spent: then nothing is launched for them, and the plan says why. When
 nothing is missing and nothing is in flight (no run, no backfill) but the metrics are older than the newest result, one run
 of the metrics (and what follows them) is due. Runs whose worker process is gone are reaped first:
 marked failed in Dagster and in their run directories, so their partitions stop counting as busy.
+
+A fresh round (`agentcompass run --fresh`, a schedule with ``fresh: true``) evaluates every partition
+again, results or not: only partitions of runs in flight, of backfills and of live claims are busy. Its
+runs carry ``FRESH_TAG``, whose value is when the round was planned: their evaluating step then reuses
+no result from before it (defs/assets.py), so each model gets a new complete run for the regression
+check to compare with the previous one.
 """
 
 from __future__ import annotations
@@ -28,9 +34,11 @@ from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.budget import budget_status
 from agentcompass_dagster.runtime.run_records import read_params
 from agentcompass_dagster.runtime.run_store import open_run_dir
-from agentcompass_dagster.runtime.types import BudgetStatus
+from agentcompass_dagster.runtime.types import BudgetStatus, utcnow
 
 PARTITION = "dagster/partition"
+# The run tag of a fresh round's runs; its value is the round's start (UTC, ISO 8601).
+FRESH_TAG = "agentcompass/fresh"
 
 NOT_FINISHED = [
     dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -41,11 +49,20 @@ NOT_FINISHED = [
 @dataclass
 class Plan:
     ranges: list[KeyRange] = field(default_factory=list)
+    # The partitions to evaluate: those without a result, or, in a fresh round, every one not busy.
     missing: set[str] = field(default_factory=set)
     metrics_due: bool = False
     in_flight: list[str] = field(default_factory=list)
+    # The in-flight runs of a fresh round (launched by anyone), whatever this plan is.
+    fresh_in_flight: list[str] = field(default_factory=list)
     # The sweep's budget, when it has one, as the ledger said when planning.
     budget: BudgetStatus | None = None
+    # A fresh round's start; None for a plan of what is missing.
+    fresh_since: str | None = None
+
+    def run_tags(self, key_range: KeyRange) -> dict[str, str]:
+        """The tags of the run evaluating a range: the range, and the round when it is fresh."""
+        return {**key_range.tags(), **({FRESH_TAG: self.fresh_since} if self.fresh_since is not None else {})}
 
     @property
     def budget_spent(self) -> bool:
@@ -93,11 +110,15 @@ def targeted(run: dg.DagsterRun, sweep_benchmark: SweepBenchmark, task_keys: Seq
     return range_keys(KeyRange(m0, m1, t0, t1), models, list(task_keys))
 
 
-def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str]) -> Plan:
-    """What to launch for these task keys (in partition order); call under the sweep lock."""
+def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str],
+              fresh: bool = False) -> Plan:
+    """What to launch for these task keys (in partition order), a fresh round of them with ``fresh``;
+    call under the sweep lock."""
     flying = in_flight_runs(sweep_benchmark, instance)
     attempts = sweep_benchmark.key("attempts")
-    busy = set(instance.get_materialized_partitions(attempts)) | live_claims(sweep_benchmark, instance)
+    busy = live_claims(sweep_benchmark, instance)
+    if not fresh:
+        busy |= set(instance.get_materialized_partitions(attempts))
     order = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
     for run in flying:
         busy |= targeted(run, sweep_benchmark, order)
@@ -109,7 +130,9 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     plan = Plan(missing_ranges(models, task_keys, busy, sweep_benchmark.sweep.dagster.max_partitions_per_run),
                 missing={f"{m}|{t}" for m in models for t in task_keys} - busy,
                 in_flight=[run.run_id for run in flying],
-                budget=budget_status(budget) if budget is not None else None)
+                fresh_in_flight=[run.run_id for run in flying if FRESH_TAG in run.tags],
+                budget=budget_status(budget) if budget is not None else None,
+                fresh_since=utcnow() if fresh else None)
     if plan.budget_spent:
         plan.ranges = []
     # A backfill in progress runs the metrics itself, or the automation sensor does after it.
@@ -122,13 +145,14 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     return plan
 
 
-def plan_benchmark(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str]) -> Plan:
+def plan_benchmark(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str],
+                   fresh: bool = False) -> Plan:
     """What `agentcompass run` and the schedule do before they plan, then the plan; call under the
     sweep lock: dead runs reaped, the pool's limit set, new task keys registered."""
     reap_dead_runs(sweep_benchmark, instance)
     ensure_pool_limits(sweep_benchmark, instance)
     order, _ = register_tasks(sweep_benchmark, instance, task_keys)
-    return plan_runs(sweep_benchmark, instance, order)
+    return plan_runs(sweep_benchmark, instance, order, fresh)
 
 
 def _latest_event_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int | None:

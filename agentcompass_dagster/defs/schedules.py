@@ -1,6 +1,8 @@
 """A sweep's schedule: each tick requests the runs its missing partitions need (never one already
 targeted by a run in flight), or, when nothing is missing, a run of the metrics if they are stale; with
-the sweep's budget spent it requests none and says so."""
+the sweep's budget spent it requests none and says so. With ``schedule.fresh`` each tick is a fresh
+round instead, every partition evaluated again (a weekly re-evaluation for the regression check),
+unless a fresh round of the sweep is still in flight: a slow round is not overlapped by the next."""
 
 import dagster as dg
 
@@ -13,7 +15,7 @@ STATUS = {"running": dg.DefaultScheduleStatus.RUNNING, "stopped": dg.DefaultSche
 
 
 def run_requests(sweep_benchmark: SweepBenchmark, plan: Plan) -> list[dg.RunRequest]:
-    requests = [dg.RunRequest(tags=key_range.tags()) for key_range in plan.ranges]
+    requests = [dg.RunRequest(tags=plan.run_tags(key_range)) for key_range in plan.ranges]
     if plan.metrics_due:
         requests.append(dg.RunRequest(asset_selection=[sweep_benchmark.key("metrics"),
                                                        sweep_benchmark.key("comparison")]))
@@ -22,8 +24,9 @@ def run_requests(sweep_benchmark: SweepBenchmark, plan: Plan) -> list[dg.RunRequ
 
 def budget_reason(plan: Plan) -> str:
     assert plan.budget is not None
-    return (f"budget exhausted: {plan.budget.message}; {len(plan.missing)} (model, task) partitions without a "
-            "result are not run until the sweep's budget is raised")
+    what = "to evaluate again" if plan.fresh_since is not None else "without a result"
+    return (f"budget exhausted: {plan.budget.message}; {len(plan.missing)} (model, task) partitions {what} are "
+            "not run until the sweep's budget is raised")
 
 
 def sweep_schedule(sweep_benchmark: SweepBenchmark, job: UnresolvedAssetJobDefinition) -> dg.ScheduleDefinition:
@@ -32,11 +35,15 @@ def sweep_schedule(sweep_benchmark: SweepBenchmark, job: UnresolvedAssetJobDefin
 
     @dg.schedule(name=sweep_benchmark.name("schedule"), cron_schedule=config.cron, job=job,
                  default_status=STATUS[config.default_status],
-                 description=f"Run the missing tasks of sweep {sweep_benchmark.sweep.name!r} on "
-                             f"{sweep_benchmark.benchmark.id!r}, then its metrics.")
+                 description=f"Run {'every task again' if config.fresh else 'the missing tasks'} of sweep "
+                             f"{sweep_benchmark.sweep.name!r} on {sweep_benchmark.benchmark.id!r}, then its metrics.")
     def schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
         with sweep_lock(sweep_benchmark):
-            plan = plan_benchmark(sweep_benchmark, context.instance, list(keys_of(sweep_benchmark.load_tasks())))
+            plan = plan_benchmark(sweep_benchmark, context.instance, list(keys_of(sweep_benchmark.load_tasks())),
+                                  fresh=config.fresh)
+        if config.fresh and plan.fresh_in_flight:
+            return dg.SkipReason(f"a fresh round of the sweep is still in flight ({len(plan.fresh_in_flight)} "
+                                 f"runs: {', '.join(plan.fresh_in_flight)}); the next tick starts another")
         requests = run_requests(sweep_benchmark, plan)
         if requests:
             return requests

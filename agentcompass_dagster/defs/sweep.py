@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
@@ -134,8 +135,24 @@ class SweepBenchmark:
     @property
     def output(self) -> OutputConfig:
         """Through Dagster every run reuses the newest run of its benchmark x model: materialized
-        partitions are never run again, and the newest directory holds every finished detail."""
+        partitions are not run again (but by a fresh round: round_output), and the newest directory
+        holds every finished detail."""
         return OutputConfig(results_dir=self.sweep.output.results_dir, run_name=self.sweep.name, reuse=True)
+
+    def round_output(self, model_id: str, since: str) -> OutputConfig:
+        """The output of a fresh round's request (started at ``since``): it reuses the model's newest run
+        of the round, when an earlier run of the round made one (the round's runs, one after another,
+        then add up to one complete run), and never a run from before the round. A ``since`` that is no
+        time (a run tagged fresh by hand, say "true") reuses nothing."""
+        try:
+            start = datetime.fromisoformat(since)
+        except ValueError:
+            start = None
+        source = next((run for run in self.store.runs_newest_first(self.root(model_id))
+                       if start is not None and run.started_at and datetime.fromisoformat(run.started_at) >= start),
+                      None)
+        return OutputConfig(results_dir=self.sweep.output.results_dir, run_name=self.sweep.name,
+                            reuse_run_id=source.run_id if source is not None else None)
 
     @cached_property
     def store(self) -> RunStore:
@@ -171,9 +188,12 @@ class SweepBenchmark:
         harness: HarnessConfig | None = None,
         environment: EnvironmentConfig | None = None,
         dagster_run_id: str | None = None,
+        fresh_since: str | None = None,
     ) -> RunRequest:
+        """With ``fresh_since``, a request of the fresh round that started then (round_output)."""
         model = next(m for m in self.sweep.models if m.id == model_id)
-        return self.sweep.request(self.benchmark, model, self.output, harness=harness, environment=environment,
+        output = self.output if fresh_since is None else self.round_output(model_id, fresh_since)
+        return self.sweep.request(self.benchmark, model, output, harness=harness, environment=environment,
                                   run_only=run_only, dagster_run_id=dagster_run_id)
 
 

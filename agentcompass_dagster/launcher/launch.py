@@ -7,7 +7,7 @@ workers of this process (at most ``max_concurrent_runs`` at once) or, with ``sub
 instance's run queue for the daemon to launch. Either way the runs are followed through the instance
 to their end, together with runs of the sweep that others launched, and the newest complete run of
 each model is what the summary shows. A sweep with nothing missing and current metrics launches
-nothing.
+nothing; a fresh launch (`--fresh`) evaluates every partition not in a run in flight again.
 """
 
 from __future__ import annotations
@@ -59,8 +59,10 @@ DAEMON_WAIT_S = 10.0
 class SweepLaunch:
     home: Path
     launched: list[str] = field(default_factory=list)
-    # What the launched runs are for: the (model, task) partitions without a result, and runs of the
-    # metrics alone (results all current, metrics older than the newest of them).
+    # What the launched runs are for: the (model, task) partitions without a result (with ``fresh``,
+    # every one evaluated again), and runs of the metrics alone (results all current, metrics older
+    # than the newest of them).
+    fresh: bool = False
     missing: int = 0
     metrics_runs: int = 0
     followed: list[str] = field(default_factory=list)
@@ -130,7 +132,7 @@ def location_file(sweep: SweepConfig, sweep_file: Path) -> tuple[Path, str | Non
 
 
 def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, board: ProgressBoard | None = None,
-                 home: Path | None = None) -> SweepLaunch:
+                 home: Path | None = None, fresh: bool = False) -> SweepLaunch:
     location, as_run = location_file(sweep, sweep_file)
     set_sweep_files([location])
     dagster_home(home)
@@ -142,7 +144,7 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
         location.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(location, as_run)
     home = ensure_dagster_home(home)
-    launch = SweepLaunch(home)
+    launch = SweepLaunch(home, fresh=fresh)
     with dg.DagsterInstance.get() as instance:
         if submit:
             _check_run_queue(instance, home)
@@ -150,7 +152,7 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
         follower = RunFollower(instance, board)
         created: list[dg.DagsterRun] = []
         for sweep_benchmark in sweep_benchmark_list:
-            plan, runs = _plan(sweep_benchmark, instance, factory, follower)
+            plan, runs = _plan(sweep_benchmark, instance, factory, follower, fresh)
             created += runs
             launch.followed += plan.in_flight
             if plan.budget_spent:
@@ -187,13 +189,13 @@ def _without_result(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstanc
 
 
 def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
-          follower: RunFollower) -> tuple[Plan, list[dg.DagsterRun]]:
-    """Create the runs a benchmark needs; returns its plan (with the runs in flight launched by others)
-    and them."""
+          follower: RunFollower, fresh: bool) -> tuple[Plan, list[dg.DagsterRun]]:
+    """Create the runs a benchmark needs (a fresh round of it with ``fresh``); returns its plan (with the
+    runs in flight launched by others) and them."""
     with sweep_lock(sweep_benchmark):
-        plan = plan_benchmark(sweep_benchmark, instance, list(sweep_benchmark.task_keys))
+        plan = plan_benchmark(sweep_benchmark, instance, list(sweep_benchmark.task_keys), fresh)
         # Created under the lock: the next planner sees them in flight.
-        runs = [factory.create(sweep_benchmark, key_range.tags()) for key_range in plan.ranges]
+        runs = [factory.create(sweep_benchmark, plan.run_tags(key_range)) for key_range in plan.ranges]
         if plan.metrics_due:
             runs.append(factory.create(sweep_benchmark, {}, {sweep_benchmark.key("metrics"),
                                                              sweep_benchmark.key("comparison")}))

@@ -1,6 +1,7 @@
 """Regression alerts (issue #28): the regression check on a benchmark's metrics, run by the sweep's real
-job through `agentcompass run`, and the sensor that turns its failures into alert records and webhook
-calls, ticked the way the daemon ticks it (evaluate_tick on the instance the runs wrote)."""
+job through `agentcompass run` (again with `--fresh`, the recurring re-evaluation), and the sensor that
+turns its failures into alert records and webhook calls, ticked the way the daemon ticks it
+(evaluate_tick on the instance the runs wrote); a fresh schedule's tick, evaluated the same way."""
 
 from __future__ import annotations
 
@@ -17,8 +18,14 @@ import pytest
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.instance import ensure_dagster_home
+from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, range_keys, split_key
+from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks
+from agentcompass_dagster.defs.sweep import sweep_benchmarks
+from agentcompass_dagster.launcher.runs import RunFactory
 from agentcompass_dagster.results import load_alerts
 from agentcompass_dagster.runtime.regression import read_verdict
+from agentcompass_dagster.runtime.run_records import RunInfo
 
 from conftest import run_cli, write_sweep
 
@@ -56,24 +63,15 @@ def webhook() -> Iterator[Webhook]:
     thread.join()
 
 
-def watch_sweep(tmp_path: Path, models: list[str], wrong: dict[str, list[str]], **alerts: Any) -> Path:
+def watch_sweep(tmp_path: Path, models: list[str], wrong: dict[str, list[str]], fields: dict[str, Any] | None = None,
+                **alerts: Any) -> Path:
     """Sweep "watch": the synthetic benchmark, the scripted harness solving every task except, per
-    model, the ``wrong`` ones."""
+    model, the ``wrong`` ones; ``fields`` are more of the sweep's fields (schedule, output)."""
     by_model = {model: {task: {"answer": "wrong"} for task in tasks} for model, tasks in wrong.items()}
     return write_sweep(tmp_path, name="watch", benchmarks=[{"id": "synthetic", "params": {"n_tasks": N_TASKS}}],
                        models=[{"id": m, "provider": "none"} for m in models], alerts=alerts,
-                       harness={"id": "scripted", "params": {"default": {"oracle": True}, "by_model": by_model}})
-
-
-def evaluate_again(tmp_path: Path, model: str) -> None:
-    """Make the next `agentcompass run` evaluate every task of ``model`` again, as a new model version
-    would need: through Dagster a task with a result is never run twice (its partition is materialized,
-    and its detail is reused), so the attempts' materializations are wiped and the earlier runs' details
-    set aside. Their task_results.parquet stays: it is what the check compares."""
-    with dg.DagsterInstance.get() as instance:
-        instance.wipe_assets([dg.AssetKey(["watch", "synthetic", "attempts"])])
-    for details in (tmp_path / "results" / "watch" / "synthetic" / model).glob("*/details"):
-        details.rename(details.with_name("details.set-aside"))
+                       harness={"id": "scripted", "params": {"default": {"oracle": True}, "by_model": by_model}},
+                       **(fields or {}))
 
 
 def newest_run(tmp_path: Path, model: str) -> Path:
@@ -103,10 +101,11 @@ def tick(sweep: Path, cursor: str | None) -> str | None:
 
 
 def test_a_regression_fails_its_check_and_alerts_once(tmp_path: Path, webhook: Webhook) -> None:
-    """Issue #28 acceptance: a sweep run twice through its real job, the second time with a model that
-    fails half the tasks it passed: the regression check fails with severity ERROR and p in its
-    metadata, and (blocking) keeps the comparison from running; a third run equal to the second
-    passes; the first run's check is skipped with its reason. alerts.jsonl and a local webhook receive
+    """Issue #28 acceptance: a sweep run through its real job, then again with `agentcompass run --fresh`
+    (every task evaluated again, as a recurring sweep does) with a model that fails half the tasks it
+    passed: the regression check fails with severity ERROR and p in its metadata, and (blocking) keeps
+    the comparison from running; a third, fresh run equal to the second passes; the first run's check
+    is skipped with its reason. alerts.jsonl and a local webhook receive
     exactly one alert, however often the sensor ticks, even with its cursor lost."""
     half = [f"t{i:02d}" for i in range(0, N_TASKS, 2)]
     sweep = watch_sweep(tmp_path, ["m1"], {}, webhook_url=webhook.url, blocking=True)
@@ -117,14 +116,15 @@ def test_a_regression_fails_its_check_and_alerts_once(tmp_path: Path, webhook: W
     cursor = tick(sweep, None)
 
     sweep = watch_sweep(tmp_path, ["m1"], {"m1": half}, webhook_url=webhook.url, blocking=True)
-    evaluate_again(tmp_path, "m1")
-    assert run_cli("run", sweep) != 0  # the blocking check failed the run
+    assert run_cli("run", sweep, "--fresh") != 0  # the blocking check failed the run
     status, evaluation = latest_check("no_regression__m1")
     assert status == "FAILED" and evaluation.severity == dg.AssetCheckSeverity.ERROR
     p_value = evaluation.metadata["p_value"].value
     assert p_value == pytest.approx(2 * 0.5 ** 10) and evaluation.metadata["diff"].value == pytest.approx(-0.5)
     second = read_verdict(newest_run(tmp_path, "m1"))
     assert second is not None and second.status == "failed" and second.baseline_run_id == first.run_id
+    info = RunInfo.model_validate_json((newest_run(tmp_path, "m1") / "run_info.json").read_text())
+    assert info.reused_from is None and not info.merged_from  # every task evaluated again
     with dg.DagsterInstance.get() as instance:
         (failed_run,) = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
         comparison = instance.get_latest_materialization_event(dg.AssetKey(["watch", "synthetic", "comparison"]))
@@ -133,10 +133,13 @@ def test_a_regression_fails_its_check_and_alerts_once(tmp_path: Path, webhook: W
         cursor = tick(sweep, cursor)
     assert tick(sweep, None) is not None  # a lost cursor alerts nothing again
 
-    evaluate_again(tmp_path, "m1")
-    assert run_cli("run", sweep) == 0
+    assert run_cli("run", sweep, "--fresh") == 0
     status, evaluation = latest_check("no_regression__m1")
     assert status == "SUCCEEDED" and evaluation.metadata["p_value"].value == 1.0
+    assert evaluation.metadata["baseline_run_id"].value == second.run_id
+    # The earlier runs stay as they were: the first still holds every task's detail.
+    first_dir = tmp_path / "results" / "watch" / "synthetic" / "m1" / first.run_id
+    assert len(list((first_dir / "details").glob("*.json"))) == N_TASKS
     tick(sweep, cursor)
 
     alerts = load_alerts(tmp_path / "results")
@@ -174,3 +177,62 @@ def test_models_are_checked_against_the_baseline_model(tmp_path: Path) -> None:
     assert "refused" in alert["webhook_error"] and "secretpath" not in alert["webhook_error"]
     assert alert["run_id"] == newest_run(tmp_path, "weak").name
     assert alert["baseline_run_id"] == newest_run(tmp_path, "base").name
+
+
+def test_a_fresh_schedule_tick_requests_every_partition_and_skips_while_its_round_is_in_flight(
+        tmp_path: Path) -> None:
+    """Issue #28 (a weekly re-evaluation): with `schedule.fresh`, a tick, evaluated as Dagster's daemon
+    evaluates it, requests runs of every partition although each is materialized, tagged as a fresh
+    round; once such runs exist and have not finished, the next tick requests nothing and says why."""
+    sweep = watch_sweep(tmp_path, ["m1", "m2"], {}, {"schedule": {"cron": "0 3 * * 1", "fresh": True}})
+    (sweep_benchmark,) = sweep_benchmarks(load_sweep(sweep))
+    everything = {f"{m}|{t}" for m in sweep_benchmark.model_keys for t in sweep_benchmark.task_keys}
+    ensure_dagster_home(None)
+    with dg.DagsterInstance.get() as instance:
+        register_tasks(sweep_benchmark, instance, list(sweep_benchmark.task_keys))
+        for key in everything:
+            model, task = split_key(key)
+            instance.report_runless_asset_event(dg.AssetMaterialization(
+                sweep_benchmark.key("attempts"), partition=dg.MultiPartitionKey({"model": model, "task": task})))
+        assert instance.get_materialized_partitions(sweep_benchmark.key("attempts")) == everything
+    definitions = sweep_definitions(load_sweep(sweep))
+    schedule = definitions.resolve_schedule_def("watch__schedule")
+    with dg.DagsterInstance.get() as instance, dg.build_schedule_context(instance=instance) as context:
+        tick = schedule.evaluate_tick(context)
+        requests = tick.run_requests or []
+        requested: set[str] = set()
+        for request in requests:
+            assert request.tags[FRESH_TAG]
+            (m0, t0), (m1, t1) = split_key(request.tags[RANGE_START]), split_key(request.tags[RANGE_END])
+            requested |= range_keys(KeyRange(m0, m1, t0, t1), list(sweep_benchmark.model_keys),
+                                    list(sweep_benchmark.task_keys))
+        assert requested == everything
+        factory = RunFactory(instance, definitions)
+        runs = [factory.create(sweep_benchmark, request.tags) for request in requests]
+        again = schedule.evaluate_tick(context)
+    assert not again.run_requests and again.skip_message is not None
+    assert again.skip_message.startswith(f"a fresh round of the sweep is still in flight ({len(runs)} runs: ")
+
+
+def test_fresh_direct_evaluates_every_task_again_and_bad_flags_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #28: `agentcompass run --direct --fresh` of a sweep declaring output.reuse evaluates every
+    task again in a new run (reusing nothing), where a plain --direct run reuses every earlier result;
+    --fresh with --reuse is one line of bad input, exit 2."""
+    sweep = watch_sweep(tmp_path, ["m1"], {}, {"output": {"results_dir": str(tmp_path / "results"), "reuse": True}})
+
+    def newest_info() -> RunInfo:
+        return RunInfo.model_validate_json((newest_run(tmp_path, "m1") / "run_info.json").read_text())
+
+    assert run_cli("run", sweep, "--direct") == 0
+    assert run_cli("run", sweep, "--direct") == 0
+    reused = newest_info().reused_from
+    assert reused is not None and reused.tasks == N_TASKS
+    assert run_cli("run", sweep, "--direct", "--fresh") == 0
+    fresh = newest_info()
+    assert fresh.reused_from is None and fresh.status == "completed"
+    assert len(list((newest_run(tmp_path, "m1") / "details").glob("*.json"))) == N_TASKS
+    capsys.readouterr()
+    assert run_cli("run", sweep, "--direct", "--fresh", "--reuse") == 2
+    assert capsys.readouterr().err == ("agentcompass: error: --reuse=True: --fresh reuses no earlier result; give "
+                                       "one or the other\n")
