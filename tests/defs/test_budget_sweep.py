@@ -17,17 +17,18 @@ from conftest import run_cli, write_sweep
 from test_dagster_engine import cli, finish, instance
 
 CALL_USD = 0.1
+TASKS = 6
 BUDGET_USD = 0.35
 ATTEMPTS = dg.AssetKey(["bq", "synthetic", "attempts"])
 METRICS = dg.AssetKey(["bq", "synthetic", "metrics"])
 
 
 def budget_sweep(tmp_path: Path, **fields: object) -> Path:
-    """Eight synthetic tasks, each answered by the tool agent in one model call of a known $0.1."""
+    """Six synthetic tasks, each answered by the tool agent in one model call of a known $0.1."""
     model = {"id": "paid", "provider": "scripted", "params": {"turns": {"*": [{
         "tool_calls": [{"name": "submit", "arguments": {"answer": "x"}}],
         "usage": {"prompt_tokens": 7, "completion_tokens": 3}, "cost_usd": CALL_USD}]}}}
-    return write_sweep(tmp_path, name="bq", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 8}}],
+    return write_sweep(tmp_path, name="bq", benchmarks=[{"id": "synthetic", "params": {"n_tasks": TASKS}}],
                        models=[model], harness="tool_agent", execution={"limits": {"task_concurrency": 2}},
                        budget={"max_cost_usd": BUDGET_USD}, **fields)
 
@@ -39,7 +40,7 @@ def test_concurrent_runs_of_a_budgeted_sweep_stop_at_the_budget_and_a_later_run_
     budget in total; both exit 0 and end by saying what was spent of what; the tasks left unpaid stay
     missing (the runs succeeded, metrics and all, and the metrics asset shows the budget); a later run
     launches nothing and says why."""
-    sweep = budget_sweep(tmp_path, dagster={"max_partitions_per_run": 2, "max_concurrent_runs": 2})
+    sweep = budget_sweep(tmp_path, dagster={"max_partitions_per_run": 3, "max_concurrent_runs": 2})
     first, second = cli(tmp_path, "run", str(sweep)), cli(tmp_path, "run", str(sweep))
     assert (finish(first), finish(second)) == (0, 0)
     status = Ledger(tmp_path / "results" / "bq" / "budget.jsonl").status(BudgetConfig(max_cost_usd=BUDGET_USD))
@@ -52,9 +53,9 @@ def test_concurrent_runs_of_a_budgeted_sweep_stop_at_the_budget_and_a_later_run_
         assert metrics.asset_materialization is not None
         shown = metrics.asset_materialization.metadata
         assert shown["budget"].value.endswith("(exhausted)") and shown["budget max usd"].value == BUDGET_USD
-    assert paid == round(status.spent_usd / CALL_USD) and paid < 8
+    assert paid == round(status.spent_usd / CALL_USD) and paid < TASKS
     for log in tmp_path.glob("cli-*.log"):
-        assert f"budget: {status.message}; {8 - paid} (model, task) partition(s) without a result" in log.read_text()
+        assert f"budget: {status.message}; {TASKS - paid} (model, task) partition(s) without a result" in log.read_text()
 
     capsys.readouterr()
     assert run_cli("run", sweep) == 0
@@ -78,5 +79,5 @@ def test_a_schedule_tick_with_the_budget_spent_launches_nothing_and_says_why(tmp
         tick = schedule.evaluate_tick(context)
         assert not inst.get_runs()
     assert not tick.run_requests
-    assert tick.skip_message == ("budget exhausted: spent $0.4 of $0.35 (exhausted); 8 (model, task) partitions "
+    assert tick.skip_message == ("budget exhausted: spent $0.4 of $0.35 (exhausted); 6 (model, task) partitions "
                                  "without a result are not run until the sweep's budget is raised")
