@@ -77,22 +77,54 @@ def test_dispatch_keeps_its_runs_under_the_results_directory(tmp_path: Path, mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "spec.yaml"]
 
 
+def _on_a_terminal(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run ``command`` with a pseudo-terminal as its stdin, stdout and stderr: its exit code and all it
+    wrote (read until the terminal closes, so nothing is lost to timing)."""
+    import os
+    import pty
+    import subprocess
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(command, cwd=cwd, stdin=follower, stdout=follower, stderr=follower, env=env)
+    os.close(follower)
+    output = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: every process holding the terminal has closed it
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        os.close(leader)
+    return proc.wait(timeout=120), output.decode(errors="replace")
+
+
 def test_the_installed_command_runs_its_demo_from_an_empty_directory(tmp_path: Path) -> None:
     """`agentcompass run` with no argument, in a directory with no resources/ of its own, runs the
     packaged demo sweep through Dagster: 18 tasks, accuracy 1.0, results and the instance made here, and
-    says what its Dagster run was for; run again, it launches nothing and says so first."""
+    says what its Dagster run was for; run again, it launches nothing and says so first.
+
+    The first run is on a terminal, so the same sweep also shows the live progress display: tasks done,
+    the runs in flight, errors and the rate while the sweep's runs execute (from the events they record
+    as each task ends). One sweep for both, since each costs 20-40 s under CI's load; that piped output
+    has no progress lines is asserted on the README's first `agentcompass run` (test_readme)."""
     import os
     import subprocess
     import sys
 
     command = Path(sys.executable).parent / "agentcompass"
     env = {key: value for key, value in os.environ.items() if key != "DAGSTER_HOME"}
-    proc = subprocess.run([str(command), "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Tasks: 18 selected · 18 evaluated · 18 correct" in proc.stdout, proc.stdout[-2000:]
-    assert "| accuracy | 1.0000 |" in proc.stdout
+    code, text = _on_a_terminal([str(command), "run"], tmp_path, {**env, "COLUMNS": "160"})
+    assert code == 0, text[-2000:]
+    assert "demo/none" in text and "runs in flight" in text and "errors" in text and "tasks/s" in text, text[-2000:]
+    assert "18/18" in text
+    assert "Tasks: 18 selected · 18 evaluated · 18 correct" in text, text[-2000:]
+    assert "| accuracy | 1.0000 |" in text
     assert (tmp_path / "results" / "demo" / "demo" / "none").is_dir() and (tmp_path / ".dagster").is_dir()
-    assert "launched 1 run(s) evaluating the 18 (model, task) partition(s) without a result" in proc.stdout
+    assert "launched 1 run(s) evaluating the 18 (model, task) partition(s) without a result" in text
     # Run again: nothing runs, and the summary reprinted is said to be the earlier run's.
     again = subprocess.run([str(command), "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert again.returncode == 0, again.stderr[-2000:]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -110,16 +111,16 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def install_package(pkgdir: Path, site: Path) -> None:
-    """`pip install --no-deps --target site pkgdir`: a real build and install, outside the venv."""
-    proc = subprocess.run(
+def _pip_install(pkgdir: Path, site: Path) -> subprocess.Popen[str]:
+    """`pip install --no-deps --target site pkgdir`, started: a real build (in pip's isolated build
+    environment) and install, outside the venv."""
+    return subprocess.Popen(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(site), str(pkgdir)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         env=_clean_env(),
-        timeout=300,
     )
-    assert proc.returncode == 0, f"pip install failed:\n{proc.stdout}\n{proc.stderr}"
 
 
 def _write_package(root: Path, pyproject: str, files: dict[str, str]) -> Path:
@@ -132,22 +133,54 @@ def _write_package(root: Path, pyproject: str, files: dict[str, str]) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def tiny_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("tiny-plugin")
-    pkgdir = _write_package(base / "tiny-bench", TINY_PYPROJECT, {"tiny_bench/__init__.py": TINY_INIT})
-    site = base / "site"
-    install_package(pkgdir, site)
-    return site
+PACKAGES = {"tiny": (TINY_PYPROJECT, {"tiny_bench/__init__.py": TINY_INIT}), "broken": (BROKEN_PYPROJECT, BROKEN_FILES)}
 
 
-@pytest.fixture(scope="module")
-def broken_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("broken-plugin")
-    pkgdir = _write_package(base / "broken-bench", BROKEN_PYPROJECT, BROKEN_FILES)
-    site = base / "site"
-    install_package(pkgdir, site)
-    return site
+def _install_both(base: Path) -> None:
+    """Both packages built and installed into base/<name>/site, the two pips at once (most of a pip's
+    time is setting up its isolated build environment, mostly waiting, so they overlap well); base/done
+    marks that both succeeded."""
+    started = {}
+    for name, (pyproject, files) in PACKAGES.items():
+        pkgdir = _write_package(base / name / "src", pyproject, files)
+        started[name] = _pip_install(pkgdir, base / name / "site")
+    for name, proc in started.items():
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"pip install of the {name} package failed:\n{out}"
+    (base / "done").touch()
+
+
+@pytest.fixture(scope="session")
+def plugin_sites(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Path]:
+    """The two packages installed once for the whole session, shared by every xdist worker: a pip install
+    costs ~15 s under CI's load, and with `-n 2` these tests land on both workers, so a module-scoped
+    install ran once per worker and package. The first worker to get here installs under a lock in the
+    directory all workers' temporary directories share; the others wait on the lock and reuse it. A test
+    only puts the installed folders on a subprocess's PYTHONPATH and never writes to them, so sharing
+    them leaves every test independent of the others' effects."""
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # pytest-of-<user>/pytest-N: the parent of each worker's popen-gwN
+    base = root / "agentcompass-plugin-packages"
+    with open(root / "agentcompass-plugin-packages.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (base / "done").exists():
+            if base.exists():
+                shutil.rmtree(base)  # a worker that failed half-way: start again
+            _install_both(base)
+    return {name: base / name / "site" for name in PACKAGES}
+
+
+@pytest.fixture
+def tiny_site(plugin_sites: dict[str, Path]) -> Path:
+    return plugin_sites["tiny"]
+
+
+@pytest.fixture
+def broken_site(plugin_sites: dict[str, Path]) -> Path:
+    return plugin_sites["broken"]
 
 
 # --- running the CLI ------------------------------------------------------------------------------------
@@ -244,9 +277,11 @@ def test_entry_point_benchmark_runs_end_to_end(tiny_site: Path, tmp_path: Path) 
     assert "tiny · none · oracle" in (run_dir / "summary.md").read_text()
 
 
-def test_without_the_plugin_on_the_path_the_id_is_unknown(tiny_site: Path, tmp_path: Path) -> None:
+def test_without_the_plugin_on_the_path_the_id_is_unknown(tmp_path: Path) -> None:
     """The same sweep without the plugin folder on PYTHONPATH: exit 2, one stderr line naming the sweep
-    file and benchmarks[0].id='tiny' as an unknown benchmark, no traceback, nothing written."""
+    file and benchmarks[0].id='tiny' as an unknown benchmark, no traceback, nothing written. (It needs
+    no install: the package is never in the venv, test_pip_installs_the_plugin_with_its_entry_point shows,
+    and waiting for the shared install would only hold this test up.)"""
     sweep = _sweep(tmp_path, "tiny")
     proc = _run(sweep, tmp_path, None)
     assert proc.returncode == 2, proc.stdout + proc.stderr

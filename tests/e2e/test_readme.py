@@ -30,22 +30,6 @@ def test_readme_sweep_example_validates_and_runs(tmp_path: Path) -> None:
     assert outcome.result is not None and outcome.result.metrics.metrics["pass@3"] == 1.0
 
 
-def test_readme_pandas_example_gives_each_sweeps_accuracy(tmp_path: Path) -> None:
-    """The README's pandas line, after the demo and demo-nop sweeps ran through Dagster (both with model
-    "none"), shows each sweep's own accuracy, 1.0 and 0.0, not their mean."""
-    from agentcompass_dagster.results import load_metrics
-
-    from conftest import run_cli
-
-    readme = (REPO / "README.md").read_text()
-    line = next(line for line in readme.splitlines() if line.startswith('load_metrics("results", latest=True)'))
-    results = tmp_path / "results"
-    for name in ("demo", "demo-nop"):
-        assert run_cli("run", REPO / "resources" / "sweeps" / f"{name}.yaml", "--results-dir", results) == 0
-    table = eval(line.replace('"results"', repr(str(results))), {"load_metrics": load_metrics})  # noqa: S307
-    assert table.loc[("demo", "none"), "accuracy"] == 1.0 and table.loc[("demo-nop", "none"), "accuracy"] == 0.0
-
-
 def test_readme_scale_out_declaration_validates() -> None:
     """The `dagster:` block under "Scale-out" is a valid deployment declaration."""
     import yaml
@@ -105,11 +89,23 @@ def test_the_readme_install_and_test_commands_are_the_ones_ci_runs() -> None:
 def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
     """Each `agentcompass run`, `summary` and `report` line of the README, run verbatim by bash in a
     directory laid out like a clone (the `<run_id>` filled in with the run the first line made), exits 0;
-    `ui` (a server, tested in test_ui_browser) must at least parse."""
+    `ui` (a server, tested in test_ui_browser) must at least parse.
+
+    The same runs answer three more questions, each of which would otherwise cost a demo sweep of its own
+    (20-40 s under CI's load), so they are asserted here rather than in tests that run the sweep again:
+    - the first line, `agentcompass run` with no argument in a fresh checkout, runs
+      resources/sweeps/demo.yaml and prints the table and its run directory (below results/demo/demo/none);
+    - its output is piped, so it holds the summary and the run directory only: no progress lines, no
+      terminal escapes (the terminal side is test_first_hour's);
+    - the README's pandas line, after the demo and demo-nop sweeps ran through Dagster (both with model
+      "none"), shows each sweep's own accuracy, 1.0 and 0.0, not their mean."""
+    from agentcompass_dagster.results import load_metrics
+
     cwd = workdir(tmp_path)
     commands = [c for c in readme_commands() if c.startswith(".venv/bin/agentcompass")
                 and "results/S/B/M" not in c and "demo-agent" not in c]
     assert commands[0] == ".venv/bin/agentcompass run", commands
+    assert ".venv/bin/agentcompass run resources/sweeps/demo-nop.yaml" in commands, commands
     for command in commands:
         if "<run_id>" in command:
             run_dir = max((cwd / "results" / "demo" / "demo" / "none").iterdir(), key=lambda p: p.name)
@@ -118,7 +114,19 @@ def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
             command += " --help"
         proc = sh(command, cwd)
         assert proc.returncode == 0, f"{command}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
+        if command == commands[0]:
+            out = proc.stdout
+            assert "| accuracy | 1.0000 |" in out, out[-2000:]
+            run_dir = Path(out.split("run directory: ")[1].split()[0])
+            assert (cwd / run_dir / "summary.md").is_file()
+            assert (cwd / run_dir).is_relative_to(cwd / "results" / "demo" / "demo" / "none")
+            assert "tasks/s" not in out and "\x1b[" not in out and out.startswith("# demo"), out[:500]
     assert (cwd / "results" / "report.html").is_file()
+
+    readme = (REPO / "README.md").read_text()
+    line = next(line for line in readme.splitlines() if line.startswith('load_metrics("results", latest=True)'))
+    table = eval(line.replace('"results"', repr(str(cwd / "results"))), {"load_metrics": load_metrics})  # noqa: S307
+    assert table.loc[("demo", "none"), "accuracy"] == 1.0 and table.loc[("demo-nop", "none"), "accuracy"] == 0.0
 
 
 def test_the_readme_durable_commands_run_as_written(tmp_path: Path) -> None:
