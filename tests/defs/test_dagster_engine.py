@@ -440,8 +440,9 @@ def test_a_sweep_runs_its_steps_in_docker_containers_with_results_on_the_host(tm
     with instance() as inst:
         (run,) = inst.get_runs()
         engine = [e.message for e in inst.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_WORKER_STARTED)]
-    assert len(engine) == 5, engine  # tasks, evaluate, comparison and two checks: each in its container
-    assert len(created) == 5 and {c.image.tags[0] for c in created} == {IMAGE}
+    # tasks, evaluate, comparison, two checks and the regression checks: each in its container
+    assert len(engine) == 6, engine
+    assert len(created) == 6 and {c.image.tags[0] for c in created} == {IMAGE}
     for container in created:
         container.remove(force=True)
 
