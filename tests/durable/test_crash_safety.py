@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from agentcompass_dagster.runtime.finalize import rerender_summary
@@ -137,12 +138,10 @@ def _read_dir_line(proc: subprocess.Popen[str]) -> Path:
     return Path(first[1])
 
 
-def _run_writer_and_kill(results_dir: Path, k: int, existing: Path | None) -> tuple[Path, int]:
-    """Start writer k, let it report PROGRESS_LINES_BEFORE_KILL progress lines, SIGKILL it mid-stream.
-    Returns its run directory and the last index it reported done."""
-    proc = _start_writer(results_dir, k, existing, None)
+def _kill_mid_stream(proc: subprocess.Popen[str]) -> int:
+    """Let a started writer report PROGRESS_LINES_BEFORE_KILL progress lines, then SIGKILL it mid-stream.
+    Returns the last index it reported done."""
     try:
-        run_path = _read_dir_line(proc)
         done = -1
         for _ in range(PROGRESS_LINES_BEFORE_KILL):
             line = proc.stdout.readline().split()  # type: ignore[union-attr]
@@ -156,7 +155,7 @@ def _run_writer_and_kill(results_dir: Path, k: int, existing: Path | None) -> tu
         proc.stdout.close()  # type: ignore[union-attr]
         proc.stderr.close()  # type: ignore[union-attr]
     assert proc.returncode == -signal.SIGKILL, "the writer must have been killed mid-stream, not have finished"
-    return run_path, done
+    return done
 
 
 def _run_writer_until_it_dies_mid_write(results_dir: Path, k: int, existing: Path) -> int:
@@ -210,20 +209,22 @@ def test_killed_writers_lose_nothing_they_finished(tmp_path: Path) -> None:
     finished, and their temp files (one of them half-written) are never taken as results:
     load_all_details, load_details and `summary` count exactly the complete details."""
     results_dir = tmp_path / "results"
-    run_path: Path | None = None
-    done_through: list[tuple[int, int]] = []
-    for k in range(KILLS):
-        path, done = _run_writer_and_kill(results_dir, k, run_path)
-        assert run_path is None or path == run_path
-        run_path = path
-        done_through.append((k * RANGE, done))
-    assert run_path is not None
+    # The first writer reserves the run directory; the others write into it beside it (disjoint task
+    # ranges, as a run's workers do): their startups and fsyncs overlap instead of adding up.
+    first = _start_writer(results_dir, 0, None, None)
+    run_path = _read_dir_line(first)
+    killed = [first] + [_start_writer(results_dir, k, run_path, None) for k in range(1, KILLS)]
+    for proc in killed[1:]:
+        assert _read_dir_line(proc) == run_path
+    with ThreadPoolExecutor(WRITERS) as pool:
+        dying = pool.submit(_run_writer_until_it_dies_mid_write, results_dir, KILLS, run_path)
+        dones = list(pool.map(_kill_mid_stream, killed))
+        done = dying.result()
+    done_through = [(k * RANGE, d) for k, d in enumerate(dones)] + [(KILLS * RANGE, done)]
     details_dir = run_path / "details"
-    tmp_before = {p.name for p in details_dir.glob(".*.tmp")}
-    done = _run_writer_until_it_dies_mid_write(results_dir, KILLS, run_path)
-    done_through.append((KILLS * RANGE, done))
-    # It died half-way through a file: that half is a temp file, never a result.
-    half_written = [p for p in details_dir.glob(".*.tmp") if p.name not in tmp_before]
+    # It died half-way through a file: that half is a temp file (of its own range), never a result.
+    half_written = [p for p in details_dir.glob(".*.tmp")
+                    if KILLS * RANGE <= int(re.search(r"t(\d{5})_c", p.name)[1]) < WRITERS * RANGE]  # type: ignore[index]
     assert len(half_written) == 1, half_written
     assert half_written[0].stat().st_size == FSIZE_LIMIT
     # ... of a task past the last one it reported done
