@@ -19,8 +19,8 @@ from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
 class Unfiltered(SandboxSession):
     """The same session with the filter left out of bwrap's arguments."""
 
-    def argv(self, command: str, cwd: str, caller, fds: list[int]) -> list[str]:  # type: ignore[no-untyped-def]
-        args = super().argv(command, cwd, caller, fds)
+    def bwrap(self, command: str, cwd: str, caller, fds: list[int]) -> list[str]:  # type: ignore[no-untyped-def]
+        args = super().bwrap(command, cwd, caller, fds)
         at = args.index("--seccomp")
         return args[:at] + args[at + 2:]
 

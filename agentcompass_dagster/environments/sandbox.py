@@ -29,10 +29,12 @@ refused before it runs); hitting one ends the attempt with an error that names i
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
 import os
 import platform
 import secrets
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -63,6 +65,8 @@ SYSTEM_DIRS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64")
 DISK_FULL_BYTES = 1 << 20
 # Its cgroups are named for it, so the sweeps of other kinds leave them alone.
 OWNER = "sandbox"
+# The read end of the lifeline of the command exec() is starting (argv).
+_LIFELINE: contextvars.ContextVar[int] = contextvars.ContextVar("sandbox_lifeline")
 
 
 # Where the sessions' directories go unless a declaration says: $AGENTCOMPASS_SANDBOX_ROOT, else this. Not
@@ -103,8 +107,6 @@ class SandboxSession(HostDirSession):
         # A tmpfs the host mounted at <root>/tmp (as root): the host sees it fill.
         self.host_tmp = host_tmp
         self.image = image
-        # A pipe whose write end only this process holds; its read end goes to every command (argv).
-        self._lifeline: tuple[int, int] | None = None
         super().__init__(root, config.env, params.path, (params.uid, params.gid) if _privileged() else None, cgroup)
         self.make_dirs()
 
@@ -115,18 +117,24 @@ class SandboxSession(HostDirSession):
         return "/tmp"
 
     def child_fds(self) -> list[int]:
-        if self._lifeline is None:
-            self._lifeline = os.pipe()
-        return [seccomp.filter_fd(), os.dup(self._lifeline[0])]
-
-    def release(self) -> list[str]:
-        if self._lifeline is not None:
-            for fd in self._lifeline:
-                os.close(fd)
-            self._lifeline = None
-        return super().release()
+        return [seccomp.filter_fd(), os.dup(_LIFELINE.get())]
 
     def argv(self, command: str, cwd: str, caller: Caller, fds: list[int]) -> list[str]:
+        # bwrap's parent-death signals leave two gaps, and a command's lifeline (a pipe only this process
+        # holds the write end of, until the command has ended; its read end is fds[1]) closes both:
+        # - its outer process, killed with the runtime after it cloned the namespace's first process but
+        #   before it let that process go on, leaves that one blocked for good (PPID 1, holding the
+        #   session's mounts; CI under load: a killed run's `bwrap` outlived it). A watcher outside the
+        #   namespace, which no sandboxed process can see or signal, kills the command's process group
+        #   at EOF, which that process is still in (it leaves it, setsid, only once let go);
+        # - the namespace sets its own death signal only after that: a runtime killed in between leaves
+        #   it running. A watcher inside (bwrap()) kills every process of the namespace at EOF.
+        lifeline = fds[1]
+        watcher = f"{{ read -r -u {lifeline} _; kill -KILL 0; }} </dev/null >/dev/null 2>&1 & "
+        return ["bash", "-c", watcher + f"exec {shlex.join(self.bwrap(command, cwd, caller, fds))}"]
+
+    def bwrap(self, command: str, cwd: str, caller: Caller, fds: list[int]) -> list[str]:
+        """bwrap's command line running ``command`` in this session's sandbox (fds: child_fds())."""
         args = ["bwrap"]
         for name in SYSTEM_DIRS:
             host = Path("/") / name
@@ -158,16 +166,22 @@ class SandboxSession(HostDirSession):
             # bwrap as root keeps every capability: drop to the sandbox user with none left, for good.
             args += ["setpriv", f"--reuid={self.params.uid}", f"--regid={self.params.gid}", "--clear-groups",
                      "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-        # bwrap sets the namespace's parent-death signal only after it forked: a runtime killed in between
-        # (under load, while it starts several commands) leaves the namespace running. Its lifeline does
-        # not depend on that: only this process holds the pipe's write end, so when it dies, however, the
-        # watcher reads EOF and kills every process of the namespace.
+        # The lifeline's watcher inside the namespace (see argv).
         lifeline = f"{{ read -r -u {fds[1]} _; kill -KILL -1; }} </dev/null >/dev/null 2>&1 & exec {fds[1]}<&-; "
         return [*args, "bash", "-c", lifeline + command]
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
                    caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
-        result = await super().exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
+        # The command's lifeline (argv): its write end closes when the command has ended, or when this
+        # process dies, however; its read end goes to the child (child_fds, in this task's context).
+        read_end, write_end = os.pipe()
+        token = _LIFELINE.set(read_end)
+        try:
+            result = await super().exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
+        finally:
+            _LIFELINE.reset(token)
+            os.close(read_end)
+            os.close(write_end)
         if result.timed_out:
             result.stderr += f"\n[sandbox] killed: the command passed its time limit of {timeout_s}s\n"
         hits = await asyncio.to_thread(self._limits_hit)

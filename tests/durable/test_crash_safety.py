@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from agentcompass_dagster.runtime.finalize import rerender_summary
@@ -39,7 +40,7 @@ FSIZE_AFTER_WRITES = 60
 #   i % 5 == 0  -> an error detail (error="boom")
 #   i % 10 == 2 -> then a normal detail for task i-2: the retry that succeeded replaces that error
 #   i % 5 != 0  -> a normal detail, correct unless i % 3 == 0
-# Each detail is 50-200 KB (its trajectory). After the saves of index i, once 50 or more writes were made
+# Each detail is 50-200 KB (its trajectory). After the saves of index i, once 25 or more writes were made
 # since the last report, it prints "done <i>": everything for indexes <= i has been saved.
 WRITER = r"""
 import sys
@@ -67,6 +68,7 @@ if existing == "-":
 else:
     run_dir = RunDir(Path(existing))
 print("dir", run_dir.path, flush=True)
+sys.stdin.readline()  # released by the test with the other writers
 
 
 def trajectory(i):
@@ -108,7 +110,7 @@ for i in range(k * RANGE, (k + 1) * RANGE):
         assert run_dir.save_detail(normal(i)) is not None
         writes += 1
         total += 1
-    if writes >= 50:
+    if writes >= 25:
         writes = 0
         print("done", i, flush=True)
 print("finished", flush=True)
@@ -123,6 +125,7 @@ def _start_writer(results_dir: Path, k: int, existing: Path | None, fsize_after:
     args = [str(results_dir), str(k), str(existing or "-"), str(RANGE), str(WRITERS), str(fsize_after or "-")]
     return subprocess.Popen(
         [sys.executable, "-c", WRITER, *args, str(FSIZE_LIMIT)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -137,12 +140,10 @@ def _read_dir_line(proc: subprocess.Popen[str]) -> Path:
     return Path(first[1])
 
 
-def _run_writer_and_kill(results_dir: Path, k: int, existing: Path | None) -> tuple[Path, int]:
-    """Start writer k, let it report PROGRESS_LINES_BEFORE_KILL progress lines, SIGKILL it mid-stream.
-    Returns its run directory and the last index it reported done."""
-    proc = _start_writer(results_dir, k, existing, None)
+def _kill_mid_stream(proc: subprocess.Popen[str]) -> int:
+    """Let a started writer report PROGRESS_LINES_BEFORE_KILL progress lines, then SIGKILL it mid-stream.
+    Returns the last index it reported done."""
     try:
-        run_path = _read_dir_line(proc)
         done = -1
         for _ in range(PROGRESS_LINES_BEFORE_KILL):
             line = proc.stdout.readline().split()  # type: ignore[union-attr]
@@ -153,16 +154,17 @@ def _run_writer_and_kill(results_dir: Path, k: int, existing: Path | None) -> tu
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=60)
+        proc.stdin.close()  # type: ignore[union-attr]
         proc.stdout.close()  # type: ignore[union-attr]
         proc.stderr.close()  # type: ignore[union-attr]
     assert proc.returncode == -signal.SIGKILL, "the writer must have been killed mid-stream, not have finished"
-    return run_path, done
+    return done
 
 
-def _run_writer_until_it_dies_mid_write(results_dir: Path, k: int, existing: Path) -> int:
-    """Writer k limits its own file size after FSIZE_AFTER_WRITES saves: the next detail kills it with
-    SIGXFSZ inside os.write, half-way through a file. Returns the last index it reported done."""
-    proc = _start_writer(results_dir, k, existing, FSIZE_AFTER_WRITES)
+def _wait_until_it_dies_mid_write(proc: subprocess.Popen[str], existing: Path) -> int:
+    """A started writer that limits its own file size after FSIZE_AFTER_WRITES saves: the next detail
+    kills it with SIGXFSZ inside os.write, half-way through a file. Returns the last index it reported
+    done."""
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGXFSZ, (proc.returncode, err)
     lines = out.splitlines()
@@ -210,20 +212,27 @@ def test_killed_writers_lose_nothing_they_finished(tmp_path: Path) -> None:
     finished, and their temp files (one of them half-written) are never taken as results:
     load_all_details, load_details and `summary` count exactly the complete details."""
     results_dir = tmp_path / "results"
-    run_path: Path | None = None
-    done_through: list[tuple[int, int]] = []
-    for k in range(KILLS):
-        path, done = _run_writer_and_kill(results_dir, k, run_path)
-        assert run_path is None or path == run_path
-        run_path = path
-        done_through.append((k * RANGE, done))
-    assert run_path is not None
+    # The first writer reserves the run directory; the others write into it beside it (disjoint task
+    # ranges, as a run's workers do): their startups and fsyncs overlap instead of adding up. Each waits
+    # for the others to have started (a line on its stdin), so none writes far past its kill point.
+    first = _start_writer(results_dir, 0, None, None)
+    run_path = _read_dir_line(first)
+    killed = [first] + [_start_writer(results_dir, k, run_path, None) for k in range(1, KILLS)]
+    dying = _start_writer(results_dir, KILLS, run_path, FSIZE_AFTER_WRITES)
+    for proc in killed[1:]:
+        assert _read_dir_line(proc) == run_path
+    for proc in [*killed, dying]:
+        proc.stdin.write("go\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+    with ThreadPoolExecutor(WRITERS) as pool:
+        died = pool.submit(_wait_until_it_dies_mid_write, dying, run_path)
+        dones = list(pool.map(_kill_mid_stream, killed))
+        done = died.result()
+    done_through = [(k * RANGE, d) for k, d in enumerate(dones)] + [(KILLS * RANGE, done)]
     details_dir = run_path / "details"
-    tmp_before = {p.name for p in details_dir.glob(".*.tmp")}
-    done = _run_writer_until_it_dies_mid_write(results_dir, KILLS, run_path)
-    done_through.append((KILLS * RANGE, done))
-    # It died half-way through a file: that half is a temp file, never a result.
-    half_written = [p for p in details_dir.glob(".*.tmp") if p.name not in tmp_before]
+    # It died half-way through a file: that half is a temp file (of its own range), never a result.
+    half_written = [p for p in details_dir.glob(".*.tmp")
+                    if KILLS * RANGE <= int(re.search(r"t(\d{5})_c", p.name)[1]) < WRITERS * RANGE]  # type: ignore[index]
     assert len(half_written) == 1, half_written
     assert half_written[0].stat().st_size == FSIZE_LIMIT
     # ... of a task past the last one it reported done

@@ -108,7 +108,8 @@ def test_demo_passes_with_the_oracle_in_docker(tmp_path: Path) -> None:
     import docker
 
     client = docker.from_env()
-    result = run(tmp_path, "dkdemo", DOCKER, execution={"network": ALL_NONE, "limits": {"task_concurrency": 2}})
+    # Four containers at a time: their starts and removals wait on the engine, not on this process.
+    result = run(tmp_path, "dkdemo", DOCKER, execution={"network": ALL_NONE, "limits": {"task_concurrency": 4}})
     assert result.metrics.metrics["accuracy"] == 1.0
     assert client.containers.list(all=True, filters={"label": f"agentcompass.pid={os.getpid()}"}) == []
 
@@ -247,6 +248,38 @@ def test_sandbox_leaves_nothing_after_a_killed_run(tmp_path: Path, sandbox_root:
     assert [p for p in sandbox_root.iterdir() if p.name.startswith(f"{proc.pid}-")] == []
 
 
+@needs_bwrap
+def test_a_bwrap_that_died_with_the_runtime_leaves_no_orphan(tmp_path: Path, sandbox_root: Path) -> None:
+    """R-CLEAN-1: bwrap's outer process dies with the runtime (parent-death signal), and a runtime killed
+    after it cloned the namespace's first process but before it let it go on left that process blocked
+    for good, with PPID 1 (CI under load: a killed run's `bwrap` outlived it). Deterministic stand-in: a
+    `bwrap` whose outer process dies with the runtime and whose child, like bwrap's, has no parent-death
+    signal and stays in its process group; after the kill nothing of either is left."""
+    marker = f"sleep 79.{os.getpid()}"
+    sweep = write_sweep(tmp_path, name="orphan", environment=SANDBOX,
+                        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}],
+                        harness={"id": "scripted", "params": {"default": {"command": "true"}}})
+    stuck_child = textwrap.dedent(f"""\
+        import sys
+        from agentcompass_dagster.cli import main
+        from agentcompass_dagster.environments import sandbox
+        sandbox.SandboxSession.bwrap = lambda *args: ["bash", "-c", "{marker} & wait"]
+        sys.exit(main(["run", "--direct", sys.argv[1]]))
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", stuck_child, str(sweep)], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        # Both: the stand-in's outer bash (argv holds the marker) and its orphan-to-be `sleep`.
+        wait_until(lambda: len(processes_with(marker)) >= 2, f"the stand-in's `{marker}` to start", proc=proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    wait_until(lambda: processes_with(marker) == [], f"the stand-in's `{marker}` to die with the run", 10,
+               describe=lambda: subprocess.run(["ps", "-o", "pid,ppid,stat,args", "-p",
+                                                ",".join(map(str, processes_with(marker) or [1]))],
+                                               capture_output=True, text=True).stdout, interval=0.1)
+
+
 @needs_docker
 def test_docker_stops_the_agents_processes_before_the_check(tmp_path: Path) -> None:
     """R-ATT-4: a watcher the agent leaves running in its container rewrites answer.txt (4 -> 5) as soon
@@ -277,8 +310,8 @@ def test_a_sandboxed_command_dies_with_the_runtime_without_any_parent_death_sign
         from agentcompass_dagster.cli import main
         from agentcompass_dagster.environments import hostdir, sandbox
         hostdir.death_signal = lambda: (lambda: None)
-        argv = sandbox.SandboxSession.argv
-        sandbox.SandboxSession.argv = lambda *args: [word for word in argv(*args) if word != "--die-with-parent"]
+        bwrap = sandbox.SandboxSession.bwrap
+        sandbox.SandboxSession.bwrap = lambda *args: [word for word in bwrap(*args) if word != "--die-with-parent"]
         sys.exit(main(["run", "--direct", sys.argv[1]]))
         """)
     proc = subprocess.Popen([sys.executable, "-c", without_death_signal, str(sweep)], cwd=tmp_path,

@@ -153,12 +153,13 @@ def test_capacity_disabled_lets_environments_overlap(
 
 
 def test_open_qps_spaces_environment_opens(tmp_path: Path, private_tmpdir: Path, plugin_registries: None) -> None:
-    """R-LIMIT-1: open_qps 5 with 8 workers and 20 instant tasks: the 20 opens are spread over at least
-    19 / 5 = 3.8 s (first to last open >= 3.7 s)."""
+    """R-LIMIT-1: open_qps 10 with 8 workers and 20 instant tasks: the 20 opens are spread over at least
+    19 / 10 = 1.9 s (first to last open >= 1.8 s); without the limit they took 0.27 s on a busy machine.
+    (10/s rather than 5/s: the same 19 spacings in half the time, still well clear of an unlimited run.)"""
     env_id, events = recording_environment("recording-local-qps")
     request = make_request(
         tmp_path,
-        {"id": env_id, "open_qps": 5},
+        {"id": env_id, "open_qps": 10},
         n_tasks=20,
         harness={"default": {"answer": "whatever"}},
         limits={"task_concurrency": 8},
@@ -167,7 +168,7 @@ def test_open_qps_spaces_environment_opens(tmp_path: Path, private_tmpdir: Path,
     assert result.status == "completed", result
     opens = sorted(t for t, kind, _ in events if kind == "open")
     assert len(opens) == 20
-    assert opens[-1] - opens[0] >= 3.7, f"20 opens at 5/s took only {opens[-1] - opens[0]:.2f}s"
+    assert opens[-1] - opens[0] >= 1.8, f"20 opens at 10/s took only {opens[-1] - opens[0]:.2f}s"
 
 
 # R-CLEAN-2: orchestration timeout, in-process

@@ -69,11 +69,13 @@ def note(left_out: int) -> str:
 
 
 @pytest.mark.parametrize("environment", HOST_ENVIRONMENTS)
-def test_two_gigabytes_of_output_cost_the_host_a_bounded_amount(environment: str) -> None:
-    """Probe ``head -c 2G /dev/zero`` as an agent command (local, sandbox): the host's peak memory grows
-    by less than 200 MB (4.1 GB before), the captured stdout is its first and last bytes with a note of
-    the 2,146,483,648 left out, and the total, 2,147,483,648 bytes, is recorded."""
-    size = 2 << 30
+def test_half_a_gigabyte_of_output_costs_the_host_a_bounded_amount(environment: str) -> None:
+    """Probe ``head -c 2G /dev/zero`` as an agent command (local, sandbox): the host's peak memory grew
+    by 4.1 GB. Now (with 512 MB) it grows by less than 200 MB, the captured stdout is its first and last
+    bytes with a note of the bytes left out, and the exact total is recorded."""
+    # 512 MB, not the probe's 2 GB: a host that kept the output (twice over, as it did) would grow by
+    # five times the bound, and the host reads every byte through Python (4 times less work).
+    size = 512 << 20
     command = f"echo START; head -c {size} /dev/zero; echo END"
     done = subprocess.run([sys.executable, "-c", MEASURE, environment, command], capture_output=True, text=True,
                           timeout=120)
@@ -134,13 +136,16 @@ def durable_run(tmp_path: Path, environment: str | dict[str, Any], command: str)
                                                                           marks=needs_docker, id="docker")])
 def test_a_timed_out_command_that_made_its_output_file_huge_writes_little(tmp_path: Path,
                                                                           environment: str | dict[str, Any]) -> None:
-    """Probe ``truncate -s 768M /dev/stdout; sleep 100`` with a 3 s command timeout (tool_agent, whose
+    """Probe ``truncate -s 64M /dev/stdout; sleep 100`` with a 3 s command timeout (tool_agent, whose
     commands write their output into a file the host reads when they time out): it ran four minutes
     and wrote 805 MB into the results. Now the command is killed at its timeout, the host reads the
     file's two ends, which carry the note of the 804,306,368 bytes left out, and the results stay small;
     the attempt goes on and solves the task."""
+    # 64 MB here: 64 times what the host keeps, so results that took the whole file would break the
+    # bound below just as 768 MB would; and the docker session reads the file's ends as the engine
+    # streams the whole file (get_archive), which took 768 MB 8 s longer on a busy machine.
     marker = f"100.{os.getpid()}"
-    detail = durable_run(tmp_path, environment, f"truncate -s 768M /dev/stdout; sleep {marker}")
+    detail = durable_run(tmp_path, environment, f"truncate -s 64M /dev/stdout; sleep {marker}")
     assert detail["correct"], detail
     step = next(s for s in detail["attempts"]["1"]["trajectory"] if marker in (s.get("command") or ""))
     assert "timed out" in step["output"]
@@ -148,7 +153,7 @@ def test_a_timed_out_command_that_made_its_output_file_huge_writes_little(tmp_pa
     assert written < 10 * OUTPUT_LIMIT, written
     # The output as recorded whole (the trajectory holds 10,000 characters of it).
     outputs = [p for p in (tmp_path / "results").rglob(".durable/*/blobs/*") if p.is_file()]
-    assert any(note((768 << 20) - OUTPUT_LIMIT).encode() in blob.read_bytes() for blob in outputs), outputs
+    assert any(note((64 << 20) - OUTPUT_LIMIT).encode() in blob.read_bytes() for blob in outputs), outputs
     assert processes_with(f"sleep {marker}") == []
 
 
