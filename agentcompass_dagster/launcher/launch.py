@@ -18,6 +18,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -234,42 +236,51 @@ def _wait(instance: dg.DagsterInstance, follower: RunFollower) -> None:
 def _execute(instance: dg.DagsterInstance, runs: list[dg.DagsterRun], follower: RunFollower,
              sweep: SweepConfig) -> None:
     workers = RunWorkers(instance, sweep.dagster.max_concurrent_runs)
-    workers.submit(runs)
     # A board shows progress a few times a second; without one, the instance is polled once a second
     # (each poll is queries: ~3 ms of CPU a run), and a worker's exit ends the wait at once.
     interval = POLL_S if follower.board is not None else QUIET_POLL_S
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        while True:
+    with Interrupts().counted() as interrupts:
+        # Submitted with the interrupts counted: a Ctrl-C while the first workers start stops them too.
+        workers.submit(runs)
+        while not interrupts.count:
             _fail_dead(instance, workers, follower)
             if not (workers.busy | follower.poll()):
-                break
-            workers.pause(interval)
-    except KeyboardInterrupt:
+                return
+            workers.pause(interval, lambda: interrupts.count > 0)
         # The first Ctrl-C (or SIGTERM): every run cancels its tasks, closes their environments and
         # keeps what finished; a second one kills the workers at once.
         print("agentcompass: stopping: cleaning up (press Ctrl-C again to exit at once)", file=sys.stderr)
         workers.interrupt()
-        try:
-            stopped = workers.wait(sweep.execution.limits.cleanup_grace_seconds + STOP_SLACK_S)
-        except KeyboardInterrupt:
-            stopped = False
-        if not stopped:
-            # Interrupted again, a worker marks its runs cancelled and exits without waiting for the
-            # cleanup; one that cannot even do that in time is killed.
+        if not workers.wait(sweep.execution.limits.cleanup_grace_seconds + STOP_SLACK_S, lambda: interrupts.count > 1):
+            # Interrupted again (or the cleanup ran past its grace), a worker marks its runs cancelled and
+            # exits without waiting for the cleanup; one that cannot even do that in time is killed.
             workers.interrupt()
-            try:
-                stopped = workers.wait(LAST_WORD_S)
-            finally:
-                if not stopped:
-                    workers.interrupt(signal.SIGKILL)
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(signum: int, frame: object) -> None:
+            if not workers.wait(LAST_WORD_S):
+                workers.interrupt(signal.SIGKILL)
     raise KeyboardInterrupt
+
+
+class Interrupts:
+    """SIGINT and SIGTERM counted, for the waits to check between their steps. Not raised as
+    KeyboardInterrupt where they arrive: raised at whatever bytecode runs then, one lands now and then in
+    a __del__ or weakref callback (SQLAlchemy's, while the instance is polled), where Python prints it and
+    drops it, and the run would go on as if no Ctrl-C had been pressed."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _record(self, signum: int, frame: object) -> None:
+        self.count += 1
+
+    @contextmanager
+    def counted(self) -> Iterator[Interrupts]:
+        """Count the interrupts (main thread only: signal handlers live there) until the block ends."""
+        previous = {sig: signal.signal(sig, self._record) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _fail_dead(instance: dg.DagsterInstance, workers: RunWorkers, follower: RunFollower) -> None:

@@ -10,6 +10,7 @@ import os
 import signal
 import time
 from collections import deque
+from collections.abc import Callable
 
 import dagster as dg
 
@@ -71,13 +72,14 @@ class RunWorkers:
             self.launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=None))
         self.running.append(run.run_id)
 
-    def pause(self, timeout: float) -> None:
+    def pause(self, timeout: float, interrupted: Callable[[], bool]) -> None:
         """Wait up to ``timeout`` for the next poll, returning early when a worker this process started
-        exits (its run has ended, or its worker died): checking a process is a system call, polling
-        the instance is queries, so the instance is asked seldom and an ending is still seen at once."""
+        exits (its run has ended, or its worker died) or when ``interrupted`` says so: checking a process
+        is a system call, polling the instance is queries, so the instance is asked seldom and an ending
+        is still seen at once."""
         deadline = time.monotonic() + timeout
         launcher = self.launcher if isinstance(self.launcher, RunWorkerLauncher) else None
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not interrupted():
             if launcher is not None and any(launcher.exit_code(run_id) is not None for run_id in self.running):
                 return
             time.sleep(EXIT_POLL_S)
@@ -109,14 +111,15 @@ class RunWorkers:
             if sig is signal.SIGKILL:
                 self.instance.report_run_canceled(run, message="its worker was killed after a second interrupt")
 
-    def wait(self, timeout: float) -> bool:
-        """Wait for the running runs to end; False when some still run after ``timeout``."""
+    def wait(self, timeout: float, interrupted: Callable[[], bool] = lambda: False) -> bool:
+        """Wait for the running runs to end; False when some still run after ``timeout`` or once
+        ``interrupted`` says so."""
         deadline = time.monotonic() + timeout
         while True:
             runs = [self.instance.get_run_by_id(run_id) for run_id in self.running]
             if all(run is None or run.is_finished for run in runs):
                 self.running.clear()
                 return True
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or interrupted():
                 return False
             time.sleep(POLL_S)

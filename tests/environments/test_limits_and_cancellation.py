@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.contracts.environment import EnvironmentSession
 from agentcompass_dagster.environments.local import LocalEnvironment
+from agentcompass_dagster.launcher.launch import Interrupts
 from agentcompass_dagster.runtime.orchestrator import run_requests
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskDetail, TaskSpec
 
@@ -358,6 +360,34 @@ def test_sigint_cancels_cleans_up_and_keeps_finished_details(tmp_path: Path) -> 
     assert leftover_temp_dirs(tmpdir) == [], "the interrupted tasks' environments were not removed"
     with dg.DagsterInstance.get() as instance:
         assert [run.status for run in instance.get_runs()] == [dg.DagsterRunStatus.CANCELED]
+
+
+class Collected:
+    """An object whose collection runs a weakref callback, as SQLAlchemy's registries do."""
+
+
+def interrupt_while_collected() -> None:
+    """SIGINT to this process from inside a weakref callback: its handler runs there (os.kill checks for
+    signals before it returns), the window where the CLI's Ctrl-C was dropped under load."""
+    thing = Collected()
+    ref = weakref.ref(thing, lambda _: os.kill(os.getpid(), signal.SIGINT))
+    assert ref() is thing
+    del thing
+
+
+def test_a_sigint_inside_a_weakref_callback_still_stops_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    """R-CLEAN-2: raised as KeyboardInterrupt, a SIGINT that arrives in a weakref callback goes to
+    sys.unraisablehook ("Exception ignored in") and no further (the CLI went on as if no Ctrl-C had been
+    pressed); counted, as the CLI's waits now count them, it is seen by the wait that checks the count."""
+    dropped: list[type[BaseException] | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: dropped.append(unraisable.exc_type))
+    interrupt_while_collected()  # Python's default handler: the KeyboardInterrupt does not get out
+    assert dropped == [KeyboardInterrupt]
+    with Interrupts().counted() as interrupts:
+        interrupt_while_collected()
+        interrupt_while_collected()
+    assert interrupts.count == 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the previous handler was not restored"
 
 
 @pytest.mark.parametrize("options", [(), ("--direct",)], ids=["dagster", "direct"])
