@@ -18,8 +18,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +40,7 @@ from agentcompass_dagster.launcher.workers import RunWorkers
 from agentcompass_dagster.progress import ProgressBoard
 from agentcompass_dagster.runtime.atomic import atomic_write_text
 from agentcompass_dagster.runtime.budget import budget_status
+from agentcompass_dagster.runtime.interrupts import Interrupts
 from agentcompass_dagster.runtime.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.layout import SUMMARY
 from agentcompass_dagster.runtime.run_records import ReuseSource
@@ -258,29 +257,6 @@ def _execute(instance: dg.DagsterInstance, runs: list[dg.DagsterRun], follower: 
             if not workers.wait(LAST_WORD_S):
                 workers.interrupt(signal.SIGKILL)
     raise KeyboardInterrupt
-
-
-class Interrupts:
-    """SIGINT and SIGTERM counted, for the waits to check between their steps. Not raised as
-    KeyboardInterrupt where they arrive: raised at whatever bytecode runs then, one lands now and then in
-    a __del__ or weakref callback (SQLAlchemy's, while the instance is polled), where Python prints it and
-    drops it, and the run would go on as if no Ctrl-C had been pressed."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def _record(self, signum: int, frame: object) -> None:
-        self.count += 1
-
-    @contextmanager
-    def counted(self) -> Iterator[Interrupts]:
-        """Count the interrupts (main thread only: signal handlers live there) until the block ends."""
-        previous = {sig: signal.signal(sig, self._record) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield self
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def _fail_dead(instance: dg.DagsterInstance, workers: RunWorkers, follower: RunFollower) -> None:

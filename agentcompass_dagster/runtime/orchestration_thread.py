@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import weakref
 
+from agentcompass_dagster.runtime.interrupts import Interrupts
 from agentcompass_dagster.runtime.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.types import OrchestrationResult
 
 # How long a stop waits for the runtime's cleanup beyond the sweep's own cleanup grace.
 STOP_SLACK_S = 5.0
+# How soon a stop's wait sees an interrupt it counted.
+JOIN_SLICE_S = 0.1
 
 
 class OrchestrationThread:
@@ -24,6 +28,7 @@ class OrchestrationThread:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[OrchestrationResult] | None = None
         self._outcome: OrchestrationResult | BaseException | None = None
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name=f"agentcompass-{orchestrator.id}", daemon=True)
 
     def start(self) -> OrchestrationThread:
@@ -40,12 +45,30 @@ class OrchestrationThread:
 
     def stop(self, reason: str = "interrupted before all tasks finished") -> None:
         """Cancel, grant the cleanup its grace, and mark every run directory still running cancelled,
-        however the wait ends (in time, past the grace, or cut by another interrupt)."""
+        however the wait ends (in time, past the grace, or cut by another interrupt). The grace is granted
+        once: a later stop (the one at exit, after the step's) only marks them."""
         self.cancel()
         try:
-            self.join(self.orchestrator.cleanup_grace_s + STOP_SLACK_S)
+            if not self._stopping:
+                self._stopping = True
+                self._wait_unless_interrupted(self.orchestrator.cleanup_grace_s + STOP_SLACK_S)
         finally:
             self.orchestrator.abandon(reason)
+
+    def _wait_unless_interrupted(self, timeout: float) -> None:
+        """Wait for the orchestration to end, up to ``timeout``; in the main thread a SIGINT or SIGTERM
+        meanwhile ends the wait. Counted here rather than left to the handler in place: Dagster's, when
+        the stop runs between two of its events (the step's generator closed), only records it, and
+        its raising one can raise into a weakref callback, where the exception is dropped; either way a
+        second Ctrl-C waited out the grace and the worker was killed before marking its run."""
+        if threading.current_thread() is not threading.main_thread():
+            self.join(timeout)
+            return
+        deadline = time.monotonic() + timeout
+        with Interrupts().counted() as interrupts:
+            while not interrupts.count and time.monotonic() < deadline:
+                if self.join(min(JOIN_SLICE_S, max(0.0, deadline - time.monotonic()))):
+                    return
 
     def _run(self) -> None:
         async def main() -> OrchestrationResult:

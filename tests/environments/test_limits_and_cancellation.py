@@ -33,7 +33,7 @@ from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.contracts.environment import EnvironmentSession
 from agentcompass_dagster.environments.local import LocalEnvironment
-from agentcompass_dagster.launcher.launch import Interrupts
+from agentcompass_dagster.runtime.interrupts import Interrupts
 from agentcompass_dagster.runtime.orchestrator import run_requests
 from agentcompass_dagster.runtime.types import ExecutionPlan, TaskDetail, TaskSpec
 
