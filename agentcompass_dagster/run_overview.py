@@ -93,7 +93,7 @@ def overview(path: Path, task_id: str | None = None) -> RunOverview:
         merged_from=[source.run_id for source in info.merged_from],
     )
     details = run_dir.load_all_details(DetailView)
-    replays = _replays(run_dir.path / "replays")
+    replays = replays_by_task(run_dir.path / "replays")
     k = int(((request.get("execution") or {}).get("attempts") or {}).get("k", 1))
     for task in [task_id] if task_id is not None else selected:
         run.tasks.append(_task(run_dir, task, details.get(task), k, replays.get(task, [])))
@@ -105,7 +105,7 @@ def _id(request: dict[str, Any], part: str) -> str | None:
     return value.get("id") if isinstance(value, dict) else None
 
 
-def _replays(directory: Path) -> dict[str, list[ReplayOverview]]:
+def replays_by_task(directory: Path) -> dict[str, list[ReplayOverview]]:
     found: dict[str, list[ReplayOverview]] = {}
     if not directory.is_dir():
         return found
@@ -131,7 +131,7 @@ def _task(run_dir: RunDir, task_id: str, detail: DetailView | None, k: int,
             task.attempts.append(AttemptOverview(
                 attempt=attempt.attempt, outcome="error" if error else ("correct" if attempt.correct else "wrong"),
                 score=None if error else attempt.score, error=error.strip().splitlines()[-1][:200] if error else None,
-                **_durable(run_dir.durable_dir(task_id, attempt.attempt))))
+                **attempt_activity(run_dir.durable_dir(task_id, attempt.attempt))))
         return task
     attempts = []
     for index in range(1, k + 1):
@@ -139,12 +139,12 @@ def _task(run_dir: RunDir, task_id: str, detail: DetailView | None, k: int,
         checkpointed = run_dir.attempt_checkpoint(task_id, index).is_file()
         if checkpointed or durable.is_dir():
             outcome = "checkpointed" if checkpointed else "interrupted"
-            attempts.append(AttemptOverview(attempt=index, outcome=outcome, **_durable(durable)))
+            attempts.append(AttemptOverview(attempt=index, outcome=outcome, **attempt_activity(durable)))
     return TaskOverview(task_id=task_id, state="unfinished" if attempts else "not started", attempts=attempts,
                         replays=replays)
 
 
-def _durable(directory: Path) -> dict[str, Any]:
+def attempt_activity(directory: Path) -> dict[str, Any]:
     """The attempt's activity: how many records, its checkpoints, and which of them a fork accepts."""
     try:
         records = read_activity(directory / ACTIVITY_FILE)
