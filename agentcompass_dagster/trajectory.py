@@ -175,6 +175,7 @@ def trajectory_page_path(out_dir: Path, run_dir: Path, task_id: str, attempt: in
 
 def _task_slug(task_id: str) -> str:
     safe = normalize_component(task_id, "task_id")
+    safe = "_" + safe[1:] if safe.startswith("-") else safe  # never read as an option by a shell tool
     if safe == task_id and len(safe) <= 100:
         return safe
     return f"{safe[:100]}-{hashlib.sha256(task_id.encode()).hexdigest()[:16]}"
@@ -287,6 +288,8 @@ def _step(index: int, raw: dict[str, Any], run_dir: Path, durable: Path) -> Step
             fields["tool_calls"] = [_tool_call(call)]  # a call the harness could not use: what was sent
     elif kind == "compaction":
         fields["text"] = raw.get("summary")
+    else:
+        fields["text"] = json.dumps(raw, indent=1, default=str)
     try:
         return Step.model_validate(fields)
     except ValidationError:

@@ -1,0 +1,197 @@
+"""The trajectory viewer (trajectory.py): one static page per attempt, built from a real run.
+
+One --direct run of the tool agent with the scripted model makes four attempts: a correct one (a reply
+with a `<script>` in it, a secret-looking value, an output long enough to be kept as a blob), a wrong one
+flagged for reward hacking at its step, one that ends in an error (the endpoint fails) and one that hits
+max_turns (a loop of `ls`). A fork of the wrong attempt and a replay of the correct one give a lineage and
+a replay to show. The browser part opens a page from disk in headless Chromium (needs /usr/bin/chromium
+and the playwright Python package; skipped with the reason otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CHROMIUM, CHROMIUM_ARGS, run_cli
+from scripted_agent import SOLUTION, bash, submit, sweep_file
+
+from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.trajectory import (
+    EDGE_CHARS,
+    load_trajectory,
+    trajectory_page_path,
+    write_trajectory_pages,
+)
+
+SECRET = "sk-proj-" + "Q7x" * 12
+LONG = "seq 1 30000; echo OPENAI_API_KEY=" + SECRET
+TURNS: dict[str, list[dict[str, Any]]] = {
+    "count-errors": [{**bash(LONG), "content": "<script>alert('x')</script> let me look"},
+                     bash(f"echo token={SECRET}"), bash(SOLUTION), submit()],
+    "create-hello": [bash("echo 1 > reward.txt"), submit()],
+    "crlf-to-lf": [{"fail": "endpoint exploded <b>"}],
+    "extract-column": [bash("ls")] * 6,
+}
+
+
+def _step(html: str, index: int) -> str:
+    """The markup of one step's block."""
+    match = re.search(rf'<div class="step [^"]*" id="step-{index}">(.*?)\n</div>', html, re.S)
+    assert match, f"no step {index}"
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("trajectory")
+    models = [{"id": "solver", "provider": "scripted", "params": {"turns": TURNS}},
+              {"id": "solver-b", "provider": "scripted", "params": {"turns": {"create-hello": [submit("b")] * 3}}}]
+    assert run_cli("run", sweep_file(directory, TURNS, name="lab", models=models[:1], max_turns=4), "--direct") == 3
+    run_dir = next((directory / "results" / "lab").rglob("run_info.json")).parent
+    assert run_cli("replay", run_dir, "--task", "count-errors") == 0
+    both = sweep_file(directory, TURNS, name="both", models=models, max_turns=4)
+    assert run_cli("fork", run_dir, "--task", "create-hello", "--model", "solver-b", "--sweep", both,
+                   "--checkpoint", 2) == 0
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def pages(run: Path) -> dict[tuple[str, int], Path]:
+    return write_trajectory_pages(run, run.parents[4] / "report")
+
+
+def test_one_page_per_attempt_at_its_stable_path(run: Path, pages: dict[tuple[str, int], Path]) -> None:
+    out = run.parents[4] / "report"
+    assert sorted(pages) == [(task, 1) for task in sorted(TURNS)]
+    for (task, attempt), page in pages.items():
+        assert page == trajectory_page_path(out, run, task, attempt) and page.is_file()
+        assert page.relative_to(out).parts[:5] == ("trajectories", "lab", "demo", "solver", run.name)
+
+
+def test_a_correct_attempt_shows_its_turns_commands_and_outputs(pages: dict[tuple[str, int], Path]) -> None:
+    html = pages[("count-errors", 1)].read_text()
+    assert 'class="verdict correct"' in html and "How many log lines have the level" in html  # the prompt
+    reply = _step(html, 2)
+    assert "Turn 0 · model" in reply and "100 in / 10 out tokens" in reply and "stop: tool_calls" in reply
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in reply and "<script>" not in html
+    command = _step(html, 3)
+    assert "exit code <span" in command and "$ seq 1 30000; echo OPENAI_API_KEY=" in command
+    # The long output: folded to its head and tail, the whole redacted blob one click away.
+    assert "<details class=\"output\">" in command and "1\n2\n3\n" in command
+    link = re.search(r'<a class="full" href="([^"]+)">full output</a>', command)
+    assert link is not None
+    full = (pages[("count-errors", 1)].parent / link.group(1)).read_text()
+    assert full.startswith("1\n2\n3\n") and "\n29999\n30000\n" in full and "OPENAI_API_KEY=[REDACTED]" in full
+    assert len(command) < 4 * EDGE_CHARS + 2000
+    assert "checkpoint 2" in command and 'id="checkpoints"' in html and 'id="replays"' in html
+
+
+def test_nothing_secret_or_live_anywhere_in_the_pages(run: Path, pages: dict[tuple[str, int], Path]) -> None:
+    """Redacted like every artifact, also when the log kept its blob unredacted (log_redacted off)."""
+    (blob,) = (run / ".durable" / "count-errors@1" / "blobs").iterdir()
+    blob.write_text(blob.read_text() + f"\nAWS_SECRET_ACCESS_KEY={SECRET}\n")
+    out = run.parents[4] / "report-unredacted-blob"
+    written = write_trajectory_pages(run, out)
+    files = [path for path in out.rglob("*") if path.is_file()]
+    assert len(files) > len(written)  # the pages and the full output
+    for path in files:
+        text = path.read_text()
+        assert SECRET not in text and "<script>alert" not in text, path
+    assert "AWS_SECRET_ACCESS_KEY=[REDACTED]" in "".join(p.read_text() for p in files if p.suffix == ".txt")
+
+
+def test_wrong_error_and_limit_attempts(pages: dict[tuple[str, int], Path]) -> None:
+    wrong = pages[("create-hello", 1)].read_text()
+    assert 'class="verdict wrong"' in wrong and "FAIL: directory out/ does not exist" in wrong
+    flagged = _step(wrong, 3)
+    assert 'data-analyzer="reward_hacking">⚑ reward_hacking: reward_write: wrote reward.txt' in flagged
+    assert 'class="step tool_call flagged" id="step-3"' in wrong and '<a href="#step-3">step 3</a>' in wrong
+
+    error = pages[("crlf-to-lf", 1)].read_text()
+    assert 'class="verdict error"' in error and "endpoint exploded &lt;b&gt;" in error
+    assert "Turn 0 · model · aborted" in error
+
+    limit = pages[("extract-column", 1)].read_text()
+    assert '<section id="limit"' in limit and "limit max_turns=4 reached: 4 model calls used" in limit
+    assert limit.count("⚑ loops: loop: this command ran 4 times in a row") == 4
+
+
+def test_the_model_of_a_fork_holds_its_lineage_and_inherited_steps(run: Path) -> None:
+    fork_dir = next(p.parent for p in run.parents[3].rglob("run_info.json") if ".forks" in str(p))
+    trajectory = load_trajectory(fork_dir, "create-hello", 1)
+    assert trajectory.lineage is not None and trajectory.lineage["parent_run_id"] == run.name
+    assert trajectory.lineage["model"] == "solver-b" and trajectory.lineage["checkpoint_seq"] == 2
+    assert [step.inherited for step in trajectory.steps if step.kind == "model_call"] == [True, False]
+    assert trajectory.final_answer == "b"
+    html = next(iter(write_trajectory_pages(fork_dir, run.parents[4] / "report-fork").values())).read_text()
+    assert '<section id="lineage">' in html and f"fork of run {run.name}" in html and "solver → solver-b" in html
+    with pytest.raises(UserError, match="no detail of task 'nope'"):
+        load_trajectory(run, "nope", 1)
+
+
+def test_missing_pieces_leave_their_sections_out(run: Path, tmp_path: Path) -> None:
+    """No run_info, analysis, activity log or blob, and a step of an unknown shape: a page all the same."""
+    bare = tmp_path / "lab" / "demo" / "solver" / run.name
+    shutil.copytree(run / "details", bare / "details")
+    detail = next((bare / "details").glob("count-errors*.json"))
+    data = json.loads(detail.read_text())
+    data["attempts"]["1"]["trajectory"] += [{"type": "from-the-future", "tool_calls": "not a list"},
+                                            {"type": "model_call", "usage": "not a mapping"}]
+    detail.write_text(json.dumps(data))
+    trajectory = load_trajectory(bare, "count-errors", 1)
+    assert trajectory.checkpoints == [] and trajectory.model is None and trajectory.lineage is None
+    future, broken = trajectory.steps[-2:]
+    assert future.kind == "from-the-future" and "not a list" in (future.text or "")
+    assert broken.kind == "model_call" and broken.usage is None and "not a mapping" in (broken.text or "")
+    long_output = next(step for step in trajectory.steps if step.command and step.command.startswith("seq"))
+    assert "characters cut ..." in (long_output.output or "")  # the recorded, bounded output
+    html = write_trajectory_pages(bare, tmp_path / "report")[("count-errors", 1)].read_text()
+    assert 'id="checkpoints"' not in html and 'id="lineage"' not in html and 'class="verdict correct"' in html
+
+
+@pytest.mark.parametrize("task_id", ["../../etc/passwd", "<img src=x onerror=alert(1)>", "a b", "a_b", "x" * 300,
+                                     "%41", "-rf", ".hidden"])
+def test_page_paths_are_safe_names_for_hostile_task_ids(tmp_path: Path, task_id: str) -> None:
+    run_dir = tmp_path / "results" / "s" / "b" / "m" / "r1"
+    page = trajectory_page_path(tmp_path / "out", run_dir, task_id, 2)
+    relative = page.relative_to(tmp_path / "out")
+    assert relative.parts[:5] == ("trajectories", "s", "b", "m", "r1") and len(relative.parts) == 6
+    assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,130}__a2\.html", page.name), page.name
+    assert page == trajectory_page_path(tmp_path / "out", run_dir, task_id, 2)
+    others = {"a b": "a_b", "a_b": "a b", "%41": "A"}
+    if task_id in others:
+        assert page != trajectory_page_path(tmp_path / "out", run_dir, others[task_id], 2)
+
+
+def test_a_flagged_step_in_headless_chromium(pages: dict[tuple[str, int], Path], tmp_path: Path) -> None:
+    """Opened from disk, the page makes no request beyond its own file and logs no error; the flagged
+    step carries its flag, and the findings table links to it."""
+    if not CHROMIUM.is_file():
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="the playwright Python package is missing: pip install -e '.[test]'")
+    seen: list[str] = []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.set_default_timeout(15_000)
+            page.on("request", lambda r: r.url.startswith("file:") or seen.append(r.url))
+            page.on("console", lambda m: m.type == "error" and seen.append(m.text))
+            page.on("pageerror", lambda e: seen.append(str(e)))
+            page.goto(pages[("create-hello", 1)].resolve().as_uri(), wait_until="load")
+            page.click('#findings a[href="#step-3"]')
+            flag = page.locator("#step-3 .flag")
+            sync_api.expect(flag).to_have_text("⚑ reward_hacking: reward_write: wrote reward.txt")
+            sync_api.expect(flag).to_be_in_viewport()
+            colour = page.eval_on_selector("#step-3", "e => getComputedStyle(e).borderLeftColor")
+            page.screenshot(path=str(tmp_path / "trajectory.png"), full_page=True)
+        finally:
+            browser.close()
+    assert colour == "rgb(221, 51, 51)" and not seen, (colour, seen)
+    assert (tmp_path / "trajectory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
