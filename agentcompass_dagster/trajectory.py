@@ -43,7 +43,7 @@ from agentcompass_dagster.runtime.redact import redact, redact_text
 from agentcompass_dagster.runtime.run_dir import RunDir
 from agentcompass_dagster.runtime.run_records import read_detail, read_json
 from agentcompass_dagster.runtime.safe_fs import read_beneath
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, LimitHit, TaskDetail, Usage, lift_metadata
+from agentcompass_dagster.runtime.types import EvaluatedAttempt, LimitHit, Lineage, TaskDetail, Usage, lift_metadata
 
 if TYPE_CHECKING:
     import jinja2
@@ -135,7 +135,7 @@ class Trajectory(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     analysis_errors: dict[str, str] = Field(default_factory=dict)
     checkpoints: list[Checkpoint] = Field(default_factory=list)
-    lineage: dict[str, Any] | None = None
+    lineage: Lineage | None = None
     replays: list[ReplayOverview] = Field(default_factory=list)
 
 
@@ -145,7 +145,7 @@ class _Run:
 
     path: Path
     request: dict[str, Any] = field(default_factory=dict)
-    flagged: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    flagged: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     replays: dict[str, list[ReplayOverview]] = field(default_factory=dict)
 
     @classmethod
@@ -153,11 +153,18 @@ class _Run:
         info = read_json(path / RUN_INFO) or {}
         request = info.get("request")
         analysis = read_json(path / ANALYSIS_JSON) or {}
-        flagged = {name: {(str(item.get("task")), int(item.get("attempt") or 0))
-                          for item in summary.get("flagged") or [] if isinstance(item, dict)}
-                   for name, summary in analysis.items() if isinstance(summary, dict)}
+        flagged = {name: {(str(item.get("task")), str(item.get("attempt")))
+                          for item in summary["flagged"] if isinstance(item, dict)}
+                   for name, summary in analysis.items()
+                   if isinstance(summary, dict) and isinstance(summary.get("flagged"), list)}
         return cls(path, lift_metadata(request) if isinstance(request, dict) else {}, flagged,
                    replays_by_task(path / "replays"))
+
+    def lineage(self) -> Lineage | None:
+        try:
+            return Lineage.model_validate(self.request["lineage"]) if self.request.get("lineage") else None
+        except ValidationError:
+            return None  # written by a version whose lineage this one cannot read: left out
 
     def part(self, name: str) -> str | None:
         value = self.request.get(name)
@@ -250,8 +257,8 @@ def _trajectory(run: _Run, detail: TaskDetail, attempt: EvaluatedAttempt) -> Tra
         failure=record["failure"], error=record["run_error"] or record["eval_error"],
         evaluation=record["benchmark_fields"], limit=attempt.limit, usage=attempt.usage,
         duration_s=attempt.duration_s, started_at=attempt.started_at, finished_at=attempt.finished_at,
-        retries=attempt.retries, analysis_errors=record["meta"].get("analysis_errors") or {},
-        checkpoints=list(checkpoints.values()), lineage=run.request.get("lineage"),
+        retries=attempt.retries, analysis_errors=_analysis_errors(record["meta"]),
+        checkpoints=list(checkpoints.values()), lineage=run.lineage(),
         replays=[r for r in run.replays.get(detail.task_id, []) if r.attempt == attempt.attempt])
     for index, raw in enumerate(record["trajectory"]):
         if not isinstance(raw, dict):
@@ -322,17 +329,21 @@ def _full_output(blob: Any, run_dir: Path, durable: Path, recorded: Any) -> str 
 
 
 def _mark_findings(trajectory: Trajectory, analysis: dict[str, Any],
-                   flagged: dict[str, set[tuple[str, int]]]) -> None:
+                   flagged: dict[str, set[tuple[str, str]]]) -> None:
     """Put each analyzer's result on the page, and its evidence on the steps it points at: reward
     hacking's step (or the final answer), a loop's repeated command, a tool call the harness could not use."""
     by_index = {step.index: step for step in trajectory.steps}
     marks: dict[str, list[tuple[int | None, str]]] = {}
     hacking = analysis.get("reward_hacking")
-    for evidence in (hacking.get("evidence") or []) if isinstance(hacking, dict) else []:
+    found = hacking.get("evidence") if isinstance(hacking, dict) else None
+    for evidence in found if isinstance(found, list) else []:
+        if not isinstance(evidence, dict):
+            continue
         marks.setdefault("reward_hacking", []).append(
             (evidence.get("step"), f"{evidence.get('pattern')}: {evidence.get('reason') or evidence.get('command')}"))
     loops = analysis.get("loops")
-    if isinstance(loops, dict) and isinstance(loops.get("command"), str) and loops.get("max_repeats", 0) >= LOOP_REPEATS:
+    if (isinstance(loops, dict) and isinstance(loops.get("command"), str) and isinstance(loops.get("max_repeats"), int)
+            and loops["max_repeats"] >= LOOP_REPEATS):
         label = f"loop: this command ran {loops['max_repeats']} times in a row"
         marks["loops"] = [(step.index, label) for step in trajectory.steps
                           if step.command is not None and normalized(step.command) == loops["command"]]
@@ -350,8 +361,13 @@ def _mark_findings(trajectory: Trajectory, analysis: dict[str, Any],
             elif index is None:
                 trajectory.answer_flags.append(flag)
         trajectory.findings.append(Finding(
-            analyzer=name, flagged=(trajectory.task_id, trajectory.attempt) in flagged.get(name, set()),
+            analyzer=name, flagged=(trajectory.task_id, str(trajectory.attempt)) in flagged.get(name, set()),
             summary=_summary(result), steps=sorted(set(steps))))
+
+
+def _analysis_errors(meta: dict[str, Any]) -> dict[str, str]:
+    errors = meta.get("analysis_errors")
+    return {str(name): str(error) for name, error in errors.items()} if isinstance(errors, dict) else {}
 
 
 def _summary(result: Any) -> str:

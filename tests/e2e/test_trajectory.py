@@ -91,12 +91,14 @@ def test_a_correct_attempt_shows_its_turns_commands_and_outputs(pages: dict[tupl
     assert "checkpoint 2" in command and 'id="checkpoints"' in html and 'id="replays"' in html
 
 
-def test_nothing_secret_or_live_anywhere_in_the_pages(run: Path, pages: dict[tuple[str, int], Path]) -> None:
+def test_nothing_secret_or_live_anywhere_in_the_pages(run: Path, tmp_path: Path) -> None:
     """Redacted like every artifact, also when the log kept its blob unredacted (log_redacted off)."""
-    (blob,) = (run / ".durable" / "count-errors@1" / "blobs").iterdir()
+    copy = tmp_path / "lab" / "demo" / "solver" / run.name
+    shutil.copytree(run, copy, symlinks=True)
+    (blob,) = (copy / ".durable" / "count-errors@1" / "blobs").iterdir()
     blob.write_text(blob.read_text() + f"\nAWS_SECRET_ACCESS_KEY={SECRET}\n")
-    out = run.parents[4] / "report-unredacted-blob"
-    written = write_trajectory_pages(run, out)
+    out = tmp_path / "report"
+    written = write_trajectory_pages(copy, out)
     files = [path for path in out.rglob("*") if path.is_file()]
     assert len(files) > len(written)  # the pages and the full output
     for path in files:
@@ -124,8 +126,8 @@ def test_wrong_error_and_limit_attempts(pages: dict[tuple[str, int], Path]) -> N
 def test_the_model_of_a_fork_holds_its_lineage_and_inherited_steps(run: Path) -> None:
     fork_dir = next(p.parent for p in run.parents[3].rglob("run_info.json") if ".forks" in str(p))
     trajectory = load_trajectory(fork_dir, "create-hello", 1)
-    assert trajectory.lineage is not None and trajectory.lineage["parent_run_id"] == run.name
-    assert trajectory.lineage["model"] == "solver-b" and trajectory.lineage["checkpoint_seq"] == 2
+    assert trajectory.lineage is not None and trajectory.lineage.parent_run_id == run.name
+    assert (trajectory.lineage.model, trajectory.lineage.checkpoint_seq) == ("solver-b", 2)
     assert [step.inherited for step in trajectory.steps if step.kind == "model_call"] == [True, False]
     assert trajectory.final_answer == "b"
     html = next(iter(write_trajectory_pages(fork_dir, run.parents[4] / "report-fork").values())).read_text()
@@ -135,16 +137,24 @@ def test_the_model_of_a_fork_holds_its_lineage_and_inherited_steps(run: Path) ->
 
 
 def test_missing_pieces_leave_their_sections_out(run: Path, tmp_path: Path) -> None:
-    """No run_info, analysis, activity log or blob, and a step of an unknown shape: a page all the same."""
+    """No activity log or blob, a step of an unknown shape, a lineage, analysis results and a summary of
+    shapes this version does not know: a page all the same."""
     bare = tmp_path / "lab" / "demo" / "solver" / run.name
     shutil.copytree(run / "details", bare / "details")
+    (bare / "run_info.json").write_text(json.dumps({"request": {"lineage": {"kind": "fork"}}}))
+    (bare / "analysis_summary.json").write_text(json.dumps({"loops": {"flagged": 3}, "gave_up": [1]}))
     detail = next((bare / "details").glob("count-errors*.json"))
     data = json.loads(detail.read_text())
+    data["attempts"]["1"]["analysis_result"] = {"reward_hacking": {"evidence": ["x", {"step": "y"}]},
+                                                "loops": {"command": "ls", "max_repeats": "many"}}
+    data["attempts"]["1"]["meta"]["analysis_errors"] = ["not a mapping"]
     data["attempts"]["1"]["trajectory"] += [{"type": "from-the-future", "tool_calls": "not a list"},
                                             {"type": "model_call", "usage": "not a mapping"}]
     detail.write_text(json.dumps(data))
     trajectory = load_trajectory(bare, "count-errors", 1)
     assert trajectory.checkpoints == [] and trajectory.model is None and trajectory.lineage is None
+    assert [(f.analyzer, f.flagged, f.steps) for f in trajectory.findings] == [("reward_hacking", False, []),
+                                                                              ("loops", False, [])]
     future, broken = trajectory.steps[-2:]
     assert future.kind == "from-the-future" and "not a list" in (future.text or "")
     assert broken.kind == "model_call" and broken.usage is None and "not a mapping" in (broken.text or "")
