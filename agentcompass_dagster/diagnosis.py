@@ -112,29 +112,32 @@ def _label(task_id: str, attempt: int) -> str:
 
 
 class _Targets:
-    """The link of each of one model's tasks, computed once per task."""
+    """The links to one model's attempts: where each task's detail file is (its category, whether the
+    task ended in error) is read once per task."""
 
     def __init__(self, tasks: pd.DataFrame, run_dir: Path | None, base: Path) -> None:
-        self._hrefs = {
-            str(task_id): outcome_href(run_dir, str(task_id), rows["category"].iloc[0],
-                                       bool(rows["error"].notna().all()), base)
-            for task_id, rows in tasks.groupby("task_id", sort=False)}
+        self._run_dir, self._base = run_dir, base
+        self._tasks = {str(task_id): (rows["category"].iloc[0], bool(rows["error"].notna().all()))
+                       for task_id, rows in tasks.groupby("task_id", sort=False)}
 
     def link(self, task_id: str, attempt: int, note: str = "") -> Link:
-        return Link(_label(task_id, attempt), self._hrefs.get(task_id), note)
+        category, task_error = self._tasks.get(task_id, (None, False))
+        href = outcome_href(self._run_dir, task_id, category, task_error, attempt, self._base)
+        return Link(_label(task_id, attempt), href, note)
 
 
 def _error_groups(tasks: pd.DataFrame, targets: _Targets) -> list[ErrorGroup]:
     """Infrastructure errors, then agent failures, each message once with the attempts that ended so,
-    the most frequent first."""
-    groups: dict[tuple[str, str], list[Link]] = {}
-    for _, row in tasks.sort_values(["task_id", "attempt"], kind="stable").iterrows():
+    the most frequent first (links to the first MAX_LINKS: a run may have thousands)."""
+    ended = tasks[tasks["error"].notna() | tasks["failure"].notna()].sort_values(["task_id", "attempt"], kind="stable")
+    groups: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for _, row in ended.iterrows():
         kind = outcome_of(row)
-        if kind in (INFRASTRUCTURE, AGENT_FAILURE):
-            message = str(row["error"] if kind == INFRASTRUCTURE else row["failure"])
-            groups.setdefault((kind, message), []).append(targets.link(str(row["task_id"]), int(row["attempt"])))
+        message = str(row["error"] if kind == INFRASTRUCTURE else row["failure"])
+        groups.setdefault((kind, message), []).append((str(row["task_id"]), int(row["attempt"])))
     ordered = sorted(groups.items(), key=lambda item: (-OUTCOMES.index(item[0][0]), -len(item[1]), item[0][1]))
-    return [ErrorGroup(kind, message, len(links), links[:MAX_LINKS]) for (kind, message), links in ordered]
+    return [ErrorGroup(kind, message, len(where), [targets.link(*attempt) for attempt in where[:MAX_LINKS]])
+            for (kind, message), where in ordered]
 
 
 def _note(flagged: dict[str, Any]) -> str:

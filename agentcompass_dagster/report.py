@@ -202,7 +202,9 @@ def _task_cell(rows: pd.DataFrame, run_dir: Path | None, base: Path) -> TaskCell
     else:
         text = f"{correct}/{tried} correct" + (f" ({len(errors)} error)" if errors else "")
         klass = "ok" if correct == tried else ("bad" if correct == 0 else "part")
-    href = outcome_href(run_dir, str(first["task_id"]), first["category"], task_error, base)
+    # The last attempt stands for the task (its detail file holds them all).
+    href = outcome_href(run_dir, str(first["task_id"]), first["category"], task_error, int(rows["attempt"].max()),
+                        base)
     return TaskCell(text, klass, href, (errors or failures or [""])[-1])
 
 

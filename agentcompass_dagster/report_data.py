@@ -98,10 +98,11 @@ def detail_file(run_dir: Path, task_id: str, category: Any, error: bool) -> Path
     return None
 
 
-def outcome_href(run_dir: Path | None, task_id: str, category: Any, task_error: bool, base: Path) -> str | None:
-    """Where an outcome of a task (any of its attempts) links to: the task's detail file. The one place
-    to point at the trajectory pages (agentcompass_dagster.trajectory) once they are written beside the
-    report."""
+def outcome_href(run_dir: Path | None, task_id: str, category: Any, task_error: bool, attempt: int,
+                 base: Path) -> str | None:
+    """Where the report links an attempt's outcome (attempt 0: a task that ended before any attempt): the
+    task's detail file, which holds every attempt. The one place to point at the per-attempt trajectory
+    pages (agentcompass_dagster.trajectory.trajectory_page_path) once they are written beside the report."""
     if run_dir is None:
         return None
     path = detail_file(run_dir, task_id, category, error=task_error)
