@@ -3,8 +3,8 @@
 Every function takes the run-level frames of ONE sweep x benchmark (``load_metrics(dir, latest=True)``
 and ``load_task_results(dir, latest=True)`` filtered to it) and returns a ``Plot``: the bytes of a PNG
 sized for what it shows (a bar per model, a row per model and a column per category), so that one
-model's chart is small and several fit side by side on a page; also when there is nothing to draw (the
-figure then says so, at the smallest size). Columns that an older results directory lacks (``stderr``,
+model's chart is small and several fit side by side on a page. When there is nothing to draw it returns
+a ``NoPlot`` saying why (every task ended in an error, no categories, no usage), never an empty box. Columns that an older results directory lacks (``stderr``,
 ``ci_low``, ``ci_high``, costs) are treated as absent.
 """
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 DPI = 100
-# Pixel sizes: the smallest (an empty figure, one model), and what each model or category adds.
+# Pixel sizes: the smallest (one model), and what each model or category adds.
 MIN_WIDTH, MAX_WIDTH, BAR_HEIGHT = 400, 1000, 380
 PER_MODEL_BAR, PER_CATEGORY, PER_MODEL_ROW = 90, 60, 36
 SCATTER = (520, 380)
@@ -38,7 +38,14 @@ class Plot:
     height: int
 
 
-def _figure(width: int = MIN_WIDTH, height: int = BAR_HEIGHT) -> tuple[Figure, Axes]:
+@dataclass(frozen=True)
+class NoPlot:
+    """Why a plot has nothing to draw, shown in its place."""
+
+    reason: str
+
+
+def _figure(width: int, height: int = BAR_HEIGHT) -> tuple[Figure, Axes]:
     # A bare Figure with its own Agg canvas: no pyplot state, no display, safe in threads.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -58,13 +65,6 @@ def _png(fig: Figure) -> Plot:
     fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     width, height = fig.canvas.get_width_height()
     return Plot(buffer.getvalue(), width, height)
-
-
-def _empty(ax: Axes, title: str, message: str) -> None:
-    ax.set_title(title)
-    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=13, color="#555555", transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
 
 
 def _short(text: Any) -> str:
@@ -105,6 +105,15 @@ def _accuracy_rows(metrics: pd.DataFrame) -> list[tuple[str, float, float | None
     return out
 
 
+def _no_accuracy(metrics: pd.DataFrame) -> str:
+    """Why no model has an accuracy to draw."""
+    if not metrics.empty and {"metric", "n"} <= set(metrics.columns):
+        accuracy = metrics[metrics["metric"] == "accuracy"]
+        if not accuracy.empty and not accuracy["n"].fillna(0).astype(bool).any():
+            return "No task was evaluated: every task of every model ended in an error."
+    return "No accuracy recorded: the benchmark's metrics have none."
+
+
 def _error_bars(rows: list[tuple[str, float, float | None, float | None]]) -> list[list[float]] | None:
     """Asymmetric error bar lengths (below, above); zero-length for models without an interval."""
     if all(low is None for _, _, low, _ in rows):
@@ -114,14 +123,13 @@ def _error_bars(rows: list[tuple[str, float, float | None, float | None]]) -> li
     return [below, above]
 
 
-def accuracy_with_ci(metrics_df: pd.DataFrame) -> Plot:
+def accuracy_with_ci(metrics_df: pd.DataFrame) -> Plot | NoPlot:
     """Bars of accuracy per model with their 95% bootstrap interval (where the metrics carry one)."""
     title = "Accuracy per model (95% CI over tasks)"
     rows = _accuracy_rows(metrics_df)
-    fig, ax = _figure(_width(310, PER_MODEL_BAR, len(rows)))
     if not rows:
-        _empty(ax, title, "no accuracy recorded")
-        return _png(fig)
+        return NoPlot(_no_accuracy(metrics_df))
+    fig, ax = _figure(_width(310, PER_MODEL_BAR, len(rows)))
     positions = list(range(len(rows)))
     values = [value for _, value, _, _ in rows]
     ax.bar(positions, values, width=0.6, color=BAR_COLOR, zorder=2)
@@ -147,7 +155,7 @@ def accuracy_with_ci(metrics_df: pd.DataFrame) -> Plot:
     return _png(fig)
 
 
-def category_heatmap(metrics_df: pd.DataFrame) -> Plot:
+def category_heatmap(metrics_df: pd.DataFrame) -> Plot | NoPlot:
     """Models x categories, coloured by the ``accuracy/<category>`` metrics (grey: no value)."""
     import numpy as np
 
@@ -158,9 +166,9 @@ def category_heatmap(metrics_df: pd.DataFrame) -> Plot:
     else:
         frame = frame.iloc[0:0]
     if frame.empty:
-        fig, ax = _figure()
-        _empty(ax, title, "no per-category accuracy recorded")
-        return _png(fig)
+        if not _accuracy_rows(metrics_df):
+            return NoPlot(_no_accuracy(metrics_df))
+        return NoPlot("No accuracy per category: the tasks have no categories.")
     models = list(dict.fromkeys(frame["model"].astype(str)))
     categories = sorted(dict.fromkeys(frame["metric"].astype(str).str.removeprefix("accuracy/")))
     fig, ax = _figure(_width(280, PER_CATEGORY, len(categories)),
@@ -215,15 +223,16 @@ def _usage(task_results: pd.DataFrame) -> tuple[str, str, dict[str, float]]:
     return "", "", {}
 
 
-def cost_vs_accuracy(metrics_df: pd.DataFrame, task_results_df: pd.DataFrame) -> Plot:
+def cost_vs_accuracy(metrics_df: pd.DataFrame, task_results_df: pd.DataFrame) -> Plot | NoPlot:
     """One point per model: what it spent (cost, else tokens, else time) against its accuracy."""
     kind, label, spent = _usage(task_results_df)
     title = f"Accuracy against {kind or 'cost'} per model"
-    rows = [row for row in _accuracy_rows(metrics_df) if row[0] in spent]
+    accuracy = _accuracy_rows(metrics_df)
+    if not accuracy:
+        return NoPlot(_no_accuracy(metrics_df))
+    rows = [row for row in accuracy if row[0] in spent]
     if not rows:
-        fig, ax = _figure()
-        _empty(ax, title, "no accuracy with usage recorded")
-        return _png(fig)
+        return NoPlot("No usage recorded: no model with an accuracy recorded cost, tokens or task time.")
     fig, ax = _figure(*SCATTER)
     xs = [spent[model] for model, _, _, _ in rows]
     ys = [value for _, value, _, _ in rows]
@@ -241,6 +250,15 @@ def cost_vs_accuracy(metrics_df: pd.DataFrame, task_results_df: pd.DataFrame) ->
     ax.set_title(title)
     ax.grid(color="#dddddd", zorder=0)
     return _png(fig)
+
+
+def markdown_image(title: str, plot: Plot | NoPlot) -> str:
+    """The plot as a markdown image (a data: URI), or why there is none, for Dagster metadata."""
+    import base64
+
+    if isinstance(plot, NoPlot):
+        return f"_{plot.reason}_"
+    return f"![{title}](data:image/png;base64,{base64.b64encode(plot.png).decode()})"
 
 
 # The Dagster UI shows a markdown metadata value inline when it is shorter than this; longer ones are

@@ -13,7 +13,6 @@ automation condition that the sweep's automation sensor (in the daemon) turns in
 attempts are in progress, so every way of materializing ends with current metrics.
 """
 
-import base64
 import hashlib
 import io
 import json
@@ -38,7 +37,8 @@ from agentcompass_dagster.defs.partitions import dagster_name, split_key
 from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.plots import accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy
+from agentcompass_dagster.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy,
+                                        markdown_image)
 from agentcompass_dagster.runtime.analysis import select_analyzers
 from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write_text
 from agentcompass_dagster.runtime.consolidate import consolidate
@@ -46,7 +46,7 @@ from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThrea
 from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Orchestrator, RequestState
 from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE, read_task_scores
 from agentcompass_dagster.runtime.regression import finished_scores
-from agentcompass_dagster.report import COMPARISON_COLUMNS, COMPARISON_FILE
+from agentcompass_dagster.report_data import COMPARISON_COLUMNS, COMPARISON_FILE
 from agentcompass_dagster.runtime.stats import paired_comparison
 from agentcompass_dagster.runtime.budget import budget_figures
 from agentcompass_dagster.runtime.types import TaskDetail
@@ -300,7 +300,11 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
                  "accuracy per category": category_heatmap(metric_rows),
                  "cost against accuracy": cost_vs_accuracy(metric_rows, task_rows)}
         for title, plot in plots.items():
-            atomic_write_bytes(sweep_benchmark.benchmark_dir / f"{title.replace(' ', '_')}.png", plot.png)
+            png_path = sweep_benchmark.benchmark_dir / f"{title.replace(' ', '_')}.png"
+            if isinstance(plot, Plot):
+                atomic_write_bytes(png_path, plot.png)
+            else:  # nothing to draw: no PNG, not an earlier materialization's one either
+                png_path.unlink(missing_ok=True)
     accuracy = {f"accuracy {row.model}": float(row.value) for row in metric_rows.itertuples()
                 if row.metric == "accuracy"} if not metric_rows.empty else {}
     inline = inline_accuracy(metric_rows)
@@ -310,8 +314,7 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
         "summary": dg.MetadataValue.md(table),
         **({"accuracy per model": dg.MetadataValue.md(inline)} if inline else {}),
         **accuracy,
-        **{f"plot: {title}": dg.MetadataValue.md(
-            f"![{title}](data:image/png;base64,{base64.b64encode(plot.png).decode()})") for title, plot in plots.items()},
+        **{f"plot: {title}": dg.MetadataValue.md(markdown_image(title, plot)) for title, plot in plots.items()},
         # What the analyzers found in each model's run (its analysis_summary.md has the flagged attempts).
         "analysis": dg.MetadataValue.md(figures_table(analysis)),
         **summed_counts(analysis),

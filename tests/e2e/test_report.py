@@ -157,7 +157,7 @@ def test_report_shows_models_metrics_comparisons_plots_and_tasks(results: Path, 
     # self-contained: no script, no external reference, a CSP that forbids any request
     assert "<script" not in document.lower()
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//)""", document, re.IGNORECASE)
-    assert "default-src &#x27;none&#x27;" in document
+    assert "default-src &#39;none&#39;" in document
 
     cmp = _between(document, '<section class="benchmark" id="b0">', "</section>")
     # metrics with their intervals, as recorded in metrics.parquet
@@ -306,13 +306,20 @@ def test_report_of_a_missing_or_empty_directory_is_one_line(tmp_path: Path,
 
 
 def test_plots_are_sized_for_one_model_and_drawn_without_intervals(results: Path) -> None:
-    """One model's chart and empty figures come at the smallest size, not stretched to a page."""
+    """One model's chart comes at the smallest size, not stretched to a page; with nothing to draw there
+    is no figure, only why."""
     metrics = load_metrics(results, latest=True)
     tasks = load_task_results(results, latest=True)
     one = metrics[metrics["model"] == "m2"].drop(columns=["stderr", "ci_low", "ci_high"], errors="ignore")
     no_usage = tasks.assign(cost_usd=float("nan"), input_tokens=0, output_tokens=0)
-    for png in (plots.accuracy_with_ci(one), plots.category_heatmap(one), plots.cost_vs_accuracy(one, no_usage),
-                plots.accuracy_with_ci(metrics.iloc[0:0]), plots.cost_vs_accuracy(metrics, tasks.iloc[0:0])):
+    for png in (plots.accuracy_with_ci(one), plots.category_heatmap(one), plots.cost_vs_accuracy(one, no_usage)):
+        assert isinstance(png, plots.Plot)
         _assert_plot(png)
-    assert plots.accuracy_with_ci(one).width == plots.MIN_WIDTH
-    assert plots.accuracy_with_ci(metrics.iloc[0:0]).width == plots.MIN_WIDTH
+    one_model = plots.accuracy_with_ci(one)
+    assert isinstance(one_model, plots.Plot) and one_model.width == plots.MIN_WIDTH
+    assert plots.accuracy_with_ci(metrics.iloc[0:0]) == plots.NoPlot(
+        "No accuracy recorded: the benchmark's metrics have none.")
+    assert plots.cost_vs_accuracy(metrics, tasks.iloc[0:0]) == plots.NoPlot(
+        "No usage recorded: no model with an accuracy recorded cost, tokens or task time.")
+    no_categories = metrics[~metrics["metric"].str.startswith("accuracy/")]
+    assert plots.category_heatmap(no_categories) == plots.NoPlot("No accuracy per category: the tasks have no categories.")
