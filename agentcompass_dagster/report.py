@@ -233,10 +233,14 @@ def _section(index: int, b: Benchmark, dirs: RunDirs, base: Path) -> Section:
                    [diagnose(b, model, runs.get(model), base) for model in b.models], _tasks(b, runs, base))
 
 
-def build_report(results_dir: str | Path, link_base: str | Path | None = None) -> str:
+def build_report(results_dir: str | Path, link_base: str | Path | None = None, trajectories: bool = False) -> str:
     """The HTML report of ``results_dir`` as one string. Links to run files are relative to
-    ``link_base`` (the directory the report will be in; default: ``results_dir``). Raises UserError when
-    the directory is missing or holds no run results."""
+    ``link_base`` (the directory the report will be in; default: ``results_dir``). With
+    ``trajectories``, the trajectory page of every attempt of the newest runs is written under
+    ``link_base`` first, and the per-task table links to them. Raises UserError when the directory is
+    missing or holds no run results."""
+    from agentcompass_dagster.trajectory import write_trajectory_pages
+
     from agentcompass_dagster.history import COLUMNS as HISTORY_COLUMNS
 
     results_dir = Path(results_dir)
@@ -245,6 +249,11 @@ def build_report(results_dir: str | Path, link_base: str | Path | None = None) -
     base = Path(link_base) if link_base is not None else results_dir
     benchmarks = load_benchmarks(results_dir)
     dirs = run_dirs(benchmarks)
+    if trajectories:
+        for b in benchmarks:
+            for run_dir in newest_run_dirs(b, dirs).values():
+                if run_dir is not None:
+                    write_trajectory_pages(run_dir, base)
     return _environment().get_template("report.html.j2").render(
         csp=CSP, title=results_dir.name or str(results_dir), results_dir=str(results_dir.resolve()),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
@@ -263,5 +272,5 @@ def write_report(results_dir: str | Path, out_path: str | Path | None = None) ->
     out = Path(out_path) if out_path is not None else results_dir / REPORT_FILE
     if not out.parent.is_dir():
         raise UserError(f"{out}: the directory {out.parent} does not exist")
-    atomic_write_text(out, build_report(results_dir, link_base=out.parent))
+    atomic_write_text(out, build_report(results_dir, link_base=out.parent, trajectories=True))
     return out

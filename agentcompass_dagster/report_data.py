@@ -100,11 +100,16 @@ def detail_file(run_dir: Path, task_id: str, category: Any, error: bool) -> Path
 
 def outcome_href(run_dir: Path | None, task_id: str, category: Any, task_error: bool, attempt: int,
                  base: Path) -> str | None:
-    """Where the report links an attempt's outcome (attempt 0: a task that ended before any attempt): the
-    task's detail file, which holds every attempt. The one place to point at the per-attempt trajectory
-    pages (agentcompass_dagster.trajectory.trajectory_page_path) once they are written beside the report."""
+    """Where the report links an attempt's outcome: its trajectory page when the report wrote one beside
+    itself, else (attempt 0: a task that ended before any attempt; a report built without pages) the
+    task's detail file, which holds every attempt."""
+    from agentcompass_dagster.trajectory import trajectory_page_path
+
     if run_dir is None:
         return None
+    page = trajectory_page_path(base, run_dir, task_id, attempt)
+    if attempt > 0 and page.is_file():
+        return href(page, base)
     path = detail_file(run_dir, task_id, category, error=task_error)
     return None if path is None else href(path, base)
 

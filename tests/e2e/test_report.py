@@ -184,7 +184,7 @@ def test_report_shows_models_metrics_comparisons_plots_and_tasks(results: Path, 
         _assert_plot(plot)
     assert found[3].width < found[0].width
 
-    # one row per task, each model's outcome linked to the detail file, relative to the report
+    # one row per task, each model's outcome linked to its trajectory page, relative to the report
     table = _between(cmp, '<table class="tasks">', "</table>")
     assert table.count("<tr") == 18 + 1
     assert table.count("✓ correct") == 18 + len(SOLVED_BY_M2)
@@ -197,16 +197,18 @@ def test_report_shows_models_metrics_comparisons_plots_and_tasks(results: Path, 
     assert all(not link.startswith("/") for link in links)
     for link in links:
         assert (results / unquote(link)).is_file(), link
-    assert any(f"/details/_error_{FAILING}_" in link for link in links)
+    # every outcome links to its attempt's trajectory page, written beside the report (#29)
+    assert all(link.startswith("trajectories/") and link.endswith(".html") for link in links)
+    assert any(f"/{FAILING}__a1.html" in link for link in links)
 
     # the one-model sweep with k=2: pass@k, nothing to compare, attempts counted per task
     k2 = _between(document, '<section class="benchmark" id="b1">', "</section>")
     assert _cell(k2, "pass@2") and "One model: nothing to compare." in k2
     tasks = _between(k2, '<table class="tasks">', "</table>")
-    assert re.search(r'<td class="ok"><a href="[^"]+/details/create-hello_files.json">2/2 correct</a>', tasks)
-    assert re.search(r'<td class="part"><a href="[^"]+/details/fix-calc_fix.json">1/2 correct</a>', tasks)
-    assert re.search(rf'<td class="err" title="nope"><a href="[^"]+/details/_error_{FAILING}_transform.json">'
-                     "✗ error</a>", tasks)
+    # an outcome over k attempts links to the page of its last attempt
+    assert re.search(r'<td class="ok"><a href="[^"]+/create-hello__a2.html">2/2 correct</a>', tasks)
+    assert re.search(r'<td class="part"><a href="[^"]+/fix-calc__a2.html">1/2 correct</a>', tasks)
+    assert re.search(rf'<td class="err" title="nope"><a href="[^"]+/{FAILING}__a2.html">✗ error</a>', tasks)
 
     # written elsewhere, the links follow the report
     elsewhere = tmp_path / "out" / "r.html"
