@@ -51,7 +51,7 @@ from dagster._core.execution.plan.instance_concurrency_context import InstanceCo
 from dagster._core.storage.event_log.schema import ConcurrencySlotsTable
 from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
-from dagster._utils.concurrency import ConcurrencySlotStatus
+from dagster._utils.concurrency import ConcurrencyClaimStatus, ConcurrencySlotStatus
 
 __all__ = [
     "AtomicSlotClaims", "BACKFILL_NOT_DONE", "backfill_status", "backfill_targets", "BatchedPlannedEvents",
@@ -86,7 +86,24 @@ class AtomicSlotClaims:
     """A pool's slot claimed by one statement that takes a slot only while it is free: of two processes
     after the same slot, one updates it and the other finds it taken and stays blocked (it asks again).
     Dagster selects a free row and then updates it by id unconditionally, so two processes that pick the
-    same row both hold it."""
+    same row both hold it.
+
+    A step also waits no longer for an assignment nobody will give it. Dagster decides whether a new
+    pending step is assigned a slot before it inserts the step; a slot freed between the two assigns the
+    oldest pending step then, which is not this one yet, so the step stays unassigned beside a free slot
+    and is assigned only when some later holder frees (never, once the others are done: a run worker
+    waited for ever, one time in eight in the two-process test under load). A blocked step that finds a
+    slot nobody is assigned to assigns the next pending step in Dagster's order, and asks again."""
+
+    def claim_concurrency_slot(self, concurrency_key: str, run_id: str, step_key: str,
+                               priority: int | None = None) -> ConcurrencyClaimStatus:
+        parent: Any = super()
+        status: ConcurrencyClaimStatus = parent.claim_concurrency_slot(concurrency_key, run_id, step_key, priority)
+        storage: Any = self
+        if not status.is_assigned and storage.has_unassigned_slots(concurrency_key):
+            storage.assign_pending_steps([concurrency_key])
+            status = parent.claim_concurrency_slot(concurrency_key, run_id, step_key, priority)
+        return status
 
     def _claim_concurrency_slot(self, concurrency_key: str, run_id: str, step_key: str) -> ConcurrencySlotStatus:
         slots = ConcurrencySlotsTable.c
