@@ -176,8 +176,17 @@ def trajectory_page_path(out_dir: Path, run_dir: Path, task_id: str, attempt: in
     <task>__a<N>.html``, the same for the same run directory and task whatever else the report holds.
     Every part is a safe file name, also in a URL: a task id with other characters than ``[A-Za-z0-9._-]``
     (or too long) keeps a readable prefix and gets its hash, so no two ids share a page."""
+    return trajectory_pages_dir(out_dir, run_dir) / trajectory_page_name(task_id, attempt)
+
+
+def trajectory_pages_dir(out_dir: Path, run_dir: Path) -> Path:
+    """The directory of a run's pages (see trajectory_page_path), for a caller naming many of them."""
     parts = [normalize_component(part, "run_dir") for part in Path(run_dir).resolve().parts[-4:]]
-    return Path(out_dir) / PAGES_DIR / Path(*parts) / f"{_task_slug(task_id)}__a{int(attempt)}.html"
+    return Path(out_dir) / PAGES_DIR / Path(*parts)
+
+
+def trajectory_page_name(task_id: str, attempt: int) -> str:
+    return f"{_task_slug(task_id)}__a{int(attempt)}.html"
 
 
 def _task_slug(task_id: str) -> str:

@@ -37,6 +37,7 @@ from agentcompass_dagster.defs.partitions import dagster_name, split_key
 from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.sweep import SweepBenchmark
+from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy,
                                         markdown_image)
 from agentcompass_dagster.runtime.analysis import select_analyzers
@@ -50,6 +51,7 @@ from agentcompass_dagster.report_data import COMPARISON_COLUMNS, COMPARISON_FILE
 from agentcompass_dagster.runtime.stats import paired_comparison
 from agentcompass_dagster.runtime.budget import budget_figures
 from agentcompass_dagster.runtime.types import TaskDetail
+from agentcompass_dagster.trajectory import trajectory_page_name, trajectory_pages_dir
 
 TASKS_FILE = "tasks.parquet"
 # The run tag of every run an asset backfill launches (Dagster's BACKFILL_ID_TAG).
@@ -108,6 +110,7 @@ class TaskStream(OrchestrationObserver):
         self._model_keys = {model_id: key for key, model_id in sweep_benchmark.model_keys.items()}
         self._task_keys = {task.id: key for key, task in sweep_benchmark.task_keys.items()}
         self._details_dirs: dict[str, Path] = {}
+        self._pages_dirs: dict[str, Path] = {}
 
     def request_prepared(self, state: RequestState) -> None:
         # A claimed task whose normal detail the reuse source already had (its materialization was lost,
@@ -128,15 +131,19 @@ class TaskStream(OrchestrationObserver):
         key = dg.MultiPartitionKey({"model": self._model_keys[state.request.model.id],
                                     "task": self._task_keys[detail.task_id]})
         asset_key = self.sweep_benchmark.key("attempts")
+        pages = self._pages_dir(state)
+        trajectories = {f"trajectory a{n}": dg.MetadataValue.path(str(pages / trajectory_page_name(detail.task_id, n)))
+                        for n in sorted(int(n) for n in detail.attempts)}
         if detail.is_error:
             error = (detail.error or "").strip().splitlines()[-1:] or [""]
             self.events.put(dg.AssetObservation(asset_key=asset_key, partition=key, metadata={
                 "task_id": detail.task_id, "error": error[0][:500],
-                "detail": dg.MetadataValue.path(str(state.run_dir.detail_path(detail.task_id, detail.category, error=True)))}))
+                "detail": dg.MetadataValue.path(str(state.run_dir.detail_path(detail.task_id, detail.category, error=True))),
+                **trajectories}))
             return
         path = self._resolved(state) / state.run_dir.detail_path(detail.task_id, detail.category).name
         self.events.put(dg.AssetMaterialization(asset_key=asset_key, partition=key,
-                                                metadata=detail_metadata(detail, path, reused)))
+                                                metadata={**detail_metadata(detail, path, reused), **trajectories}))
 
     def _resolved(self, state: RequestState) -> Path:
         """The run's details directory, resolved once (not once per task)."""
@@ -145,6 +152,15 @@ class TaskStream(OrchestrationObserver):
         if name not in self._details_dirs:
             self._details_dirs[name] = state.run_dir.details_dir.resolve()
         return self._details_dirs[name]
+
+    def _pages_dir(self, state: RequestState) -> Path:
+        """Where the metrics step writes the trajectory pages of the run's attempts, named once per run."""
+        assert state.run_dir is not None
+        name = state.request.name
+        if name not in self._pages_dirs:
+            self._pages_dirs[name] = trajectory_pages_dir(self.sweep_benchmark.report_dir.resolve(),
+                                                          state.run_dir.path)
+        return self._pages_dirs[name]
 
 
 def detail_metadata(detail: TaskDetail, path: Path, reused: bool) -> dict[str, Any]:
@@ -322,7 +338,19 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
         "models": len(newest),
         "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
         "metrics": dg.MetadataValue.path(str((sweep_benchmark.benchmark_dir / METRICS_FILE).resolve())),
+        "report": _report(sweep_benchmark),
     })
+
+
+def _report(sweep_benchmark: SweepBenchmark) -> dg.MetadataValue:
+    """The sweep's report.html, written with the trajectory pages the attempts' metadata names (the pages
+    of each model's newest run); a report that cannot be written leaves the metrics as they are."""
+    from agentcompass_dagster.report import write_report
+
+    try:
+        return dg.MetadataValue.path(str(write_report(sweep_benchmark.report_dir).resolve()))
+    except UserError as error:
+        return dg.MetadataValue.text(f"not written: {error}")
 
 
 def current_after_deps() -> dg.AutomationCondition:

@@ -170,6 +170,11 @@ class SweepBenchmark:
     def benchmark_dir(self) -> Path:
         return self.root(self.sweep.models[0].id).parent
 
+    @property
+    def report_dir(self) -> Path:
+        """The sweep's directory, where its metrics step writes the sweep's report and trajectory pages."""
+        return self.benchmark_dir.parent
+
     def newest_runs(self, have: str) -> dict[str, ReuseSource]:
         """Model id -> its newest run directory holding ``have`` (a file such as summary.md); models that
         have none are left out."""

@@ -194,7 +194,8 @@ def test_unsafe_task_ids_run_through_dagster(tmp_path: Path, dagster_home: Path)
 def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) -> None:
     """load_metrics() gives the accuracy summary.md shows; Parquet column types are stable; the metrics
     asset shows the markdown table and an accuracy chart inline (the three plots a click away) and its
-    checks pass."""
+    checks pass; its "report" path and each attempts partition's "trajectory a1" path are written pages
+    (#29: the Dagster UI's way to the report and the trajectories)."""
     sweep = lab_sweep(tmp_path, ["m1", "m2"], harness="oracle")
     assert run_cli("run", sweep) == 0
     (demo,) = sweep_benchmarks(load_sweep(sweep))
@@ -234,6 +235,15 @@ def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) ->
             evaluation = record.event.dagster_event.event_specific_data  # type: ignore[union-attr]
             assert evaluation.passed
     assert (tmp_path / "results" / "lab" / "demo" / "metrics.parquet").is_file()
+    # The UI's way to the report and to each attempt's trajectory page (#29): the metrics' "report"
+    # path is the sweep's report, which links the page an attempts partition's metadata names.
+    report = Path(metadata["report"].value)
+    assert report == (tmp_path / "results" / "lab" / "report.html").resolve()
+    task = next(iter(demo.task_keys))
+    page = Path(partition_metadata(f"m2|{task}")["trajectory a1"])
+    assert page.is_file() and page.is_relative_to(report.parent / "trajectories")
+    assert f"{demo.task_keys[task].id}" in page.read_text()
+    assert f'href="{page.relative_to(report.parent).as_posix()}"' in report.read_text()
 
 
 def test_dagster_mode_refuses_explicit_run_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
