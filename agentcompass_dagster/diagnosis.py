@@ -98,7 +98,7 @@ class Diagnosis:
 
 
 def outcome_of(row: Any) -> str:
-    """How one attempt row of task_results ended."""
+    """How one attempt row of task_results ended (a record or a pandas row)."""
     if not missing(row["error"]):
         return INFRASTRUCTURE
     if not missing(row["failure"]):
@@ -117,8 +117,10 @@ class _Targets:
 
     def __init__(self, tasks: pd.DataFrame, run_dir: Path | None, base: Path) -> None:
         self._run_dir, self._base = run_dir, base
-        self._tasks = {str(task_id): (rows["category"].iloc[0], bool(rows["error"].notna().all()))
-                       for task_id, rows in tasks.groupby("task_id", sort=False)}
+        every_error = tasks["error"].notna().groupby(tasks["task_id"], sort=False).all()
+        first = tasks.drop_duplicates("task_id")
+        self._tasks = {str(task_id): (category, bool(every_error[task_id]))
+                       for task_id, category in zip(first["task_id"], first["category"])}
 
     def link(self, task_id: str, attempt: int, note: str = "") -> Link:
         category, task_error = self._tasks.get(task_id, (None, False))
@@ -200,7 +202,7 @@ def diagnose(b: Benchmark, model: str, run_dir: Path | None, base: Path) -> Diag
     """The diagnosis of ``model``'s newest run (``run_dir``) on ``b``; links relative to ``base``."""
     tasks = b.model_tasks(model)
     targets = _Targets(tasks, run_dir, base)
-    kinds = [outcome_of(row) for _, row in tasks.iterrows()]
+    kinds = [outcome_of(row) for row in tasks[["error", "failure", "correct"]].to_dict("records")]
     attempts = tasks[tasks["attempt"] > 0]
     return Diagnosis(model, {kind: kinds.count(kind) for kind in OUTCOMES}, _error_groups(tasks, targets),
                      _flags(run_dir, targets), _spreads(attempts) if not attempts.empty else [],

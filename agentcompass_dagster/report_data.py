@@ -4,6 +4,7 @@ to a run's files, and how a number is written. Kept apart from the rendering so 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -80,8 +81,14 @@ def p_value(value: Any) -> str:
 
 def href(path: Path, base: Path) -> str:
     """``path`` relative to the report's directory, so that a copy of the results directory keeps working."""
-    relative = os.path.relpath(path.resolve(), base.resolve())
+    relative = os.path.relpath(_resolved(path.parent) / path.name, _resolved(base))
     return quote(Path(relative).as_posix(), safe="/")
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved(directory: Path) -> Path:
+    # Once per directory, not once per link: a report links each of thousands of tasks.
+    return directory.resolve()
 
 
 def detail_file(run_dir: Path, task_id: str, category: Any, error: bool) -> Path | None:

@@ -179,8 +179,10 @@ def trajectory_page_path(out_dir: Path, run_dir: Path, task_id: str, attempt: in
     return trajectory_pages_dir(out_dir, run_dir) / trajectory_page_name(task_id, attempt)
 
 
+@functools.lru_cache(maxsize=64)
 def trajectory_pages_dir(out_dir: Path, run_dir: Path) -> Path:
-    """The directory of a run's pages (see trajectory_page_path), for a caller naming many of them."""
+    """The directory of a run's pages (see trajectory_page_path), resolved once per run: a report names
+    one page per task."""
     parts = [normalize_component(part, "run_dir") for part in Path(run_dir).resolve().parts[-4:]]
     return Path(out_dir) / PAGES_DIR / Path(*parts)
 
