@@ -21,6 +21,7 @@ from conftest import CHROMIUM, CHROMIUM_ARGS, run_cli
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.report import write_report
 from agentcompass_dagster.trajectory import (
     EDGE_CHARS,
     load_trajectory,
@@ -162,6 +163,24 @@ def test_missing_pieces_leave_their_sections_out(run: Path, tmp_path: Path) -> N
     assert "characters cut ..." in (long_output.output or "")  # the recorded, bounded output
     html = write_trajectory_pages(bare, tmp_path / "report")[("count-errors", 1)].read_text()
     assert 'id="checkpoints"' not in html and 'id="lineage"' not in html and 'class="verdict correct"' in html
+
+
+def test_a_second_report_renders_again_only_the_pages_of_what_changed(run: Path, tmp_path: Path) -> None:
+    """`agentcompass report` run again keeps a page newer than what it is made from (the same file, not
+    redacted and written again) and renders the page of a detail that changed since."""
+    results = tmp_path / "results"
+    shutil.copytree(run.parents[3], results, symlinks=True)
+    copy = results / run.relative_to(run.parents[3])
+    write_report(results)
+    kept, changed = (trajectory_page_path(results, copy, task, 1) for task in ("count-errors", "create-hello"))
+    before = {page: (page.stat().st_ino, page.stat().st_mtime_ns) for page in (kept, changed)}
+    detail = next((copy / "details").glob("create-hello*.json"))
+    data = json.loads(detail.read_text())
+    data["attempts"]["1"]["final_answer"] = "changed since"
+    detail.write_text(json.dumps(data))
+    write_report(results)
+    assert (kept.stat().st_ino, kept.stat().st_mtime_ns) == before[kept]
+    assert changed.stat().st_ino != before[changed][0] and "<pre>changed since</pre>" in changed.read_text()
 
 
 @pytest.mark.parametrize("task_id", ["../../etc/passwd", "<img src=x onerror=alert(1)>", "a b", "a_b", "x" * 300,
