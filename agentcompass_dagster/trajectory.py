@@ -11,7 +11,8 @@ and readable from disk without a server. Everything shown is redacted again (``r
 every artifact, since a page may be read far from the run. A command output longer than
 ``INLINE_CHARS`` shows its head and tail in a collapsed block, and the whole (redacted) output, from the
 activity log's blob where there is one, goes to a text file beside the page, one click away: a page of
-300 turns with 10 MB of output stays light. The pages hold no script.
+300 turns with 10 MB of output stays light. The pages hold no script, and a Content-Security-Policy
+forbids them any request.
 
 Every part is optional: a detail without a trajectory, a run without ``run_info.json`` or analysis, a
 missing blob or activity log leaves that section out; a step of a shape this version does not know is
