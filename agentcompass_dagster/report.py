@@ -97,12 +97,14 @@ class Figure:
 
 @dataclass(frozen=True)
 class TaskCell:
-    """One model's outcome of one task; ``why``: the error or failure text, shown under the outcome."""
+    """One model's outcome of one task; ``why``: the error or failure text, else the limit an attempt hit,
+    shown under the outcome; ``hacking``: the reward-hacking patterns found in its attempts."""
 
     text: str
     klass: str
     href: str | None = None
     why: str = ""
+    hacking: str = ""
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,10 @@ def _task_cell(rows: pd.DataFrame, run_dir: Path | None, base: Path, pages: RunP
     first = rows.iloc[0]
     errors = [str(e) for e in rows["error"].dropna()]
     failures = [str(f) for f in rows["failure"].dropna()]
+    limits = [str(limit) for limit in rows["limit"].dropna()]
+    # Of the analyzers' flags, the one that changes what a "correct" means is shown beside it (an attempt
+    # without a finding has no patterns: ""); the others are in the diagnosis.
+    hacking = sorted({p for patterns in rows["reward_hacking"].dropna() for p in str(patterns).split(",") if p})
     attempts = rows[rows["attempt"] > 0]
     correct = int(attempts["correct"].fillna(False).astype(bool).sum())
     tried = len(attempts)
@@ -209,7 +215,7 @@ def _task_cell(rows: pd.DataFrame, run_dir: Path | None, base: Path, pages: RunP
     # The last attempt stands for the task (its detail file holds them all).
     href = outcome_href(run_dir, str(first["task_id"]), first["category"], task_error, int(rows["attempt"].max()),
                         base, pages)
-    return TaskCell(text, klass, href, (errors or failures or [""])[-1])
+    return TaskCell(text, klass, href, (errors or failures or limits or [""])[-1], ",".join(hacking))
 
 
 def _tasks(b: Benchmark, runs: dict[str, Path | None], base: Path, pages: Pages) -> list[TaskRow]:

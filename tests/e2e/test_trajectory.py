@@ -22,6 +22,7 @@ from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.report import write_report
+from agentcompass_dagster.runtime.parquet import TASK_RESULTS_FILE
 from agentcompass_dagster.trajectory import (
     EDGE_CHARS,
     load_trajectory,
@@ -122,6 +123,16 @@ def test_wrong_error_and_limit_attempts(pages: dict[tuple[str, int], Path]) -> N
     limit = pages[("extract-column", 1)].read_text()
     assert '<section id="limit"' in limit and "limit max_turns=4 reached: 4 model calls used" in limit
     assert limit.count("⚑ loops: loop: this command ran 4 times in a row") == 4
+
+
+def test_task_results_hold_the_limit_an_attempt_hit(run: Path) -> None:
+    """What the report's per-task table shows under a limit-hit outcome."""
+    import pandas as pd
+
+    rows = pd.read_parquet(run / TASK_RESULTS_FILE, columns=["task_id", "limit"])
+    assert sorted(rows["task_id"]) == sorted(TURNS)  # one attempt each: only one hit a limit
+    assert rows.set_index("task_id")["limit"].dropna().to_dict() == {
+        "extract-column": "limit max_turns=4 reached: 4 model calls used"}
 
 
 def test_the_model_of_a_fork_holds_its_lineage_and_inherited_steps(run: Path) -> None:
