@@ -191,7 +191,8 @@ def _figures(b: Benchmark) -> list[Figure]:
 
 def _task_cell(rows: pd.DataFrame, run_dir: Path | None, base: Path, pages: RunPages) -> TaskCell:
     """One model's outcome of one task: correct / wrong / failed (by the agent) / error (k=1) or c/k
-    correct, linked to where the task's outcome is shown, with the last error or failure text."""
+    correct, linked to where the task's outcome is shown, with the last error or failure text (else the
+    limit an attempt hit) and the reward-hacking patterns found."""
     if rows.empty:
         return TaskCell("—", "none")
     first = rows.iloc[0]
@@ -244,8 +245,8 @@ def _run_pages(pages: Pages, run_dir: Path | None) -> RunPages:
 
 def _section(index: int, b: Benchmark, dirs: RunDirs, base: Path, pages: Pages) -> Section:
     runs = newest_run_dirs(b, dirs)
-    return Section(index, b, _models(b, dirs, base), _metrics(b), _history(b, base), _figures(b),
-                   [diagnose(b, model, runs.get(model), base, _run_pages(pages, runs.get(model))) for model in b.models],
+    diagnoses = [diagnose(b, model, runs.get(model), base, _run_pages(pages, runs.get(model))) for model in b.models]
+    return Section(index, b, _models(b, dirs, base), _metrics(b), _history(b, base), _figures(b), diagnoses,
                    _tasks(b, runs, base, pages))
 
 

@@ -52,7 +52,8 @@ def document(tmp_path_factory: pytest.TempPathFactory) -> str:
                                          "cost_usd": 10.0}]}
     # diag and errs complete with tasks in error: exit 3.
     for name, model, script, benchmark, code in (
-            ("diag", "solver", turns, {"tasks": sorted(turns)}, 3), ("errs", "broken", broken, {"tasks": sorted(broken)}, 3),
+            ("diag", "solver", turns, {"tasks": sorted(turns)}, 3),
+            ("errs", "broken", broken, {"tasks": sorted(broken)}, 3),
             ("slow", "spender", slow, {"params": {"tasks_dir": str(tasks_dir)}}, 0)):
         sweep = write_sweep(directory, name=name, benchmarks=[{"id": "demo", **benchmark}],
                             models=[{"id": model, "provider": "scripted", "params": {"turns": script}}],
