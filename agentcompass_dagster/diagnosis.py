@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass_dagster.report_data import Benchmark, missing, outcome_href
+from agentcompass_dagster.report_data import Benchmark, RunPages, missing, outcome_href
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,8 +115,8 @@ class _Targets:
     """The links to one model's attempts: where each task's detail file is (its category, whether the
     task ended in error) is read once per task."""
 
-    def __init__(self, tasks: pd.DataFrame, run_dir: Path | None, base: Path) -> None:
-        self._run_dir, self._base = run_dir, base
+    def __init__(self, tasks: pd.DataFrame, run_dir: Path | None, base: Path, pages: RunPages) -> None:
+        self._run_dir, self._base, self._pages = run_dir, base, pages
         every_error = tasks["error"].notna().groupby(tasks["task_id"], sort=False).all()
         first = tasks.drop_duplicates("task_id")
         self._tasks = {str(task_id): (category, bool(every_error[task_id]))
@@ -124,7 +124,7 @@ class _Targets:
 
     def link(self, task_id: str, attempt: int, note: str = "") -> Link:
         category, task_error = self._tasks.get(task_id, (None, False))
-        href = outcome_href(self._run_dir, task_id, category, task_error, attempt, self._base)
+        href = outcome_href(self._run_dir, task_id, category, task_error, attempt, self._base, self._pages)
         return Link(_label(task_id, attempt), href, note)
 
 
@@ -198,10 +198,11 @@ def _slowest(attempts: pd.DataFrame, targets: _Targets) -> list[Slow]:
             for _, row in timed.head(SLOWEST).iterrows()]
 
 
-def diagnose(b: Benchmark, model: str, run_dir: Path | None, base: Path) -> Diagnosis:
-    """The diagnosis of ``model``'s newest run (``run_dir``) on ``b``; links relative to ``base``."""
+def diagnose(b: Benchmark, model: str, run_dir: Path | None, base: Path, pages: RunPages) -> Diagnosis:
+    """The diagnosis of ``model``'s newest run (``run_dir``, its trajectory pages ``pages``) on ``b``;
+    links relative to ``base``."""
     tasks = b.model_tasks(model)
-    targets = _Targets(tasks, run_dir, base)
+    targets = _Targets(tasks, run_dir, base, pages)
     kinds = [outcome_of(row) for row in tasks[["error", "failure", "correct"]].to_dict("records")]
     attempts = tasks[tasks["attempt"] > 0]
     return Diagnosis(model, {kind: kinds.count(kind) for kind in OUTCOMES}, _error_groups(tasks, targets),

@@ -1,16 +1,18 @@
 """One self-contained HTML report of a results directory.
 
     from agentcompass_dagster.report import build_report, write_report
-    html = build_report("results")                 # links relative to results/
-    write_report("results", "results/report.html")
+    html = build_report("results")                 # links relative to results/, outcomes to detail files
+    write_report("results", "results/report.html")  # and the trajectory pages beside it, linked
 
 Per sweep x benchmark it shows the models (newest run of each), every metric with its 95% interval,
 the pairwise comparisons (``comparison.parquet``, when written), every run of each model (the history),
 three plots (or why one has nothing to draw), the diagnosis of each model's run (diagnosis.py: how its
 attempts ended, each error's text, the analyzers' flags, usage per task, the slowest attempts) and one
-row per task with each model's outcome linked to its detail file. Everything is inline (CSS, PNGs as
-data: URIs, no script); a Content-Security-Policy forbids the page any request. Links to run files are
-relative to where the report is written, so the report works from a copy of the whole results directory.
+row per task with each model's outcome linked to its attempt's trajectory page (write_report writes them
+beside the report; build_report links the pages it is given, else the detail file). Everything is
+inline (CSS, PNGs as data: URIs, no script); a Content-Security-Policy forbids the page any request.
+Links to run files are relative to where the report is written, so the report works from a copy of the
+whole results directory.
 
 This module prepares the data (report_data.py loads it); the HTML is in the Jinja2 templates of
 ``agentcompass_dagster/templates`` (report.html.j2 and its partials), autoescaped.
@@ -31,7 +33,9 @@ from agentcompass_dagster.plots import NoPlot, Plot
 from agentcompass_dagster.report_data import (
     COMPARISON_FILE,
     Benchmark,
+    Pages,
     RunDirs,
+    RunPages,
     count,
     interval,
     load_benchmarks,
@@ -93,12 +97,14 @@ class Figure:
 
 @dataclass(frozen=True)
 class TaskCell:
-    """One model's outcome of one task; ``why``: the error or failure text, shown under the outcome."""
+    """One model's outcome of one task; ``why``: the error or failure text, else the limit an attempt hit,
+    shown under the outcome; ``hacking``: the reward-hacking patterns found in its attempts."""
 
     text: str
     klass: str
     href: str | None = None
     why: str = ""
+    hacking: str = ""
 
 
 @dataclass(frozen=True)
@@ -183,14 +189,20 @@ def _figures(b: Benchmark) -> list[Figure]:
     ]
 
 
-def _task_cell(rows: list[dict[str, Any]], run_dir: Path | None, base: Path) -> TaskCell:
+def _task_cell(rows: list[dict[str, Any]], run_dir: Path | None, base: Path, pages: RunPages) -> TaskCell:
     """One model's outcome of one task: correct / wrong / failed (by the agent) / error (k=1) or c/k
-    correct, linked to where the task's outcome is shown, with the last error or failure text. Rows are
-    plain records: per-row pandas selections cost ~4 ms a cell, minutes for a sweep of 10,000 tasks."""
+    correct, linked to where the task's outcome is shown, with the last error or failure text (else the
+    limit an attempt hit) and the reward-hacking patterns found. Rows are plain records: per-row pandas
+    selections cost ~4 ms a cell, minutes for a sweep of 10,000 tasks."""
     if not rows:
         return TaskCell("—", "none")
     errors = [str(row["error"]) for row in rows if not missing(row["error"])]
     failures = [str(row["failure"]) for row in rows if not missing(row["failure"])]
+    limits = [str(row["limit"]) for row in rows if not missing(row["limit"])]
+    # Of the analyzers' flags, the one that changes what a "correct" means is shown beside it (an attempt
+    # without a finding has no patterns: ""); the others are in the diagnosis.
+    hacking = sorted({p for row in rows if not missing(row["reward_hacking"])
+                      for p in str(row["reward_hacking"]).split(",") if p})
     attempts = [row for row in rows if row["attempt"] > 0]
     correct = sum(_correct(row) for row in attempts)
     tried = len(attempts)
@@ -205,15 +217,15 @@ def _task_cell(rows: list[dict[str, Any]], run_dir: Path | None, base: Path) -> 
     # The last attempt stands for the task (its detail file holds them all).
     first = rows[0]
     href = outcome_href(run_dir, str(first["task_id"]), first["category"], task_error,
-                        max(int(row["attempt"]) for row in rows), base)
-    return TaskCell(text, klass, href, (errors or failures or [""])[-1])
+                        max(int(row["attempt"]) for row in rows), base, pages)
+    return TaskCell(text, klass, href, (errors or failures or limits or [""])[-1], ",".join(hacking))
 
 
 def _correct(row: dict[str, Any]) -> bool:
     return not missing(row["correct"]) and bool(row["correct"])
 
 
-def _tasks(b: Benchmark, runs: dict[str, Path | None], base: Path) -> list[TaskRow]:
+def _tasks(b: Benchmark, runs: dict[str, Path | None], base: Path, pages: Pages) -> list[TaskRow]:
     if b.tasks.empty:
         return []
     tasks = b.tasks.assign(_cat=b.tasks["category"].astype("object").where(b.tasks["category"].notna(), ""))
@@ -226,57 +238,70 @@ def _tasks(b: Benchmark, runs: dict[str, Path | None], base: Path) -> list[TaskR
         cells, outcomes = [], set()
         for model in b.models:
             group = grouped.get((task_id, model), [])
-            cells.append(_task_cell(group, runs.get(model), base))
+            run_dir = runs.get(model)
+            cells.append(_task_cell(group, run_dir, base, _run_pages(pages, run_dir)))
             if group:
                 outcomes.add(round(sum(map(_correct, group)) / len(group), 6))
         rows.append(TaskRow(str(task_id), str(category), cells, len(outcomes) > 1))
     return rows
 
 
-def _section(index: int, b: Benchmark, dirs: RunDirs, base: Path) -> Section:
+def _run_pages(pages: Pages, run_dir: Path | None) -> RunPages:
+    return pages.get(run_dir, {}) if run_dir is not None else {}
+
+
+def _section(index: int, b: Benchmark, dirs: RunDirs, base: Path, pages: Pages) -> Section:
     runs = newest_run_dirs(b, dirs)
-    return Section(index, b, _models(b, dirs, base), _metrics(b), _history(b, base), _figures(b),
-                   [diagnose(b, model, runs.get(model), base) for model in b.models], _tasks(b, runs, base))
+    diagnoses = [diagnose(b, model, runs.get(model), base, _run_pages(pages, runs.get(model))) for model in b.models]
+    return Section(index, b, _models(b, dirs, base), _metrics(b), _history(b, base), _figures(b), diagnoses,
+                   _tasks(b, runs, base, pages))
 
 
-def build_report(results_dir: str | Path, link_base: str | Path | None = None, trajectories: bool = False) -> str:
-    """The HTML report of ``results_dir`` as one string. Links to run files are relative to
-    ``link_base`` (the directory the report will be in; default: ``results_dir``). With
-    ``trajectories``, the trajectory page of every attempt of the newest runs is written under
-    ``link_base`` first, and the per-task table links to them. Raises UserError when the directory is
-    missing or holds no run results."""
-    from agentcompass_dagster.trajectory import write_trajectory_pages
-
-    from agentcompass_dagster.history import COLUMNS as HISTORY_COLUMNS
-
+def _results_dir(results_dir: str | Path) -> Path:
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise UserError(f"{results_dir}: no such results directory")
-    base = Path(link_base) if link_base is not None else results_dir
-    benchmarks = load_benchmarks(results_dir)
+    return results_dir
+
+
+def _render(results_dir: Path, benchmarks: list[Benchmark], base: Path, pages: Pages) -> str:
+    from agentcompass_dagster.history import COLUMNS as HISTORY_COLUMNS
+
     dirs = run_dirs(benchmarks)
-    if trajectories:
-        for b in benchmarks:
-            for run_dir in newest_run_dirs(b, dirs).values():
-                if run_dir is not None:
-                    write_trajectory_pages(run_dir, base)
     return _environment().get_template("report.html.j2").render(
         csp=CSP, title=results_dir.name or str(results_dir), results_dir=str(results_dir.resolve()),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        sections=[_section(i, b, dirs, base) for i, b in enumerate(benchmarks)],
+        sections=[_section(i, b, dirs, base, pages) for i, b in enumerate(benchmarks)],
         comparison_file=COMPARISON_FILE, outcomes=OUTCOMES,
         history_columns=[c for c in HISTORY_COLUMNS if c not in ("benchmark", "model")])
 
 
-def write_report(results_dir: str | Path, out_path: str | Path | None = None) -> Path:
-    """Write the report atomically (default ``results_dir/report.html``); returns its path."""
-    from agentcompass_dagster.runtime.atomic import atomic_write_text
+def build_report(results_dir: str | Path, link_base: str | Path | None = None, pages: Pages | None = None) -> str:
+    """The HTML report of ``results_dir`` as one string; it writes nothing. Links to run files are
+    relative to ``link_base`` (the directory the report will be in; default: ``results_dir``). An
+    attempt's outcome links to its trajectory page where ``pages`` (run directory -> what
+    trajectory.write_trajectory_pages returned for it) has one, else to its task's detail file. Raises
+    UserError when the directory is missing or holds no run results."""
+    results_dir = _results_dir(results_dir)
+    base = Path(link_base) if link_base is not None else results_dir
+    return _render(results_dir, load_benchmarks(results_dir), base, pages or {})
 
-    results_dir = Path(results_dir)
-    if not results_dir.is_dir():
-        raise UserError(f"{results_dir}: no such results directory")
+
+def write_report(results_dir: str | Path, out_path: str | Path | None = None) -> Path:
+    """Write the report atomically (default ``results_dir/report.html``) and, beside it, the trajectory
+    page of every attempt of the runs it shows (a page already newer than what it is made from is kept:
+    see write_trajectory_pages), which its outcomes link to; returns the report's path."""
+    from agentcompass_dagster.runtime.atomic import atomic_write_text
+    from agentcompass_dagster.trajectory import write_trajectory_pages
+
+    results_dir = _results_dir(results_dir)
     out = Path(out_path) if out_path is not None else results_dir / REPORT_FILE
     if not out.parent.is_dir():
         raise UserError(f"{out}: the directory {out.parent} does not exist")
-    atomic_write_text(out, build_report(results_dir, link_base=out.parent, trajectories=True))
+    benchmarks = load_benchmarks(results_dir)
+    dirs = run_dirs(benchmarks)
+    # The results are loaded once, for the pages and the report: the pages are those of the runs it shows.
+    shown = {run_dir for b in benchmarks for run_dir in newest_run_dirs(b, dirs).values() if run_dir is not None}
+    pages = {run_dir: write_trajectory_pages(run_dir, out.parent) for run_dir in sorted(shown)}
+    atomic_write_text(out, _render(results_dir, benchmarks, out.parent, pages))
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,10 @@ COMPARISON_COLUMNS = ["sweep", "benchmark", "model_a", "model_b", "n", "accuracy
                       "ci_low", "ci_high", "only_a", "only_b", "p_value", "test", "verdict"]
 
 RunDirs = dict[tuple[str, str, str, str], Path]
+# The trajectory pages of one run, by (task, attempt) (trajectory.write_trajectory_pages), and of each
+# run directory the report shows.
+RunPages = Mapping[tuple[str, int], Path]
+Pages = Mapping[Path, RunPages]
 
 
 @dataclass
@@ -106,16 +111,14 @@ def detail_file(run_dir: Path, task_id: str, category: Any, error: bool) -> Path
 
 
 def outcome_href(run_dir: Path | None, task_id: str, category: Any, task_error: bool, attempt: int,
-                 base: Path) -> str | None:
-    """Where the report links an attempt's outcome: its trajectory page when the report wrote one beside
-    itself, else (attempt 0: a task that ended before any attempt; a report built without pages) the
-    task's detail file, which holds every attempt."""
-    from agentcompass_dagster.trajectory import trajectory_page_path
-
+                 base: Path, pages: RunPages) -> str | None:
+    """Where the report links an attempt's outcome: its trajectory page when one was written for the
+    report (``pages``: the run's, by task and attempt), else (attempt 0: a task that ended before any
+    attempt; a report built without pages) the task's detail file, which holds every attempt."""
     if run_dir is None:
         return None
-    page = trajectory_page_path(base, run_dir, task_id, attempt)
-    if attempt > 0 and page.is_file():
+    page = pages.get((task_id, attempt))
+    if page is not None:
         return href(page, base)
     path = detail_file(run_dir, task_id, category, error=task_error)
     return None if path is None else href(path, base)

@@ -11,7 +11,8 @@ and readable from disk without a server. Everything shown is redacted again (``r
 every artifact, since a page may be read far from the run. A command output longer than
 ``INLINE_CHARS`` shows its head and tail in a collapsed block, and the whole (redacted) output, from the
 activity log's blob where there is one, goes to a text file beside the page, one click away: a page of
-300 turns with 10 MB of output stays light. The pages hold no script.
+300 turns with 10 MB of output stays light. The pages hold no script, and a Content-Security-Policy
+forbids them any request.
 
 Every part is optional: a detail without a trajectory, a run without ``run_info.json`` or analysis, a
 missing blob or activity log leaves that section out; a step of a shape this version does not know is
@@ -55,6 +56,12 @@ EDGE_CHARS = 2048
 # A blob larger than this is shown cut: a page's full-output file need not hold gigabytes.
 MAX_BLOB_BYTES = 64 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+REPLAYS_DIR = "replays"
+# A page is made from its detail file, the run's run_info.json, analysis summary and replays directory
+# (a replay report added to it changes the directory's mtime), and by this module and its template: a
+# page older than any of them is rendered again. The attempt's activity log (checkpoints, output blobs)
+# is complete before its detail is written, so the detail stands for it.
+_RENDERER = (Path(__file__), Path(__file__).parent / "templates" / "trajectory.html.j2")
 
 
 class ToolCallView(BaseModel):
@@ -158,7 +165,7 @@ class _Run:
                    for name, summary in analysis.items()
                    if isinstance(summary, dict) and isinstance(summary.get("flagged"), list)}
         return cls(path, lift_metadata(request) if isinstance(request, dict) else {}, flagged,
-                   replays_by_task(path / "replays"))
+                   replays_by_task(path / REPLAYS_DIR))
 
     def lineage(self) -> Lineage | None:
         try:
@@ -212,27 +219,44 @@ def load_trajectory(run_dir: Path, task_id: str, attempt: int) -> Trajectory:
 def write_trajectory_pages(run_dir: Path, out_dir: Path) -> dict[tuple[str, int], Path]:
     """Write the page of every attempt with a detail in ``run_dir`` under ``out_dir`` (see
     trajectory_page_path), each with its full-output files; returns where each (task, attempt) went.
-    One detail is held at a time, so a run of any size fits."""
+    A page newer than everything it is made from (see _sources) is kept as it is: `agentcompass report`
+    run again redacts and rewrites only the pages of what changed. One detail is held at a time, so a
+    run of any size fits."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
-    run = _Run.read(run_dir)
+    run: _Run | None = None  # read for the first page to render, not for a run whose pages are all kept
+    shared = _newest_mtime([run_dir / RUN_INFO, run_dir / ANALYSIS_JSON, run_dir / REPLAYS_DIR, *_RENDERER])
     pages: dict[tuple[str, int], Path] = {}
-    for detail in _details(run_dir):
+    for path, detail in _details(run_dir):
+        made_from = max(shared, _newest_mtime([path]))
         for attempt in sorted(detail.attempts.values(), key=lambda a: a.attempt):
             page = trajectory_page_path(out_dir, run_dir, detail.task_id, attempt.attempt)
-            _write_page(_trajectory(run, detail, attempt), page)
+            if _newest_mtime([page]) <= made_from:
+                run = run or _Run.read(run_dir)
+                _write_page(_trajectory(run, detail, attempt), page)
             pages[(detail.task_id, attempt.attempt)] = page
     return pages
 
 
-def _details(run_dir: Path) -> Iterator[TaskDetail]:
-    """Each task's detail, one at a time: the normal one, else its ``_error_`` one."""
+def _newest_mtime(paths: list[Path]) -> int:
+    """The newest modification time (ns) of those of ``paths`` that exist, -1 when none does."""
+    newest = -1
+    for path in paths:
+        try:
+            newest = max(newest, path.stat().st_mtime_ns)
+        except OSError:
+            continue
+    return newest
+
+
+def _details(run_dir: Path) -> Iterator[tuple[Path, TaskDetail]]:
+    """Each task's detail file and detail, one at a time: the normal one, else its ``_error_`` one."""
     seen: set[str] = set()
     paths = sorted((run_dir / DETAILS).glob("*.json"), key=lambda p: (p.name.startswith(ERROR_PREFIX), p.name))
     for path in paths:
         detail = None if path.name.startswith(".") else read_detail(path)
         if detail is not None and detail.task_id not in seen:
             seen.add(detail.task_id)
-            yield detail
+            yield path, detail
 
 
 def _find_detail(run_dir: Path, task_id: str) -> TaskDetail | None:

@@ -53,6 +53,8 @@ def task_results_schema() -> pa.Schema:
         ("correct", pa.bool_()), ("score", pa.float64()), ("input_tokens", pa.int64()),
         ("output_tokens", pa.int64()), ("cost_usd", pa.float64()), ("duration_s", pa.float64()),
         ("error", pa.string()), ("failure", pa.string()), ("reused", pa.bool_()), ("started_at", pa.timestamp("us", tz="UTC")),
+        # The limit the attempt hit (LimitHit.message), null where it hit none.
+        ("limit", pa.string()),
         # The analyzers' figures (agentcompass_dagster.analyzers.columns), null where one did not run.
         ("loop_max_repeats", pa.int64()), ("no_progress_streak", pa.int64()), ("tool_error_rate", pa.float64()),
         ("malformed_call_rate", pa.float64()), ("token_outlier", pa.bool_()), ("cost_outlier", pa.bool_()),
@@ -179,6 +181,7 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
         "score": _column(scores.column("attempt_score")[rows], schema.field("score").type),
         "error": _strings([scores.attempt_errors.get(int(row)) for row in rows]),
         "failure": _strings([scores.attempt_failures.get(int(row)) for row in rows]),
+        "limit": _strings([scores.attempt_limits.get(int(row)) for row in rows]),
         "reused": _column(scores.column("reused")[task_rows], schema.field("reused").type),
         **{name: _column(scores.column(name)[rows], schema.field(name).type)
            for name in ("attempt", "input_tokens", "output_tokens", "cost_usd", "duration_s")},

@@ -19,7 +19,7 @@ import pydantic_core
 from pydantic import Field
 
 from agentcompass_dagster.runtime.redact import redact_text
-from agentcompass_dagster.runtime.types import StoredRecord, TaskDetail, TaskSpec
+from agentcompass_dagster.runtime.types import LimitHit, StoredRecord, TaskDetail, TaskSpec
 
 
 class UsageView(StoredRecord):
@@ -41,6 +41,7 @@ class AttemptView(StoredRecord):
     run_error: str | None = None
     eval_error: str | None = None
     failure: str | None = None
+    limit: LimitHit | None = None
     analysis_result: dict[str, Any] | None = None
     usage: UsageView = Field(default_factory=UsageView)
     duration_s: float = 0.0
@@ -119,6 +120,8 @@ class TaskScores:
         self.duration_s = array("d")
         self.attempt_errors: dict[int, str] = {}
         self.attempt_failures: dict[int, str] = {}
+        # The limit an attempt hit (LimitHit.message): few do, so by attempt row like the texts above.
+        self.attempt_limits: dict[int, str] = {}
         self.analysis: list[bytes | None] = []
         self.analysis_failures = 0
         # Analyzer results repeat (a category, a count): one copy of each distinct encoding.
@@ -150,20 +153,22 @@ class TaskScores:
         elif detail.failure is not None:
             self.failures[row] = detail.failure
         if not attempts:
-            self._add_attempt(row, 0, False, 0.0, 0, 0, math.nan, 0.0, detail.error, None, None)
+            self._add_attempt(row, 0, False, 0.0, 0, 0, math.nan, 0.0, detail.error, None, None, None)
         for a in attempts:
             self._add_attempt(row, a.attempt, a.correct and a.error is None, a.score, a.usage.input_tokens,
                               a.usage.output_tokens, math.nan if a.usage.cost_usd is None else a.usage.cost_usd,
-                              a.duration_s, a.error, a.failure, a.analysis_result)
+                              a.duration_s, a.error, a.failure, a.limit, a.analysis_result)
             self.analysis_failures += len(a.analysis_errors)
 
     def _add_attempt(self, row: int, index: int, correct: bool, score: float, input_tokens: int, output_tokens: int,
-                     cost: float, duration: float, error: str | None, failure: str | None,
+                     cost: float, duration: float, error: str | None, failure: str | None, limit: LimitHit | None,
                      analysis: dict[str, Any] | None) -> None:
         if error:
             self.attempt_errors[len(self.attempt)] = _last_line(error)
         if failure:
             self.attempt_failures[len(self.attempt)] = _last_line(failure)
+        if limit is not None:
+            self.attempt_limits[len(self.attempt)] = limit.message
         self.attempt_task.append(row)
         self.attempt.append(index)
         self.attempt_correct.append(correct)

@@ -4,7 +4,10 @@
 same command three times in a row, a loop; one after writing reward.txt, suspected reward hacking), one
 wrong (submitted without any work: gave up), one ended by a malformed tool call (a failure the agent
 caused: scored) and one by a failing model endpoint (an infrastructure error). ``errs``: a run whose
-every task ended in an infrastructure error, which has nothing to plot.
+every task ended in an infrastructure error, which has nothing to plot. ``slow``: five tasks of a tasks
+directory of its own, one whose model reply reports a thousand times the tokens and cost of the others
+(a token and cost outlier) and one whose check sleeps 5 s (framework time, the check's, dominates the
+attempt).
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from conftest import run_cli, write_sweep
+from conftest import run_cli, write_sweep, write_task
 from scripted_agent import bash, submit
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.report import build_report
 
 ENDPOINT_ERROR = "upstream 503 <gateway> & co"
+# time_split flags an attempt whose framework time is >= 5 s and more than half of it.
+SLOW_CHECK = "sleep 5"
 HREF = re.compile(r'href="([^"#][^"]*)"')
 
 
@@ -40,11 +45,20 @@ def document(tmp_path_factory: pytest.TempPathFactory) -> str:
         "sort-unique": [{"tool_calls": [{"name": "bash", "arguments": "{not json"}]}],
     }
     broken = {"fix-calc": [{"fail": "down"}], "count-errors": [{"fail": "down"}]}
-    for name, model, script in (("diag", "solver", turns), ("errs", "broken", broken)):
-        sweep = write_sweep(directory, name=name, benchmarks=[{"id": "demo", "tasks": sorted(script)}],
+    tasks_dir = directory / "tasks"
+    for task in ("hungry", "plain-1", "plain-2", "plain-3", "slow-check"):
+        write_task(tasks_dir, task, check=SLOW_CHECK if task == "slow-check" else "true")
+    slow = {"*": [submit()], "hungry": [{**submit(), "usage": {"prompt_tokens": 100_000, "completion_tokens": 10_000},
+                                         "cost_usd": 10.0}]}
+    # diag and errs complete with tasks in error: exit 3.
+    for name, model, script, benchmark, code in (
+            ("diag", "solver", turns, {"tasks": sorted(turns)}, 3),
+            ("errs", "broken", broken, {"tasks": sorted(broken)}, 3),
+            ("slow", "spender", slow, {"params": {"tasks_dir": str(tasks_dir)}}, 0)):
+        sweep = write_sweep(directory, name=name, benchmarks=[{"id": "demo", **benchmark}],
                             models=[{"id": model, "provider": "scripted", "params": {"turns": script}}],
                             harness={"id": "tool_agent"})
-        assert run_cli("run", sweep, "--direct") == 3  # completed, with tasks in error
+        assert run_cli("run", sweep, "--direct") == code
     results = directory / "results"
     page = build_report(results)
     for link in HREF.findall(page):  # every link of the page reaches a file of the results directory
@@ -132,3 +146,16 @@ def test_an_errors_only_run_says_why_each_plot_is_missing(document: str) -> None
     (errors,) = _table(errs, "errors")
     assert _text(errors[1]) == "model call failed: down" and errors[2] == "2"
     assert sorted(text for _, text in _links(errors[3])) == ["count-errors a1", "fix-calc a1"]
+
+
+def test_a_token_and_cost_outlier_and_framework_time_are_flagged(document: str) -> None:
+    """The flags only the whole run's distribution (cost_outliers) or the attempt's time (time_split)
+    decide, each linked to its attempt with what the analyzer measured."""
+    flags = {row[1]: row for row in _table(_section(document, "slow · demo"), "flags")}
+    outliers, split = flags["cost_outliers"], flags["time_split"]
+    assert (outliers[2], outliers[3]) == ("1", "5") and (split[2], split[3]) == ("1", "5")
+    assert _links(outliers[5]) == [("hungry_files.json", "hungry a1")]
+    assert "tokens 110000, cost_usd 10.0, over tokens+cost" in outliers[5]
+    assert _links(split[5]) == [("slow-check_files.json", "slow-check a1")]
+    framework = re.search(r"framework_s ([0-9.]+)", split[5])
+    assert framework is not None and float(framework.group(1)) >= 5.0

@@ -21,6 +21,8 @@ from conftest import CHROMIUM, CHROMIUM_ARGS, run_cli
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.report import write_report
+from agentcompass_dagster.runtime.parquet import TASK_RESULTS_FILE
 from agentcompass_dagster.trajectory import (
     EDGE_CHARS,
     load_trajectory,
@@ -123,6 +125,16 @@ def test_wrong_error_and_limit_attempts(pages: dict[tuple[str, int], Path]) -> N
     assert limit.count("⚑ loops: loop: this command ran 4 times in a row") == 4
 
 
+def test_task_results_hold_the_limit_an_attempt_hit(run: Path) -> None:
+    """What the report's per-task table shows under a limit-hit outcome."""
+    import pandas as pd
+
+    rows = pd.read_parquet(run / TASK_RESULTS_FILE, columns=["task_id", "limit"])
+    assert sorted(rows["task_id"]) == sorted(TURNS)  # one attempt each: only one hit a limit
+    assert rows.set_index("task_id")["limit"].dropna().to_dict() == {
+        "extract-column": "limit max_turns=4 reached: 4 model calls used"}
+
+
 def test_the_model_of_a_fork_holds_its_lineage_and_inherited_steps(run: Path) -> None:
     fork_dir = next(p.parent for p in run.parents[3].rglob("run_info.json") if ".forks" in str(p))
     trajectory = load_trajectory(fork_dir, "create-hello", 1)
@@ -162,6 +174,24 @@ def test_missing_pieces_leave_their_sections_out(run: Path, tmp_path: Path) -> N
     assert "characters cut ..." in (long_output.output or "")  # the recorded, bounded output
     html = write_trajectory_pages(bare, tmp_path / "report")[("count-errors", 1)].read_text()
     assert 'id="checkpoints"' not in html and 'id="lineage"' not in html and 'class="verdict correct"' in html
+
+
+def test_a_second_report_renders_again_only_the_pages_of_what_changed(run: Path, tmp_path: Path) -> None:
+    """`agentcompass report` run again keeps a page newer than what it is made from (the same file, not
+    redacted and written again) and renders the page of a detail that changed since."""
+    results = tmp_path / "results"
+    shutil.copytree(run.parents[3], results, symlinks=True)
+    copy = results / run.relative_to(run.parents[3])
+    write_report(results)
+    kept, changed = (trajectory_page_path(results, copy, task, 1) for task in ("count-errors", "create-hello"))
+    before = {page: (page.stat().st_ino, page.stat().st_mtime_ns) for page in (kept, changed)}
+    detail = next((copy / "details").glob("create-hello*.json"))
+    data = json.loads(detail.read_text())
+    data["attempts"]["1"]["final_answer"] = "changed since"
+    detail.write_text(json.dumps(data))
+    write_report(results)
+    assert (kept.stat().st_ino, kept.stat().st_mtime_ns) == before[kept]
+    assert changed.stat().st_ino != before[changed][0] and "<pre>changed since</pre>" in changed.read_text()
 
 
 @pytest.mark.parametrize("task_id", ["../../etc/passwd", "<img src=x onerror=alert(1)>", "a b", "a_b", "x" * 300,
