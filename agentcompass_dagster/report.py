@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 REPORT_FILE = "report.html"
+MAX_TASK_ROWS = 2_000
 # base64 of the embedded PNGs is broken into lines this long: a browser drops the newlines of a data:
 # URL, and no secret-shaped pattern of the redaction that every write applies fits in so few characters.
 B64_LINE = 32
@@ -125,6 +126,7 @@ class Section:
     figures: list[Figure]
     diagnoses: list[Diagnosis]
     tasks: list[TaskRow]
+    task_count: int
 
 
 def _models(b: Benchmark, dirs: RunDirs, base: Path) -> list[dict[str, Any]]:
@@ -222,19 +224,28 @@ def _task_cell(rows: list[dict[str, Any]], run_dir: Path | None, base: Path, pag
 
 
 def _correct(row: dict[str, Any]) -> bool:
-    return not missing(row["correct"]) and bool(row["correct"])
+    return not missing(row.get("correct")) and bool(row["correct"])
 
 
-def _tasks(b: Benchmark, runs: dict[str, Path | None], base: Path, pages: Pages) -> list[TaskRow]:
+def _tasks(b: Benchmark, runs: dict[str, Path | None], base: Path, pages: Pages) -> tuple[list[TaskRow], int]:
+    """The per-task table's rows and the number of tasks: at most MAX_TASK_ROWS rows (a table of 100,000
+    is 15 MB no browser shows usefully), those not every model solved in every attempt first."""
     if b.tasks.empty:
-        return []
+        return [], 0
     tasks = b.tasks.assign(_cat=b.tasks["category"].astype("object").where(b.tasks["category"].notna(), ""))
     order = tasks[["task_id", "_cat"]].drop_duplicates("task_id").sort_values(["_cat", "task_id"], kind="stable")
     grouped: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
     for row in tasks.to_dict("records"):
         grouped.setdefault((row["task_id"], row["model"]), []).append(row)
+    listed = list(zip(order["task_id"], order["_cat"]))
+    if len(listed) > MAX_TASK_ROWS:
+        solved = {task_id for task_id, _ in listed
+                  if all(_correct(row) for model in b.models for row in grouped.get((task_id, model), [{}]))}
+        first = [task_id for task_id, _ in listed if task_id not in solved][:MAX_TASK_ROWS]
+        kept = {*first, *[task_id for task_id, _ in listed if task_id in solved][:MAX_TASK_ROWS - len(first)]}
+        listed = [item for item in listed if item[0] in kept]
     rows = []
-    for task_id, category in zip(order["task_id"], order["_cat"]):
+    for task_id, category in listed:
         cells, outcomes = [], set()
         for model in b.models:
             group = grouped.get((task_id, model), [])
@@ -243,7 +254,7 @@ def _tasks(b: Benchmark, runs: dict[str, Path | None], base: Path, pages: Pages)
             if group:
                 outcomes.add(round(sum(map(_correct, group)) / len(group), 6))
         rows.append(TaskRow(str(task_id), str(category), cells, len(outcomes) > 1))
-    return rows
+    return rows, len(order)
 
 
 def _run_pages(pages: Pages, run_dir: Path | None) -> RunPages:
@@ -254,7 +265,7 @@ def _section(index: int, b: Benchmark, dirs: RunDirs, base: Path, pages: Pages) 
     runs = newest_run_dirs(b, dirs)
     diagnoses = [diagnose(b, model, runs.get(model), base, _run_pages(pages, runs.get(model))) for model in b.models]
     return Section(index, b, _models(b, dirs, base), _metrics(b), _history(b, base), _figures(b), diagnoses,
-                   _tasks(b, runs, base, pages))
+                   *_tasks(b, runs, base, pages))
 
 
 def _results_dir(results_dir: str | Path) -> Path:
