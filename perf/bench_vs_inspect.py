@@ -33,7 +33,8 @@ three: inspect ours dagster) in fresh child processes, one side after the other:
   run_requests call; none for dagster, whose run is the whole tree), the peak RSS (for dagster, of the
   largest single process of the tree), and each side's ratio to Inspect's. For dagster also: the no-op
   re-run's whole-tree wall, CPU and peak RSS, and the instance's disk per task (the sizes of the files
-  in DAGSTER_HOME after the first run, over N).
+  in DAGSTER_HOME after the first run, over N; ``instance_bytes.py`` breaks down an instance kept with
+  --results-dir).
 
 Sanity checks (the exit status is non-zero when one fails): Inspect's log says success with N of N
 samples completed; our run completes with accuracy 1.0, N normal details and summary counts new == N,

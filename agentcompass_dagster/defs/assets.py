@@ -128,29 +128,32 @@ class TaskStream(OrchestrationObserver):
 
     def _report(self, state: RequestState, detail: TaskDetail, reused: bool) -> None:
         assert state.run_dir is not None
-        key = dg.MultiPartitionKey({"model": self._model_keys[state.request.model.id],
-                                    "task": self._task_keys[detail.task_id]})
+        task_key = self._task_keys[detail.task_id]
+        key = dg.MultiPartitionKey({"model": self._model_keys[state.request.model.id], "task": task_key})
         asset_key = self.sweep_benchmark.key("attempts")
         pages = self._pages_dir(state)
         trajectories = {f"trajectory a{n}": dg.MetadataValue.path(str(pages / trajectory_page_name(detail.task_id, n)))
                         for n in sorted(int(n) for n in detail.attempts)}
         if detail.is_error:
             error = (detail.error or "").strip().splitlines()[-1:] or [""]
+            path = self._shown(state) / state.run_dir.detail_path(detail.task_id, detail.category, error=True).name
             self.events.put(dg.AssetObservation(asset_key=asset_key, partition=key, metadata={
-                "task_id": detail.task_id, "error": error[0][:500],
-                "detail": dg.MetadataValue.path(str(state.run_dir.detail_path(detail.task_id, detail.category, error=True))),
-                **trajectories}))
+                **task_id_entry(detail.task_id, task_key), "error": error[0][:500],
+                "detail": dg.MetadataValue.path(str(path)), **trajectories}))
             return
-        path = self._resolved(state) / state.run_dir.detail_path(detail.task_id, detail.category).name
+        path = self._shown(state) / state.run_dir.detail_path(detail.task_id, detail.category).name
         self.events.put(dg.AssetMaterialization(asset_key=asset_key, partition=key,
-                                                metadata={**detail_metadata(detail, path, reused), **trajectories}))
+                                                metadata={**detail_metadata(detail, task_key, path, reused),
+                                                          **trajectories}))
 
-    def _resolved(self, state: RequestState) -> Path:
-        """The run's details directory, resolved once (not once per task)."""
+    def _shown(self, state: RequestState) -> Path:
+        """The run's details directory as the events show it, relative to the benchmark's directory
+        (the attempts asset's description names it), worked out once per run, not once per task."""
         assert state.run_dir is not None
         name = state.request.name
         if name not in self._details_dirs:
-            self._details_dirs[name] = state.run_dir.details_dir.resolve()
+            self._details_dirs[name] = state.run_dir.details_dir.resolve().relative_to(
+                self.sweep_benchmark.benchmark_dir.resolve())
         return self._details_dirs[name]
 
     def _pages_dir(self, state: RequestState) -> Path:
@@ -163,23 +166,32 @@ class TaskStream(OrchestrationObserver):
         return self._pages_dirs[name]
 
 
-def detail_metadata(detail: TaskDetail, path: Path, reused: bool) -> dict[str, Any]:
-    """Small, numeric where it can be, so that Dagster's Plots tab charts it across runs."""
+def task_id_entry(task_id: str, task_key: str) -> dict[str, str]:
+    """The task's id, where its partition key does not already say it (an id made safe for Dagster)."""
+    return {} if task_id == task_key else {"task_id": task_id}
+
+
+def detail_metadata(detail: TaskDetail, task_key: str, path: Path, reused: bool) -> dict[str, Any]:
+    """A finished task's materialization metadata: what the partition's page and the Plots tab show, and
+    nothing the detail file (``path``) already holds for whoever needs more. Every task stores one such
+    event and each entry costs ~130 bytes of it, so: the score (what accuracy averages and comparisons
+    test), tokens, cost and duration (numbers, which the Plots tab charts across partitions), the detail
+    file relative to the benchmark's directory, the task id only when the partition key is not the id,
+    and ``reused`` only when true."""
     attempts = list(detail.attempts.values())
     usage = detail.usage
     metadata: dict[str, Any] = {
-        "task_id": detail.task_id,
-        "correct": detail.correct,
-        "accuracy": float(sum(a.correct and a.error is None for a in attempts) / len(attempts)) if attempts else 0.0,
+        **task_id_entry(detail.task_id, task_key),
         "score": float(detail.score),
-        "attempts": detail.attempts_tried,
         "tokens": float(usage.input_tokens + usage.output_tokens),
-        "duration_s": float(sum(a.duration_s for a in attempts)),
-        "reused": reused,
+        # Milliseconds are all anyone reads; the float's other digits cost ~15 bytes a task.
+        "duration_s": round(float(sum(a.duration_s for a in attempts)), 3),
         "detail": dg.MetadataValue.path(str(path)),
     }
     if usage.cost_usd is not None:
         metadata["cost_usd"] = float(usage.cost_usd)
+    if reused:
+        metadata["reused"] = True
     return metadata
 
 
@@ -375,7 +387,9 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
                              f"Every task of {sweep_benchmark.benchmark.id!r} for every model, k attempts each "
                              "(inside the "
                              "task's detail). A partition is materialized when its task ends with a normal "
-                             "result; a task that ends in error stays missing and runs again.")),
+                             "result; a task that ends in error stays missing and runs again. The detail paths "
+                             f"in its metadata are relative to {sweep_benchmark.benchmark_dir}; the trajectory "
+                             "pages' are whole, to open in a browser.")),
             dg.AssetSpec(metrics_key, deps=[attempts_key], group_name=sweep_benchmark.group,
                          automation_condition=current_after_deps(), description=(
                 f"Metrics of {sweep_benchmark.benchmark.id!r} per model, from each model's newest complete run.")),

@@ -14,8 +14,11 @@ import pytest
 from conftest import write_sweep
 
 from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.defs.assets import detail_metadata
 from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.partitions import partition_key
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
+from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail, Usage
 
 TASKS = ["create-hello", "count-errors"]
 
@@ -79,19 +82,37 @@ def test_the_tasks_asset_registers_one_partition_per_task_and_writes_tasks_parqu
 
 def test_the_evaluation_step_materializes_only_the_partition_it_is_given(lab: Lab) -> None:
     """The evaluation step run for one (model, task) partition evaluates that task for that model only:
-    one attempts materialization whose metadata is the task's detail (correct, attempts, the detail file
-    on disk), no other partition, and nothing of the other model on disk."""
+    one attempts materialization whose metadata is what the UI shows of the task (its score, tokens,
+    cost, duration and its detail file, relative to the benchmark's directory; no task id, which the
+    partition key is, and no ``reused``, which it is not), no other partition, and nothing of the other
+    model on disk."""
     lab.invoke("tasks")
     result = lab.materialize("attempts", "m1|create-hello")
 
     (event,) = result.get_asset_materialization_events()
     assert event.asset_key == lab.benchmark.key("attempts") and event.partition == "m1|create-hello"
     metadata = metadata_of(event)
-    assert (metadata["task_id"], metadata["correct"], metadata["attempts"], metadata["reused"]) == (
-        "create-hello", True, 1, False)
-    assert Path(metadata["detail"]).is_file() and "/lab/demo/m1/" in metadata["detail"]
+    assert set(metadata) == {"score", "tokens", "duration_s", "cost_usd", "detail"} and metadata["score"] == 1.0
+    assert metadata["detail"].startswith("m1/") and (lab.benchmark.benchmark_dir / metadata["detail"]).is_file()
     assert lab.materialized() == {"m1|create-hello"}
     assert not (lab.benchmark.benchmark_dir / "m2").exists()
+
+
+def test_a_tasks_metadata_names_its_id_only_when_the_partition_key_is_not_it_and_reused_only_when_true() -> None:
+    """Per-task metadata is stored once per task: the id of a task whose key was made safe (the key
+    alone does not say it), ``reused`` when the result came from an earlier run, neither otherwise; a
+    cost only when the model reports one; duration to the millisecond."""
+    usage = Usage(input_tokens=7, output_tokens=3, cost_usd=None)
+    detail = TaskDetail(task_id="dir/sub/task", score=0.5, attempts_tried=2, attempts={
+        "1": EvaluatedAttempt(attempt=1, score=1.0, correct=True, duration_s=0.12345, usage=usage),
+        "2": EvaluatedAttempt(attempt=2, score=0.0, duration_s=0.2, usage=usage)})
+    path = Path("m1/run/details/dir_sub_task.json")
+    unsafe = detail_metadata(detail, partition_key(detail.task_id), path, reused=True)
+    assert {name: getattr(value, "value", value) for name, value in unsafe.items()} == {
+        "task_id": "dir/sub/task", "score": 0.5, "tokens": 20.0, "duration_s": 0.323, "detail": str(path),
+        "reused": True}
+    safe = detail.model_copy(update={"task_id": "alpha"})
+    assert set(detail_metadata(safe, "alpha", path, reused=False)) == {"score", "tokens", "duration_s", "detail"}
 
 
 def test_metrics_and_comparison_are_computed_from_the_runs_on_disk(lab: Lab) -> None:

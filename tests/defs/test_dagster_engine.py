@@ -143,8 +143,8 @@ def test_a_cli_run_is_the_sweeps_job_with_its_tags_and_every_step(tmp_path: Path
         (record,) = inst.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=ATTEMPTS, asset_partitions=["m1|t0"]), limit=1).records
         metadata = record.asset_materialization.metadata  # type: ignore[union-attr]
-        assert isinstance(metadata["accuracy"], dg.FloatMetadataValue) and metadata["accuracy"].value == 1.0
-        assert isinstance(metadata["score"], dg.FloatMetadataValue)
+        assert isinstance(metadata["score"], dg.FloatMetadataValue) and metadata["score"].value == 1.0
+        assert isinstance(metadata["tokens"], dg.FloatMetadataValue)
 
 
 def test_dagster_job_execute_of_a_range_materializes_it_and_the_metrics_and_checks(tmp_path: Path) -> None:

@@ -135,8 +135,8 @@ def test_materialize_all_over_a_partly_finished_sweep_succeeds_with_every_result
         tmp_path: Path, stop_group: Any) -> None:
     """"Materialize all" (an asset backfill of every materializable asset: every attempts partition,
     the metrics and the comparison; the tasks are an observed source) after `agentcompass run` finished half of the tasks: the backfill succeeds, the
-    finished tasks are not evaluated again, the others once, and it runs the metrics, comparison and
-    checks itself after the last result."""
+    finished tasks are not evaluated again (reported again, with their result's metadata and ``reused``),
+    the others once, and it runs the metrics, comparison and checks itself after the last result."""
     assert run_cli("run", engine_sweep(tmp_path, n=3)) == 0
     sweep = engine_sweep(tmp_path)  # the same sweep, its source grown to six tasks
     _register(6)
@@ -151,6 +151,11 @@ def test_materialize_all_over_a_partly_finished_sweep_succeeds_with_every_result
         assert inst.get_materialized_partitions(ATTEMPTS) == keys(*every(6))
         metrics = inst.get_latest_materialization_event(METRICS)
         assert metrics is not None and inst.get_run_by_id(metrics.run_id).tags.get("dagster/backfill") == backfill  # type: ignore[union-attr]
+        (again,) = inst.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=ATTEMPTS, asset_partitions=["m1|t0"]), limit=1).records
+        shown = {name: value.value for name, value in again.asset_materialization.metadata.items()}  # type: ignore[union-attr]
+        assert inst.get_run_by_id(again.run_id).tags.get("dagster/backfill") == backfill  # type: ignore[union-attr]
+        assert shown["reused"] is True and shown["score"] == 1.0 and Path(shown["detail"]).name.startswith("t0")
 
 
 def _dagster(tmp_path: Path, sweep: Path, *args: str) -> None:
