@@ -37,6 +37,7 @@ from agentcompass_dagster.defs.partitions import dagster_name, split_key
 from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
 from agentcompass_dagster.defs.sweep import SweepBenchmark
+from agentcompass_dagster.defs.task_events import TaskStream
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy,
                                         markdown_image)
@@ -44,14 +45,12 @@ from agentcompass_dagster.runtime.analysis import select_analyzers
 from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write_text
 from agentcompass_dagster.runtime.consolidate import consolidate
 from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThread
-from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Orchestrator, RequestState
+from agentcompass_dagster.runtime.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE, read_task_scores
 from agentcompass_dagster.runtime.regression import finished_scores
 from agentcompass_dagster.report_data import COMPARISON_COLUMNS, COMPARISON_FILE
 from agentcompass_dagster.runtime.stats import paired_comparison
 from agentcompass_dagster.runtime.budget import budget_figures
-from agentcompass_dagster.runtime.types import TaskDetail
-from agentcompass_dagster.trajectory import trajectory_page_name, trajectory_pages_dir
 
 TASKS_FILE = "tasks.parquet"
 # The run tag of every run an asset backfill launches (Dagster's BACKFILL_ID_TAG).
@@ -97,102 +96,6 @@ def tasks_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
                                               str((sweep_benchmark.benchmark_dir / TASKS_FILE).resolve()))})
 
     return tasks
-
-
-class TaskStream(OrchestrationObserver):
-    """Hands each finished task from the runtime's thread to the step's thread, which reports it to
-    Dagster at once (the step must yield its events itself)."""
-
-    def __init__(self, sweep_benchmark: SweepBenchmark, claimed: set[tuple[str, str]]) -> None:
-        self.sweep_benchmark = sweep_benchmark
-        self.claimed = claimed
-        self.events: queue.Queue[dg.AssetMaterialization | dg.AssetObservation] = queue.Queue()
-        self._model_keys = {model_id: key for key, model_id in sweep_benchmark.model_keys.items()}
-        self._task_keys = {task.id: key for key, task in sweep_benchmark.task_keys.items()}
-        self._details_dirs: dict[str, Path] = {}
-        self._pages_dirs: dict[str, Path] = {}
-
-    def request_prepared(self, state: RequestState) -> None:
-        # A claimed task whose normal detail the reuse source already had (its materialization was lost,
-        # say, to a kill between the detail and the event) is finished: report it, run nothing.
-        assert state.run_dir is not None
-        for position in state.scores.reused_positions():
-            task = state.tasks[position]
-            if (state.request.model.id, task.id) in self.claimed:
-                detail = state.run_dir.load_detail(task)
-                if detail is not None:
-                    self._report(state, detail, reused=True)
-
-    def task_finished(self, state: RequestState, detail: TaskDetail) -> None:
-        self._report(state, detail, reused=False)
-
-    def _report(self, state: RequestState, detail: TaskDetail, reused: bool) -> None:
-        assert state.run_dir is not None
-        task_key = self._task_keys[detail.task_id]
-        key = dg.MultiPartitionKey({"model": self._model_keys[state.request.model.id], "task": task_key})
-        asset_key = self.sweep_benchmark.key("attempts")
-        pages = self._pages_dir(state)
-        trajectories = {f"trajectory a{n}": dg.MetadataValue.path(str(pages / trajectory_page_name(detail.task_id, n)))
-                        for n in sorted(int(n) for n in detail.attempts)}
-        if detail.is_error:
-            error = (detail.error or "").strip().splitlines()[-1:] or [""]
-            path = self._shown(state) / state.run_dir.detail_path(detail.task_id, detail.category, error=True).name
-            self.events.put(dg.AssetObservation(asset_key=asset_key, partition=key, metadata={
-                **task_id_entry(detail.task_id, task_key), "error": error[0][:500],
-                "detail": dg.MetadataValue.path(str(path)), **trajectories}))
-            return
-        path = self._shown(state) / state.run_dir.detail_path(detail.task_id, detail.category).name
-        self.events.put(dg.AssetMaterialization(asset_key=asset_key, partition=key,
-                                                metadata={**detail_metadata(detail, task_key, path, reused),
-                                                          **trajectories}))
-
-    def _shown(self, state: RequestState) -> Path:
-        """The run's details directory as the events show it, relative to the benchmark's directory
-        (the attempts asset's description names it), worked out once per run, not once per task."""
-        assert state.run_dir is not None
-        name = state.request.name
-        if name not in self._details_dirs:
-            self._details_dirs[name] = state.run_dir.details_dir.resolve().relative_to(
-                self.sweep_benchmark.benchmark_dir.resolve())
-        return self._details_dirs[name]
-
-    def _pages_dir(self, state: RequestState) -> Path:
-        """Where the metrics step writes the trajectory pages of the run's attempts, named once per run."""
-        assert state.run_dir is not None
-        name = state.request.name
-        if name not in self._pages_dirs:
-            self._pages_dirs[name] = trajectory_pages_dir(self.sweep_benchmark.report_dir.resolve(),
-                                                          state.run_dir.path)
-        return self._pages_dirs[name]
-
-
-def task_id_entry(task_id: str, task_key: str) -> dict[str, str]:
-    """The task's id, where its partition key does not already say it (an id made safe for Dagster)."""
-    return {} if task_id == task_key else {"task_id": task_id}
-
-
-def detail_metadata(detail: TaskDetail, task_key: str, path: Path, reused: bool) -> dict[str, Any]:
-    """A finished task's materialization metadata: what the partition's page and the Plots tab show, and
-    nothing the detail file (``path``) already holds for whoever needs more. Every task stores one such
-    event and each entry costs ~130 bytes of it, so: the score (what accuracy averages and comparisons
-    test), tokens, cost and duration (numbers, which the Plots tab charts across partitions), the detail
-    file relative to the benchmark's directory, the task id only when the partition key is not the id,
-    and ``reused`` only when true."""
-    attempts = list(detail.attempts.values())
-    usage = detail.usage
-    metadata: dict[str, Any] = {
-        **task_id_entry(detail.task_id, task_key),
-        "score": float(detail.score),
-        "tokens": float(usage.input_tokens + usage.output_tokens),
-        # Milliseconds are all anyone reads; the float's other digits cost ~15 bytes a task.
-        "duration_s": round(float(sum(a.duration_s for a in attempts)), 3),
-        "detail": dg.MetadataValue.path(str(path)),
-    }
-    if usage.cost_usd is not None:
-        metadata["cost_usd"] = float(usage.cost_usd)
-    if reused:
-        metadata["reused"] = True
-    return metadata
 
 
 def _stream(context: dg.AssetExecutionContext, orchestration: OrchestrationThread,

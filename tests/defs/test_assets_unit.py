@@ -14,7 +14,7 @@ import pytest
 from conftest import write_sweep
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.defs.assets import detail_metadata
+from agentcompass_dagster.defs.task_events import detail_metadata
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.partitions import partition_key
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
@@ -83,16 +83,17 @@ def test_the_tasks_asset_registers_one_partition_per_task_and_writes_tasks_parqu
 def test_the_evaluation_step_materializes_only_the_partition_it_is_given(lab: Lab) -> None:
     """The evaluation step run for one (model, task) partition evaluates that task for that model only:
     one attempts materialization whose metadata is what the UI shows of the task (its score, tokens,
-    cost, duration and its detail file, relative to the benchmark's directory; no task id, which the
-    partition key is, and no ``reused``, which it is not), no other partition, and nothing of the other
-    model on disk."""
+    cost, duration and its detail file, relative to the benchmark's directory, and where its attempt's
+    trajectory page is; no task id, which the partition key is, and no ``reused``, which it is not), no
+    other partition, and nothing of the other model on disk."""
     lab.invoke("tasks")
     result = lab.materialize("attempts", "m1|create-hello")
 
     (event,) = result.get_asset_materialization_events()
     assert event.asset_key == lab.benchmark.key("attempts") and event.partition == "m1|create-hello"
     metadata = metadata_of(event)
-    assert set(metadata) == {"score", "tokens", "duration_s", "cost_usd", "detail"} and metadata["score"] == 1.0
+    assert set(metadata) == {"score", "tokens", "duration_s", "cost_usd", "detail", "trajectory a1"}
+    assert metadata["score"] == 1.0 and metadata["trajectory a1"].endswith("/create-hello__a1.html")
     assert metadata["detail"].startswith("m1/") and (lab.benchmark.benchmark_dir / metadata["detail"]).is_file()
     assert lab.materialized() == {"m1|create-hello"}
     assert not (lab.benchmark.benchmark_dir / "m2").exists()
