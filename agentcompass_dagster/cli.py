@@ -16,12 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentcompass_dagster.defs.code_location import PACKAGED_RESOURCES
 from agentcompass_dagster.errors import UserError
 
 DEFAULT_SWEEP = Path("resources/sweeps/demo.yaml")
-# The declarations shipped with the package (a link to the repository's resources/): the default sweep
-# where the working directory has no resources/ of its own.
-PACKAGED_RESOURCES = Path(__file__).resolve().parent / "resources"
 
 
 def default_sweep() -> Path:
