@@ -109,6 +109,36 @@ def test_every_client_loads_the_one_entry_point(tmp_path: Path, monkeypatch: pyt
     assert {key.path[0] for key in chosen.resolve_asset_graph().get_all_asset_keys()} == {"lab"}
 
 
+class Started:
+    """A `dagster dev` that records its command and exits at once."""
+
+    commands: list[list[str]] = []
+
+    def __init__(self, command: list[str], **kwargs: Any) -> None:
+        self.commands.append(command)
+
+    def wait(self) -> int:
+        return 0
+
+
+def test_agentcompass_ui_without_a_workspace_file_serves_the_one_location(
+        tmp_path: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #27: with one entry point, `agentcompass ui` needs no workspace.yaml: in a directory without
+    one it serves the location agentcompass_dagster.definitions (./resources, else the shipped sweeps), as
+    `dagster dev` of that module would; a project's workspace.yaml is still the one it serves there."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("agentcompass_dagster.cli.subprocess.Popen", Started)
+    Started.commands.clear()
+    assert run_cli("ui") == 0
+    (tmp_path / "workspace.yaml").write_text((REPO / "workspace.yaml").read_text())
+    assert run_cli("ui") == 0
+
+    written, project = (Path(command[command.index("-w") + 1]) for command in Started.commands)
+    (entry,) = json.loads(written.read_text())["load_from"]
+    assert entry["python_module"]["module_name"] == LOCATION_MODULE and written.is_relative_to(dagster_home)
+    assert project == Path("workspace.yaml")
+
+
 @pytest.mark.slow
 def test_reuse_is_skipping(tmp_path: Path, dagster_home: Path) -> None:
     """Two models: one materialization per (model, task) with a normal detail; a second run launches
