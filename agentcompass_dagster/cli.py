@@ -88,8 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     _history_parser(sub)
     ui = sub.add_parser("ui", help="start the Dagster UI and daemon (dagster dev) on 127.0.0.1, for the project's "
                         "workspace.yaml (else the agentcompass code location) or for the sweeps named")
-    ui.add_argument("sweeps", nargs="*", type=Path, help="sweep YAML files (default: workspace.yaml of this directory, "
-                    "else the sweeps of ./resources)")
+    ui.add_argument("sweeps", nargs="*", type=Path, help="sweep YAML files (default: ./workspace.yaml, else ./resources)")
     ui.add_argument("--port", type=int, default=3000)
     return parser
 
