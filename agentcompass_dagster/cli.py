@@ -16,12 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentcompass_dagster.defs.code_location import PACKAGED_RESOURCES
 from agentcompass_dagster.errors import UserError
 
 DEFAULT_SWEEP = Path("resources/sweeps/demo.yaml")
-# The declarations shipped with the package (a link to the repository's resources/): the default sweep
-# where the working directory has no resources/ of its own.
-PACKAGED_RESOURCES = Path(__file__).resolve().parent / "resources"
 
 
 def default_sweep() -> Path:
@@ -89,8 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--output", type=Path, help="the HTML file (default: RESULTS_DIR/report.html)")
     _history_parser(sub)
     ui = sub.add_parser("ui", help="start the Dagster UI and daemon (dagster dev) on 127.0.0.1, for the project's "
-                        "workspace.yaml or for the sweeps named")
-    ui.add_argument("sweeps", nargs="*", type=Path, help="sweep YAML files (default: workspace.yaml of this directory)")
+                        "workspace.yaml (else the agentcompass code location) or for the sweeps named")
+    ui.add_argument("sweeps", nargs="*", type=Path, help="sweep YAML files (default: ./workspace.yaml, else ./resources)")
     ui.add_argument("--port", type=int, default=3000)
     return parser
 
@@ -345,15 +343,15 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from agentcompass_dagster.defs.code_location import set_sweep_files, write_workspace
     from agentcompass_dagster.defs.instance import ensure_dagster_home
 
-    if not args.sweeps and not Path("workspace.yaml").is_file():
-        raise UserError(f"workspace.yaml: not found in {Path.cwd()}; run `agentcompass ui` from the project root "
-                        "or name the sweeps to show")
     for path in args.sweeps:
         load_sweep(path)
     home = ensure_dagster_home()
+    # The project's workspace.yaml, which may list locations of the user's beside ours; else our location
+    # alone, holding the sweeps named or, as `dagster dev` of it would, those of ./resources.
     workspace = Path("workspace.yaml")
-    if args.sweeps:
-        set_sweep_files(args.sweeps)
+    if args.sweeps or not workspace.is_file():
+        if args.sweeps:
+            set_sweep_files(args.sweeps)
         workspace = write_workspace(home)
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(args.port)]

@@ -35,7 +35,7 @@ from agentcompass_dagster.defs.coordination import (
 from agentcompass_dagster.defs.dagster_internals import without_partitioned_provenance
 from agentcompass_dagster.defs.partitions import dagster_name, split_key
 from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks
-from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
+from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.defs.task_events import TaskStream
 from agentcompass_dagster.errors import UserError
@@ -158,8 +158,7 @@ def _reused(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark,
 
 def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark) -> Generator[Any, None, str | None]:
     """The step's attempts half; returns what failed, if anything, once every event is out."""
-    harness: HarnessResource = getattr(context.resources, sweep_benchmark.harness_resource_key)
-    environment: EnvironmentResource = getattr(context.resources, sweep_benchmark.environment_resource_key)
+    resources = SweepResources.of(context, sweep_benchmark.sweep.name)
     tasks = sweep_benchmark.task_keys
     wanted = _wanted(context, sweep_benchmark)
     run_id = context.run.run_id
@@ -177,13 +176,12 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
             for key in mine:
                 model_key, task_key = split_key(key)
                 by_model.setdefault(sweep_benchmark.model_keys[model_key], []).append(tasks[task_key].id)
-            requests = [sweep_benchmark.request(model_id, task_ids, harness.config(), environment.config(), run_id,
-                                                fresh_since)
+            requests = [sweep_benchmark.request(model_id, task_ids, resources, run_id, fresh_since)
                         for model_id, task_ids in by_model.items()]
             stream = TaskStream(sweep_benchmark, {(m, t) for m, ids in by_model.items() for t in ids})
             permits = InstancePermits(context.instance, run_id, context.op_execution_context.op_handle.name)
-            orchestrator = Orchestrator(requests, observer=stream, prepared=sweep_benchmark.prepared(requests),
-                                        permits=permits)
+            orchestrator = Orchestrator(requests, observer=stream,
+                                        prepared=sweep_benchmark.prepared(requests, resources), permits=permits)
             orchestration = OrchestrationThread(orchestrator).start()
             yield from _stream(context, orchestration, stream)
             result = orchestration.result()
@@ -302,7 +300,7 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         # A backfill of any set of partitions is one run per range of them, not one per partition (each
         # a process starting the runtime), and `dagster asset materialize --partition-range` takes it.
         backfill_policy=dg.BackfillPolicy.single_run(),
-        required_resource_keys={sweep_benchmark.harness_resource_key, sweep_benchmark.environment_resource_key},
+        required_resource_keys=set(SweepResources.keys(sweep_benchmark.sweep.name)),
     )
     def evaluate(context: dg.AssetExecutionContext) -> Iterator[Any]:
         record_worker(context)

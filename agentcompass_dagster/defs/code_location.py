@@ -1,9 +1,9 @@
-"""The code location `agentcompass run` creates its runs in, and how its run workers and step
-containers load it again: module ``agentcompass_dagster.location`` (attribute ``defs``), named
-``agentcompass`` like the project's workspace.yaml location, holding the sweeps of
-AGENTCOMPASS_SWEEPS (sweep files separated by os.pathsep) or, unset, every sweep of ./resources.
-Dagster hands a code location its inputs through the working directory and the environment; the CLI
-sets AGENTCOMPASS_SWEEPS for the processes it starts, and step containers get it in their env_vars."""
+"""The code location every client loads, and how its run workers and step containers load it again:
+module ``agentcompass_dagster.definitions`` (attribute ``defs``), named ``agentcompass``, holding the
+sweeps of AGENTCOMPASS_SWEEPS (sweep files separated by os.pathsep) or, unset, every sweep of
+./resources, else of the resources shipped with the package. Dagster hands a code location its inputs
+through the working directory and the environment, not arguments; the CLI sets AGENTCOMPASS_SWEEPS for
+the processes it starts, and step containers get it in their env_vars."""
 
 from __future__ import annotations
 
@@ -11,10 +11,17 @@ import json
 import os
 from pathlib import Path
 
-LOCATION_MODULE = "agentcompass_dagster.location"
+LOCATION_MODULE = "agentcompass_dagster.definitions"
 LOCATION_NAME = "agentcompass"
 SWEEPS_ENV = "AGENTCOMPASS_SWEEPS"
 DEFAULT_RESOURCES = Path("resources")
+# The declarations shipped with the package (a link to the repository's resources/): what a directory
+# without resources/ of its own runs and shows, whichever directory `dagster dev` was started from.
+PACKAGED_RESOURCES = Path(__file__).resolve().parents[1] / "resources"
+
+
+def default_resources() -> Path:
+    return DEFAULT_RESOURCES if (DEFAULT_RESOURCES / "sweeps").is_dir() else PACKAGED_RESOURCES
 
 
 def sweep_files_from_env() -> list[Path] | None:

@@ -17,11 +17,11 @@ from agentcompass_dagster.config import SweepConfig, load_sweep
 from agentcompass_dagster.defs.alerts import regression_alert_sensor
 from agentcompass_dagster.defs.asset_checks import counts_check, regression_checks, secrets_check
 from agentcompass_dagster.defs.assets import comparison_asset, evaluation_asset, tasks_asset
-from agentcompass_dagster.defs.code_location import DEFAULT_RESOURCES, sweep_files_from_env
+from agentcompass_dagster.defs.code_location import default_resources, sweep_files_from_env
 from agentcompass_dagster.defs.jobs import sweep_automation, sweep_job
 from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.run_failures import run_failure_sensor
-from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource
+from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.defs.schedules import sweep_schedule
 from agentcompass_dagster.defs.sensors import new_tasks_sensor
 from agentcompass_dagster.defs.sweep import BENCHMARK_TAG, SWEEP_TAG, SweepBenchmark, sweep_benchmarks
@@ -65,12 +65,8 @@ def benchmark_definitions(sweep_benchmark: SweepBenchmark) -> dg.Definitions:
 
 
 def sweep_definitions(sweep: SweepConfig) -> dg.Definitions:
-    resources = {
-        dagster_name(sweep.name, "harness"): HarnessResource.declared(sweep.harness),
-        dagster_name(sweep.name, "environment"): EnvironmentResource.declared(sweep.environment),
-    }
     return dg.Definitions.merge(*(benchmark_definitions(member) for member in sweep_benchmarks(sweep)),
-                                dg.Definitions(resources=resources))
+                                dg.Definitions(resources=SweepResources.resource_defs(sweep)))
 
 
 # The group of the sweeps that do not load: one asset each, whose description is the error.
@@ -121,8 +117,9 @@ def build_definitions(resources: Path) -> dg.Definitions:
 
 
 def location_definitions() -> dg.Definitions:
-    """The code location of defs/code_location.py: the sweeps it was pointed at, else ./resources."""
+    """The code location of defs/code_location.py: the sweeps it was pointed at, else those of the
+    default resources."""
     files = sweep_files_from_env()
     if files is None:
-        return build_definitions(DEFAULT_RESOURCES)
+        return build_definitions(default_resources())
     return sweep_files_definitions(files, None)

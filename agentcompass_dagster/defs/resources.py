@@ -1,4 +1,6 @@
-"""ConfigurableResources for the harness and the environment a sweep runs with.
+"""ConfigurableResources for the harness and the environment a sweep runs with: the harness resource
+builds the harness plugin for a model, the environment resource builds the environment provider plugin
+that opens each attempt's session, and the evaluating step runs its requests with what they build.
 
 Their defaults come from the sweep's declarations; a user can override them per run in the Dagster
 launchpad (say, a different environment provider), and the run records what it used in run_info.json.
@@ -7,11 +9,15 @@ Fields are typed as in the declarations, so the launchpad shows them as structur
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
-from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig
+from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, RunRequest, SweepConfig
+from agentcompass_dagster.contracts import Environment, Harness, Model
+from agentcompass_dagster.defs.partitions import dagster_name
+from agentcompass_dagster.runtime.components import Components, build_environment, build_harness, resolve_components
 from agentcompass_dagster.validation import validate_declaration
 
 
@@ -27,6 +33,10 @@ class HarnessResource(dg.ConfigurableResource):
 
     def config(self) -> HarnessConfig:
         return validate_declaration(HarnessConfig, {"id": self.id, "params": self.params}, "harness resource")
+
+    def build(self, model: Model) -> Harness:
+        """The harness plugin of this id and params, driving ``model``."""
+        return build_harness(self.config(), model)
 
 
 class EnvironmentResource(dg.ConfigurableResource):
@@ -48,3 +58,47 @@ class EnvironmentResource(dg.ConfigurableResource):
         data = {"id": self.id, "provider": self.provider, "params": self.params, "env": self.env,
                 "capacity": self.capacity, "open_qps": self.open_qps}
         return validate_declaration(EnvironmentConfig, data, "environment resource")
+
+    def open_provider(self) -> Environment:
+        """The environment provider plugin this resource names, built with its params and limits; the
+        runtime opens a session of it per attempt."""
+        return build_environment(self.config())
+
+
+@dataclass(frozen=True)
+class SweepResources:
+    """The harness and environment resources of one sweep. Their keys name the sweep: several sweeps
+    share one code location, and Dagster binds a resource key to one definition across a location (its
+    asset job holds every asset), so a parameter named ``harness`` could not stand for each sweep's."""
+
+    harness: HarnessResource
+    environment: EnvironmentResource
+
+    @staticmethod
+    def keys(sweep_name: str) -> tuple[str, str]:
+        """The resource keys of the sweep's harness and environment."""
+        return dagster_name(sweep_name, "harness"), dagster_name(sweep_name, "environment")
+
+    @classmethod
+    def resource_defs(cls, sweep: SweepConfig) -> dict[str, dg.ConfigurableResource]:
+        """The resources of the sweep's Definitions, by key, from its declarations."""
+        harness_key, environment_key = cls.keys(sweep.name)
+        return {harness_key: HarnessResource.declared(sweep.harness),
+                environment_key: EnvironmentResource.declared(sweep.environment)}
+
+    @classmethod
+    def of(cls, context: dg.AssetExecutionContext, sweep_name: str) -> SweepResources:
+        """The sweep's resources as this run configured them: the one place a step looks them up by key
+        (its required_resource_keys)."""
+        harness_key, environment_key = cls.keys(sweep_name)
+        found = context.resources.original_resource_dict
+        harness, environment = found[harness_key], found[environment_key]
+        if not isinstance(harness, HarnessResource) or not isinstance(environment, EnvironmentResource):
+            raise dg.DagsterInvariantViolationError(
+                f"resources {harness_key!r} and {environment_key!r} must be a HarnessResource and an "
+                f"EnvironmentResource, not {type(harness).__name__} and {type(environment).__name__}")
+        return cls(harness, environment)
+
+    def components(self, request: RunRequest) -> Components:
+        """The plugins of a request whose harness and environment are these resources' configs."""
+        return resolve_components(request, harness=self.harness.build, environment=self.environment.open_provider)

@@ -12,15 +12,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from agentcompass_dagster.config import (
-    BenchmarkConfig,
-    EnvironmentConfig,
-    HarnessConfig,
-    OutputConfig,
-    RunRequest,
-    SweepConfig,
-)
+from agentcompass_dagster.config import BenchmarkConfig, OutputConfig, RunRequest, SweepConfig
 from agentcompass_dagster.defs.partitions import attempts_partitions, dagster_name, partition_key, tasks_partitions_name
+from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.runtime.budget import sweep_budget
 from agentcompass_dagster.runtime.components import Components, resolve_components
 from agentcompass_dagster.runtime.orchestrator import Prepared
@@ -86,14 +80,6 @@ class SweepBenchmark:
         return attempts_partitions(self.sweep.name, self.benchmark.id, list(self.model_keys))
 
     @property
-    def harness_resource_key(self) -> str:
-        return dagster_name(self.sweep.name, "harness")
-
-    @property
-    def environment_resource_key(self) -> str:
-        return dagster_name(self.sweep.name, "environment")
-
-    @property
     def tags(self) -> dict[str, str]:
         models = ",".join(model.id for model in self.sweep.models)
         return {SWEEP_TAG: self.sweep.name[:MAX_TAG_VALUE], BENCHMARK_TAG: self.benchmark.id[:MAX_TAG_VALUE],
@@ -116,19 +102,19 @@ class SweepBenchmark:
         """Task partition key -> task."""
         return keys_of(self.tasks)
 
-    def components(self, request: RunRequest) -> Components:
-        """The plugins of a request, built once per model for the declared harness and environment; a run
-        whose launchpad resources override them gets its own."""
-        declared = request.harness == self.sweep.harness and request.environment == self.sweep.environment
-        if not declared:
-            return resolve_components(request)
+    def components(self, request: RunRequest, resources: SweepResources | None = None) -> Components:
+        """The plugins of a request: built by the run's resources when given (the evaluating step, whose
+        run may configure them apart from the sweep in the launchpad), else for the declared harness and
+        environment, once per model."""
+        if resources is not None:
+            return resources.components(request)
         with self._lock:
             if request.model.id not in self._components:
                 self._components[request.model.id] = resolve_components(request)
             return self._components[request.model.id]
 
-    def prepared(self, requests: list[RunRequest]) -> dict[str, Prepared]:
-        return {request.name: Prepared(self.components(request), self.tasks) for request in requests}
+    def prepared(self, requests: list[RunRequest], resources: SweepResources | None = None) -> dict[str, Prepared]:
+        return {request.name: Prepared(self.components(request, resources), self.tasks) for request in requests}
 
     # results
 
@@ -190,14 +176,16 @@ class SweepBenchmark:
         self,
         model_id: str,
         run_only: list[str] | None = None,
-        harness: HarnessConfig | None = None,
-        environment: EnvironmentConfig | None = None,
+        resources: SweepResources | None = None,
         dagster_run_id: str | None = None,
         fresh_since: str | None = None,
     ) -> RunRequest:
-        """With ``fresh_since``, a request of the fresh round that started then (round_output)."""
+        """With ``resources``, a request of the harness and environment the run configured them with (what
+        ``components(request, resources)`` builds); with ``fresh_since``, a request of the fresh round
+        that started then (round_output)."""
         model = next(m for m in self.sweep.models if m.id == model_id)
         output = self.output if fresh_since is None else self.round_output(model_id, fresh_since)
+        harness, environment = (resources.harness.config(), resources.environment.config()) if resources else (None, None)
         return self.sweep.request(self.benchmark, model, output, harness=harness, environment=environment,
                                   run_only=run_only, dagster_run_id=dagster_run_id)
 

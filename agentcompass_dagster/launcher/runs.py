@@ -1,6 +1,6 @@
 """Runs of a sweep's job created in the instance the way the UI or the daemon creates them: with the
 job's snapshot and execution plan, the sweep's tags, a code origin that any run worker can load again
-(module agentcompass_dagster.location) and the origin of the ``agentcompass`` code location, so the UI
+(module agentcompass_dagster.definitions) and the origin of the ``agentcompass`` code location, so the UI
 finds the job and Re-execute works."""
 
 from __future__ import annotations

@@ -9,12 +9,16 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from agentcompass_dagster import registry
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, RunRequest
 from agentcompass_dagster.contracts import Benchmark, Environment, Harness, HarnessFreeBenchmark, Model
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.runtime.redact import register_secret, register_url_passwords
 
 P = TypeVar("P")
+# What builds a request's harness (for its model) and its environment provider in place of its
+# declarations: the Dagster layer's resources, which a run may configure apart from the sweep.
+HarnessBuilder = Callable[[Model], Harness]
+EnvironmentBuilder = Callable[[], Environment]
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,29 @@ def register_declared_secrets(env: dict[str, str], *declarations: BaseModel) -> 
         register_url_passwords(declaration.model_dump(mode="json"))
 
 
-def resolve_components(request: RunRequest) -> Components:
+def build_harness(config: HarnessConfig, model: Model) -> Harness:
+    """The registered harness of this id, built with its params and the model it drives."""
+    harness_cls = registry.harnesses.get(config.id, "harness.id")
+    return construct_plugin(f"harness {config.id!r}", harness_cls, config, model)
+
+
+def build_environment(config: EnvironmentConfig) -> Environment:
+    """The registered environment provider of this declaration, built with its params and limits."""
+    environment_cls = registry.environments.get(config.provider_id, "environment.provider")
+    return construct_plugin(f"environment {config.id!r}", environment_cls, config)
+
+
+def resolve_components(request: RunRequest, harness: HarnessBuilder | None = None,
+                       environment: EnvironmentBuilder | None = None) -> Components:
     """Look every plugin up in its registry and build it; unknown ids, bad params and plugins that do not
-    fit together (a model the harness needs, a benchmark that runs itself) are UserErrors."""
+    fit together (a model the harness needs, a benchmark that runs itself) are UserErrors. ``harness``
+    and ``environment`` build those two instead of the request's declarations, which they must match
+    (the request is what run_info.json records)."""
     register_declared_secrets(request.environment.env, request)
 
+    # Every id is looked up before anything is built, so an unknown one is the error whatever else is wrong.
     benchmark_cls = registry.benchmarks.get(request.benchmark.id, "benchmark.id")
-    environment_cls = registry.environments.get(request.environment.provider_id, "environment.provider")
+    registry.environments.get(request.environment.provider_id, "environment.provider")
     model_cls = registry.models.get(request.model.provider, "model.provider")
     harness_cls = registry.harnesses.get(request.harness.id, "harness.id")
     runs_itself = issubclass(benchmark_cls, HarnessFreeBenchmark)
@@ -63,7 +83,7 @@ def resolve_components(request: RunRequest) -> Components:
     model = construct_plugin(f"model {request.model.id!r}", model_cls, request.model)
     return Components(
         benchmark=construct_plugin(f"benchmark {request.benchmark.id!r}", benchmark_cls, request.benchmark),
-        harness=construct_plugin(f"harness {request.harness.id!r}", harness_cls, request.harness, model),
-        environment=construct_plugin(f"environment {request.environment.id!r}", environment_cls, request.environment),
+        harness=harness(model) if harness else build_harness(request.harness, model),
+        environment=environment() if environment else build_environment(request.environment),
         model=model,
     )

@@ -5,6 +5,7 @@ with ``materialize`` for the partitions it is given. No CLI, no DAGSTER_HOME, no
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,11 @@ import pytest
 from conftest import write_sweep
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.defs.task_events import detail_metadata
+from agentcompass_dagster.contracts import Environment, Harness, Model
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.partitions import partition_key
+from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource, SweepResources
+from agentcompass_dagster.defs.task_events import detail_metadata
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail, Usage
 
@@ -135,3 +138,58 @@ def test_metrics_and_comparison_are_computed_from_the_runs_on_disk(lab: Lab) -> 
     comparison = lab.invoke("comparison")
     assert comparison["pairs"] == 1 and "| m1 | m2 | 2 |" in comparison["comparisons"]
     assert (lab.benchmark.benchmark_dir / "comparison.parquet").is_file()
+
+
+# What the recording resources below built, in order.
+BUILT: list[str] = []
+
+
+class RecordingHarness(HarnessResource):
+    """The declared harness resource, noting each model it builds the harness for."""
+
+    def build(self, model: Model) -> Harness:
+        BUILT.append(f"harness for {model.config.id}")
+        return super().build(model)
+
+
+class RecordingEnvironment(EnvironmentResource):
+    """The declared environment resource, noting each provider it opens."""
+
+    def open_provider(self) -> Environment:
+        BUILT.append(f"environment {self.id}")
+        return super().open_provider()
+
+
+def test_the_evaluation_step_runs_with_what_its_resources_build(lab: Lab) -> None:
+    """Issue #27: the harness and the environment are resources that carry behaviour. The evaluation step
+    looks up its sweep's resources and runs every request with the harness the harness resource builds
+    for the request's model and the environment provider the environment resource opens."""
+    BUILT.clear()
+    lab.invoke("tasks")
+    harness_key, environment_key = SweepResources.keys("lab")
+    resources = {**(lab.defs.resources or {}),
+                 harness_key: RecordingHarness.declared(lab.sweep.harness),
+                 environment_key: RecordingEnvironment.declared(lab.sweep.environment)}
+    result = dg.materialize([lab.asset("attempts")], selection=[lab.benchmark.key("attempts")],
+                            partition_key="m2|count-errors", instance=lab.instance, resources=resources)
+
+    assert result.success and lab.materialized() == {"m2|count-errors"}
+    assert BUILT == ["harness for m2", "environment local"]
+
+
+def test_a_launchpad_environment_is_what_the_run_uses_and_records(lab: Lab) -> None:
+    """Issue #27: the environment resource configured in the run's config (the launchpad) replaces the
+    declared one for that run: the provider it names runs the task, and run_info.json records it."""
+    lab.invoke("tasks")
+    _, environment_key = SweepResources.keys("lab")
+    launchpad = {"id": "from-launchpad", "provider": "local", "env": {"LAUNCHPAD": "1"}, "capacity": 0,
+                 "open_qps": 0.0, "params": {}}
+    result = dg.materialize([lab.asset("attempts")], selection=[lab.benchmark.key("attempts")],
+                            partition_key="m1|create-hello", instance=lab.instance, resources=lab.defs.resources,
+                            run_config={"resources": {environment_key: {"config": launchpad}}})
+
+    assert result.success and lab.materialized() == {"m1|create-hello"}
+    (run_dir,) = [p for p in lab.benchmark.root("m1").iterdir() if (p / "run_info.json").is_file()]
+    recorded = json.loads((run_dir / "run_info.json").read_text())["request"]["environment"]
+    assert (recorded["id"], recorded["provider"], recorded["env"]) == ("from-launchpad", "local", {"LAUNCHPAD": "1"})
+    assert lab.sweep.environment.id == "local"

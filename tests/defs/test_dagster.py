@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.defs.code_location import LOCATION_MODULE, LOCATION_NAME, SWEEPS_ENV, write_workspace
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.partitions import missing_ranges, partition_key
@@ -61,10 +62,11 @@ def newest_counts(tmp_path: Path, model: str) -> dict[str, Any]:
     return json.loads((newest / ".summary_counts.json").read_text())
 
 
-def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path) -> None:
-    """definitions.py and workspace.yaml load; each benchmark has tasks -> attempts -> metrics ->
-    comparison, with checks, a job, a sensor and the harness and environment resources."""
-    defs = runpy.run_path(str(REPO / "definitions.py"))["defs"]
+def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """agentcompass_dagster.definitions and workspace.yaml load; each benchmark has tasks -> attempts ->
+    metrics -> comparison, with checks, a job, a sensor and the harness and environment resources."""
+    monkeypatch.chdir(REPO)
+    defs = runpy.run_module(LOCATION_MODULE)["defs"]
     graph = defs.resolve_asset_graph()
     tasks, attempts, metrics, comparison = (dg.AssetKey(["demo", "demo", kind])
                                             for kind in ("tasks", "attempts", "metrics", "comparison"))
@@ -86,6 +88,55 @@ def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path) -
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Validation successful" in proc.stderr + proc.stdout
+
+
+def test_every_client_loads_the_one_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #27: one code location entry point. workspace.yaml (`dagster dev`), the workspace `agentcompass
+    ui SWEEP...` writes and the origin of the CLI's runs (run workers, step containers) all name the module
+    agentcompass_dagster.definitions as the location `agentcompass`; its sweeps are AGENTCOMPASS_SWEEPS's
+    when set, else ./resources's, and, in a directory without resources/, those shipped with the package."""
+    entry = {"module_name": LOCATION_MODULE, "attribute": "defs", "location_name": LOCATION_NAME}
+    assert yaml.safe_load((REPO / "workspace.yaml").read_text()) == {"load_from": [{"python_module": entry}]}
+    monkeypatch.chdir(tmp_path)
+    (written,) = json.loads(write_workspace(tmp_path).read_text())["load_from"]
+    assert written == {"python_module": {**entry, "working_directory": str(tmp_path)}}
+    assert LOCATION_MODULE == "agentcompass_dagster.definitions"
+
+    shipped = runpy.run_module(LOCATION_MODULE)["defs"]
+    assert shipped.resolve_job_def("demo__job") is not None
+    monkeypatch.setenv(SWEEPS_ENV, str(lab_sweep(tmp_path, ["m1"])))
+    chosen = runpy.run_module(LOCATION_MODULE)["defs"]
+    assert {key.path[0] for key in chosen.resolve_asset_graph().get_all_asset_keys()} == {"lab"}
+
+
+class Started:
+    """A `dagster dev` that records its command and exits at once."""
+
+    commands: list[list[str]] = []
+
+    def __init__(self, command: list[str], **kwargs: Any) -> None:
+        self.commands.append(command)
+
+    def wait(self) -> int:
+        return 0
+
+
+def test_agentcompass_ui_without_a_workspace_file_serves_the_one_location(
+        tmp_path: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #27: with one entry point, `agentcompass ui` needs no workspace.yaml: in a directory without
+    one it serves the location agentcompass_dagster.definitions (./resources, else the shipped sweeps), as
+    `dagster dev` of that module would; a project's workspace.yaml is still the one it serves there."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("agentcompass_dagster.cli.subprocess.Popen", Started)
+    Started.commands.clear()
+    assert run_cli("ui") == 0
+    (tmp_path / "workspace.yaml").write_text((REPO / "workspace.yaml").read_text())
+    assert run_cli("ui") == 0
+
+    written, project = (Path(command[command.index("-w") + 1]) for command in Started.commands)
+    (entry,) = json.loads(written.read_text())["load_from"]
+    assert entry["python_module"]["module_name"] == LOCATION_MODULE and written.is_relative_to(dagster_home)
+    assert project == Path("workspace.yaml")
 
 
 @pytest.mark.slow

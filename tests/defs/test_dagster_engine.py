@@ -157,7 +157,7 @@ def test_dagster_job_execute_of_a_range_materializes_it_and_the_metrics_and_chec
         inst.add_dynamic_partitions("tasks__lab__synthetic", every(6))
     tags = {"dagster/asset_partition_range_start": "m1|t1", "dagster/asset_partition_range_end": "m1|t4"}
     env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep), "DAGSTER_HOME": str(home)}
-    proc = subprocess.run([DAGSTER, "job", "execute", "-m", "agentcompass_dagster.location", "-a", "defs", "-j", JOB,
+    proc = subprocess.run([DAGSTER, "job", "execute", "-m", "agentcompass_dagster.definitions", "-a", "defs", "-j", JOB,
                            "--tags", json.dumps(tags)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with instance() as inst:
@@ -173,7 +173,7 @@ def test_dagster_job_execute_of_a_range_materializes_it_and_the_metrics_and_chec
 def _workspace(tmp_path: Path, sweep: Path) -> Path:
     workspace = tmp_path / "workspace.yaml"
     workspace.write_text(yaml.safe_dump({"load_from": [{"python_module": {
-        "module_name": "agentcompass_dagster.location", "attribute": "defs", "location_name": "agentcompass",
+        "module_name": "agentcompass_dagster.definitions", "attribute": "defs", "location_name": "agentcompass",
         "working_directory": str(tmp_path)}}]}))
     return workspace
 

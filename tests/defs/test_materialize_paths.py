@@ -160,7 +160,7 @@ def test_materialize_all_over_a_partly_finished_sweep_succeeds_with_every_result
 
 def _dagster(tmp_path: Path, sweep: Path, *args: str) -> None:
     env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep)}
-    proc = subprocess.run([DAGSTER, *args[:2], "-m", "agentcompass_dagster.location", "-a", "defs", *args[2:]],
+    proc = subprocess.run([DAGSTER, *args[:2], "-m", "agentcompass_dagster.definitions", "-a", "defs", *args[2:]],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=55)
     assert proc.returncode == 0, proc.stderr[-3000:]
 

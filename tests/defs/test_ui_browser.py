@@ -210,8 +210,7 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
     project = tmp_path / "project"
     project.mkdir()
     shutil.copytree(REPO / "resources", project / "resources")
-    for name in ("definitions.py", "workspace.yaml"):
-        shutil.copy2(REPO / name, project / name)
+    shutil.copy2(REPO / "workspace.yaml", project / "workspace.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "PYTHONUNBUFFERED": "1"}
     shots = tmp_path
 
