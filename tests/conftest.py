@@ -241,3 +241,36 @@ def opened_session(environment: Environment) -> Iterator[tuple[EnvironmentSessio
     finally:
         loop.run_until_complete(session.close())
         loop.close()
+
+
+@contextmanager
+def offline_page(width: int = 1200, height: int = 900) -> Iterator[tuple[Any, list[str]]]:
+    """A page of headless Chromium that loads only file: and data: URLs, and what went wrong on it:
+    every other request (blocked), console errors and page errors, one line each. Skips the test when
+    Chromium or playwright is missing."""
+    if not CHROMIUM.is_file():
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="the playwright Python package is missing: pip install -e '.[test]'")
+    seen: list[str] = []
+
+    def local_only(route: Any) -> None:
+        if route.request.url.startswith(("file:", "data:")):
+            route.continue_()
+        else:
+            seen.append(f"request {route.request.method} {route.request.url}")
+            route.abort("blockedbyclient")
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": width, "height": height})
+            context.route("**/*", local_only)
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            page.on("console", lambda m: m.type == "error" and seen.append(f"console {m.text}"))
+            page.on("pageerror", lambda e: seen.append(f"page error {e}"))
+            yield page, seen
+            context.close()
+        finally:
+            browser.close()

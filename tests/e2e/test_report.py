@@ -26,7 +26,7 @@ from agentcompass_dagster import plots
 from agentcompass_dagster.results import load_metrics, load_task_results
 from agentcompass_dagster.runtime.stats import paired_comparison
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, run_cli
+from conftest import offline_page, run_cli
 
 SOLVED_BY_M2 = ["create-hello", "fix-calc", "csv-to-json", "count-errors"]
 FAILING = "sort-unique"
@@ -223,59 +223,35 @@ def test_report_in_headless_chromium(results: Path, tmp_path: Path) -> None:
     """Opened from disk, the page makes no request beyond its own file, logs no error, and its plots
     decode at the size their tags declare with more than one colour; at 1400 px a benchmark's three plots
     share one row, none drawn larger than its own size."""
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="the playwright Python package is missing: pip install -e '.[test]'")
     out = tmp_path / "report.html"
     assert run_cli("report", results, "-o", out) == 0
     url = out.resolve().as_uri()
-    seen: dict[str, list[str]] = {"console errors": [], "page errors": [], "requests": [], "blocked": []}
+    with offline_page(1400, 1000) as (page, seen):
+        from playwright.sync_api import expect  # offline_page skipped the test if it is missing
 
-    def local_only(route: Any) -> None:
-        request = route.request
-        if request.url.startswith(("file:", "data:")):
-            route.continue_()
-        else:
-            seen["blocked"].append(f"{request.method} {request.url}")
-            route.abort("blockedbyclient")
-
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
-            context.route("**/*", local_only)
-            page = context.new_page()
-            page.set_default_timeout(15_000)
-            page.on("console", lambda m: m.type == "error" and seen["console errors"].append(m.text))
-            page.on("pageerror", lambda e: seen["page errors"].append(str(e)))
-            page.on("request", lambda r: r.url.startswith(("file:", "data:")) or seen["requests"].append(r.url))
-            page.goto(url, wait_until="load")
-            sync_api.expect(page.locator("h2")).to_have_text(["cmp · demo", f"{K2_SWEEP} · demo"])
-            sync_api.expect(page.locator("table.comparisons")).to_contain_text("m1 better")
-            sync_api.expect(page.locator("#b0 table.tasks tbody tr")).to_have_count(18)
-            sync_api.expect(page.locator("#b1 table.tasks tbody tr")).to_have_count(3)
-            images = page.evaluate("""() => Array.from(document.querySelectorAll('img.plot')).map(img => {
-                const canvas = document.createElement('canvas');
-                canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
-                const ctx = canvas.getContext('2d');
-                ctx.drawImage(img, 0, 0);
-                const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
-                const colours = new Set();
-                for (let i = 0; i < data.length && colours.size < 50; i += 4 * 97)
-                    colours.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
-                const box = img.getBoundingClientRect(), grid = img.closest('.plots').getBoundingClientRect();
-                return {plot: img.dataset.plot, complete: img.complete, width: img.naturalWidth,
-                        height: img.naturalHeight, declared: [img.width, img.height].map(Number),
-                        tag: [Number(img.getAttribute('width')), Number(img.getAttribute('height'))],
-                        top: box.top, left: box.left - grid.left, shown: box.width, grid: grid.width,
-                        colours: colours.size};
-            })""")
-            links = page.eval_on_selector_all("table.tasks a", "links => links.map(a => a.href)")
-            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-            context.close()
-        finally:
-            browser.close()
+        page.goto(url, wait_until="load")
+        expect(page.locator("h2")).to_have_text(["cmp · demo", f"{K2_SWEEP} · demo"])
+        expect(page.locator("table.comparisons")).to_contain_text("m1 better")
+        expect(page.locator("#b0 table.tasks tbody tr")).to_have_count(18)
+        expect(page.locator("#b1 table.tasks tbody tr")).to_have_count(3)
+        images = page.evaluate("""() => Array.from(document.querySelectorAll('img.plot')).map(img => {
+            const canvas = document.createElement('canvas');
+            canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+            const ctx = canvas.getContext('2d');
+            ctx.drawImage(img, 0, 0);
+            const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+            const colours = new Set();
+            for (let i = 0; i < data.length && colours.size < 50; i += 4 * 97)
+                colours.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
+            const box = img.getBoundingClientRect(), grid = img.closest('.plots').getBoundingClientRect();
+            return {plot: img.dataset.plot, complete: img.complete, width: img.naturalWidth,
+                    height: img.naturalHeight, declared: [img.width, img.height].map(Number),
+                    tag: [Number(img.getAttribute('width')), Number(img.getAttribute('height'))],
+                    top: box.top, left: box.left - grid.left, shown: box.width, grid: grid.width,
+                    colours: colours.size};
+        })""")
+        links = page.eval_on_selector_all("table.tasks a", "links => links.map(a => a.href)")
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
 
     assert [i["plot"] for i in images] == ["accuracy", "categories", "cost"] * 2
     for image in images:
@@ -290,8 +266,7 @@ def test_report_in_headless_chromium(results: Path, tmp_path: Path) -> None:
     for link in links:
         parts = urlsplit(link)
         assert parts.scheme == "file" and Path(unquote(parts.path)).is_file(), link
-    assert not seen["blocked"] and not seen["requests"], f"the report reached beyond the file: {seen}"
-    assert not seen["console errors"] and not seen["page errors"], seen
+    assert not seen, f"the report reached beyond the file or logged an error: {seen}"
     shot = (tmp_path / "report.png").read_bytes()
     assert shot[:8] == b"\x89PNG\r\n\x1a\n" and len(shot) > 50_000
     print(f"screenshot: {tmp_path / 'report.png'}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, run_cli
+from conftest import offline_page, run_cli
 from scripted_agent import bash, submit, sweep_file
 
 from agentcompass_dagster.harnesses.miniswe import quiet_import
@@ -82,72 +82,49 @@ def screenshots(tmp_path: Path) -> Path:
 
 
 def test_report_to_trajectory_pages_in_headless_chromium(report: Path, screenshots: Path) -> None:
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="the playwright Python package is missing: pip install -e '.[test]'")
-    expect = sync_api.expect
-    seen: list[str] = []
+    with offline_page() as (page, seen):
+        from playwright.sync_api import expect  # offline_page skipped the test if it is missing
 
-    def local_only(route: Any) -> None:
-        if route.request.url.startswith(("file:", "data:")):
-            route.continue_()
-        else:
-            seen.append(f"request {route.request.url}")
-            route.abort("blockedbyclient")
+        page.goto(report.resolve().as_uri(), wait_until="load")
+        page.screenshot(path=str(screenshots / "report-top.png"))
 
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            context = browser.new_context(viewport={"width": 1200, "height": 900})
-            context.route("**/*", local_only)
-            page = context.new_page()
-            page.set_default_timeout(15_000)
-            page.on("console", lambda m: m.type == "error" and seen.append(f"console {m.text}"))
-            page.on("pageerror", lambda e: seen.append(f"page error {e}"))
-            page.goto(report.resolve().as_uri(), wait_until="load")
-            page.screenshot(path=str(screenshots / "report-top.png"))
+        sections = {}
+        for sweep, harness, _ in HARNESSES:
+            section = page.locator("section.benchmark", has=page.locator("h2", has_text=f"{sweep} · demo"))
+            rows = section.locator("table.tasks tbody tr")
+            expect(rows).to_have_count(len(OUTCOMES))
+            outcomes = rows.evaluate_all("""rows => rows.map(r => [r.cells[0].innerText,
+                ['a', '.flag', '.why'].map(s => r.cells[2].querySelector(s)?.innerText ?? '')])""")
+            assert dict(outcomes) == OUTCOMES, (harness, outcomes)
+            # The diagnosis names the flagged attempt, linked to its page.
+            flags = section.locator(".diagnosis table.flags tr", has_text="reward_hacking")
+            expect(flags.locator("a")).to_have_text(["create-hello a1"])
+            sections[harness] = section
+        sections["tool_agent"].locator(".diagnosis").screenshot(path=str(screenshots / "report-diagnosis.png"))
 
-            sections = {}
-            for sweep, harness, _ in HARNESSES:
-                section = page.locator("section.benchmark", has=page.locator("h2", has_text=f"{sweep} · demo"))
-                rows = section.locator("table.tasks tbody tr")
-                expect(rows).to_have_count(len(OUTCOMES))
-                outcomes = rows.evaluate_all("""rows => rows.map(r => [r.cells[0].innerText,
-                    ['a', '.flag', '.why'].map(s => r.cells[2].querySelector(s)?.innerText ?? '')])""")
-                assert dict(outcomes) == OUTCOMES, (harness, outcomes)
-                # The diagnosis names the flagged attempt, linked to its page.
-                flags = section.locator(".diagnosis table.flags tr", has_text="reward_hacking")
-                expect(flags.locator("a")).to_have_text(["create-hello a1"])
-                sections[harness] = section
-            sections["tool_agent"].locator(".diagnosis").screenshot(path=str(screenshots / "report-diagnosis.png"))
+        # tool_agent's solved attempt: its turns, its command's output, its verdict.
+        sections["tool_agent"].locator("table.tasks tr", has_text="count-errors").locator("a").click()
+        page.wait_for_url("**/tool/demo/tool_agent-scripted/*/count-errors__a1.html")
+        expect(page.locator("#verdict")).to_contain_text("verdict: correct")
+        expect(page.locator(".step.model_call h3")).to_have_text(["Turn 0 · model", "Turn 1 · model"])
+        command = page.locator(".step.tool_call", has=page.locator("pre.command", has_text="app.log"))
+        expect(command.locator("pre.output")).to_have_text("5\n")
+        page.screenshot(path=str(screenshots / "trajectory-tool_agent.png"), full_page=True)
 
-            # tool_agent's solved attempt: its turns, its command's output, its verdict.
-            sections["tool_agent"].locator("table.tasks tr", has_text="count-errors").locator("a").click()
-            page.wait_for_url("**/tool/demo/tool_agent-scripted/*/count-errors__a1.html")
-            expect(page.locator("#verdict")).to_contain_text("verdict: correct")
-            expect(page.locator(".step.model_call h3")).to_have_text(["Turn 0 · model", "Turn 1 · model"])
-            command = page.locator(".step.tool_call", has=page.locator("pre.command", has_text="app.log"))
-            expect(command.locator("pre.output")).to_have_text("5\n")
-            page.screenshot(path=str(screenshots / "trajectory-tool_agent.png"), full_page=True)
-
-            # Back to the report, and miniswe's flagged attempt: the flag on the step that wrote reward.txt.
-            page.go_back(wait_until="load")
-            sections["miniswe"].locator("table.tasks tr", has_text="create-hello").locator("a").click()
-            page.wait_for_url("**/mini/demo/miniswe-scripted/*/create-hello__a1.html")
-            expect(page.locator("#verdict")).to_contain_text("verdict: correct")
-            expect(page.locator(".step.model_call h3")).to_have_text(["Turn 0 · model", "Turn 1 · model"])
-            flagged = page.locator(".step.flagged")
-            expect(flagged).to_have_count(1)
-            expect(flagged.locator("pre.command")).to_contain_text("echo 1 > reward.txt")
-            expect(flagged.locator("pre.output")).to_have_text("hello world\n")
-            expect(flagged.locator(".flag")).to_have_text(FLAG)
-            page.locator("#findings a", has_text="step").click()
-            expect(flagged.locator(".flag")).to_be_in_viewport()
-            page.screenshot(path=str(screenshots / "trajectory-miniswe-flagged.png"))
-            context.close()
-        finally:
-            browser.close()
+        # Back to the report, and miniswe's flagged attempt: the flag on the step that wrote reward.txt.
+        page.go_back(wait_until="load")
+        sections["miniswe"].locator("table.tasks tr", has_text="create-hello").locator("a").click()
+        page.wait_for_url("**/mini/demo/miniswe-scripted/*/create-hello__a1.html")
+        expect(page.locator("#verdict")).to_contain_text("verdict: correct")
+        expect(page.locator(".step.model_call h3")).to_have_text(["Turn 0 · model", "Turn 1 · model"])
+        flagged = page.locator(".step.flagged")
+        expect(flagged).to_have_count(1)
+        expect(flagged.locator("pre.command")).to_contain_text("echo 1 > reward.txt")
+        expect(flagged.locator("pre.output")).to_have_text("hello world\n")
+        expect(flagged.locator(".flag")).to_have_text(FLAG)
+        page.locator("#findings a", has_text="step").click()
+        expect(flagged.locator(".flag")).to_be_in_viewport()
+        page.screenshot(path=str(screenshots / "trajectory-miniswe-flagged.png"))
     assert not seen, seen
     for name in ("report-top", "report-diagnosis", "trajectory-tool_agent", "trajectory-miniswe-flagged"):
         shot = (screenshots / f"{name}.png").read_bytes()

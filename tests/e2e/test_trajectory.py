@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, run_cli
+from conftest import offline_page, run_cli
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.errors import UserError
@@ -211,27 +211,15 @@ def test_page_paths_are_safe_names_for_hostile_task_ids(tmp_path: Path, task_id:
 def test_a_flagged_step_in_headless_chromium(pages: dict[tuple[str, int], Path], tmp_path: Path) -> None:
     """Opened from disk, the page makes no request beyond its own file and logs no error; the flagged
     step carries its flag, and the findings table links to it."""
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="the playwright Python package is missing: pip install -e '.[test]'")
-    seen: list[str] = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.set_default_timeout(15_000)
-            page.on("request", lambda r: r.url.startswith("file:") or seen.append(r.url))
-            page.on("console", lambda m: m.type == "error" and seen.append(m.text))
-            page.on("pageerror", lambda e: seen.append(str(e)))
-            page.goto(pages[("create-hello", 1)].resolve().as_uri(), wait_until="load")
-            page.click('#findings a[href="#step-3"]')
-            flag = page.locator("#step-3 .flag")
-            sync_api.expect(flag).to_have_text("⚑ reward_hacking: reward_write: wrote reward.txt")
-            sync_api.expect(flag).to_be_in_viewport()
-            colour = page.eval_on_selector("#step-3", "e => getComputedStyle(e).borderLeftColor")
-            page.screenshot(path=str(tmp_path / "trajectory.png"), full_page=True)
-        finally:
-            browser.close()
+    with offline_page() as (page, seen):
+        from playwright.sync_api import expect  # offline_page skipped the test if it is missing
+
+        page.goto(pages[("create-hello", 1)].resolve().as_uri(), wait_until="load")
+        page.click('#findings a[href="#step-3"]')
+        flag = page.locator("#step-3 .flag")
+        expect(flag).to_have_text("⚑ reward_hacking: reward_write: wrote reward.txt")
+        expect(flag).to_be_in_viewport()
+        colour = page.eval_on_selector("#step-3", "e => getComputedStyle(e).borderLeftColor")
+        page.screenshot(path=str(tmp_path / "trajectory.png"), full_page=True)
     assert colour == "rgb(221, 51, 51)" and not seen, (colour, seen)
     assert (tmp_path / "trajectory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
