@@ -5,7 +5,7 @@ Give it the working directory of a dagster side that bench_vs_inspect.py kept (`
 ui`` of that sweep on a free port with that DAGSTER_HOME, waits until the webserver answers, then opens
 ``/assets/bench_vs_inspect/synthetic/attempts?view=partitions`` in headless Chromium (/usr/bin/chromium, through
 playwright) --loads times, each in a fresh page, and prints the seconds from the navigation to the
-partition counts showing ``Materialized (N)`` (N the sweep's tasks, as the UI formats it). The first
+partition counts showing ``Materialized (N)`` (N the sweep's tasks, no thousands separator). The first
 load includes the webserver's first queries of the instance.
 
     python perf/bench_ui_partitions.py WORKDIR [--loads 3]
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.5)
         from playwright.sync_api import expect, sync_playwright
 
-        shown = f"Materialized ({n:,})"
+        shown = f"Materialized ({n})"
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
             try:
