@@ -1,9 +1,11 @@
 """The checks anyone can run on the layout of the package: the runtime imports no Dagster, no module
-imports another that imports it back, no module over 450 lines, no function over 60."""
+imports another that imports it back, no module over 450 lines, no function over 60, and every
+requirement id cited is defined in docs/requirements.md."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,9 @@ from conftest import REPO
 PACKAGE = REPO / "agentcompass_dagster"
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 60
+REQUIREMENTS = REPO / "docs" / "requirements.md"
+REQUIREMENT_ID = re.compile(r"R-[A-Z]+-[0-9]+")
+DEFINITION = re.compile(r"- \*\*(R-[A-Z]+-[0-9]+)\*\* \S.*")
 
 
 def sources() -> list[Path]:
@@ -127,3 +132,44 @@ def test_no_module_is_over_450_lines_and_no_function_over_60() -> None:
                 if length > MAX_FUNCTION_LINES:
                     long_functions.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {length} lines")
     assert not long_modules and not long_functions, "\n".join(long_modules + long_functions)
+
+
+def cited_requirement_ids() -> dict[str, list[str]]:
+    """Each requirement id cited in the package, tests/, perf/ or README.md, with the files citing it."""
+    files = [REPO / "README.md"] + [p for top in (PACKAGE, REPO / "tests", REPO / "perf") for p in top.rglob("*")
+                                    if p.is_file() and "__pycache__" not in p.parts]
+    cited: dict[str, list[str]] = {}
+    for path in sorted(files):
+        for found in sorted(set(REQUIREMENT_ID.findall(path.read_bytes().decode("utf-8", "replace")))):
+            cited.setdefault(found, []).append(str(path.relative_to(REPO)))
+    return cited
+
+
+def defined_requirement_ids() -> list[str]:
+    """The ids docs/requirements.md defines, one ``- **R-XXX-N** text`` line each; any other line naming
+    an id at its start is malformed and fails."""
+    defined, malformed = [], []
+    for number, line in enumerate(REQUIREMENTS.read_text().splitlines(), 1):
+        if match := DEFINITION.fullmatch(line):
+            defined.append(match[1])
+        elif line.startswith("-") and REQUIREMENT_ID.search(line):
+            malformed.append(f"docs/requirements.md:{number}: {line[:80]}")
+    assert not malformed, "not a `- **R-XXX-N** text` line:\n" + "\n".join(malformed)
+    return defined
+
+
+def test_every_cited_requirement_id_is_defined_and_every_defined_one_cited() -> None:
+    """Issue #30: every requirement id the code, tests, perf scripts or README cite has exactly one line in
+    docs/requirements.md, grouped by prefix and in number order, and that file defines no id nothing cites."""
+    cited, defined = cited_requirement_ids(), defined_requirement_ids()
+    assert len(cited) > 30 and len(defined) > 30, "the scan itself"
+    undefined = [f"{rid} (cited in {', '.join(cited[rid][:3])})" for rid in sorted(cited) if rid not in defined]
+    uncited = sorted(set(defined) - set(cited))
+    duplicates = sorted({rid for rid in defined if defined.count(rid) > 1})
+    assert not undefined, "cited but not defined in docs/requirements.md:\n" + "\n".join(undefined)
+    assert not uncited, f"defined in docs/requirements.md but cited nowhere: {uncited}"
+    assert not duplicates, f"defined more than once: {duplicates}"
+    keys = [(rid.rsplit("-", 1)[0], int(rid.rsplit("-", 1)[1])) for rid in defined]
+    prefixes = [prefix for i, (prefix, _) in enumerate(keys) if i == 0 or keys[i - 1][0] != prefix]
+    assert len(prefixes) == len(set(prefixes)), f"a prefix's ids are split into several groups: {prefixes}"
+    assert all(a < b for a, b in zip(keys, keys[1:]) if a[0] == b[0]), "ids of one prefix out of number order"
