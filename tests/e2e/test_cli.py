@@ -41,7 +41,7 @@ def test_summary_rerenders_from_details(tmp_path: Path, capsys: pytest.CaptureFi
 
 BAD_INPUTS = {
     "broken yaml": ({"raw": "name: x\nbenchmarks: [\n  - id: demo\n"}, "invalid YAML"),
-    "unknown plugin": ({"harness": "nope"}, "harness.id='nope': unknown harness"),
+    "unknown plugin": ({"harness": "nope"}, "harness='nope': no declaration"),
     "unknown field": ({"executon": {}}, "executon"),
     "wrong type": ({"execution": {"attempts": {"k": "three"}}}, "execution.attempts.k='three'"),
     "bad strategy": ({"execution": {"attempts": {"strategy": "best"}}}, "execution.attempts.strategy='best'"),
