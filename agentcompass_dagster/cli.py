@@ -24,6 +24,18 @@ DEFAULT_SWEEP = Path("resources/sweeps/demo.yaml")
 
 def default_sweep() -> Path:
     return DEFAULT_SWEEP if DEFAULT_SWEEP.is_file() else PACKAGED_RESOURCES / "sweeps" / DEFAULT_SWEEP.name
+
+
+def find_sweep(sweep: Path) -> Path:
+    """A sweep file as given, or for a bare name (no folder, no .yaml) resources/sweeps/NAME.yaml here,
+    else the one shipped with the package."""
+    if sweep.is_file() or sweep.parent != Path(".") or sweep.suffix in (".yaml", ".yml"):
+        return sweep
+    places = [DEFAULT_SWEEP.parent / f"{sweep}.yaml", PACKAGED_RESOURCES / "sweeps" / f"{sweep}.yaml"]
+    for place in places:
+        if place.is_file():
+            return place
+    raise UserError(f"sweep {str(sweep)!r}: no such file, and no {' or '.join(map(str, places))}")
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_TASK_ERRORS = 3
@@ -40,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES,
     )
     run.add_argument("sweep", nargs="?", type=Path, default=None,
-                     help="sweep YAML file (default: resources/sweeps/demo.yaml here, else the packaged one)")
+                     help="sweep YAML file or NAME (resources/sweeps/NAME.yaml here, else packaged; default: demo)")
     run.add_argument("--results-dir", type=Path, help="override output.results_dir")
     run.add_argument("--direct", action="store_true",
                      help="run with the runtime alone, without Dagster: a new run directory every time")
@@ -141,8 +153,7 @@ def _board(running: str = "running") -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if args.sweep is None:
-        args.sweep = default_sweep()
+    args.sweep = default_sweep() if args.sweep is None else find_sweep(args.sweep)
     sweep = _load(args)
     if args.submit and args.direct:
         raise UserError("--submit: hands runs to the Dagster daemon; it does not go with --direct")

@@ -6,6 +6,7 @@ ignored setting. Errors are turned into one line naming the file, the field and 
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -375,27 +376,42 @@ def load_yaml(path: Path) -> Any:
         raise UserError(f"{path}{at}: invalid YAML: {problem}") from None
 
 
-def resolve_reference(root: Path, kind: str, ref: Any, field: str, where: str) -> Any:
-    """A string names a declaration in resources/<kind>/<name>.yaml; harnesses and environments also
-    accept a bare plugin id with default settings."""
+def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str, where: str) -> Any:
+    """A string names a declaration <root>/<kind>/<name>.yaml (the first root holding it wins); a harness or
+    environment may also be a bare plugin id, with its defaults. Else one line, with the nearest name."""
     if not isinstance(ref, str):
         return ref
-    path = root / kind / f"{ref}.yaml"
-    if path.is_file():
-        data = load_yaml(path)
-        if not isinstance(data, dict):
-            raise UserError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
-        return data
+    roots = [roots] if isinstance(roots, Path) else roots
+    resolved = [Path(root).resolve() for root in roots]  # each root once, in the order given
+    paths = [Path(root) / kind / f"{ref}.yaml" for i, root in enumerate(roots) if resolved.index(resolved[i]) == i]
+    for path in paths:
+        if path.is_file():
+            data = load_yaml(path)
+            if not isinstance(data, dict):
+                raise UserError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
+            return data
+    declared = sorted({other.stem for path in paths for other in path.parent.glob("*.yaml")})
     if kind == "models" and ref != "none":
-        known = sorted(p.stem for p in (root / kind).glob("*.yaml"))
-        raise UserError(f"{where}: {field}={ref!r}: no declaration {path} (declared models: {', '.join(known) or 'none'})")
-    return {"id": ref}
+        raise UserError(f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} "
+                        f"(declared models: {', '.join(declared) or 'none'})")
+    from agentcompass_dagster import registry  # plugins import these declarations; the registry is lazy
+
+    plugins = registry.harnesses if kind == "harnesses" else registry.environments
+    if kind == "models" or ref in plugins.ids():
+        return {"id": ref}
+    near = difflib.get_close_matches(ref, sorted({*declared, *plugins.ids()}), n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise UserError(f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} and no "
+                    f"{plugins.kind} plugin of that id{hint}")
 
 
 def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
-    """Load a sweep file, resolving names of models, harnesses and environments declared beside it."""
+    """Load a sweep file, resolving the names of its models, harness and environment in ``resources`` (default:
+    beside the sweep, see _resources_root), then in the project's (./resources, else the package's)."""
+    from agentcompass_dagster.defs.code_location import default_resources
+
     path = Path(path)
-    root = Path(resources) if resources is not None else _resources_root(path)
+    roots = [Path(resources) if resources is not None else _resources_root(path), default_resources()]
     data = load_yaml(path)
     where = str(path)
     if not isinstance(data, dict):
@@ -404,11 +420,11 @@ def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
     data.setdefault("name", path.stem)
     if isinstance(data.get("models"), list):
         data["models"] = [
-            resolve_reference(root, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])
+            resolve_reference(roots, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])
         ]
     for field, kind in (("harness", "harnesses"), ("environment", "environments")):
         if field in data:
-            data[field] = resolve_reference(root, kind, data[field], field, where)
+            data[field] = resolve_reference(roots, kind, data[field], field, where)
     sweep = validate_declaration(SweepConfig, data, where)
     check_plugin_ids(sweep, where)
     sweep._file = where

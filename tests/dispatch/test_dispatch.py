@@ -138,7 +138,7 @@ def test_default_run_id_is_generated(tmp_path: Path) -> None:
         ({"agent": {"max_turns": 3}}, "max_turns: agent limits are declared once"),
         ({"promt": "typo"}, "promt"),
         ({"model": "nonexistent"}, "model='nonexistent': no declaration"),
-        ({"environment": "nowhere"}, "environment.provider='nowhere': unknown environment"),
+        ({"environment": "nowhere"}, "environment='nowhere': no declaration "),
         ({"files": "missing-dir"}, "files='missing-dir'"),
     ],
     ids=["limit", "limit-in-agent", "unknown-field", "unknown-model", "unknown-environment", "files"],

@@ -354,7 +354,9 @@ def test_a_killed_sandbox_attempt_resumes_in_its_old_sandbox(tmp_path: Path) -> 
     (at the last checkpoint), reports the killed command as interrupted, and leaves no sandbox behind."""
     turns = {"count-errors": [bash("echo progress > progress.txt"), bash("sleep 30"),
                               bash("cat progress.txt"), bash(SOLUTION), submit()]}
-    proc = start(sweep_file(tmp_path, turns, environment="sandbox"), tmp_path)
+    # The plugin's defaults, not resources/environments/sandbox.yaml (issue #30: names now find it), whose
+    # per-attempt disk image a resume rebuilds rather than attaches to.
+    proc = start(sweep_file(tmp_path, turns, environment={"id": "sandbox"}), tmp_path)
     wait_until(has(tmp_path, "1.0"), "tool call 1.0 to be in flight", proc=proc, interval=0.01)
     handle = next(r.data["handle"] for r in records(tmp_path) if r.kind == "session")
     kill(proc)

@@ -41,7 +41,7 @@ def test_summary_rerenders_from_details(tmp_path: Path, capsys: pytest.CaptureFi
 
 BAD_INPUTS = {
     "broken yaml": ({"raw": "name: x\nbenchmarks: [\n  - id: demo\n"}, "invalid YAML"),
-    "unknown plugin": ({"harness": "nope"}, "harness.id='nope': unknown harness"),
+    "unknown plugin": ({"harness": "nope"}, "harness='nope': no declaration"),
     "unknown field": ({"executon": {}}, "executon"),
     "wrong type": ({"execution": {"attempts": {"k": "three"}}}, "execution.attempts.k='three'"),
     "bad strategy": ({"execution": {"attempts": {"strategy": "best"}}}, "execution.attempts.strategy='best'"),
@@ -96,3 +96,16 @@ def test_user_mistake_in_a_real_process_has_no_traceback(tmp_path: Path) -> None
     proc = run_cli_process("run", "missing.yaml", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "agentcompass: error: missing.yaml: no such file"
+
+
+def test_run_takes_a_sweep_by_name(tmp_path: Path) -> None:
+    """Issue #30: `agentcompass run NAME` runs resources/sweeps/NAME.yaml of the current directory (else
+    the packaged one); an unknown name is one line naming it and the places looked in, exit 2."""
+    repo = Path(__file__).resolve().parents[2]
+    proc = run_cli_process("run", "demo-nop", "--direct", "--results-dir", tmp_path / "results", cwd=repo)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "results" / "demo-nop" / "demo" / "none").is_dir()
+    proc = run_cli_process("run", "demo-nopp", "--direct", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == ("agentcompass: error: sweep 'demo-nopp': no such file, and no resources/sweeps/demo-nopp.yaml "
+                           f"or {repo / 'agentcompass_dagster' / 'resources' / 'sweeps' / 'demo-nopp.yaml'}\n")

@@ -21,8 +21,8 @@ def _refused(args: tuple[object, ...], tmp_path: Path, capsys: pytest.CaptureFix
 
 
 @pytest.mark.parametrize(("fields", "expected"), [
-    ({"harness": "oracel"}, "harness.id='oracel': unknown harness; did you mean 'oracle'?"),
-    ({"environment": "locl"}, "environment.id='locl': unknown environment; did you mean 'local'?"),
+    ({"harness": "oracel"}, "harness='oracel': no declaration "),
+    ({"environment": "locl"}, "environment='locl': no declaration "),
     ({"benchmarks": [{"id": "dem"}]}, "benchmarks[0].id='dem': unknown benchmark; did you mean 'demo'?"),
     ({"benchmarks": [{"id": "zzz"}]}, "benchmarks[0].id='zzz': unknown benchmark (known: demo,"),
     ({"execution": {"limits": {"attempt_timout_s": 5}}},
@@ -37,6 +37,49 @@ def test_a_near_miss_names_the_file_the_field_and_the_nearest_name(
     sweep = write_sweep(tmp_path, **fields)
     err = _refused(("run", sweep, "--direct"), tmp_path, capsys)
     assert err.startswith(f"agentcompass: error: {sweep}: {expected}"), err
+    if "no declaration" in expected:
+        assert err.rstrip().endswith(("did you mean 'oracle'?", "did you mean 'local'?")), err
+
+
+def test_an_unknown_environment_name_is_one_line_naming_where_it_was_looked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #30: an environment name declared nowhere and no plugin's id is refused, exit 2, naming the
+    sweep file, the field, the value, each place looked in and the nearest name; before, it fell back to
+    the plugin's defaults without a word."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "resources" / "sweeps").mkdir(parents=True)
+    (tmp_path / "resources" / "environments").mkdir()
+    (tmp_path / "resources" / "environments" / "sandbox.yaml").write_text("id: sandbox\nprovider: sandbox\n")
+    sweep = write_sweep(tmp_path / "resources" / "sweeps", name="s", environment="sandbx")
+    err = _refused(("run", sweep, "--direct"), tmp_path, capsys)
+    assert err == (f"agentcompass: error: {sweep}: environment='sandbx': no declaration "
+                   f"{tmp_path / 'resources' / 'environments' / 'sandbx.yaml'} and no environment plugin of that id; "
+                   "did you mean 'sandbox'?\n"), err
+
+
+def test_a_name_declared_in_the_project_resources_is_used_with_its_params(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #30: a sweep outside resources/ finds the names it does not declare beside it in the
+    project's resources/<kind>/ (one beside it wins), params and all, not the plugin's defaults."""
+    from agentcompass_dagster.config import load_sweep
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "resources" / "sweeps").mkdir(parents=True)
+    (tmp_path / "resources" / "environments").mkdir()
+    (tmp_path / "resources" / "environments" / "box.yaml").write_text(
+        "id: box\nprovider: sandbox\nparams: {memory_mb: 1234, max_processes: 77}\n")
+    (tmp_path / "resources" / "harnesses").mkdir()
+    (tmp_path / "resources" / "harnesses" / "oracle.yaml").write_text("id: oracle\nparams: {where: project}\n")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "harnesses").mkdir(parents=True)
+    (elsewhere / "harnesses" / "oracle.yaml").write_text("id: oracle\nparams: {where: beside}\n")
+    sweep = load_sweep(write_sweep(elsewhere, environment="box"))
+    (request,) = sweep.requests()
+    assert request.environment.provider_id == "sandbox"
+    assert request.environment.params == {"memory_mb": 1234, "max_processes": 77}
+    assert request.harness.params == {"where": "beside"}
 
 
 def test_a_results_dir_that_is_a_file_is_not_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

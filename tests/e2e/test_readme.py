@@ -105,7 +105,7 @@ def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
     commands = [c for c in readme_commands() if c.startswith(".venv/bin/agentcompass")
                 and "results/S/B/M" not in c and "demo-agent" not in c]
     assert commands[0] == ".venv/bin/agentcompass run", commands
-    assert ".venv/bin/agentcompass run resources/sweeps/demo-nop.yaml" in commands, commands
+    assert ".venv/bin/agentcompass run demo-nop" in commands, commands
     for command in commands:
         if "<run_id>" in command:
             run_dir = max((cwd / "results" / "demo" / "demo" / "none").iterdir(), key=lambda p: p.name)
