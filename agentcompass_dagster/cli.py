@@ -19,23 +19,22 @@ from typing import Any
 from agentcompass_dagster.defs.code_location import PACKAGED_RESOURCES
 from agentcompass_dagster.errors import UserError
 
-DEFAULT_SWEEP = Path("resources/sweeps/demo.yaml")
+DEFAULT_SWEEP = "demo"
 
 
-def default_sweep() -> Path:
-    return DEFAULT_SWEEP if DEFAULT_SWEEP.is_file() else PACKAGED_RESOURCES / "sweeps" / DEFAULT_SWEEP.name
-
-
-def find_sweep(sweep: Path) -> Path:
-    """A sweep file as given, or for a bare name (no folder, no .yaml) resources/sweeps/NAME.yaml here,
-    else the one shipped with the package."""
-    if sweep.is_file() or sweep.parent != Path(".") or sweep.suffix in (".yaml", ".yml"):
+def find_sweep(sweep: Path | None) -> Path:
+    """A sweep file as given, or for a bare name (no folder, no .yaml; none: the demo)
+    resources/sweeps/NAME.yaml here, else the one shipped with the package."""
+    if sweep is not None and (sweep.is_file() or sweep.parent != Path(".") or sweep.suffix in (".yaml", ".yml")):
         return sweep
-    places = [DEFAULT_SWEEP.parent / f"{sweep}.yaml", PACKAGED_RESOURCES / "sweeps" / f"{sweep}.yaml"]
+    name = DEFAULT_SWEEP if sweep is None else str(sweep)
+    places = [Path("resources/sweeps") / f"{name}.yaml", PACKAGED_RESOURCES / "sweeps" / f"{name}.yaml"]
     for place in places:
         if place.is_file():
             return place
-    raise UserError(f"sweep {str(sweep)!r}: no such file, and no {' or '.join(map(str, places))}")
+    raise UserError(f"sweep {name!r}: no such file, and no {' or '.join(map(str, places))}")
+
+
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_TASK_ERRORS = 3
@@ -153,7 +152,7 @@ def _board(running: str = "running") -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    args.sweep = default_sweep() if args.sweep is None else find_sweep(args.sweep)
+    args.sweep = find_sweep(args.sweep)
     sweep = _load(args)
     if args.submit and args.direct:
         raise UserError("--submit: hands runs to the Dagster daemon; it does not go with --direct")
