@@ -25,8 +25,7 @@ class TaskStream(OrchestrationObserver):
         self.events: queue.Queue[dg.AssetMaterialization | dg.AssetObservation] = queue.Queue()
         self._model_keys = {model_id: key for key, model_id in sweep_benchmark.model_keys.items()}
         self._task_keys = {task.id: key for key, task in sweep_benchmark.task_keys.items()}
-        self._details_dirs: dict[str, Path] = {}
-        self._pages_dirs: dict[str, Path] = {}
+        self._run_dirs: dict[str, tuple[Path, Path]] = {}
 
     def request_prepared(self, state: RequestState) -> None:
         # A claimed task whose normal detail the reuse source already had (its materialization was lost,
@@ -47,39 +46,32 @@ class TaskStream(OrchestrationObserver):
         task_key = self._task_keys[detail.task_id]
         key = dg.MultiPartitionKey({"model": self._model_keys[state.request.model.id], "task": task_key})
         asset_key = self.sweep_benchmark.key("attempts")
-        pages = self._pages_dir(state)
+        details, pages = self._dirs(state)
         trajectories = {f"trajectory a{n}": dg.MetadataValue.path(str(pages / trajectory_page_name(detail.task_id, n)))
                         for n in sorted(int(n) for n in detail.attempts)}
         if detail.is_error:
             error = (detail.error or "").strip().splitlines()[-1:] or [""]
-            path = self._shown(state) / state.run_dir.detail_path(detail.task_id, detail.category, error=True).name
+            path = details / state.run_dir.detail_path(detail.task_id, detail.category, error=True).name
             self.events.put(dg.AssetObservation(asset_key=asset_key, partition=key, metadata={
                 **task_id_entry(detail.task_id, task_key), "error": error[0][:500],
                 "detail": dg.MetadataValue.path(str(path)), **trajectories}))
             return
-        path = self._shown(state) / state.run_dir.detail_path(detail.task_id, detail.category).name
+        path = details / state.run_dir.detail_path(detail.task_id, detail.category).name
         self.events.put(dg.AssetMaterialization(asset_key=asset_key, partition=key,
                                                 metadata={**detail_metadata(detail, task_key, path, reused),
                                                           **trajectories}))
 
-    def _shown(self, state: RequestState) -> Path:
-        """The run's details directory as the events show it, relative to the benchmark's directory
-        (the attempts asset's description names it), worked out once per run, not once per task."""
+    def _dirs(self, state: RequestState) -> tuple[Path, Path]:
+        """The run's details directory as the events show it, relative to the benchmark's directory (the
+        attempts asset's description names it), and where the metrics step writes the pages of its
+        attempts: worked out once per run, not once per task."""
         assert state.run_dir is not None
         name = state.request.name
-        if name not in self._details_dirs:
-            self._details_dirs[name] = state.run_dir.details_dir.resolve().relative_to(
-                self.sweep_benchmark.benchmark_dir.resolve())
-        return self._details_dirs[name]
-
-    def _pages_dir(self, state: RequestState) -> Path:
-        """Where the metrics step writes the trajectory pages of the run's attempts, named once per run."""
-        assert state.run_dir is not None
-        name = state.request.name
-        if name not in self._pages_dirs:
-            self._pages_dirs[name] = trajectory_pages_dir(self.sweep_benchmark.report_dir.resolve(),
-                                                          state.run_dir.path)
-        return self._pages_dirs[name]
+        if name not in self._run_dirs:
+            self._run_dirs[name] = (
+                state.run_dir.details_dir.resolve().relative_to(self.sweep_benchmark.benchmark_dir.resolve()),
+                trajectory_pages_dir(self.sweep_benchmark.report_dir.resolve(), state.run_dir.path))
+        return self._run_dirs[name]
 
 
 def task_id_entry(task_id: str, task_key: str) -> dict[str, str]:
