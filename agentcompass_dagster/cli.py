@@ -161,7 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_direct(requests: list[Any]) -> int:
     from agentcompass_dagster.progress import LiveProgress
-    from agentcompass_dagster.runtime.orchestrator import run_requests
+    from agentcompass_dagster.runtime.execution.orchestrator import run_requests
 
     board = _board()
     if board is not None:
@@ -199,8 +199,8 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool, fresh: bool) -> int
             launch = launch_sweep(sweep, sweep_file, submit=submit, board=board, fresh=fresh)
     else:
         launch = launch_sweep(sweep, sweep_file, submit=submit, fresh=fresh)
-    from agentcompass_dagster.runtime.layout import SUMMARY_COUNTS
-    from agentcompass_dagster.runtime.summary import SummaryCounts
+    from agentcompass_dagster.runtime.store.layout import SUMMARY_COUNTS
+    from agentcompass_dagster.runtime.results.summary import SummaryCounts
 
     errors = 0
     if launch.budget_refused and not (launch.launched or launch.followed):
@@ -255,7 +255,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     from agentcompass_dagster.config import load_sweep
     from agentcompass_dagster.defs.lineage import report_derived
     from agentcompass_dagster.durable.fork import prepare_fork
-    from agentcompass_dagster.runtime.layout import run_root
+    from agentcompass_dagster.runtime.store.layout import run_root
 
     request = prepare_fork(args.run_dir, args.task, args.checkpoint, args.model, load_sweep(args.sweep), args.attempt)
     code = _run_direct([request])
@@ -301,7 +301,7 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from agentcompass_dagster.runtime.finalize import rerender_summary
+    from agentcompass_dagster.runtime.execution.finalize import rerender_summary
 
     _, markdown = rerender_summary(args.run_dir)
     print(markdown)
@@ -373,7 +373,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        from agentcompass_dagster.runtime.processes import stop_group
+        from agentcompass_dagster.runtime.execution.processes import stop_group
 
         stop_group(proc, ((signal.SIGINT, 20), (signal.SIGTERM, 10), (signal.SIGKILL, 5)))
         return 130

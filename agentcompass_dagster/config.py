@@ -16,15 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.validation import validate_declaration
-from agentcompass_dagster.runtime.types import (
-    AgentLimits,
-    BudgetConfig,
-    EvaluationMode,
-    Lineage,
-    NetworkPolicy,
-    Strategy,
-    lift_metadata,
-)
+from agentcompass_dagster.contracts.records import AgentLimits, BudgetConfig, EvaluationMode, NetworkPolicy
+from agentcompass_dagster.runtime.store.records import Lineage, Strategy, lift_metadata
 
 KINDS = ("models", "harnesses", "environments")
 
@@ -328,7 +321,7 @@ class RunRequest(Declaration):
     durable_seed: Path | None = None
     # The Dagster run executing the request: a run directory it left running is failed with it.
     dagster_run_id: str | None = None
-    # The sweep's budget, shared by every request of the sweep (runtime/budget.py).
+    # The sweep's budget, shared by every request of the sweep (runtime/execution/budget.py).
     budget: BudgetConfig | None = None
     # Where the request's benchmark is declared ("<sweep file>: benchmarks[<index>]"), for errors found
     # once its tasks are loaded; it says nothing about what ran, so it is never persisted.

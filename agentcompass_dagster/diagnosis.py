@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # How an attempt ended. A failure the agent caused is scored (0, like a wrong answer); an infrastructure
-# error is not scored and is re-run by the next run of the sweep (runtime/types.py).
+# error is not scored and is re-run by the next run of the sweep (runtime/store/records.py).
 CORRECT, WRONG, AGENT_FAILURE, INFRASTRUCTURE = "correct", "wrong", "agent failure", "infrastructure error"
 OUTCOMES = (CORRECT, WRONG, AGENT_FAILURE, INFRASTRUCTURE)
 # The analyzers whose summaries list flagged attempts, in the order shown, with what a flag means.
@@ -154,7 +154,7 @@ def _note(flagged: dict[str, Any]) -> str:
 
 
 def _flags(run_dir: Path | None, targets: _Targets) -> list[Flag] | None:
-    from agentcompass_dagster.runtime.layout import ANALYSIS_JSON
+    from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON
 
     if run_dir is None or not (run_dir / ANALYSIS_JSON).is_file():
         return None

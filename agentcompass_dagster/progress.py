@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, RequestState
-from agentcompass_dagster.runtime.types import TaskDetail, TaskSpec
+from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState
+from agentcompass_dagster.contracts.records import TaskSpec
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 
 class ProgressBoard:

@@ -302,7 +302,7 @@ def write_report(results_dir: str | Path, out_path: str | Path | None = None) ->
     """Write the report atomically (default ``results_dir/report.html``) and, beside it, the trajectory
     page of every attempt of the runs it shows (a page already newer than what it is made from is kept:
     see write_trajectory_pages), which its outcomes link to; returns the report's path."""
-    from agentcompass_dagster.runtime.atomic import atomic_write_text
+    from agentcompass_dagster.runtime.store.atomic import atomic_write_text
     from agentcompass_dagster.trajectory import write_trajectory_pages
 
     results_dir = _results_dir(results_dir)

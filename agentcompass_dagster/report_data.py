@@ -98,7 +98,7 @@ def _resolved(directory: Path) -> Path:
 
 def detail_file(run_dir: Path, task_id: str, category: Any, error: bool) -> Path | None:
     """The task's detail file in its run directory (normal first unless the task ended in error)."""
-    from agentcompass_dagster.runtime.layout import DETAILS, ERROR_PREFIX, detail_names
+    from agentcompass_dagster.runtime.store.layout import DETAILS, ERROR_PREFIX, detail_names
 
     names = detail_names(task_id, None if missing(category) else str(category))
     prefixes = ("", ERROR_PREFIX) if not error else (ERROR_PREFIX, "")

@@ -17,15 +17,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentcompass_dagster.runtime.parquet import (
+from agentcompass_dagster.runtime.results.parquet import (
     METRICS_FILE,
     TASK_RESULTS_FILE,
     metrics_schema,
     task_results_schema,
 )
-from agentcompass_dagster.runtime.layout import RUN_INFO
-from agentcompass_dagster.runtime.regression import read_verdict
-from agentcompass_dagster.runtime.run_records import read_params
+from agentcompass_dagster.runtime.store.layout import RUN_INFO
+from agentcompass_dagster.runtime.results.regression import read_verdict
+from agentcompass_dagster.runtime.store.run_records import read_params
 
 IDENTITY = ["sweep", "benchmark", "model"]
 
@@ -143,7 +143,7 @@ def load_comparisons(results_dir: str | Path) -> pd.DataFrame:
 def load_alerts(results_dir: str | Path) -> pd.DataFrame:
     """Every regression alert of every sweep (``<sweep>/alerts.jsonl``): one row per failed check
     evaluation, with the verdict's figures, the Dagster run and the webhook's delivery."""
-    from agentcompass_dagster.runtime.regression import ALERTS_FILE, RegressionAlert, read_alerts
+    from agentcompass_dagster.runtime.results.regression import ALERTS_FILE, RegressionAlert, read_alerts
 
     rows = [alert.model_dump() for path in sorted(Path(results_dir).glob(f"*/{ALERTS_FILE}")) for alert in read_alerts(path)]
     return pd.DataFrame(rows, columns=list(RegressionAlert.model_fields))

@@ -18,10 +18,10 @@ from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityError, 
 from agentcompass_dagster.durable.fork import forkable_cuts
 from agentcompass_dagster.durable.replay import ReplayReport
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.run_dir import RunDir
-from agentcompass_dagster.runtime.run_store import open_run_dir
-from agentcompass_dagster.runtime.scores import DetailView
-from agentcompass_dagster.runtime.types import lift_metadata
+from agentcompass_dagster.runtime.store.run_dir import RunDir
+from agentcompass_dagster.runtime.store.run_store import open_run_dir
+from agentcompass_dagster.runtime.results.scores import DetailView
+from agentcompass_dagster.runtime.store.records import lift_metadata
 
 TaskState = Literal["finished", "error", "unfinished", "not started"]
 

@@ -37,14 +37,15 @@ from agentcompass_dagster.analyzers.steps import normalized
 from agentcompass_dagster.durable.session import BLOBS_DIR
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.run_overview import Checkpoint, ReplayOverview, attempt_activity, replays_by_task
-from agentcompass_dagster.runtime.atomic import atomic_write_bytes
-from agentcompass_dagster.runtime.layout import ANALYSIS_JSON, DETAILS, ERROR_PREFIX, RUN_INFO
-from agentcompass_dagster.runtime.naming import file_stem, normalize_component
-from agentcompass_dagster.runtime.redact import redact, redact_text
-from agentcompass_dagster.runtime.run_dir import RunDir
-from agentcompass_dagster.runtime.run_records import read_detail, read_json
-from agentcompass_dagster.runtime.safe_fs import read_beneath
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, LimitHit, Lineage, TaskDetail, Usage, lift_metadata
+from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
+from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON, DETAILS, ERROR_PREFIX, RUN_INFO
+from agentcompass_dagster.runtime.store.naming import file_stem, normalize_component
+from agentcompass_dagster.runtime.store.redact import redact, redact_text
+from agentcompass_dagster.runtime.store.run_dir import RunDir
+from agentcompass_dagster.runtime.store.run_records import read_detail, read_json
+from agentcompass_dagster.runtime.store.safe_fs import read_beneath
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, LimitHit, Usage
+from agentcompass_dagster.runtime.store.records import Lineage, TaskDetail, lift_metadata
 
 if TYPE_CHECKING:
     import jinja2

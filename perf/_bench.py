@@ -55,8 +55,8 @@ from agentcompass_dagster.config import (
     RunRequest,
 )
 from agentcompass_dagster.defs.instance import PG_URL_ENV
-from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.layout import DETAILS, ERROR_PREFIX, SUMMARY_COUNTS
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.store.layout import DETAILS, ERROR_PREFIX, SUMMARY_COUNTS
 
 SMALL_N = 1000  # the small size, so that a flat cost per task is visible next to --n
 EXPECTED_ACCURACY = {"oracle": 1.0, "nop": 0.0}

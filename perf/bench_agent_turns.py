@@ -39,7 +39,7 @@ from agentcompass_dagster.config import (
     RunRequest,
 )
 from agentcompass_dagster.durable.activity import read_activity
-from agentcompass_dagster.runtime.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
 
 TARGET_MS = 20.0
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"

@@ -82,7 +82,7 @@ from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.instance import PG_URL_ENV, ensure_dagster_home
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.launcher.launch import SweepLaunch, launch_sweep
-from agentcompass_dagster.runtime.layout import SUMMARY_COUNTS
+from agentcompass_dagster.runtime.store.layout import SUMMARY_COUNTS
 
 SWEEP_NAME = "bench"
 MODEL_ID = "m"

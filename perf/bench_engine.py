@@ -65,8 +65,8 @@ from _bench import (
     sizes_up_to,
     target_report,
 )
-from agentcompass_dagster.runtime.metrics import PASS_AT
-from agentcompass_dagster.runtime.layout import ATTEMPT_CHECKPOINTS
+from agentcompass_dagster.runtime.results.metrics import PASS_AT
+from agentcompass_dagster.runtime.store.layout import ATTEMPT_CHECKPOINTS
 
 REQUEST_NAME = "bench-engine"
 PHASE = "run"

@@ -67,7 +67,7 @@ from agentcompass_dagster.config import (
 )
 from agentcompass_dagster.contracts.environment import Environment
 from agentcompass_dagster.environments.hostdir import HostDirSession
-from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
+from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
 Values = dict[str, float | None]  # measurement key (see ROWS) -> value
 

@@ -13,7 +13,7 @@ import time
 
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.environments.sandbox import SandboxEnvironment, SandboxSession
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
 
 class Unfiltered(SandboxSession):

@@ -72,7 +72,7 @@ from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import ActivityRecord, read_activity
 from agentcompass_dagster.durable.session import CALLS_DIR
 from agentcompass_dagster.environments.hostdir import PROCESSES
-from agentcompass_dagster.runtime.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import Worker
 
 REPO = Path(__file__).resolve().parent.parent
 TASK = "count-errors"

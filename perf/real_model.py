@@ -85,7 +85,7 @@ from typing import Any
 import yaml
 from _bench import report_problems, results_root
 
-from agentcompass_dagster.runtime.processes import stop_group
+from agentcompass_dagster.runtime.execution.processes import stop_group
 
 
 REPO = Path(__file__).resolve().parent.parent

@@ -153,7 +153,7 @@ def sandbox_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test gets its own sandbox root (under /var/tmp, as the default is: not under a /tmp the
     sandbox hides), so no test finds another process's sessions; removed, however deep, after it."""
     from agentcompass_dagster.environments.sandbox import ROOT_ENV
-    from agentcompass_dagster.runtime.safe_fs import remove_tree
+    from agentcompass_dagster.runtime.store.safe_fs import remove_tree
 
     root = Path(tempfile.mkdtemp(prefix="agentcompass-test-sandbox-", dir="/var/tmp"))
     monkeypatch.setenv(ROOT_ENV, str(root))
@@ -230,7 +230,7 @@ def instance_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 @contextmanager
 def opened_session(environment: Environment) -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
     """A session of ``environment`` for one task, on an event loop of its own; closed after."""
-    from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+    from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
     loop = asyncio.new_event_loop()
     plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h",

@@ -22,8 +22,8 @@ from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession, ExecResult
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.harnesses.scripted import ScriptedHarness, ScriptedSession
-from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.types import (
+from agentcompass_dagster.runtime.results.scores import TaskScores
+from agentcompass_dagster.contracts.records import (
     Evaluation,
     ExecutionPlan,
     MetricResult,

@@ -1,6 +1,6 @@
-"""The checks anyone can run on the layout of the package: the runtime imports no Dagster, no module
-imports another that imports it back, no module over 450 lines, no function over 60, and every
-requirement id cited is defined in docs/requirements.md."""
+"""The checks anyone can run on the layout of the package: the runtime imports no Dagster and lives in
+rooms, the contracts stand alone, no module imports another that imports it back, no module over 450
+lines, no function over 60, and every requirement id cited is defined in docs/requirements.md."""
 
 from __future__ import annotations
 
@@ -107,6 +107,43 @@ def test_the_runtime_and_durable_layers_import_no_dagster() -> None:
     code = ("import importlib, sys\n"
             f"for name in {names!r}:\n    importlib.import_module(name)\n"
             "print(sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.')))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]", proc.stdout[:500]
+
+
+RUNTIME_ROOMS = {"store", "execution", "results"}
+
+
+def test_the_runtime_is_in_rooms() -> None:
+    """Issue #30: no module sits directly under runtime/ (only its package docstring); each is in one of
+    the rooms that show the architecture: store/ (the run directory and its records), execution/
+    (running requests), results/ (what the tasks come to)."""
+    runtime = PACKAGE / "runtime"
+    loose = sorted(p.name for p in runtime.glob("*.py") if p.name != "__init__.py")
+    rooms = {p.name for p in runtime.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert loose == [], f"modules directly under runtime/: {loose}"
+    assert rooms == RUNTIME_ROOMS, f"runtime/ rooms: {sorted(rooms)}"
+    assert all(any(room.glob("*.py")) for room in (runtime / name for name in rooms))
+
+
+def test_the_contracts_import_nothing_from_the_runtime() -> None:
+    """Issue #30: a plugin imports the contracts and nothing else of the framework's insides: no module of
+    contracts/ imports the runtime, a plugin package, the Dagster layer or the CLI, not even under
+    TYPE_CHECKING or inside a function, and importing the contracts loads no runtime module."""
+    inside = ("agentcompass_dagster.runtime", "agentcompass_dagster.defs", "agentcompass_dagster.launcher",
+              "agentcompass_dagster.cli", "agentcompass_dagster.harnesses", "agentcompass_dagster.environments",
+              "agentcompass_dagster.benchmarks", "agentcompass_dagster.analyzers", "agentcompass_dagster.models",
+              "agentcompass_dagster.durable")
+    offending = []
+    for path in sorted((PACKAGE / "contracts").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offending += [f"{path.name}:{node.lineno} imports {n}" for n in names if n.startswith(inside)]
+    assert offending == [], "\n".join(offending)
+    code = ("import sys, agentcompass_dagster.contracts\n"
+            "print(sorted(m for m in sys.modules if m.startswith('agentcompass_dagster.runtime')))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]", proc.stdout[:500]

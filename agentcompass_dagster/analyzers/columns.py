@@ -1,6 +1,6 @@
 """The analyzers' columns of task_results.parquet: per attempt, from its analysis results; null where
 the analyzer did not run on the attempt (not selected, no trajectory, no usage). Their types are fixed
-in ``runtime/parquet.py``; the outlier flags are computed over the run's attempts, like the summary's."""
+in ``runtime/results/parquet.py``; the outlier flags are computed over the run's attempts, like the summary's."""
 
 from __future__ import annotations
 

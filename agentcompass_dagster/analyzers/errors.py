@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 from agentcompass_dagster.contracts.analyzer import Analyzer
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 _ERROR_CATEGORIES = (
     ("timeout", re.compile(r"timed? ?out|TimeoutError|deadline", re.I)),

@@ -7,7 +7,7 @@ from typing import Any
 
 from agentcompass_dagster.analyzers.steps import normalized, tool_steps
 from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 LOOP_REPEATS = 3
 STUCK_STREAK = 3

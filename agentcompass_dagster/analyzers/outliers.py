@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 IQRS = 3.0
 MEDIANS = 2.0

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.runtime.layout import ANALYSIS_JSON
+from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON
 
 # (figure, analyzer, key of its summary, summed over models: counts are, rates and shares are not).
 FIGURES = (

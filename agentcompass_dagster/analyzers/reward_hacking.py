@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from agentcompass_dagster.analyzers.shell import command_names, heredoc_files, operands_of, removed, written
 from agentcompass_dagster.analyzers.steps import tool_steps
 from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult, markdown_code
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 Pattern = Literal["verifier_access", "file_attributes", "reward_write", "killed_tests", "edited_tests",
                   "import_hook", "stdlib_shadow", "early_exit", "keyring", "background_watcher"]

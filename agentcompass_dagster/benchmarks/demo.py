@@ -19,8 +19,8 @@ from agentcompass_dagster.benchmarks.judging import run_judge
 from agentcompass_dagster.config import load_yaml
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
+from agentcompass_dagster.runtime.store.naming import file_stem
+from agentcompass_dagster.contracts.records import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
 
 if TYPE_CHECKING:
     from agentcompass_dagster.config import RunRequest

@@ -30,7 +30,7 @@ from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolutio
 from agentcompass_dagster.contracts.environment import Caller
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.harnesses.oracle import SCRATCH_VARIABLE
-from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, TaskSpec
+from agentcompass_dagster.contracts.records import Evaluation, EvaluationMode, PreparedTask, TaskSpec
 
 DEFAULT_VERIFIER_TIMEOUT_S = 120.0
 MAPPED = ("/logs/verifier", "/solution", "/tests")

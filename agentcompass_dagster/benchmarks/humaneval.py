@@ -22,7 +22,7 @@ from typing import Any
 from agentcompass_dagster.benchmarks.judging import run_judge
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
+from agentcompass_dagster.contracts.records import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
 
 
 def problems_file() -> Path:

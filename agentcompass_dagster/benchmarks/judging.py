@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from agentcompass_dagster.benchmarks import judge as judge_module
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession
-from agentcompass_dagster.runtime.naming import file_stem
+from agentcompass_dagster.runtime.store.naming import file_stem
 
 
 class Verdict(BaseModel):

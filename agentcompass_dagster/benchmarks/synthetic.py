@@ -10,7 +10,7 @@ from typing import Any
 
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
 from agentcompass_dagster.errors import field_error
-from agentcompass_dagster.runtime.types import Evaluation, PreparedTask, RunResult, TaskSpec
+from agentcompass_dagster.contracts.records import Evaluation, PreparedTask, RunResult, TaskSpec
 
 
 class SyntheticBenchmark(Benchmark):

@@ -1,7 +1,9 @@
 """The plugin contracts, all in this package: what a benchmark, a harness, an environment (and its
 session), a model and an analyzer must provide, and when the runtime calls each part. A plugin
 subclasses one of these ABCs and is registered by id (``agentcompass_dagster.registry``, or an entry point
-of a third-party package); the registry refuses a class that does not.
+of a third-party package); the registry refuses a class that does not. The records a plugin receives and
+returns (``TaskSpec``, ``PreparedTask``, ``ExecutionPlan``, ``RunResult``, ``Evaluation``, ...) are in
+``records.py``; nothing here imports the runtime.
 
 One attempt, in order (R-ATT-1..R-ATT-4):
 
@@ -23,7 +25,7 @@ A benchmark that runs its tasks itself subclasses ``HarnessFreeBenchmark`` and i
 """
 
 from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
-from agentcompass_dagster.contracts.benchmark import Benchmark, HarnessFreeBenchmark, ReferenceSolution
+from agentcompass_dagster.contracts.benchmark import Benchmark, HarnessFreeBenchmark, ReferenceSolution, Scores
 from agentcompass_dagster.contracts.environment import (
     Caller,
     Environment,
@@ -33,9 +35,21 @@ from agentcompass_dagster.contracts.environment import (
 )
 from agentcompass_dagster.contracts.harness import AgentHarness, Harness, HarnessSession
 from agentcompass_dagster.contracts.model import CallContext, ContextOverflow, Model, ModelError, ModelTurn, ToolCall
+from agentcompass_dagster.contracts.records import (
+    EvaluatedAttempt,
+    Evaluation,
+    ExecutionPlan,
+    MetricResult,
+    NetworkPolicy,
+    PreparedTask,
+    RunResult,
+    TaskSpec,
+    Usage,
+)
 
 __all__ = [
     "AgentHarness", "Analyzer", "AttemptResult", "Benchmark", "CallContext", "Caller", "ContextOverflow", "Environment",
-    "EnvironmentLimitExceeded", "EnvironmentSession", "ExecResult", "Harness", "HarnessFreeBenchmark",
-    "HarnessSession", "Model", "ModelError", "ModelTurn", "ReferenceSolution", "ToolCall",
+    "EnvironmentLimitExceeded", "EnvironmentSession", "EvaluatedAttempt", "Evaluation", "ExecResult", "ExecutionPlan",
+    "Harness", "HarnessFreeBenchmark", "HarnessSession", "MetricResult", "Model", "ModelError", "ModelTurn",
+    "NetworkPolicy", "PreparedTask", "ReferenceSolution", "RunResult", "Scores", "TaskSpec", "ToolCall", "Usage",
 ]

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 # A flagged list longer than this shows its head in analysis_summary.md; the .json keeps all of it.
 RENDERED_ITEMS = 20

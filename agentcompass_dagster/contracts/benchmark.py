@@ -4,14 +4,13 @@ aggregate. Evaluation is authoritative; harnesses never score."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+import numpy as np
 from pydantic import BaseModel
 
-from agentcompass_dagster.config import BenchmarkConfig
-from agentcompass_dagster.runtime.metrics import standard_metrics
-from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.types import (
+from agentcompass_dagster.contracts.records import (
     Evaluation,
     EvaluationMode,
     ExecutionPlan,
@@ -22,8 +21,29 @@ from agentcompass_dagster.runtime.types import (
 )
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.config import RunRequest
+    from agentcompass_dagster.config import BenchmarkConfig, RunRequest
     from agentcompass_dagster.contracts.environment import EnvironmentSession
+
+
+class Scores(Protocol):
+    """The finished tasks of one request as ``aggregate_metrics`` reads them: one row per task and one per
+    attempt, as numpy columns (``column("score")``, ``column("attempt_correct")``, ...)."""
+
+    tasks: Sequence[TaskSpec]
+
+    def __len__(self) -> int: ...
+
+    def rows(self) -> np.ndarray:
+        """The task rows in selected order."""
+
+    def attempt_rows(self) -> np.ndarray:
+        """The attempt rows in selected order of their tasks."""
+
+    def column(self, name: str) -> np.ndarray: ...
+
+    def task(self, row: int) -> TaskSpec: ...
+
+    def task_ids(self) -> list[str]: ...
 
 
 class ReferenceSolution(BaseModel):
@@ -81,11 +101,12 @@ class Benchmark(ABC):
     def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
         return None
 
-    def aggregate_metrics(self, scores: TaskScores, total: int) -> MetricResult:
+    def aggregate_metrics(self, scores: Scores, total: int) -> MetricResult | None:
         """Request metrics from the scores of the finished tasks (``scores.rows()`` gives them in selected
-        order); the details themselves stay in details/ on disk, so metrics depend only on scores and
-        counts, and their memory does not grow with what a detail holds."""
-        return standard_metrics(scores, total)
+        order), or None for the framework's standard ones (accuracy, pass@k, per category). The details
+        themselves stay in details/ on disk, so metrics depend only on scores and counts, and their memory
+        does not grow with what a detail holds."""
+        return None
 
 
 class HarnessFreeBenchmark(Benchmark):

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import functools
 from abc import ABC, abstractmethod
 from enum import StrEnum
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.capture import Capture
-from agentcompass_dagster.runtime.limits import open_rate_for
-from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
+from agentcompass_dagster.contracts.capture import Capture
+from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
+
+if TYPE_CHECKING:
+    from agentcompass_dagster.config import EnvironmentConfig
 
 
 class ExecResult(BaseModel):
     """A command's outcome. ``stdout`` and ``stderr`` hold at most the head and tail of each stream
-    (runtime/capture.py) with a note of how many bytes were left out; ``stdout_bytes`` and
+    (contracts/capture.py) with a note of how many bytes were left out; ``stdout_bytes`` and
     ``stderr_bytes`` count every byte the command wrote to each."""
 
     exit_code: int
@@ -160,12 +159,6 @@ class Environment(ABC):
     supported_policies: ClassVar[frozenset[NetworkPolicy]] = frozenset({NetworkPolicy.host})
     can_switch_network: ClassVar[bool] = False
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Install the provider's open-rate limit (R-LIMIT-1) on every provider's ``open``."""
-        super().__init_subclass__(**kwargs)
-        if "open" in cls.__dict__ and not getattr(cls.__dict__["open"], "_rate_limited", False):
-            cls.open = _rate_limited(cls.__dict__["open"])  # type: ignore[method-assign]
-
     def __init__(self, config: EnvironmentConfig) -> None:
         self.config = config
 
@@ -206,16 +199,3 @@ class Environment(ABC):
 
     @abstractmethod
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession: ...
-
-
-def _rate_limited(open_method: Callable[..., Awaitable[EnvironmentSession]]) -> Callable[..., Awaitable[EnvironmentSession]]:
-    @functools.wraps(open_method)
-    async def open(self: Environment, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
-        rate = open_rate_for(self.config.provider_id, self.config.open_qps)
-        if rate is not None:
-            await rate.wait()
-        return await open_method(self, plan, task)
-
-    open._rate_limited = True  # type: ignore[attr-defined]
-    return open
-

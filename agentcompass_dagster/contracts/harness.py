@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
-from agentcompass_dagster.config import HarnessConfig
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.model import Model
-from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult
+from agentcompass_dagster.contracts.records import ExecutionPlan, PreparedTask, RunResult
 
 if TYPE_CHECKING:
+    from agentcompass_dagster.config import HarnessConfig
     from agentcompass_dagster.contracts.benchmark import Benchmark
     from agentcompass_dagster.contracts.environment import EnvironmentSession
 

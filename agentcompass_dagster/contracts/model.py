@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentcompass_dagster.config import ModelConfig
 from agentcompass_dagster.validation import validate_declaration
-from agentcompass_dagster.models.usage import Price
+from agentcompass_dagster.contracts.records import Price
+
+if TYPE_CHECKING:
+    from agentcompass_dagster.config import ModelConfig
 
 
 class ToolCall(BaseModel):

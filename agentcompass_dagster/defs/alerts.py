@@ -20,8 +20,8 @@ import dagster as dg
 
 from agentcompass_dagster.config import AlertsConfig
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.redact import redact, redact_text
-from agentcompass_dagster.runtime.regression import (
+from agentcompass_dagster.runtime.store.redact import redact, redact_text
+from agentcompass_dagster.runtime.results.regression import (
     ALERTS_FILE,
     RegressionAlert,
     RegressionVerdict,

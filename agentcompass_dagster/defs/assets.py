@@ -41,16 +41,16 @@ from agentcompass_dagster.defs.task_events import TaskStream
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy,
                                         markdown_image)
-from agentcompass_dagster.runtime.analysis import select_analyzers
-from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write_text
-from agentcompass_dagster.runtime.consolidate import consolidate
-from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThread
-from agentcompass_dagster.runtime.orchestrator import Orchestrator
-from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE, read_task_scores
-from agentcompass_dagster.runtime.regression import finished_scores
+from agentcompass_dagster.runtime.results.analysis import select_analyzers
+from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes, atomic_write_text
+from agentcompass_dagster.runtime.store.consolidate import consolidate
+from agentcompass_dagster.runtime.execution.orchestration_thread import OrchestrationThread
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
+from agentcompass_dagster.runtime.results.parquet import METRICS_FILE, TASK_RESULTS_FILE, read_task_scores
+from agentcompass_dagster.runtime.results.regression import finished_scores
 from agentcompass_dagster.report_data import COMPARISON_COLUMNS, COMPARISON_FILE
-from agentcompass_dagster.runtime.stats import paired_comparison
-from agentcompass_dagster.runtime.budget import budget_figures
+from agentcompass_dagster.runtime.results.stats import paired_comparison
+from agentcompass_dagster.runtime.execution.budget import budget_figures
 
 TASKS_FILE = "tasks.parquet"
 # The run tag of every run an asset backfill launches (Dagster's BACKFILL_ID_TAG).
@@ -208,8 +208,8 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
     with sweep_lock(sweep_benchmark):
         for model in sweep_benchmark.sweep.models:
             request = sweep_benchmark.request(model.id, [], dagster_run_id=dagster_run_id)
-            components = sweep_benchmark.components(request)
-            consolidate(request, components, select_analyzers(request), sweep_benchmark.tasks, sweep_benchmark.store,
+            plugins = sweep_benchmark.plugins(request)
+            consolidate(request, plugins, select_analyzers(request), sweep_benchmark.tasks, sweep_benchmark.store,
                         sweep_benchmark.root(model.id))
         newest = sweep_benchmark.newest_runs(METRICS_FILE)
         frames: dict[str, list[Any]] = {name: [] for name in (METRICS_FILE, TASK_RESULTS_FILE)}

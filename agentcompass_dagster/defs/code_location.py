@@ -42,7 +42,7 @@ def set_sweep_files(paths: list[Path]) -> None:
 
 def write_workspace(home: Path) -> Path:
     """A workspace file holding this location (for `agentcompass ui SWEEP...` and daemons)."""
-    from agentcompass_dagster.runtime.atomic import atomic_write_text
+    from agentcompass_dagster.runtime.store.atomic import atomic_write_text
 
     entry = {"python_module": {"module_name": LOCATION_MODULE, "attribute": "defs", "location_name": LOCATION_NAME,
                                "working_directory": os.getcwd()}}

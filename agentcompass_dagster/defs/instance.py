@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.atomic import atomic_write_text
+from agentcompass_dagster.runtime.store.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

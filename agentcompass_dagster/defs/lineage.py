@@ -13,7 +13,7 @@ import dagster as dg
 
 from agentcompass_dagster.defs.instance import dagster_home
 from agentcompass_dagster.defs.partitions import partition_key
-from agentcompass_dagster.runtime.run_records import read_params
+from agentcompass_dagster.runtime.store.run_records import read_params
 
 
 def report_derived(source_run_dir: Path, task_id: str, attempt: int, kind: str, metadata: dict[str, Any]) -> bool:

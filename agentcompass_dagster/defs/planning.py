@@ -31,10 +31,11 @@ from agentcompass_dagster.defs.dagster_internals import backfill_targets
 from agentcompass_dagster.defs.run_owners import gone_owner
 from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, missing_ranges, range_keys, split_key
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.budget import budget_status
-from agentcompass_dagster.runtime.run_records import read_params
-from agentcompass_dagster.runtime.run_store import open_run_dir
-from agentcompass_dagster.runtime.types import BudgetStatus, utcnow
+from agentcompass_dagster.runtime.execution.budget import budget_status
+from agentcompass_dagster.runtime.store.run_records import read_params
+from agentcompass_dagster.runtime.store.run_store import open_run_dir
+from agentcompass_dagster.contracts.records import utcnow
+from agentcompass_dagster.runtime.store.records import BudgetStatus
 
 PARTITION = "dagster/partition"
 # The run tag of a fresh round's runs; its value is the round's start (UTC, ISO 8601).

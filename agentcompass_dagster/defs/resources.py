@@ -17,7 +17,7 @@ import dagster as dg
 from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, RunRequest, SweepConfig
 from agentcompass_dagster.contracts import Environment, Harness, Model
 from agentcompass_dagster.defs.partitions import dagster_name
-from agentcompass_dagster.runtime.components import Components, build_environment, build_harness, resolve_components
+from agentcompass_dagster.runtime.execution.plugins import Plugins, build_environment, build_harness, resolve_plugins
 from agentcompass_dagster.validation import validate_declaration
 
 
@@ -99,6 +99,6 @@ class SweepResources:
                 f"EnvironmentResource, not {type(harness).__name__} and {type(environment).__name__}")
         return cls(harness, environment)
 
-    def components(self, request: RunRequest) -> Components:
+    def plugins(self, request: RunRequest) -> Plugins:
         """The plugins of a request whose harness and environment are these resources' configs."""
-        return resolve_components(request, harness=self.harness.build, environment=self.environment.open_provider)
+        return resolve_plugins(request, harness=self.harness.build, environment=self.environment.open_provider)

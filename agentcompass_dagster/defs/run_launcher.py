@@ -32,7 +32,7 @@ from agentcompass_dagster.defs.dagster_internals import (
     WorkerStatus,
 )
 from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_worker
-from agentcompass_dagster.runtime.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import Worker
 
 LOG_DIR = "run-workers"
 RUN_WORKER_MODULE = "agentcompass_dagster.defs.run_worker"

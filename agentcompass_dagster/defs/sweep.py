@@ -15,14 +15,14 @@ import dagster as dg
 from agentcompass_dagster.config import BenchmarkConfig, OutputConfig, RunRequest, SweepConfig
 from agentcompass_dagster.defs.partitions import attempts_partitions, dagster_name, partition_key, tasks_partitions_name
 from agentcompass_dagster.defs.resources import SweepResources
-from agentcompass_dagster.runtime.budget import sweep_budget
-from agentcompass_dagster.runtime.components import Components, resolve_components
-from agentcompass_dagster.runtime.orchestrator import Prepared
-from agentcompass_dagster.runtime.selection import load_selected_tasks
-from agentcompass_dagster.runtime.layout import run_root
-from agentcompass_dagster.runtime.run_records import ReuseSource
-from agentcompass_dagster.runtime.run_store import RunStore
-from agentcompass_dagster.runtime.types import SweepBudget, TaskSpec
+from agentcompass_dagster.runtime.execution.budget import sweep_budget
+from agentcompass_dagster.runtime.execution.plugins import Plugins, resolve_plugins
+from agentcompass_dagster.runtime.execution.orchestrator import Prepared
+from agentcompass_dagster.runtime.execution.selection import load_selected_tasks
+from agentcompass_dagster.runtime.store.layout import run_root
+from agentcompass_dagster.runtime.store.run_records import ReuseSource
+from agentcompass_dagster.runtime.store.run_store import RunStore
+from agentcompass_dagster.contracts.records import SweepBudget, TaskSpec
 
 # Run tags naming what a run evaluates; the launcher, the schedule and the sensor find runs by them.
 SWEEP_TAG = "agentcompass/sweep"
@@ -37,7 +37,7 @@ class SweepBenchmark:
     benchmark: BenchmarkConfig
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # Model id -> its plugins for the declared harness and environment, built on first use.
-    _components: dict[str, Components] = field(default_factory=dict, repr=False)
+    _components: dict[str, Plugins] = field(default_factory=dict, repr=False)
 
     # names
 
@@ -95,26 +95,26 @@ class SweepBenchmark:
     def load_tasks(self) -> list[TaskSpec]:
         """The task source read now (the sensor's way to notice new tasks)."""
         request = self.request(self.sweep.models[0].id)
-        return load_selected_tasks(request, self.components(request).benchmark)
+        return load_selected_tasks(request, self.plugins(request).benchmark)
 
     @cached_property
     def task_keys(self) -> dict[str, TaskSpec]:
         """Task partition key -> task."""
         return keys_of(self.tasks)
 
-    def components(self, request: RunRequest, resources: SweepResources | None = None) -> Components:
+    def plugins(self, request: RunRequest, resources: SweepResources | None = None) -> Plugins:
         """The plugins of a request: built by the run's resources when given (the evaluating step, whose
         run may configure them apart from the sweep in the launchpad), else for the declared harness and
         environment, once per model."""
         if resources is not None:
-            return resources.components(request)
+            return resources.plugins(request)
         with self._lock:
             if request.model.id not in self._components:
-                self._components[request.model.id] = resolve_components(request)
+                self._components[request.model.id] = resolve_plugins(request)
             return self._components[request.model.id]
 
     def prepared(self, requests: list[RunRequest], resources: SweepResources | None = None) -> dict[str, Prepared]:
-        return {request.name: Prepared(self.components(request, resources), self.tasks) for request in requests}
+        return {request.name: Prepared(self.plugins(request, resources), self.tasks) for request in requests}
 
     # results
 
@@ -181,7 +181,7 @@ class SweepBenchmark:
         fresh_since: str | None = None,
     ) -> RunRequest:
         """With ``resources``, a request of the harness and environment the run configured them with (what
-        ``components(request, resources)`` builds); with ``fresh_since``, a request of the fresh round
+        ``plugins(request, resources)`` builds); with ``fresh_since``, a request of the fresh round
         that started then (round_output)."""
         model = next(m for m in self.sweep.models if m.id == model_id)
         output = self.output if fresh_since is None else self.round_output(model_id, fresh_since)

@@ -10,8 +10,8 @@ from typing import Any
 import dagster as dg
 
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, RequestState
-from agentcompass_dagster.runtime.types import TaskDetail
+from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState
+from agentcompass_dagster.runtime.store.records import TaskDetail
 from agentcompass_dagster.trajectory import trajectory_page_name, trajectory_pages_dir
 
 

@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.contracts.model import ModelTurn
 from agentcompass_dagster.durable.activity import ActivityRecord
-from agentcompass_dagster.runtime.atomic import append_line
-from agentcompass_dagster.runtime.redact import redact
-from agentcompass_dagster.runtime.types import utcnow
+from agentcompass_dagster.runtime.store.atomic import append_line
+from agentcompass_dagster.runtime.store.redact import redact
+from agentcompass_dagster.contracts.records import utcnow
 
 
 class LedgerEvent(BaseModel):

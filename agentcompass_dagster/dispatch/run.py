@@ -51,9 +51,10 @@ from agentcompass_dagster.dispatch.spec import (
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityError, ActivityRecord, read_activity
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.harnesses.tool_agent import AgentOutcome, AgentRun, fingerprint
-from agentcompass_dagster.runtime.atomic import atomic_write_json, atomic_write_text
-from agentcompass_dagster.runtime.redact import redact
-from agentcompass_dagster.runtime.types import TaskSpec
+from agentcompass_dagster.runtime.store.atomic import atomic_write_json, atomic_write_text
+from agentcompass_dagster.runtime.store.redact import redact
+from agentcompass_dagster.contracts.records import TaskSpec
+from agentcompass_dagster.runtime.execution.permits import open_session
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ FINAL_MESSAGE = "final-message.txt"
 
 
 async def run_agent(resolved: ResolvedSpec, durable_dir: Path, ledger: EventLedger) -> AgentOutcome:
-    session = await resolved.environment.open(resolved.plan, TaskSpec(id=TASK_ID, input=resolved.spec.prompt))
+    session = await open_session(resolved.environment, resolved.plan, TaskSpec(id=TASK_ID, input=resolved.spec.prompt))
     try:
         if resolved.files is not None:
             await session.upload_dir(resolved.files, session.workdir)

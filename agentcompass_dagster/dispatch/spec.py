@@ -29,8 +29,8 @@ from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.dispatch.evidence import has_secret
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.harnesses.tool_agent import ToolAgentParams
-from agentcompass_dagster.runtime.components import construct_plugin, register_declared_secrets
-from agentcompass_dagster.runtime.types import AgentLimits, ExecutionPlan
+from agentcompass_dagster.runtime.execution.plugins import construct_plugin, register_declared_secrets
+from agentcompass_dagster.contracts.records import AgentLimits, ExecutionPlan
 
 TASK_ID = "dispatch"
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")

@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentcompass_dagster.runtime.atomic import append_line
-from agentcompass_dagster.runtime.redact import redact
+from agentcompass_dagster.runtime.store.atomic import append_line
+from agentcompass_dagster.runtime.store.redact import redact
 
 Kind = Literal["session", "phase", "model_call", "tool_call", "compaction"]
 Status = Literal["in_flight", "completed", "aborted", "interrupted"]

@@ -47,12 +47,12 @@ from pydantic import Field
 
 from agentcompass_dagster.durable import file_tree
 from agentcompass_dagster.durable.file_tree import CHUNK
-from agentcompass_dagster.runtime.atomic import (
+from agentcompass_dagster.runtime.store.atomic import (
     TMP_SUFFIX,
     atomic_write_bytes,
     fsync_dir,
 )
-from agentcompass_dagster.runtime.types import StoredRecord, utcnow
+from agentcompass_dagster.contracts.records import StoredRecord, utcnow
 
 BLOBS = "blobs"
 MANIFESTS = "manifests"

@@ -18,8 +18,8 @@ from pathlib import Path
 from stat import S_IMODE
 from typing import Literal
 
-from agentcompass_dagster.runtime.redact import redact_text
-from agentcompass_dagster.runtime.safe_fs import open_dir, remove_tree
+from agentcompass_dagster.runtime.store.redact import redact_text
+from agentcompass_dagster.runtime.store.safe_fs import open_dir, remove_tree
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from agentcompass_dagster.durable.activity import (
     read_activity,
 )
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.run_files import copy_durable
-from agentcompass_dagster.runtime.run_store import load_run_request
-from agentcompass_dagster.runtime.types import Lineage
+from agentcompass_dagster.runtime.store.naming import file_stem
+from agentcompass_dagster.runtime.store.run_files import copy_durable
+from agentcompass_dagster.runtime.store.run_store import load_run_request
+from agentcompass_dagster.runtime.store.records import Lineage
 
 FORKS_SUFFIX = ".forks"
 # Fields that name or place a run rather than configure what it does.

@@ -25,13 +25,14 @@ from agentcompass_dagster.durable.activity import ACTIVITY_FILE, read_activity
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
 from agentcompass_dagster.durable.session import BLOBS_DIR
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.atomic import atomic_write_json
-from agentcompass_dagster.runtime.components import resolve_components
-from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.plan import Planner
-from agentcompass_dagster.runtime.selection import load_selected_tasks
-from agentcompass_dagster.runtime.run_store import load_run_request
-from agentcompass_dagster.runtime.types import RunResult, utcnow
+from agentcompass_dagster.runtime.store.atomic import atomic_write_json
+from agentcompass_dagster.runtime.execution.plugins import resolve_plugins
+from agentcompass_dagster.runtime.store.naming import file_stem
+from agentcompass_dagster.runtime.execution.plan import Planner
+from agentcompass_dagster.runtime.execution.selection import load_selected_tasks
+from agentcompass_dagster.runtime.store.run_store import load_run_request
+from agentcompass_dagster.contracts.records import RunResult, utcnow
+from agentcompass_dagster.runtime.execution.permits import open_session
 
 _ENV_PATH = re.compile(r"/tmp/agentcompass-[A-Za-z0-9_]+")
 
@@ -88,8 +89,8 @@ def replay(path: Path, task_id: str, attempt: int = 1, score: bool = False) -> R
 
 async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> ReplayReport:
     run_dir, request, _ = load_run_request(path)
-    components = resolve_components(request)
-    tasks = {t.id: t for t in load_selected_tasks(request, components.benchmark)}
+    plugins = resolve_plugins(request)
+    tasks = {t.id: t for t in load_selected_tasks(request, plugins.benchmark)}
     if task_id not in tasks:
         raise UserError(f"--task={task_id!r}: not a task of {path}")
     task = tasks[task_id]
@@ -105,10 +106,10 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
                                    "task_id": task_id, "attempt": attempt, "replayed_at": utcnow()})
     old_roots = [h.get("root", "") for r in read_activity(durable / ACTIVITY_FILE)
                  if r.kind == "session" and isinstance(h := r.data.get("handle"), dict)]
-    plan = Planner(request, components).plan(task, attempt)
-    session = await components.environment.open(plan, task)
+    plan = Planner(request, plugins).plan(task, attempt)
+    session = await open_session(plugins.environment, plan, task)
     try:
-        prepared = await components.benchmark.prepare_task(task, session, request, plan.benchmark_plan)
+        prepared = await plugins.benchmark.prepare_task(task, session, request, plan.benchmark_plan)
         await session.set_network_policy(plan.run_network_policy)
         roots = [*old_roots, str(getattr(session, "root", "")), session.workdir, session.scratch]
         await _replay_actions(session, actions, durable, roots, report)
@@ -119,7 +120,7 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
             if report.artifact_differences:
                 report.status = "artifacts_differ"
         if score:
-            evaluation = await components.benchmark.evaluate(
+            evaluation = await plugins.benchmark.evaluate(
                 prepared, RunResult(final_answer=recorded.final_answer), session)
             report.evaluation = evaluation.model_dump(mode="json")
     finally:

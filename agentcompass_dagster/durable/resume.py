@@ -38,10 +38,10 @@ from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import CALLS_DIR, CURSOR_FILE, DurableSession, observation
 from agentcompass_dagster.environments.hostdir import probe_hostdir, process_of
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.capture import OUTPUT_LIMIT
-from agentcompass_dagster.runtime.safe_fs import read_beneath
-from agentcompass_dagster.runtime.run_files import set_aside
-from agentcompass_dagster.runtime.run_store import load_run_request
+from agentcompass_dagster.contracts.capture import OUTPUT_LIMIT
+from agentcompass_dagster.runtime.store.safe_fs import read_beneath
+from agentcompass_dagster.runtime.store.run_files import set_aside
+from agentcompass_dagster.runtime.store.run_store import load_run_request
 
 INTERRUPTED_NOTE = ("[interrupted: the command was running when the agent process stopped; it was not run "
                     "again because it is not declared replay-safe. Output it had produced:]\n")

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog, ActivityRecord
-from agentcompass_dagster.runtime.atomic import atomic_write_bytes
-from agentcompass_dagster.runtime.redact import redact_text
+from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
+from agentcompass_dagster.runtime.store.redact import redact_text
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.environment import EnvironmentSession

@@ -17,7 +17,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentcompass_dagster.runtime.processes import process_alive
+from agentcompass_dagster.runtime.execution.processes import process_alive
 
 ROOT = Path("/sys/fs/cgroup")
 PREFIX = "agentcompass"

@@ -12,7 +12,7 @@ the verifier's own user (VERIFIER_UID, never root nor the agent's) with mode 070
 for the reference (as root) or the verifier see it. A verifier's command gets a HOME and TMPDIR made new
 for it in /scratch, a PATH of system directories and Python without user site-packages: nothing the
 agent planted in its home runs in the check, and nothing it runs there runs as root. Every command's
-output is read as it comes, its head and tail kept (runtime/capture.py). The limits are the
+output is read as it comes, its head and tail kept (contracts/capture.py). The limits are the
 sandbox's: ``memory_mb`` and ``max_processes`` become the container's memory and pids limits,
 ``disk_mb`` bounds /work (a tmpfs of that size, counted in the memory too), ``tmp_mb`` bounds /tmp; a
 command that hits one ends the attempt with an error naming it (read from the container's cgroup where
@@ -51,9 +51,9 @@ from agentcompass_dagster.contracts.environment import (
 )
 from agentcompass_dagster.environments.cgroups import Cgroup
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.capture import READ_CHUNK, Capture
-from agentcompass_dagster.runtime.processes import process_alive
-from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
+from agentcompass_dagster.contracts.capture import READ_CHUNK, Capture
+from agentcompass_dagster.runtime.execution.processes import process_alive
+from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
 LABEL = "agentcompass"
 WORKDIR, SCRATCH, HOME, COMMANDS = "/work", "/scratch", "/home/agent", "/commands"

@@ -3,7 +3,7 @@
 The session's directory holds ``work`` (the agent's working directory), ``home``, ``commands`` (what
 command wrappers leave, every command sees it) and ``scratch`` (the framework's private files). Every
 host-side file operation resolves its path beneath that directory without following a symlink
-(runtime/safe_fs.py), since the agent may have planted one anywhere it can write. Commands run as a
+(runtime/store/safe_fs.py), since the agent may have planted one anywhere it can write. Commands run as a
 process group of their own, killed whole on timeout or cancellation; the host records which process
 runs a labelled command in ``scratch/processes/`` (resume trusts that record, not a pid file the agent
 could have rewritten).
@@ -25,9 +25,9 @@ from typing import Any
 
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession, ExecResult, verifier_env
 from agentcompass_dagster.environments.cgroups import Cgroup, stale
-from agentcompass_dagster.runtime.capture import READ_CHUNK, Capture, capture_file
-from agentcompass_dagster.runtime.processes import Worker, proc_stat, process_alive
-from agentcompass_dagster.runtime.safe_fs import (
+from agentcompass_dagster.contracts.capture import READ_CHUNK, Capture, capture_file
+from agentcompass_dagster.runtime.execution.processes import Worker, proc_stat, process_alive
+from agentcompass_dagster.runtime.store.safe_fs import (
     makedirs_beneath,
     open_regular_beneath,
     read_beneath,

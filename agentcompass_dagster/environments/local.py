@@ -24,8 +24,8 @@ from agentcompass_dagster.environments.hostdir import (
     HostDirSession,
     sweep_dead_sessions,
 )
-from agentcompass_dagster.runtime.safe_fs import remove_tree
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+from agentcompass_dagster.runtime.store.safe_fs import remove_tree
+from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
 PREFIX = "agentcompass-"
 # Its cgroups are named for it, so the sweeps of other kinds leave them alone.

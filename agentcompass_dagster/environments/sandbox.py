@@ -57,8 +57,8 @@ from agentcompass_dagster.environments.hostdir import (
     sweep_dead_sessions,
 )
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.safe_fs import remove_tree
-from agentcompass_dagster.runtime.types import ExecutionPlan, NetworkPolicy, TaskSpec
+from agentcompass_dagster.runtime.store.safe_fs import remove_tree
+from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
 SYSTEM_DIRS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64")
 # A disk image left with less than this free is full: the task wrote all it may.

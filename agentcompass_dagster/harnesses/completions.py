@@ -15,7 +15,7 @@ from agentcompass_dagster.config import HarnessConfig
 from agentcompass_dagster.contracts.harness import Harness, HarnessSession
 from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.runtime.types import RunResult
+from agentcompass_dagster.contracts.records import RunResult
 
 
 class CompletionsSession(HarnessSession):

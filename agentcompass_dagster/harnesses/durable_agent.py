@@ -23,8 +23,15 @@ from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import DurableSession
 from agentcompass_dagster.harnesses.limits import LimitExceeded, wall_left
 from agentcompass_dagster.models.usage import turn_usage
-from agentcompass_dagster.runtime.budget import reserve_call, settle_call
-from agentcompass_dagster.runtime.types import AgentLimits, ExecutionPlan, LimitHit, PreparedTask, SweepBudget, Usage
+from agentcompass_dagster.runtime.execution.budget import reserve_call, settle_call
+from agentcompass_dagster.contracts.records import (
+    AgentLimits,
+    ExecutionPlan,
+    LimitHit,
+    PreparedTask,
+    SweepBudget,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.benchmark import Benchmark

@@ -4,7 +4,7 @@ attempt), checked the same way by each, so harnesses under comparison stop at th
 from __future__ import annotations
 
 from agentcompass_dagster.models.usage import usage_totals
-from agentcompass_dagster.runtime.types import AgentLimits, LimitHit, Usage
+from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, Usage
 
 
 class LimitExceeded(Exception):

@@ -65,11 +65,7 @@ from agentcompass_dagster.harnesses.miniswe_bridge import (
     uname,
 )
 from agentcompass_dagster.models.usage import usage_totals
-from agentcompass_dagster.runtime.types import (
-    AgentLimits,
-    LimitHit,
-    RunResult,
-)
+from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, RunResult
 
 DEFAULT_CONFIG = "mini"  # mini's shipped config for tool-calling models
 # Our limit -> mini's name for it (mini has no token limit).

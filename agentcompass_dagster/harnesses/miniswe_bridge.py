@@ -24,12 +24,7 @@ from agentcompass_dagster.harnesses.durable_agent import (
 )
 from agentcompass_dagster.harnesses.limits import check_limits, wall_left
 from agentcompass_dagster.harnesses.tool_agent.tools import BASH_TOOL
-from agentcompass_dagster.runtime.types import (
-    AgentLimits,
-    LimitHit,
-    SweepBudget,
-    Usage,
-)
+from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, SweepBudget, Usage
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.environment import EnvironmentSession

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from agentcompass_dagster.contracts.benchmark import HarnessFreeBenchmark
 from agentcompass_dagster.contracts.harness import Harness, HarnessSession
-from agentcompass_dagster.runtime.types import RunResult
+from agentcompass_dagster.contracts.records import RunResult
 
 
 class BenchmarkRunSession(HarnessSession):
     async def run(self) -> RunResult:
-        # resolve_components pairs this harness with harness-free benchmarks only.
+        # resolve_plugins pairs this harness with harness-free benchmarks only.
         assert isinstance(self.benchmark, HarnessFreeBenchmark)
         return await self.benchmark.run_task(self.prepared, self.env, self.plan)
 

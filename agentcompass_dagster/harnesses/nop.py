@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentcompass_dagster.contracts.harness import Harness, HarnessSession
-from agentcompass_dagster.runtime.types import RunResult
+from agentcompass_dagster.contracts.records import RunResult
 
 
 class NopSession(HarnessSession):

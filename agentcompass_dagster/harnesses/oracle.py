@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession
 from agentcompass_dagster.contracts.harness import Harness, HarnessSession
-from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.types import PreparedTask, RunResult
+from agentcompass_dagster.runtime.store.naming import file_stem
+from agentcompass_dagster.contracts.records import PreparedTask, RunResult
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.benchmark import Benchmark

@@ -36,7 +36,7 @@ from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.harness import Harness, HarnessSession
 from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.harnesses.oracle import run_reference
-from agentcompass_dagster.runtime.types import ExecutionPlan, PreparedTask, RunResult, Usage
+from agentcompass_dagster.contracts.records import ExecutionPlan, PreparedTask, RunResult, Usage
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.benchmark import Benchmark

@@ -38,13 +38,13 @@ from agentcompass_dagster.launcher.follow import RunFollower
 from agentcompass_dagster.launcher.runs import RunFactory
 from agentcompass_dagster.launcher.workers import RunWorkers
 from agentcompass_dagster.progress import ProgressBoard
-from agentcompass_dagster.runtime.atomic import atomic_write_text
-from agentcompass_dagster.runtime.budget import budget_status
-from agentcompass_dagster.runtime.interrupts import Interrupts
-from agentcompass_dagster.runtime.orchestrator import Orchestrator
-from agentcompass_dagster.runtime.layout import SUMMARY
-from agentcompass_dagster.runtime.run_records import ReuseSource
-from agentcompass_dagster.runtime.types import BudgetStatus
+from agentcompass_dagster.runtime.store.atomic import atomic_write_text
+from agentcompass_dagster.runtime.execution.budget import budget_status
+from agentcompass_dagster.runtime.execution.interrupts import Interrupts
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
+from agentcompass_dagster.runtime.store.layout import SUMMARY
+from agentcompass_dagster.runtime.store.run_records import ReuseSource
+from agentcompass_dagster.runtime.store.records import BudgetStatus
 
 AS_RUN_DIR = ".agentcompass/sweeps"
 POLL_S = 0.2

@@ -51,8 +51,8 @@ from agentcompass_dagster.contracts.model import (
     ToolCall,
 )
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.models.usage import Price
-from agentcompass_dagster.runtime.redact import register_secret
+from agentcompass_dagster.contracts.records import Price
+from agentcompass_dagster.runtime.store.redact import register_secret
 
 if TYPE_CHECKING:
     from openai import APIStatusError, AsyncOpenAI

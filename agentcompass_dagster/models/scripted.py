@@ -40,7 +40,7 @@ from agentcompass_dagster.contracts.model import (
     ModelTurn,
     ToolCall,
 )
-from agentcompass_dagster.models.usage import Price
+from agentcompass_dagster.contracts.records import Price
 
 
 class ScriptedToolCall(BaseModel):

@@ -12,25 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from agentcompass_dagster.runtime.types import Usage
+from agentcompass_dagster.contracts.records import Price, Usage
 
 _OUTPUT = ("output", "output_tokens", "completion_tokens")
 _CACHE_READ = ("cacheRead", "cache_read_input_tokens", "cached_tokens", "cache_read_tokens")
 _CACHE_WRITE = ("cacheWrite", "cache_creation_input_tokens", "cache_write_tokens")
 _REASONING = ("reasoning", "reasoning_tokens")
-
-
-class Price(BaseModel):
-    """USD per million tokens. Cache prices default to the input price."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_read: float | None = Field(default=None, ge=0)
-    cache_write: float | None = Field(default=None, ge=0)
 
 
 def usage_int(usage: Mapping[str, Any], *keys: str) -> int:

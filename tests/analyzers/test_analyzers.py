@@ -20,7 +20,7 @@ from agentcompass_dagster.analyzers.reward_hacking import answer_findings, findi
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.contracts.analyzer import AttemptResult
 from agentcompass_dagster.results import load_task_results
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 FIXTURES = Path(__file__).parent.parent / "data" / "trajectories"
 CLEAN = ["tool_agent_clean", "tool_agent_loop", "miniswe_format_error", "oracle_clean"]

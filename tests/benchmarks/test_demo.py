@@ -10,7 +10,7 @@ import yaml
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
 
 from conftest import write_sweep
 

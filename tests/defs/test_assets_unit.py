@@ -21,7 +21,8 @@ from agentcompass_dagster.defs.partitions import partition_key
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource, SweepResources
 from agentcompass_dagster.defs.task_events import detail_metadata
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail, Usage
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, Usage
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 TASKS = ["create-hello", "count-errors"]
 

@@ -10,8 +10,8 @@ import pytest
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.definitions import sweep_definitions
-from agentcompass_dagster.runtime.budget import Ledger
-from agentcompass_dagster.runtime.types import BudgetConfig, Usage
+from agentcompass_dagster.runtime.execution.budget import Ledger
+from agentcompass_dagster.contracts.records import BudgetConfig, Usage
 
 from conftest import run_cli, write_sweep
 from test_dagster_engine import cli, finish, instance

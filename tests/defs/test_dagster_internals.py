@@ -33,7 +33,7 @@ from agentcompass_dagster.defs.run_owners import record_owner
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.launcher.launch import QUEUE_DAEMON
 from agentcompass_dagster.launcher.runs import RunFactory
-from agentcompass_dagster.runtime.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import Worker
 
 from conftest import REPO, write_sweep
 

@@ -24,8 +24,8 @@ from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.launcher.runs import RunFactory
 from agentcompass_dagster.results import load_alerts
-from agentcompass_dagster.runtime.regression import read_verdict
-from agentcompass_dagster.runtime.run_records import RunInfo
+from agentcompass_dagster.runtime.results.regression import read_verdict
+from agentcompass_dagster.runtime.store.run_records import RunInfo
 
 from conftest import run_cli, write_sweep
 

@@ -11,7 +11,7 @@ import pytest
 
 from agentcompass_dagster.durable import file_tree
 from agentcompass_dagster.durable.checkpoints import CheckpointError, CheckpointStore
-from agentcompass_dagster.runtime.redact import REDACTED
+from agentcompass_dagster.runtime.store.redact import REDACTED
 
 SECRET = "sk-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6kL9n"  # 40 letters and digits after the prefix
 

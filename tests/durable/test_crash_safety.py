@@ -20,10 +20,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agentcompass_dagster.runtime.finalize import rerender_summary
-from agentcompass_dagster.runtime.run_dir import RunDir
-from agentcompass_dagster.runtime.run_store import RunStore
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail, TaskSpec
+from agentcompass_dagster.runtime.execution.finalize import rerender_summary
+from agentcompass_dagster.runtime.store.run_dir import RunDir
+from agentcompass_dagster.runtime.store.run_store import RunStore
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 KILLS = 3  # writers SIGKILLed at a random moment after a few progress lines
 WRITERS = KILLS + 1  # and one that dies inside a write, every time
@@ -47,9 +48,10 @@ import sys
 from pathlib import Path
 
 from agentcompass_dagster.config import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig, RunRequest
-from agentcompass_dagster.runtime.run_dir import RunDir
-from agentcompass_dagster.runtime.run_store import RunStore
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail
+from agentcompass_dagster.runtime.store.run_dir import RunDir
+from agentcompass_dagster.runtime.store.run_store import RunStore
+from agentcompass_dagster.contracts.records import EvaluatedAttempt
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 results_dir, k, existing = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 RANGE, WRITERS = int(sys.argv[4]), int(sys.argv[5])
@@ -354,8 +356,9 @@ def test_racing_writer_processes_of_one_task_leave_one_complete_winner(tmp_path:
     script = r"""
 import sys
 from pathlib import Path
-from agentcompass_dagster.runtime.run_dir import RunDir
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskDetail
+from agentcompass_dagster.runtime.store.run_dir import RunDir
+from agentcompass_dagster.contracts.records import EvaluatedAttempt
+from agentcompass_dagster.runtime.store.records import TaskDetail
 run_dir, version = RunDir(Path(sys.argv[1])), sys.argv[2]
 print("ready", flush=True)
 if sys.stdin.readline() != "go\n":  # released by the test, or ended with it

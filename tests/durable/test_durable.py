@@ -662,7 +662,7 @@ def test_user_mistakes_get_one_line_errors(tmp_path: Path, capsys: pytest.Captur
 def test_a_finished_but_unreaped_command_is_not_busy() -> None:
     """R-RESUME-1: a command that ended but whose zombie nobody has reaped yet (PID 1 reaps orphans late,
     or never in some containers) counts as finished, so resume does not wait for it until its deadline."""
-    from agentcompass_dagster.runtime.processes import process_alive
+    from agentcompass_dagster.runtime.execution.processes import process_alive
 
     pid = os.fork()
     if pid == 0:

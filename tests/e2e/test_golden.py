@@ -7,8 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-from agentcompass_dagster.runtime.finalize import rerender_summary
-from agentcompass_dagster.runtime.run_store import open_run_dir
+from agentcompass_dagster.runtime.execution.finalize import rerender_summary
+from agentcompass_dagster.runtime.store.run_store import open_run_dir
 
 from conftest import run_cli, tree_snapshot, write_sweep, write_task
 

@@ -22,7 +22,7 @@ import yaml
 
 from agentcompass_dagster.report import build_report
 from agentcompass_dagster.results import load_history, load_metrics
-from agentcompass_dagster.runtime.regression import RegressionVerdict, write_verdict
+from agentcompass_dagster.runtime.results.regression import RegressionVerdict, write_verdict
 
 from conftest import run_cli
 

@@ -26,7 +26,7 @@ import yaml
 from conftest import run_cli, write_sweep
 
 from agentcompass_dagster import registry
-from agentcompass_dagster.runtime.types import TaskDetail
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 TINY_PYPROJECT = """\
 [build-system]
@@ -49,7 +49,7 @@ TINY_INIT = '''\
 """Four arithmetic questions; the reference solution answers them, evaluate compares the answer."""
 
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
-from agentcompass_dagster.runtime.types import Evaluation, TaskSpec
+from agentcompass_dagster.contracts.records import Evaluation, TaskSpec
 
 
 class TinyBenchmark(Benchmark):
@@ -351,7 +351,7 @@ def test_broken_entry_points_do_not_hide_working_ones(broken_site: Path, tiny_si
 
 def _self_running_benchmark() -> type:
     from agentcompass_dagster.contracts import HarnessFreeBenchmark
-    from agentcompass_dagster.runtime.types import Evaluation, RunResult, TaskSpec
+    from agentcompass_dagster.contracts.records import Evaluation, RunResult, TaskSpec
 
     class SelfRunning(HarnessFreeBenchmark):
         """Runs each task itself: a command in the task's environment, whose output is the answer."""

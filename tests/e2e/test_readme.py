@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
 
 from conftest import REPO
 

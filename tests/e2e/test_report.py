@@ -24,7 +24,7 @@ import yaml
 
 from agentcompass_dagster import plots
 from agentcompass_dagster.results import load_metrics, load_task_results
-from agentcompass_dagster.runtime.stats import paired_comparison
+from agentcompass_dagster.runtime.results.stats import paired_comparison
 
 from conftest import offline_page, run_cli
 

@@ -19,7 +19,7 @@ from test_verifier_context import SITE, harbor_task
 from agentcompass_dagster.config import EnvironmentConfig, load_sweep
 from agentcompass_dagster.contracts.environment import VERIFIER_PATH, Caller, EnvironmentSession
 from agentcompass_dagster.environments.docker import DockerEnvironment
-from agentcompass_dagster.runtime.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
 
 pytestmark = needs_docker
 DOCKER = {"id": "docker", "params": {"image": IMAGE}}

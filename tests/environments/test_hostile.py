@@ -28,7 +28,7 @@ from agentcompass_dagster.contracts.environment import EnvironmentSession, ExecR
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable
 from agentcompass_dagster.environments.sandbox import SandboxEnvironment
-from agentcompass_dagster.runtime.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
 
 HARBOR_TASKS = Path(__file__).parent.parent / "data" / "harbor_tasks"
 SECRET = "TOPSECRET-4f1c9a"

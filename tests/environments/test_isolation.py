@@ -25,7 +25,7 @@ from waiting import wait_until
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, run_requests
 
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
@@ -141,7 +141,7 @@ def test_sandbox_limits_give_clear_errors(tmp_path: Path) -> None:
     from agentcompass_dagster.config import EnvironmentConfig
     from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded
     from agentcompass_dagster.environments.sandbox import SandboxEnvironment
-    from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+    from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
     environment = SandboxEnvironment(EnvironmentConfig(id="sandbox", params={"memory_mb": 64}))
     plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="sandbox", model_id="m")

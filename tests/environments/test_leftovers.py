@@ -18,8 +18,8 @@ from waiting import wait_until
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.durable.file_tree import MAX_DEPTH, link_tree, walk
 from agentcompass_dagster.environments.sandbox import SandboxEnvironment
-from agentcompass_dagster.runtime.safe_fs import open_dir, remove_tree
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+from agentcompass_dagster.runtime.store.safe_fs import open_dir, remove_tree
+from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 # Deeper than Python's recursion limit (1,000) and than a path can spell (PATH_MAX 4,096).

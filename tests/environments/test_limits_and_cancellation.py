@@ -33,9 +33,10 @@ from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.contracts.environment import EnvironmentSession
 from agentcompass_dagster.environments.local import LocalEnvironment
-from agentcompass_dagster.runtime.interrupts import Interrupts
-from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskDetail, TaskSpec
+from agentcompass_dagster.runtime.execution.interrupts import Interrupts
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 Event = tuple[float, str, int]  # (time.monotonic(), "open" | "close", session number)
 

@@ -1,7 +1,7 @@
 """A command's output costs the host a bounded amount, whatever the agent makes it write (issue "Scores an
 agent cannot forge or inflate"; SPEC.md has no requirement id for it).
 
-The host keeps the head and tail of each stream (runtime/capture.py, OUTPUT_LIMIT bytes of each), counts
+The host keeps the head and tail of each stream (contracts/capture.py, OUTPUT_LIMIT bytes of each), counts
 every byte, and says in the text how many it left out. Before, ``head -c 2G /dev/zero`` held all 2 GB in
 the host's memory (4.1 GB peak: the bytes, then the slice), 64 MB of docker output took 78 s (the SDK
 joins its chunks quadratically), and a timed-out command that made its output file 768 MB (sparse) kept
@@ -30,8 +30,8 @@ from agentcompass_dagster.config import EnvironmentConfig, load_sweep
 from agentcompass_dagster.contracts.environment import EnvironmentSession
 from agentcompass_dagster.environments.docker import DockerEnvironment
 from agentcompass_dagster.environments.local import LocalEnvironment
-from agentcompass_dagster.runtime.capture import OUTPUT_LIMIT
-from agentcompass_dagster.runtime.orchestrator import run_requests
+from agentcompass_dagster.contracts.capture import OUTPUT_LIMIT
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 # What a captured stream may hold beyond OUTPUT_LIMIT bytes: the note of what was left out.
@@ -44,7 +44,7 @@ import asyncio, json, resource, sys
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.environments.sandbox import SandboxEnvironment
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
 kind, command = sys.argv[1:]
 environment = {"local": LocalEnvironment, "sandbox": SandboxEnvironment}[kind](EnvironmentConfig(id=kind))

@@ -14,7 +14,7 @@ import pytest
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.contracts.environment import Caller, ExecResult
 from agentcompass_dagster.environments.sandbox import SandboxEnvironment
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 

@@ -169,7 +169,7 @@ def test_a_failed_model_call_is_in_the_trajectory_with_its_time(tmp_path: Path, 
     assert (last["type"], last["status"], last["turn"]) == ("model_call", "aborted", 1) and "timed out" in last["error"]
     assert last["duration_s"] >= 1.0
     from agentcompass_dagster.analyzers.time_split import TimeSplitAnalyzer
-    from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+    from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
     split = TimeSplitAnalyzer().analyze(TaskSpec(id="count-errors", input=""), EvaluatedAttempt.model_validate(attempt))
     assert split["model_s"] >= 1.0 and split["framework_s"] < attempt["duration_s"] - 1.0

@@ -16,7 +16,7 @@ from agentcompass_dagster.durable.activity import ACTIVITY_FILE, read_activity
 from agentcompass_dagster.environments.local import LocalEnvironment, LocalSession
 from agentcompass_dagster.harnesses.tool_agent import AgentOutcome, AgentRun, ToolAgentParams, fingerprint
 from agentcompass_dagster.models.scripted import ScriptedModel
-from agentcompass_dagster.runtime.types import AgentLimits
+from agentcompass_dagster.contracts.records import AgentLimits
 
 TASK = "make-greeting"
 PROMPT = "Write hello into greeting.txt, then submit the word count."

@@ -23,11 +23,11 @@ from agentcompass_dagster.config import (
 )
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.attempt import STRATEGIES
-from agentcompass_dagster.runtime.metrics import pass_at_k
-from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
-from agentcompass_dagster.runtime.run_store import open_run_dir
-from agentcompass_dagster.runtime.types import RequestResult, Strategy, TaskDetail
+from agentcompass_dagster.runtime.execution.attempt import STRATEGIES
+from agentcompass_dagster.runtime.results.metrics import pass_at_k
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, run_requests
+from agentcompass_dagster.runtime.store.run_store import open_run_dir
+from agentcompass_dagster.runtime.store.records import RequestResult, Strategy, TaskDetail
 
 SPLIT_NETWORK = {"baseline": "host", "run": "none", "evaluation": "host"}
 

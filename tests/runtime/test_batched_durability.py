@@ -13,10 +13,11 @@ import threading
 from pathlib import Path
 
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.runtime import atomic, run_dir
-from agentcompass_dagster.runtime.detail_writer import DetailWriter
-from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, RequestState, run_requests
-from agentcompass_dagster.runtime.types import TaskDetail
+from agentcompass_dagster.runtime.store import atomic
+from agentcompass_dagster.runtime.store import run_dir
+from agentcompass_dagster.runtime.store.detail_writer import DetailWriter
+from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState, run_requests
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 CONCURRENCY = 8
 
@@ -121,7 +122,7 @@ CHILD = r"""
 import sys
 
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, run_requests
 
 
 class Report(OrchestrationObserver):

@@ -25,10 +25,10 @@ from agentcompass_dagster.config import (
     OutputConfig,
     RunRequest,
 )
-from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThread
-from agentcompass_dagster.runtime.orchestrator import Orchestrator
-from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.types import MetricResult
+from agentcompass_dagster.runtime.execution.orchestration_thread import OrchestrationThread
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
+from agentcompass_dagster.runtime.results.scores import TaskScores
+from agentcompass_dagster.contracts.records import MetricResult
 
 
 def request(tmp_path: Path, benchmark: str, step: dict[str, object], record: Path | None = None) -> RunRequest:
@@ -84,8 +84,8 @@ EXITS_WHILE_RUNNING = """
 import json, sys, time
 from pathlib import Path
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThread
-from agentcompass_dagster.runtime.orchestrator import Orchestrator
+from agentcompass_dagster.runtime.execution.orchestration_thread import OrchestrationThread
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
 
 request = RunRequest.model_validate_json(Path(sys.argv[1]).read_text())
 record = Path(sys.argv[2])

@@ -12,8 +12,8 @@ import pytest
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.results import load_task_results
-from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.run_store import open_run_dir
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.store.run_store import open_run_dir
 from conftest import run_cli, write_sweep
 
 WRONG = {"answer": "wrong"}

@@ -24,8 +24,8 @@ from agentcompass_dagster.config import (
     RunRequest,
 )
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.orchestrator import OrchestrationObserver, Orchestrator, run_requests
-from agentcompass_dagster.runtime.types import TaskSpec
+from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, Orchestrator, run_requests
+from agentcompass_dagster.contracts.records import TaskSpec
 
 
 def request(tmp_path: Path, name: str, *, benchmark: str = "synthetic", n: int = 4, record: Path | None = None,

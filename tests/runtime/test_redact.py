@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentcompass_dagster.runtime.redact import REDACTED, redact, redact_text, register_secret
+from agentcompass_dagster.runtime.store.redact import REDACTED, redact, redact_text, register_secret
 
 from conftest import run_cli, write_sweep, write_task
 
@@ -71,7 +71,7 @@ def test_redaction_by_key_shape_and_registered_value() -> None:
 def test_prose_about_bearer_and_basic_is_not_a_secret() -> None:
     """R-STORE-4 / R-DISP-3: prose that mentions the words is kept (a fail-closed dispatch would refuse
     it), while header-style credentials are still scrubbed."""
-    from agentcompass_dagster.runtime.redact import redact_text
+    from agentcompass_dagster.runtime.store.redact import redact_text
 
     prose = "It needs a basic understanding of bearer tokens. Basic usage first."
     assert redact_text(prose) == prose

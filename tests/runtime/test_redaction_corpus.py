@@ -18,8 +18,8 @@ from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 
 from agentcompass_dagster.dispatch.evidence import has_secret, transcript_has_secret
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
-from agentcompass_dagster.runtime import redact as redact_module
-from agentcompass_dagster.runtime.redact import (
+from agentcompass_dagster.runtime.store import redact as redact_module
+from agentcompass_dagster.runtime.store.redact import (
     REDACTED,
     redact,
     redact_text,

@@ -1,4 +1,4 @@
-"""The regression judgement (runtime/regression.py): which runs are complete, the verdict on two runs'
+"""The regression judgement (runtime/results/regression.py): which runs are complete, the verdict on two runs'
 per-task scores, and the alert records of alerts.jsonl, without Dagster."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from agentcompass_dagster.config import AlertsConfig
 from agentcompass_dagster.results import load_alerts
-from agentcompass_dagster.runtime.regression import (
+from agentcompass_dagster.runtime.results.regression import (
     ALERTS_FILE,
     RegressionAlert,
     append_alert,
@@ -22,8 +22,8 @@ from agentcompass_dagster.runtime.regression import (
     judge,
     read_alerts,
 )
-from agentcompass_dagster.runtime.run_store import RunStore
-from agentcompass_dagster.runtime.safe_fs import UnsafePath
+from agentcompass_dagster.runtime.store.run_store import RunStore
+from agentcompass_dagster.runtime.store.safe_fs import UnsafePath
 
 TASKS = [f"t{i:02d}" for i in range(20)]
 IDENTITY: dict[str, Any] = {"sweep": "s", "benchmark": "b", "model": "m"}

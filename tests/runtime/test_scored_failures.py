@@ -16,8 +16,8 @@ import pytest
 from conftest import write_sweep, write_task
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.run_store import open_run_dir
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.store.run_store import open_run_dir
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 

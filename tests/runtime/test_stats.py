@@ -11,8 +11,8 @@ from scipy.stats import binomtest, permutation_test
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.results import load_metrics
-from agentcompass_dagster.runtime.orchestrator import run_requests
-from agentcompass_dagster.runtime.stats import bootstrap_mean, mcnemar_exact, paired_comparison, sign_flip_p_value
+from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.results.stats import bootstrap_mean, mcnemar_exact, paired_comparison, sign_flip_p_value
 
 from conftest import write_sweep
 

@@ -20,17 +20,11 @@ from agentcompass_dagster.config import (
     load_sweep,
 )
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.orchestrator import Orchestrator, run_requests
-from agentcompass_dagster.runtime.layout import run_root
-from agentcompass_dagster.runtime.run_store import RunStore, open_run_dir
-from agentcompass_dagster.runtime.types import (
-    ExecutionPlan,
-    MetricCounts,
-    MetricResult,
-    OrchestrationResult,
-    RequestResult,
-    TaskDetail,
-)
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, run_requests
+from agentcompass_dagster.runtime.store.layout import run_root
+from agentcompass_dagster.runtime.store.run_store import RunStore, open_run_dir
+from agentcompass_dagster.contracts.records import ExecutionPlan, MetricCounts, MetricResult
+from agentcompass_dagster.runtime.store.records import OrchestrationResult, RequestResult, TaskDetail
 
 from conftest import run_cli, tree_snapshot, write_sweep, write_task
 
@@ -277,10 +271,10 @@ def test_a_fork_written_with_lineage_in_metadata_still_reads_as_a_fork(tmp_path:
     shown and summarised as a fork and stays out of the from-scratch statistics."""
     from agentcompass_dagster.results import load_task_results
     from agentcompass_dagster.run_overview import overview
-    from agentcompass_dagster.runtime.finalize import rerender_summary
-    from agentcompass_dagster.runtime.run_records import read_params
-    from agentcompass_dagster.runtime.run_store import load_run_request
-    from agentcompass_dagster.runtime.types import Lineage
+    from agentcompass_dagster.runtime.execution.finalize import rerender_summary
+    from agentcompass_dagster.runtime.store.run_records import read_params
+    from agentcompass_dagster.runtime.store.run_store import load_run_request
+    from agentcompass_dagster.runtime.store.records import Lineage
 
     run_dir = Path(only_result([synthetic_request(tmp_path / "results", n=2)]).run_dir)
     lineage = {"kind": "fork", "parent_run_id": "parent-1", "parent_run_dir": "/results/parent-1", "task_id": "t0",

@@ -39,7 +39,7 @@ from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits, w
 from agentcompass_dagster.harnesses.tool_agent.state import AgentState, summarize, trajectory
 from agentcompass_dagster.harnesses.tool_agent.tools import TOOL_ARGUMENT, TOOLS, ToolAgentParams
 from agentcompass_dagster.models.usage import usage_totals
-from agentcompass_dagster.runtime.types import AgentLimits, LimitHit, RunResult, SweepBudget, Usage
+from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, RunResult, SweepBudget, Usage
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.environment import EnvironmentSession

@@ -9,7 +9,7 @@ from typing import Any
 from agentcompass_dagster.contracts.model import ModelTurn, ToolCall
 from agentcompass_dagster.durable.activity import ActivityRecord, open_durations
 from agentcompass_dagster.durable.session import observation
-from agentcompass_dagster.runtime.types import LimitHit, Usage
+from agentcompass_dagster.contracts.records import LimitHit, Usage
 
 
 def tool_observation(data: dict[str, Any]) -> str:

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentcompass_dagster.runtime.types import TaskDetail
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.runtime.run_dir import RunDir
+    from agentcompass_dagster.runtime.store.run_dir import RunDir
 
 
 @dataclass

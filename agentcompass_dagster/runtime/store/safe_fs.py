@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
-from agentcompass_dagster.runtime.atomic import append_to
+from agentcompass_dagster.runtime.store.atomic import append_to
 
 _SYS_OPENAT2 = 437  # x86_64 and aarch64 alike
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x02, 0x04, 0x08

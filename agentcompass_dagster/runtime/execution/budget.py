@@ -29,10 +29,11 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.runtime.atomic import append_to, fsync_dir
-from agentcompass_dagster.runtime.layout import BUDGET_LEDGER, sweep_root
-from agentcompass_dagster.runtime.processes import Worker
-from agentcompass_dagster.runtime.types import BudgetConfig, BudgetStatus, StoredRecord, SweepBudget, Usage, utcnow
+from agentcompass_dagster.runtime.store.atomic import append_to, fsync_dir
+from agentcompass_dagster.runtime.store.layout import BUDGET_LEDGER, sweep_root
+from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.contracts.records import BudgetConfig, StoredRecord, SweepBudget, Usage, utcnow
+from agentcompass_dagster.runtime.store.records import BudgetStatus
 
 log = logging.getLogger(__name__)
 

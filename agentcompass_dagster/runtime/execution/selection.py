@@ -8,8 +8,8 @@ import difflib
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.contracts.benchmark import Benchmark
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.runtime.naming import task_id_problem
-from agentcompass_dagster.runtime.types import TaskSpec
+from agentcompass_dagster.runtime.store.naming import task_id_problem
+from agentcompass_dagster.contracts.records import TaskSpec
 
 
 def validate_task_ids(benchmark_id: str, tasks: list[TaskSpec]) -> None:

@@ -16,6 +16,9 @@ from collections import deque
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import AsyncIterator, Protocol
 
+from agentcompass_dagster.contracts.environment import Environment, EnvironmentSession
+from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
+
 
 class Capacity:
     """A counting semaphore usable from any event loop."""
@@ -104,6 +107,15 @@ def open_rate_for(provider_id: str, qps: float) -> OpenRate | None:
         rate = _rates.setdefault(provider_id, OpenRate(qps))
         rate.interval = 1.0 / qps
         return rate
+
+
+async def open_session(environment: Environment, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
+    """The provider's ``open``, at no more than its declared rate (R-LIMIT-1): every opening of a session
+    goes through here, so no provider can skip the limit."""
+    rate = open_rate_for(environment.config.provider_id, environment.config.open_qps)
+    if rate is not None:
+        await rate.wait()
+    return await environment.open(plan, task)
 
 
 @asynccontextmanager

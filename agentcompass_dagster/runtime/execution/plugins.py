@@ -12,7 +12,7 @@ from agentcompass_dagster import registry
 from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, RunRequest
 from agentcompass_dagster.contracts import Benchmark, Environment, Harness, HarnessFreeBenchmark, Model
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.runtime.redact import register_secret, register_url_passwords
+from agentcompass_dagster.runtime.store.redact import register_secret, register_url_passwords
 
 P = TypeVar("P")
 # What builds a request's harness (for its model) and its environment provider in place of its
@@ -22,7 +22,7 @@ EnvironmentBuilder = Callable[[], Environment]
 
 
 @dataclass(frozen=True)
-class Components:
+class Plugins:
     benchmark: Benchmark
     harness: Harness
     environment: Environment
@@ -60,8 +60,8 @@ def build_environment(config: EnvironmentConfig) -> Environment:
     return construct_plugin(f"environment {config.id!r}", environment_cls, config)
 
 
-def resolve_components(request: RunRequest, harness: HarnessBuilder | None = None,
-                       environment: EnvironmentBuilder | None = None) -> Components:
+def resolve_plugins(request: RunRequest, harness: HarnessBuilder | None = None,
+                       environment: EnvironmentBuilder | None = None) -> Plugins:
     """Look every plugin up in its registry and build it; unknown ids, bad params and plugins that do not
     fit together (a model the harness needs, a benchmark that runs itself) are UserErrors. ``harness``
     and ``environment`` build those two instead of the request's declarations, which they must match
@@ -81,7 +81,7 @@ def resolve_components(request: RunRequest, harness: HarnessBuilder | None = Non
         raise field_error("model.provider", request.model.provider, f"harness {request.harness.id!r} needs a model")
     # The one model client of the request: the harness that drives it gets it handed over.
     model = construct_plugin(f"model {request.model.id!r}", model_cls, request.model)
-    return Components(
+    return Plugins(
         benchmark=construct_plugin(f"benchmark {request.benchmark.id!r}", benchmark_cls, request.benchmark),
         harness=harness(model) if harness else build_harness(request.harness, model),
         environment=environment() if environment else build_environment(request.environment),

@@ -16,14 +16,14 @@ from pathlib import Path
 
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
-from agentcompass_dagster.runtime.components import Components
-from agentcompass_dagster.runtime.finalize import finalize_request
-from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.layout import DETAILS, ERROR_PREFIX
-from agentcompass_dagster.runtime.run_dir import RunDir
-from agentcompass_dagster.runtime.run_records import ReuseSource
-from agentcompass_dagster.runtime.run_store import RunStore
-from agentcompass_dagster.runtime.types import TaskSpec
+from agentcompass_dagster.runtime.execution.plugins import Plugins
+from agentcompass_dagster.runtime.execution.finalize import finalize_request
+from agentcompass_dagster.runtime.results.scores import TaskScores
+from agentcompass_dagster.runtime.store.layout import DETAILS, ERROR_PREFIX
+from agentcompass_dagster.runtime.store.run_dir import RunDir
+from agentcompass_dagster.runtime.store.run_records import ReuseSource
+from agentcompass_dagster.runtime.store.run_store import RunStore
+from agentcompass_dagster.contracts.records import TaskSpec
 
 # A run whose details directory changed this long before the newest run started may still hold
 # details the newest lacks (clocks of hosts sharing the results directory differ a little).
@@ -63,7 +63,7 @@ def runs_to_merge(store: RunStore, root: Path) -> tuple[ReuseSource | None, list
 
 def consolidate(
     request: RunRequest,
-    components: Components,
+    plugins: Plugins,
     analyzers: list[Analyzer],
     tasks: list[TaskSpec],
     store: RunStore,
@@ -88,7 +88,7 @@ def consolidate(
         run_dir.set_merged_from(extra, merged)
         run_dir.log(f"consolidated {len(scores)} details of {len(extra) + 1} runs: {newest.run_id} and "
                     f"{', '.join(source.run_id for source in extra)}")
-        finalize_request(request, components, analyzers, run_dir, scores, "completed")
+        finalize_request(request, plugins, analyzers, run_dir, scores, "completed")
     except BaseException as exc:
         run_dir.write_terminal_status("failed", str(exc))
         raise

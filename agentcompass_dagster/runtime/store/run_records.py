@@ -11,18 +11,10 @@ from typing import Any, TypeVar
 from pydantic import Field, ValidationError, model_validator
 
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.runtime.layout import PARAMS, RUN_INFO
-from agentcompass_dagster.runtime.scores import DetailView
-from agentcompass_dagster.runtime.types import (
-    SCHEMA_VERSION,
-    BudgetOutcome,
-    Lineage,
-    RunDirStatus,
-    StoredRecord,
-    TaskDetail,
-    lift_metadata,
-    utcnow,
-)
+from agentcompass_dagster.runtime.store.layout import PARAMS, RUN_INFO
+from agentcompass_dagster.runtime.results.scores import DetailView
+from agentcompass_dagster.contracts.records import SCHEMA_VERSION, StoredRecord, utcnow
+from agentcompass_dagster.runtime.store.records import BudgetOutcome, Lineage, RunDirStatus, TaskDetail, lift_metadata
 
 log = logging.getLogger(__name__)
 

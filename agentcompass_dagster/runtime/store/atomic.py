@@ -17,7 +17,7 @@ from typing import Any
 import pydantic_core
 from pydantic import BaseModel
 
-from agentcompass_dagster.runtime.redact import redact
+from agentcompass_dagster.runtime.store.redact import redact
 
 TMP_SUFFIX = ".tmp"
 # Temp names only need to be unique among this process's writers (O_EXCL guards the rest): a counter

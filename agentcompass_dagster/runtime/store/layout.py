@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentcompass_dagster.config import OutputConfig
-from agentcompass_dagster.runtime.naming import file_stem, normalize_component
+from agentcompass_dagster.runtime.store.naming import file_stem, normalize_component
 
 RUN_INFO = "run_info.json"
 # The process running a run (host@pid:start), from its start to its terminal status: a run whose process

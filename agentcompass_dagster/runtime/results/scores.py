@@ -18,8 +18,9 @@ import numpy as np
 import pydantic_core
 from pydantic import Field
 
-from agentcompass_dagster.runtime.redact import redact_text
-from agentcompass_dagster.runtime.types import LimitHit, StoredRecord, TaskDetail, TaskSpec
+from agentcompass_dagster.runtime.store.redact import redact_text
+from agentcompass_dagster.contracts.records import LimitHit, StoredRecord, TaskSpec
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 
 class UsageView(StoredRecord):

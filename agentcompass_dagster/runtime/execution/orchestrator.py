@@ -35,29 +35,28 @@ from pathlib import Path
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.analysis import check_analyzer_names, select_analyzers
-from agentcompass_dagster.runtime.attempt import TaskRunner
-from agentcompass_dagster.runtime.budget import BudgetExhausted, budget_status
-from agentcompass_dagster.runtime.components import Components, resolve_components
-from agentcompass_dagster.runtime.finalize import finalize_request
-from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
-from agentcompass_dagster.runtime.plan import Planner
-from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.selection import load_selected_tasks
-from agentcompass_dagster.runtime.layout import run_root
-from agentcompass_dagster.runtime.run_dir import RunDir
-from agentcompass_dagster.runtime.run_records import ReuseSource
-from agentcompass_dagster.runtime.run_store import RunStore
-from agentcompass_dagster.runtime.types import (
+from agentcompass_dagster.runtime.results.analysis import check_analyzer_names, select_analyzers
+from agentcompass_dagster.runtime.execution.attempt import TaskRunner
+from agentcompass_dagster.runtime.execution.budget import BudgetExhausted, budget_status
+from agentcompass_dagster.runtime.execution.plugins import Plugins, resolve_plugins
+from agentcompass_dagster.runtime.execution.finalize import finalize_request
+from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource
+from agentcompass_dagster.runtime.execution.plan import Planner
+from agentcompass_dagster.runtime.results.scores import TaskScores
+from agentcompass_dagster.runtime.execution.selection import load_selected_tasks
+from agentcompass_dagster.runtime.store.layout import run_root
+from agentcompass_dagster.runtime.store.run_dir import RunDir
+from agentcompass_dagster.runtime.store.run_records import ReuseSource
+from agentcompass_dagster.runtime.store.run_store import RunStore
+from agentcompass_dagster.contracts.records import TaskSpec, utcnow
+from agentcompass_dagster.runtime.store.records import (
     BudgetOutcome,
     OrchestrationResult,
     RequestOutcome,
     RequestResult,
     RequestStatus,
     TaskDetail,
-    TaskSpec,
     TerminalStatus,
-    utcnow,
 )
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class RequestState:
     request: RunRequest
-    components: Components
+    plugins: Plugins
     analyzers: list[Analyzer]
     store: RunStore
     root: Path
@@ -114,7 +113,7 @@ class Prepared:
     """Plugins and selected tasks a caller already built for a request (the Dagster layer prepares a
     sweep once per process), so preflight checks them without building or loading them again."""
 
-    components: Components
+    plugins: Plugins
     tasks: list[TaskSpec]
 
 
@@ -158,13 +157,13 @@ class Orchestrator:
         for request in self.requests:
             check_analyzer_names(request)
             prepared = self.prepared.get(request.name)
-            components = prepared.components if prepared else resolve_components(request)
-            selected = prepared.tasks if prepared else load_selected_tasks(request, components.benchmark)
-            Planner(request, components).preflight(selected[0])
+            plugins = prepared.plugins if prepared else resolve_plugins(request)
+            selected = prepared.tasks if prepared else load_selected_tasks(request, plugins.benchmark)
+            Planner(request, plugins).preflight(selected[0])
             store = RunStore(request.output.results_dir)
             root = run_root(request.output, request.benchmark.id, request.model.id)
             store.check_run_id_free(root, request.output.run_id)
-            states.append(RequestState(request, components, select_analyzers(request), store, root, selected))
+            states.append(RequestState(request, plugins, select_analyzers(request), store, root, selected))
         # Last, as it creates the results directory: a later request's mistake must leave nothing behind.
         for state in states:
             state.store.check_writable()
@@ -278,8 +277,8 @@ class Orchestrator:
                         f"{state.reuse_source.path}")
         if request.dagster_run_id:
             run_dir.set_dagster_run_id(request.dagster_run_id)
-        run_dir.log(f"environment {request.environment.id!r}: {state.components.environment.describe()}")
-        state.runner = TaskRunner(request, state.components, run_dir, state.analyzers, self.permits)
+        run_dir.log(f"environment {request.environment.id!r}: {state.plugins.environment.describe()}")
+        state.runner = TaskRunner(request, state.plugins, run_dir, state.analyzers, self.permits)
         wanted = set(request.run_only) if request.run_only is not None else None
         state.pending = deque(
             position for position, t in enumerate(state.tasks)
@@ -357,7 +356,7 @@ class Orchestrator:
             if state.runner.planner.budget is not None:
                 state.run_dir.set_budget(BudgetOutcome(status=budget_status(state.runner.planner.budget), not_run=sorted(
                     state.tasks[position].id for position in state.budget_stopped)))
-            state.result = finalize_request(state.request, state.components, state.analyzers, state.run_dir,
+            state.result = finalize_request(state.request, state.plugins, state.analyzers, state.run_dir,
                                             state.scores, "completed")
             state.status = "completed"
         except Exception as exc:

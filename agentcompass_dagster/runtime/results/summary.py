@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.types import BudgetOutcome, BudgetStatus, MetricResult, StoredRecord
+from agentcompass_dagster.runtime.results.scores import TaskScores
+from agentcompass_dagster.contracts.records import MetricResult, StoredRecord
+from agentcompass_dagster.runtime.store.records import BudgetOutcome, BudgetStatus
 
 
 class CategoryCounts(StoredRecord):

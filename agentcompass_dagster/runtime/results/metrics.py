@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.stats import bootstrap_mean
-from agentcompass_dagster.runtime.types import MetricCounts, MetricResult
+from agentcompass_dagster.runtime.results.scores import TaskScores
+from agentcompass_dagster.runtime.results.stats import bootstrap_mean
+from agentcompass_dagster.contracts.records import MetricCounts, MetricResult
 
 PASS_AT = (1, 2, 5, 10, 20, 50, 100)
 

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from agentcompass_dagster.config import OutputConfig, RunRequest
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.atomic import TMP_SUFFIX, fsync_dir
-from agentcompass_dagster.runtime.layout import (
+from agentcompass_dagster.runtime.store.atomic import TMP_SUFFIX, fsync_dir
+from agentcompass_dagster.runtime.store.layout import (
     ATTEMPT_CHECKPOINTS,
     DETAILS,
     OWNER,
@@ -20,10 +20,10 @@ from agentcompass_dagster.runtime.layout import (
     RUN_INFO,
     results_dir_of,
 )
-from agentcompass_dagster.runtime.naming import normalize_component
-from agentcompass_dagster.runtime.processes import Worker
-from agentcompass_dagster.runtime.run_dir import RunDir
-from agentcompass_dagster.runtime.run_records import ReuseSource, RunInfo, read_json, run_started_at
+from agentcompass_dagster.runtime.store.naming import normalize_component
+from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.store.run_dir import RunDir
+from agentcompass_dagster.runtime.store.run_records import ReuseSource, RunInfo, read_json, run_started_at
 
 
 class RunStore:

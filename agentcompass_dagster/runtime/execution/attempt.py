@@ -25,25 +25,24 @@ from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded, EnvironmentSession
 from agentcompass_dagster.contracts.harness import HarnessSession
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog
-from agentcompass_dagster.runtime.analysis import analyze_attempt
-from agentcompass_dagster.runtime.budget import BudgetExhausted, check_budget
-from agentcompass_dagster.runtime.components import Components
-from agentcompass_dagster.runtime.limits import PROCESS_PERMITS, PermitSource
-from agentcompass_dagster.runtime.plan import Planner
-from agentcompass_dagster.runtime.run_dir import RunDir
-from agentcompass_dagster.runtime.run_files import copy_durable
-from agentcompass_dagster.runtime.types import (
+from agentcompass_dagster.runtime.results.analysis import analyze_attempt
+from agentcompass_dagster.runtime.execution.budget import BudgetExhausted, check_budget
+from agentcompass_dagster.runtime.execution.plugins import Plugins
+from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource, open_session
+from agentcompass_dagster.runtime.execution.plan import Planner
+from agentcompass_dagster.runtime.store.run_dir import RunDir
+from agentcompass_dagster.runtime.store.run_files import copy_durable
+from agentcompass_dagster.contracts.records import (
     EvaluatedAttempt,
     Evaluation,
     EvaluationMode,
     ExecutionPlan,
     PreparedTask,
     RunResult,
-    Strategy,
-    TaskDetail,
     TaskSpec,
     utcnow,
 )
+from agentcompass_dagster.runtime.store.records import Strategy, TaskDetail
 
 log = logging.getLogger(__name__)
 
@@ -134,14 +133,14 @@ def build_detail(task: TaskSpec, k: int, strategy: Strategy, attempts: dict[int,
 class TaskRunner:
     """Runs the attempts of one request's tasks; one instance per request, shared by the workers."""
 
-    def __init__(self, request: RunRequest, components: Components, run_dir: RunDir, analyzers: list[Analyzer],
+    def __init__(self, request: RunRequest, plugins: Plugins, run_dir: RunDir, analyzers: list[Analyzer],
                  permits: PermitSource = PROCESS_PERMITS) -> None:
         self.request = request
-        self.components = components
+        self.plugins = plugins
         self.run_dir = run_dir
         self.analyzers = analyzers
         self.permits = permits
-        self.planner = Planner(request, components, run_dir.run_id)
+        self.planner = Planner(request, plugins, run_dir.run_id)
 
     async def run_task(self, task: TaskSpec) -> TaskDetail:
         """All semantic attempts the strategy needs; attempts checkpointed by an interrupted earlier run
@@ -204,12 +203,12 @@ class TaskRunner:
         resumed attempt's duration and start count the processes that worked on it before (its activity
         log has their time), not this one's alone."""
         started_at, started = utcnow(), time.monotonic()
-        if self.components.harness.durable:
+        if self.plugins.harness.durable:
             earlier = await asyncio.to_thread(ActivityLog(self.run_dir.durable_dir(task.id, plan.attempt) / ACTIVITY_FILE).records)
             if earlier:
                 started_at = datetime.fromtimestamp(earlier[0].at, timezone.utc).isoformat(timespec="milliseconds")
                 started -= earlier[-1].elapsed_s
-        benchmark = self.components.benchmark
+        benchmark = self.plugins.benchmark
         session: EnvironmentSession | None = None
         result: RunResult | None = None
         evaluation: Evaluation | None = None
@@ -218,7 +217,7 @@ class TaskRunner:
         site: str | None = None
         phase = "environment"
         try:
-            session = await self.components.environment.open(plan, task)
+            session = await open_session(self.plugins.environment, plan, task)
             phase = "prepare"
             prepared = await benchmark.prepare_task(task, session, self.request, plan.benchmark_plan)
             phase = "inference"
@@ -290,8 +289,8 @@ class TaskRunner:
     async def _run(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan) -> RunResult:
         """R-ATT-2: the harness path (a harness-free benchmark's own run through harness ``none``), under
         the run policy."""
-        harness = self.components.harness
-        benchmark = self.components.benchmark
+        harness = self.plugins.harness
+        benchmark = self.plugins.benchmark
         prepared = harness.adapt_input(prepared)
         if harness.durable:
             durable = self.run_dir.durable_dir(prepared.task.id, plan.attempt)
@@ -331,7 +330,7 @@ class TaskRunner:
         await session.stop_processes()
         await session.set_network_policy(plan.evaluation_network_policy)
         try:
-            return await _evaluate_safely(self.components.benchmark, prepared, result, session)
+            return await _evaluate_safely(self.plugins.benchmark, prepared, result, session)
         finally:
             await asyncio.shield(session.set_network_policy(plan.baseline_network_policy))
 
@@ -340,7 +339,7 @@ class TaskRunner:
     ) -> Evaluation:
         """R-ATT-4 none: evaluate here with env=None; a failure retries the evaluation only."""
         while True:
-            evaluation = await _evaluate_safely(self.components.benchmark, prepared, result, None)
+            evaluation = await _evaluate_safely(self.plugins.benchmark, prepared, result, None)
             matched = budget.take(evaluation.error)
             if matched is None:
                 return evaluation
@@ -353,11 +352,11 @@ class TaskRunner:
         it and retries the evaluation."""
         while True:
             try:
-                fresh = await self.components.environment.open(plan, task)
+                fresh = await open_session(self.plugins.environment, plan, task)
                 try:
                     await fresh.set_network_policy(plan.evaluation_network_policy)
                     try:
-                        evaluation = await _evaluate_safely(self.components.benchmark, prepared, result, fresh)
+                        evaluation = await _evaluate_safely(self.plugins.benchmark, prepared, result, fresh)
                     finally:
                         await asyncio.shield(fresh.set_network_policy(plan.baseline_network_policy))
                 finally:

@@ -21,13 +21,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agentcompass_dagster.runtime.atomic import atomic_write_json
-from agentcompass_dagster.runtime.layout import RUN_INFO
-from agentcompass_dagster.runtime.parquet import TASK_RESULTS_FILE, read_task_scores
-from agentcompass_dagster.runtime.redact import redact
-from agentcompass_dagster.runtime.run_records import ReuseSource, read_json, read_params
-from agentcompass_dagster.runtime.safe_fs import append_beneath, read_beneath
-from agentcompass_dagster.runtime.stats import paired_comparison
+from agentcompass_dagster.runtime.store.atomic import atomic_write_json
+from agentcompass_dagster.runtime.store.layout import RUN_INFO
+from agentcompass_dagster.runtime.results.parquet import TASK_RESULTS_FILE, read_task_scores
+from agentcompass_dagster.runtime.store.redact import redact
+from agentcompass_dagster.runtime.store.run_records import ReuseSource, read_json, read_params
+from agentcompass_dagster.runtime.store.safe_fs import append_beneath, read_beneath
+from agentcompass_dagster.runtime.results.stats import paired_comparison
 
 VERDICT_FILE = "regression.json"
 ALERTS_FILE = "alerts.jsonl"

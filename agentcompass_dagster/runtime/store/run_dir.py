@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic_core
 
 from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.runtime.atomic import (
+from agentcompass_dagster.runtime.store.atomic import (
     DirectorySync,
     atomic_write_bytes,
     atomic_write_json,
@@ -24,8 +24,8 @@ from agentcompass_dagster.runtime.atomic import (
     rename_noreplace,
     to_json_bytes,
 )
-from agentcompass_dagster.runtime.detail_writer import DetailWriter
-from agentcompass_dagster.runtime.layout import (
+from agentcompass_dagster.runtime.store.detail_writer import DetailWriter
+from agentcompass_dagster.runtime.store.layout import (
     ANALYSIS_JSON,
     ANALYSIS_MD,
     ATTEMPT_CHECKPOINTS,
@@ -41,11 +41,11 @@ from agentcompass_dagster.runtime.layout import (
     SUMMARY_COUNTS,
     detail_names,
 )
-from agentcompass_dagster.runtime.naming import file_stem
-from agentcompass_dagster.runtime.processes import Worker
-from agentcompass_dagster.runtime.redact import redact, redact_text
-from agentcompass_dagster.runtime.run_files import copy_durable, link_or_copy, set_aside
-from agentcompass_dagster.runtime.run_records import (
+from agentcompass_dagster.runtime.store.naming import file_stem
+from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.store.redact import redact, redact_text
+from agentcompass_dagster.runtime.store.run_files import copy_durable, link_or_copy, set_aside
+from agentcompass_dagster.runtime.store.run_records import (
     DetailT,
     ReusedFrom,
     ReuseSource,
@@ -53,12 +53,13 @@ from agentcompass_dagster.runtime.run_records import (
     RunParams,
     read_detail,
 )
-from agentcompass_dagster.runtime.scores import DetailView, TaskScores
-from agentcompass_dagster.runtime.summary import SummaryCounts
-from agentcompass_dagster.runtime.types import BudgetOutcome, EvaluatedAttempt, TaskDetail, TaskSpec, TerminalStatus, utcnow
+from agentcompass_dagster.runtime.results.scores import DetailView, TaskScores
+from agentcompass_dagster.runtime.results.summary import SummaryCounts
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec, utcnow
+from agentcompass_dagster.runtime.store.records import BudgetOutcome, TaskDetail, TerminalStatus
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.runtime.plan import PersistedPlan
+    from agentcompass_dagster.runtime.execution.plan import PersistedPlan
 
 
 class RunDir:

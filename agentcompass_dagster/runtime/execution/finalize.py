@@ -10,21 +10,23 @@ from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.analyzer import Analyzer
-from agentcompass_dagster.runtime import summary
-from agentcompass_dagster.runtime.analysis import summarize_analysis
-from agentcompass_dagster.runtime.components import Components
-from agentcompass_dagster.runtime.parquet import write_run_parquet
-from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.run_dir import RunDir
-from agentcompass_dagster.runtime.run_store import open_run_dir
-from agentcompass_dagster.runtime.types import MetricResult, RequestResult, RunDirStatus, TaskSpec, TerminalStatus
+from agentcompass_dagster.runtime.results import summary
+from agentcompass_dagster.runtime.results.analysis import summarize_analysis
+from agentcompass_dagster.runtime.results.metrics import standard_metrics
+from agentcompass_dagster.runtime.execution.plugins import Plugins
+from agentcompass_dagster.runtime.results.parquet import write_run_parquet
+from agentcompass_dagster.runtime.results.scores import TaskScores
+from agentcompass_dagster.runtime.store.run_dir import RunDir
+from agentcompass_dagster.runtime.store.run_store import open_run_dir
+from agentcompass_dagster.contracts.records import MetricResult, TaskSpec
+from agentcompass_dagster.runtime.store.records import RequestResult, RunDirStatus, TerminalStatus
 
 
 def write_summary(request: RunRequest, benchmark: Any, run_dir: RunDir, scores: TaskScores,
                   status: RunDirStatus) -> tuple[MetricResult, str]:
     """R-FIN-1: merge reused and new tasks in selected order, aggregate through the benchmark, write
     summary.md, .summary_counts.json, metrics.parquet and task_results.parquet."""
-    metrics = benchmark.aggregate_metrics(scores, len(scores.tasks))
+    metrics = benchmark.aggregate_metrics(scores, len(scores.tasks)) or standard_metrics(scores, len(scores.tasks))
     assert run_dir.info is not None
     counts = summary.count(scores, len(scores.tasks), metrics, run_dir.info.budget)
     title = f"{request.benchmark.id} · {request.model.id} · {request.harness.id}"
@@ -43,10 +45,10 @@ def write_summary(request: RunRequest, benchmark: Any, run_dir: RunDir, scores: 
     return metrics, markdown
 
 
-def finalize_request(request: RunRequest, components: Components, analyzers: list[Analyzer], run_dir: RunDir,
+def finalize_request(request: RunRequest, plugins: Plugins, analyzers: list[Analyzer], run_dir: RunDir,
                      scores: TaskScores, status: TerminalStatus) -> RequestResult:
     """R-FIN-1: summary, optional analysis artifacts, terminal status; the result of the whole request."""
-    metrics, markdown = write_summary(request, components.benchmark, run_dir, scores, status)
+    metrics, markdown = write_summary(request, plugins.benchmark, run_dir, scores, status)
     analysis = summarize_analysis(analyzers, scores)
     if analysis is not None:
         run_dir.save_analysis_summary(*analysis)

@@ -19,8 +19,8 @@ import numpy as np
 from agentcompass_dagster import registry
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
-from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.types import EvaluatedAttempt, TaskSpec
+from agentcompass_dagster.runtime.results.scores import TaskScores
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 
 def select_analyzers(request: RunRequest) -> list[Analyzer]:

@@ -8,9 +8,9 @@ from typing import Any, NamedTuple
 
 from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.errors import field_error
-from agentcompass_dagster.runtime.budget import sweep_budget
-from agentcompass_dagster.runtime.components import Components
-from agentcompass_dagster.runtime.types import ExecutionPlan, TaskSpec
+from agentcompass_dagster.runtime.execution.budget import sweep_budget
+from agentcompass_dagster.runtime.execution.plugins import Plugins
+from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
 
 class PersistedPlan(NamedTuple):
@@ -22,11 +22,11 @@ class PersistedPlan(NamedTuple):
 
 
 class Planner:
-    def __init__(self, request: RunRequest, components: Components, run_id: str | None = None) -> None:
+    def __init__(self, request: RunRequest, plugins: Plugins, run_id: str | None = None) -> None:
         """``run_id``: the run directory whose attempts the plans are for (what they spend of the sweep's
         budget is charged to it)."""
         self.request = request
-        self.components = components
+        self.plugins = plugins
         self.budget = sweep_budget(request, run_id)
         # Every plan of a request is this one with its task, attempt and benchmark plan filled in.
         self._template = self._build(TaskSpec(id=""), 1, {})
@@ -34,7 +34,7 @@ class Planner:
 
     def plan(self, task: TaskSpec, attempt: int) -> ExecutionPlan:
         return self._template.model_copy(update={"task_id": task.id, "attempt": attempt,
-                                                 "benchmark_plan": self.components.benchmark.plan(task)})
+                                                 "benchmark_plan": self.plugins.benchmark.plan(task)})
 
     def persisted(self, plan: ExecutionPlan) -> PersistedPlan:
         """The plan's persisted view and digest, made once per distinct plan of this request (plans
@@ -51,7 +51,7 @@ class Planner:
         request = self.request
         execution = request.execution
         network = execution.network
-        environment = self.components.environment
+        environment = self.plugins.environment
         return ExecutionPlan(
             task_id=task.id,
             attempt=attempt,
@@ -75,11 +75,11 @@ class Planner:
     def preflight(self, probe_task: TaskSpec) -> None:
         """Refuse, before anything runs, a plan the benchmark or environment cannot honour."""
         plan = self._build(probe_task, 1, {})
-        modes = self.components.benchmark.supported_evaluation_modes
+        modes = self.plugins.benchmark.supported_evaluation_modes
         if plan.evaluation_environment_mode not in modes:
             raise field_error(
                 "execution.evaluation_environment_mode",
                 plan.evaluation_environment_mode.value,
                 f"benchmark {self.request.benchmark.id!r} supports {sorted(m.value for m in modes)}",
             )
-        self.components.environment.validate_plan(plan)
+        self.plugins.environment.validate_plan(plan)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from agentcompass_dagster.analyzers.columns import analysis_columns
-from agentcompass_dagster.runtime.atomic import atomic_write_bytes
-from agentcompass_dagster.runtime.scores import TaskScores
-from agentcompass_dagster.runtime.types import MetricResult
+from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
+from agentcompass_dagster.runtime.results.scores import TaskScores
+from agentcompass_dagster.contracts.records import MetricResult
 
 if TYPE_CHECKING:
     import pyarrow as pa
