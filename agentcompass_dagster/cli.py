@@ -161,14 +161,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_direct(requests: list[Any]) -> int:
     from agentcompass_dagster.progress import LiveProgress
-    from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+    from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
     board = _board()
     if board is not None:
         with board:
-            result = run_requests(requests, observer=LiveProgress(board))
+            result = orchestrate(requests, observer=LiveProgress(board))
     else:
-        result = run_requests(requests)
+        result = orchestrate(requests)
     errors = 0
     for outcome in result.outcomes.values():
         print(outcome.result.summary if outcome.result else f"# {outcome.name}: {outcome.status}\n{outcome.error or ''}\n")

@@ -1,4 +1,4 @@
-"""Pydantic models of every declaration (resources/*.yaml) and of the RunRequest the runtime executes.
+"""Pydantic models of every declaration (resources/*.yaml) and of the EvalRequest the runtime executes.
 
 Declarations forbid unknown fields, so a typo is an error that names the field instead of a silently
 ignored setting. Errors are turned into one line naming the file, the field and the value.
@@ -266,7 +266,7 @@ class SweepConfig(Declaration):
             raise ValueError(f"alerts.baseline_model {baseline!r} is not one of the sweep's models")
         return self
 
-    def requests(self) -> list[RunRequest]:
+    def requests(self) -> list[EvalRequest]:
         """Every benchmark x model, with the declared output (the runtime alone: a new run directory each)."""
         output = self.output.model_copy(update={"run_name": self.output.run_name or self.name})
         return [self.request(benchmark, model, output) for benchmark in self.benchmarks for model in self.models]
@@ -281,11 +281,11 @@ class SweepConfig(Declaration):
         environment: EnvironmentConfig | None = None,
         run_only: list[str] | None = None,
         dagster_run_id: str | None = None,
-    ) -> RunRequest:
-        """The one place a sweep's RunRequest is built; the Dagster layer overrides the harness and the
+    ) -> EvalRequest:
+        """The one place a sweep's EvalRequest is built; the Dagster layer overrides the harness and the
         environment (launchpad resources), says which tasks to run and which Dagster run runs them."""
         index = next((i for i, declared in enumerate(self.benchmarks) if declared.id == benchmark.id), None)
-        return RunRequest(
+        return EvalRequest(
             name=f"{benchmark.id}/{model.id}",
             sweep=self.name,
             benchmark=benchmark,
@@ -301,7 +301,7 @@ class SweepConfig(Declaration):
         )
 
 
-class RunRequest(Declaration):
+class EvalRequest(Declaration):
     """One benchmark x model of a sweep: what the runtime executes and run_info.json records."""
 
     name: str
@@ -341,7 +341,7 @@ class RunRequest(Declaration):
         """A field of the request's benchmark as its declaration names it."""
         return f"{self.declared_in}.{name}" if self.declared_in else f"benchmark.{name}"
 
-    def fork(self, model: ModelConfig, task_id: str, output: OutputConfig, lineage: Lineage, seed: Path) -> RunRequest:
+    def fork(self, model: ModelConfig, task_id: str, output: OutputConfig, lineage: Lineage, seed: Path) -> EvalRequest:
         """This run's request with the solver model changed, cut down to one attempt of one task that
         starts from ``seed``, the parent's history up to the cut (R-FORK-1)."""
         benchmark = self.benchmark.model_copy(update={"tasks": [task_id]})

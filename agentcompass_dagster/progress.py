@@ -59,7 +59,7 @@ class LiveProgress(OrchestrationObserver):
         self.board = board
         self._counts: dict[str, dict[str, int]] = {}
 
-    def request_prepared(self, state: RequestState) -> None:
+    def request_started(self, state: RequestState) -> None:
         self._counts[state.request.name] = {"running": 0, "errors": 0, "done": 0}
         self.board.add(state.request.name, len(state.pending))
 

@@ -3,7 +3,7 @@
 
 A measurement is made in a fresh child process (the calling script re-invoked with its hidden ``--child``
 option) so that each one reports its own peak RSS; the child prints its result as one JSON object on the
-last line of stdout. A Measurement is one ``run_requests`` call of the ``synthetic`` benchmark with the
+last line of stdout. A Measurement is one ``orchestrate`` call of the ``synthetic`` benchmark with the
 ``local`` environment: its wall seconds and the user+system CPU seconds spent in that call (threads
 included, and any child process it waited for), and the parent adds the whole child's wall and CPU
 seconds (interpreter start, imports and the checks included).
@@ -52,10 +52,10 @@ from agentcompass_dagster.config import (
     LimitsConfig,
     ModelConfig,
     OutputConfig,
-    RunRequest,
+    EvalRequest,
 )
 from agentcompass_dagster.defs.instance import PG_URL_ENV
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.layout import DETAILS, ERROR_PREFIX, SUMMARY_COUNTS
 
 SMALL_N = 1000  # the small size, so that a flat cost per task is visible next to --n
@@ -82,7 +82,7 @@ class Measurement:
     seconds: float
     peak_rss_mb: float
     rss_after_import_mb: float
-    cpu_seconds: float = 0.0  # spent in run_requests
+    cpu_seconds: float = 0.0  # spent in orchestrate
     process_seconds: float = 0.0  # the whole child process, timed by the parent
     process_cpu_seconds: float = 0.0
     run_dir: str = ""
@@ -164,9 +164,9 @@ def own_cpu_seconds() -> float:
 
 def build_request(
     name: str, n: int, concurrency: int, harness: str, results_dir: Path, *, k: int = 1, reuse: bool = False
-) -> RunRequest:
+) -> EvalRequest:
     """The synthetic benchmark with N tasks, k attempts each (strategy avg: every attempt runs)."""
-    return RunRequest(
+    return EvalRequest(
         name=name,
         benchmark=BenchmarkConfig(id="synthetic", params={"n_tasks": n}),
         model=ModelConfig(id="none"),
@@ -224,11 +224,11 @@ class RequestRun:
     error: str = ""
 
 
-def run_request(request: RunRequest) -> RequestRun:
-    """Run one request through ``run_requests`` in this process and time it (wall and CPU); read back
+def run_request(request: EvalRequest) -> RequestRun:
+    """Run one request through ``orchestrate`` in this process and time it (wall and CPU); read back
     its metrics and its summary counts."""
     started, cpu_started = time.perf_counter(), own_cpu_seconds()
-    result = run_requests([request])
+    result = orchestrate([request])
     seconds, cpu = time.perf_counter() - started, own_cpu_seconds() - cpu_started
     outcome = result.outcomes[request.name]
     if result.status != "completed" or outcome.result is None:
@@ -239,7 +239,7 @@ def run_request(request: RunRequest) -> RequestRun:
                       json.loads((Path(run_dir) / SUMMARY_COUNTS).read_text()))
 
 
-def run_measurement(request: RunRequest, phase: str) -> Measurement:
+def run_measurement(request: EvalRequest, phase: str) -> Measurement:
     """Run one request in this process, which must be a fresh child, without checking it."""
     rss_after_import = max_rss_mb()
     run = run_request(request)
@@ -251,7 +251,7 @@ def run_measurement(request: RunRequest, phase: str) -> Measurement:
     return m
 
 
-def measure(request: RunRequest, phase: str) -> Measurement:
+def measure(request: EvalRequest, phase: str) -> Measurement:
     """run_measurement, then check_run. The peak RSS is taken before the checks, which read details/."""
     m = run_measurement(request, phase)
     if not m.problems:

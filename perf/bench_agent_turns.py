@@ -36,10 +36,10 @@ from agentcompass_dagster.config import (
     LimitsConfig,
     ModelConfig,
     OutputConfig,
-    RunRequest,
+    EvalRequest,
 )
 from agentcompass_dagster.durable.activity import read_activity
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 TARGET_MS = 20.0
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -87,7 +87,7 @@ class InstantEndpoint:
 def measure(turns: int, harness: str, environment: str, checkpoints: bool) -> dict[str, Any]:
     endpoint = InstantEndpoint(turns, harness)
     with tempfile.TemporaryDirectory(prefix="bench-turns-") as results:
-        request = RunRequest(
+        request = EvalRequest(
             name="bench", benchmark=BenchmarkConfig(id="demo", tasks=["count-errors"]),
             model=ModelConfig(id="instant", provider="openai_compat", model="instant", base_url=endpoint.base_url,
                               params={"max_retries": 0}),
@@ -96,7 +96,7 @@ def measure(turns: int, harness: str, environment: str, checkpoints: bool) -> di
             execution=ExecutionConfig(limits=LimitsConfig(max_turns=turns + 2)),
             output=OutputConfig(results_dir=Path(results)),
         )
-        result = run_requests([request])
+        result = orchestrate([request])
         outcome = next(iter(result.outcomes.values()))
         run_dir = Path(outcome.paths["run_dir"])
         detail = json.loads(next((run_dir / "details").glob("*.json")).read_text())

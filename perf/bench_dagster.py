@@ -5,7 +5,7 @@ is visible, with a sweep written to a YAML file: the ``synthetic`` benchmark wit
 model (``provider: none``), the ``oracle`` harness (no subprocess), the ``local`` environment and
 ``execution.limits.task_concurrency = --concurrency``, its results in a temp directory:
 
-* ``runtime``: the same N tasks through ``run_requests`` alone (bench_store's ``run`` phase), the
+* ``runtime``: the same N tasks through ``orchestrate`` alone (bench_store's ``run`` phase), the
   baseline that shows what Dagster adds per task.
 * ``first``: ``launch_sweep`` (what `agentcompass run` does) into a fresh instance: N dynamic partitions,
   one run of the sweep's job created (N planned events) and executed by a run worker process (the

@@ -3,14 +3,14 @@
 What it measures, for every k of --k (default 1 and 3) and N in (1000, --n) (or just --n when it is at
 most 1000), so that a flat cost per task is visible:
 
-* one request of the ``synthetic`` benchmark with N no-op tasks through ``run_requests`` with the
+* one request of the ``synthetic`` benchmark with N no-op tasks through ``orchestrate`` with the
   ``local`` environment (a real temp directory per attempt), the ``oracle`` harness (no subprocess),
   ``execution.attempts = {k, strategy: avg}`` (every attempt runs) and
   ``execution.limits.task_concurrency = --concurrency``. With k > 1 every attempt is checkpointed under
   ``.attempt_checkpoints/`` and the task's checkpoints are deleted once its detail is written.
 * wall time, tasks/s, attempts/s (N * k / s), ms/task, and the ms/attempt ratio of the full N to the
   small N for each k;
-* CPU ms/task: user+system CPU seconds of the child spent in ``run_requests`` (every thread);
+* CPU ms/task: user+system CPU seconds of the child spent in ``orchestrate`` (every thread);
 * peak RSS: every (k, N) runs in a fresh child process (this script re-invoked with a hidden
   ``--child K`` option) that reports its own ``ru_maxrss``;
 * the durable-write floor of each (k, N), measured right after its run in a child of its own (see
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(render_targets(report))
         if not problems:
             print("\nsanity checks passed: completed, accuracy, N details of k attempts each, summary counts, "
-                  "pass@j, no leftover attempt checkpoints, N floor files")
+                  "pass@j, no leftover finished-attempt records, N floor files")
     return report_problems(problems)
 
 

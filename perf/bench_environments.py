@@ -13,7 +13,7 @@ What it measures, for each environment of --only (default all three):
 * per command, in one open session: --n times ``session.exec("true")`` (after one unmeasured warm-up
   command), median and p90; then --n times ``write_file`` of a 10 KB file followed by ``read_file`` of
   it, median and p90 of each.
-* the demo sweep: the built-in ``demo`` benchmark with the ``oracle`` harness through ``run_requests``,
+* the demo sweep: the built-in ``demo`` benchmark with the ``oracle`` harness through ``orchestrate``,
   ``execution.limits.task_concurrency = 4``, into a fresh results directory: wall time of the call
   (preflight included) and accuracy. Local commands inherit this process's PATH while the sandbox's
   get /usr/local/bin:/usr/bin:/bin, so the demo's python3 scripts may start different interpreters
@@ -63,7 +63,7 @@ from agentcompass_dagster.config import (
     ModelConfig,
     NetworkConfig,
     OutputConfig,
-    RunRequest,
+    EvalRequest,
 )
 from agentcompass_dagster.contracts.environment import Environment
 from agentcompass_dagster.environments.hostdir import HostDirSession
@@ -226,7 +226,7 @@ async def measure_commands(environment: Environment, plan: ExecutionPlan, n: int
 
 def run_demo(config: EnvironmentConfig, policy: NetworkPolicy, results_dir: Path) -> tuple[Values, list[str]]:
     """The demo sweep through the runtime into ``results_dir``: its values and the sanity problems."""
-    request = RunRequest(
+    request = EvalRequest(
         name=f"bench-environments-{config.id}",
         benchmark=BenchmarkConfig(id="demo"),
         model=ModelConfig(id="none"),

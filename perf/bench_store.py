@@ -2,11 +2,11 @@
 
 What it measures, for N in (1000, --n) (or just --n when it is at most 1000) so that a flat cost per task is visible:
 
-* ``run``: the ``synthetic`` benchmark with N tasks through ``run_requests`` with the ``local``
+* ``run``: the ``synthetic`` benchmark with N tasks through ``orchestrate`` with the ``local``
   environment (a real temp directory per task), the ``oracle`` harness (no subprocess) and
   ``execution.limits.task_concurrency = --concurrency``. Each detail is written atomically by the store
   and the summary at the end. Reports wall time, tasks/s, ms/task and CPU ms/task (user+system CPU
-  seconds of the child spent in ``run_requests``, every thread).
+  seconds of the child spent in ``orchestrate``, every thread).
 * the durable-write floor of each run, measured right after it in a child of its own (see
   ``_bench.add_floor``): N files of the run's median detail size written by --concurrency threads into
   a fresh directory beside the run directory, each as a temp file, fsync, rename, fsync of the

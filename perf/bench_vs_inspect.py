@@ -13,7 +13,7 @@ three: inspect ours dagster) in fresh child processes, one side after the other:
   sample Inspect makes its TaskState, calls the mock model through its model layer (generate config,
   retry wrapper, the model call and its events in the sample's transcript), scores the answer, and
   adds the sample to the log buffer it writes into the log file.
-* ours: the ``synthetic`` benchmark with N tasks through ``run_requests`` with the ``oracle`` harness,
+* ours: the ``synthetic`` benchmark with N tasks through ``orchestrate`` with the ``oracle`` harness,
   the ``local`` environment and task_concurrency = --concurrency, as bench_store.py runs it. Per task
   the runtime plans it, opens a ``local`` environment session (a temp directory made and removed),
   runs the harness, evaluates the answer, and writes its detail durably (temp file, fsync, rename,
@@ -30,7 +30,7 @@ three: inspect ours dagster) in fresh child processes, one side after the other:
 * for each side: the whole child process's wall and user+system CPU seconds (interpreter start and
   imports included; the CPU from this process's RUSAGE_CHILDREN; for dagster, the whole tree's, until
   its last process was reaped), the wall and CPU seconds of the run itself (Inspect's eval() call, our
-  run_requests call; none for dagster, whose run is the whole tree), the peak RSS (for dagster, of the
+  orchestrate call; none for dagster, whose run is the whole tree), the peak RSS (for dagster, of the
   largest single process of the tree), and each side's ratio to Inspect's. For dagster also: the no-op
   re-run's whole-tree wall, CPU and peak RSS, and the instance's disk per task (the sizes of the files
   in DAGSTER_HOME after the first run, over N; ``instance_bytes.py`` breaks down an instance kept with
@@ -128,7 +128,7 @@ class Side:
     n: int
     process_seconds: float
     process_cpu_seconds: float
-    seconds: float | None  # the run alone: Inspect's eval() call, our run_requests call; None for dagster
+    seconds: float | None  # the run alone: Inspect's eval() call, our orchestrate call; None for dagster
     cpu_seconds: float | None
     peak_rss_mb: float  # for dagster, the largest single process of the first run's tree
     rerun_seconds: float | None = None  # dagster: the no-op re-run's whole tree

@@ -72,7 +72,7 @@ from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import ActivityRecord, read_activity
 from agentcompass_dagster.durable.session import CALLS_DIR
 from agentcompass_dagster.environments.hostdir import PROCESSES
-from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 
 REPO = Path(__file__).resolve().parent.parent
 TASK = "count-errors"
@@ -198,7 +198,7 @@ class Live:
     def process_group(self, key: str) -> int | None:
         """The process group of call ``key``'s command, as the host recorded it."""
         try:
-            worker = Worker.parse((self.session()[1] / "scratch" / PROCESSES / key).read_text())
+            worker = ProcessId.parse((self.session()[1] / "scratch" / PROCESSES / key).read_text())
         except OSError:
             return None
         return worker.pid if worker is not None else None

@@ -23,7 +23,7 @@ from agentcompass_dagster.runtime.store.naming import file_stem
 from agentcompass_dagster.contracts.records import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.config import RunRequest
+    from agentcompass_dagster.config import EvalRequest
     from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 TASKS_DIR = Path(__file__).parent / "demo_tasks"
@@ -58,7 +58,7 @@ class DemoBenchmark(Benchmark):
         return tasks
 
     async def prepare_task(
-        self, task: TaskSpec, session: EnvironmentSession, request: RunRequest, benchmark_plan: dict[str, Any]
+        self, task: TaskSpec, session: EnvironmentSession, request: EvalRequest, benchmark_plan: dict[str, Any]
     ) -> PreparedTask:
         setup = Path(task.metadata["dir"]) / "setup"
         if setup.is_dir():

@@ -21,7 +21,7 @@ from agentcompass_dagster.contracts.records import (
 )
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.config import BenchmarkConfig, RunRequest
+    from agentcompass_dagster.config import BenchmarkConfig, EvalRequest
     from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 
@@ -86,7 +86,7 @@ class Benchmark(ABC):
         return {}
 
     async def prepare_task(
-        self, task: TaskSpec, session: EnvironmentSession, request: RunRequest, benchmark_plan: dict[str, Any]
+        self, task: TaskSpec, session: EnvironmentSession, request: EvalRequest, benchmark_plan: dict[str, Any]
     ) -> PreparedTask:
         return PreparedTask(task=task, input=task.input)
 

@@ -30,7 +30,7 @@ class HarnessSession(ABC):
         self, harness: Harness, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
     ) -> None:
         self.harness = harness
-        self.prepared = prepared
+        self.resolved = prepared
         self.env = env
         self.benchmark = benchmark
         self.plan = plan

@@ -181,7 +181,7 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
             stream = TaskStream(sweep_benchmark, {(m, t) for m, ids in by_model.items() for t in ids})
             permits = InstancePermits(context.instance, run_id, context.op_execution_context.op_handle.name)
             orchestrator = Orchestrator(requests, observer=stream,
-                                        prepared=sweep_benchmark.prepared(requests, resources), permits=permits)
+                                        resolved=sweep_benchmark.resolved(requests, resources), permits=permits)
             orchestration = OrchestrationThread(orchestrator).start()
             yield from _stream(context, orchestration, stream)
             result = orchestration.result()

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_owner
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.store.atomic import atomic_write_json
-from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 
 LOCK_FILE = ".agentcompass.lock"
 CLAIMS_DIR = ".claims"
@@ -69,7 +69,7 @@ def record_worker(context: dg.AssetExecutionContext) -> None:
         return
     owner = run_owner(context.instance, run.run_id)
     if owner is None or owner.role != "worker":
-        record_owner(context.instance, run.run_id, "worker", Worker.this())
+        record_owner(context.instance, run.run_id, "worker", ProcessId.this())
 
 
 def run_is_live(instance: dg.DagsterInstance, run_id: str) -> bool:
@@ -88,7 +88,7 @@ def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, e
             claim = Claim.model_validate_json((directory / name).read_bytes())
         except (OSError, ValueError):
             continue
-        worker = Worker.parse(claim.worker)
+        worker = ProcessId.parse(claim.worker)
         if claim.run_id != exclude and (worker is None or worker.alive()) and run_is_live(instance, claim.run_id):
             claimed.update(claim.partitions)
     return claimed
@@ -98,7 +98,7 @@ def write_claim(sweep_benchmark: SweepBenchmark, run_id: str, partitions: list[s
     directory = _claims_dir(sweep_benchmark)
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_json(directory / f"{run_id}.json",
-                      Claim(run_id=run_id, worker=str(Worker.this()), partitions=partitions), durable=False)
+                      Claim(run_id=run_id, worker=str(ProcessId.this()), partitions=partitions), durable=False)
 
 
 def drop_claim(sweep_benchmark: SweepBenchmark, run_id: str) -> None:

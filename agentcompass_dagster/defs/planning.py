@@ -48,7 +48,7 @@ NOT_FINISHED = [
 
 
 @dataclass
-class Plan:
+class LaunchPlan:
     ranges: list[KeyRange] = field(default_factory=list)
     # The partitions to evaluate: those without a result, or, in a fresh round, every one not busy.
     missing: set[str] = field(default_factory=set)
@@ -112,7 +112,7 @@ def targeted(run: dg.DagsterRun, sweep_benchmark: SweepBenchmark, task_keys: Seq
 
 
 def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str],
-              fresh: bool = False) -> Plan:
+              fresh: bool = False) -> LaunchPlan:
     """What to launch for these task keys (in partition order), a fresh round of them with ``fresh``;
     call under the sweep lock."""
     flying = in_flight_runs(sweep_benchmark, instance)
@@ -128,7 +128,7 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
         busy |= partitions
     models = list(sweep_benchmark.model_keys)
     budget = sweep_benchmark.budget
-    plan = Plan(missing_ranges(models, task_keys, busy, sweep_benchmark.sweep.dagster.max_partitions_per_run),
+    plan = LaunchPlan(missing_ranges(models, task_keys, busy, sweep_benchmark.sweep.dagster.max_partitions_per_run),
                 missing={f"{m}|{t}" for m in models for t in task_keys} - busy,
                 in_flight=[run.run_id for run in flying],
                 fresh_in_flight=[run.run_id for run in flying if FRESH_TAG in run.tags],
@@ -147,7 +147,7 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
 
 
 def plan_benchmark(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str],
-                   fresh: bool = False) -> Plan:
+                   fresh: bool = False) -> LaunchPlan:
     """What `agentcompass run` and the schedule do before they plan, then the plan; call under the
     sweep lock: dead runs reaped, the pool's limit set, new task keys registered."""
     reap_dead_runs(sweep_benchmark, instance)

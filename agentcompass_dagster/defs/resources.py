@@ -14,7 +14,7 @@ from typing import Any
 
 import dagster as dg
 
-from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, RunRequest, SweepConfig
+from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, EvalRequest, SweepConfig
 from agentcompass_dagster.contracts import Environment, Harness, Model
 from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.runtime.execution.plugins import Plugins, build_environment, build_harness, resolve_plugins
@@ -99,6 +99,6 @@ class SweepResources:
                 f"EnvironmentResource, not {type(harness).__name__} and {type(environment).__name__}")
         return cls(harness, environment)
 
-    def plugins(self, request: RunRequest) -> Plugins:
+    def plugins(self, request: EvalRequest) -> Plugins:
         """The plugins of a request whose harness and environment are these resources' configs."""
         return resolve_plugins(request, harness=self.harness.build, environment=self.environment.open_provider)

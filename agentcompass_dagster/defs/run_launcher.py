@@ -32,7 +32,7 @@ from agentcompass_dagster.defs.dagster_internals import (
     WorkerStatus,
 )
 from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_worker
-from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 
 LOG_DIR = "run-workers"
 RUN_WORKER_MODULE = "agentcompass_dagster.defs.run_worker"
@@ -89,7 +89,7 @@ class RunWorkerLauncher(RunLauncher, ConfigurableClass):
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(worker_command(run.job_code_origin.executable_path, args), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self._workers[run.run_id] = proc
-        record_owner(instance, run.run_id, "worker", Worker.of(proc.pid))
+        record_owner(instance, run.run_id, "worker", ProcessId.of(proc.pid))
         self._reap()
 
     def _reap(self) -> None:

@@ -14,7 +14,7 @@ from typing import Literal
 import dagster as dg
 from pydantic import BaseModel
 
-from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 
 KEY = "agentcompass/run-owner/"
 # A run created by a process that recorded no owner (the UI, GraphQL) is launched in the same request;
@@ -27,12 +27,12 @@ class RunOwner(BaseModel):
     process: str
 
     @property
-    def worker(self) -> Worker | None:
-        return Worker.parse(self.process)
+    def worker(self) -> ProcessId | None:
+        return ProcessId.parse(self.process)
 
 
 def record_owner(instance: dg.DagsterInstance, run_id: str, role: Literal["launcher", "worker"],
-                 process: Worker) -> None:
+                 process: ProcessId) -> None:
     instance.run_storage.set_cursor_values({KEY + run_id: RunOwner(role=role, process=str(process)).model_dump_json()})
 
 
@@ -41,7 +41,7 @@ def run_owner(instance: dg.DagsterInstance, run_id: str) -> RunOwner | None:
     return RunOwner.model_validate_json(text) if text else None
 
 
-def run_worker(instance: dg.DagsterInstance, run_id: str) -> Worker | None:
+def run_worker(instance: dg.DagsterInstance, run_id: str) -> ProcessId | None:
     """The worker process recorded for a run (None before it was launched, or when none was recorded)."""
     owner = run_owner(instance, run_id)
     return owner.worker if owner is not None and owner.role == "worker" else None

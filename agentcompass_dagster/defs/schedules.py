@@ -8,13 +8,13 @@ import dagster as dg
 
 from agentcompass_dagster.defs.coordination import sweep_lock
 from agentcompass_dagster.defs.dagster_internals import UnresolvedAssetJobDefinition
-from agentcompass_dagster.defs.planning import Plan, plan_benchmark
+from agentcompass_dagster.defs.planning import LaunchPlan, plan_benchmark
 from agentcompass_dagster.defs.sweep import SweepBenchmark, keys_of
 
 STATUS = {"running": dg.DefaultScheduleStatus.RUNNING, "stopped": dg.DefaultScheduleStatus.STOPPED}
 
 
-def run_requests(sweep_benchmark: SweepBenchmark, plan: Plan) -> list[dg.RunRequest]:
+def run_requests(sweep_benchmark: SweepBenchmark, plan: LaunchPlan) -> list[dg.RunRequest]:
     requests = [dg.RunRequest(tags=plan.run_tags(key_range)) for key_range in plan.ranges]
     if plan.metrics_due:
         requests.append(dg.RunRequest(asset_selection=[sweep_benchmark.key("metrics"),
@@ -22,7 +22,7 @@ def run_requests(sweep_benchmark: SweepBenchmark, plan: Plan) -> list[dg.RunRequ
     return requests
 
 
-def budget_reason(plan: Plan) -> str:
+def budget_reason(plan: LaunchPlan) -> str:
     assert plan.budget is not None
     what = "to evaluate again" if plan.fresh_since is not None else "without a result"
     return (f"budget exhausted: {plan.budget.message}; {len(plan.missing)} (model, task) partitions {what} are "

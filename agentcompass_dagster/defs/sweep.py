@@ -12,12 +12,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from agentcompass_dagster.config import BenchmarkConfig, OutputConfig, RunRequest, SweepConfig
+from agentcompass_dagster.config import BenchmarkConfig, OutputConfig, EvalRequest, SweepConfig
 from agentcompass_dagster.defs.partitions import attempts_partitions, dagster_name, partition_key, tasks_partitions_name
 from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.runtime.execution.budget import sweep_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins, resolve_plugins
-from agentcompass_dagster.runtime.execution.orchestrator import Prepared
+from agentcompass_dagster.runtime.execution.orchestrator import ResolvedRequest
 from agentcompass_dagster.runtime.execution.selection import load_selected_tasks
 from agentcompass_dagster.runtime.store.layout import run_root
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
@@ -102,7 +102,7 @@ class SweepBenchmark:
         """Task partition key -> task."""
         return keys_of(self.tasks)
 
-    def plugins(self, request: RunRequest, resources: SweepResources | None = None) -> Plugins:
+    def plugins(self, request: EvalRequest, resources: SweepResources | None = None) -> Plugins:
         """The plugins of a request: built by the run's resources when given (the evaluating step, whose
         run may configure them apart from the sweep in the launchpad), else for the declared harness and
         environment, once per model."""
@@ -113,8 +113,8 @@ class SweepBenchmark:
                 self._components[request.model.id] = resolve_plugins(request)
             return self._components[request.model.id]
 
-    def prepared(self, requests: list[RunRequest], resources: SweepResources | None = None) -> dict[str, Prepared]:
-        return {request.name: Prepared(self.plugins(request, resources), self.tasks) for request in requests}
+    def resolved(self, requests: list[EvalRequest], resources: SweepResources | None = None) -> dict[str, ResolvedRequest]:
+        return {request.name: ResolvedRequest(self.plugins(request, resources), self.tasks) for request in requests}
 
     # results
 
@@ -179,7 +179,7 @@ class SweepBenchmark:
         resources: SweepResources | None = None,
         dagster_run_id: str | None = None,
         fresh_since: str | None = None,
-    ) -> RunRequest:
+    ) -> EvalRequest:
         """With ``resources``, a request of the harness and environment the run configured them with (what
         ``plugins(request, resources)`` builds); with ``fresh_since``, a request of the fresh round
         that started then (round_output)."""

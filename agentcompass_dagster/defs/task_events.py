@@ -27,7 +27,7 @@ class TaskStream(OrchestrationObserver):
         self._task_keys = {task.id: key for key, task in sweep_benchmark.task_keys.items()}
         self._run_dirs: dict[str, tuple[Path, Path]] = {}
 
-    def request_prepared(self, state: RequestState) -> None:
+    def request_started(self, state: RequestState) -> None:
         # A claimed task whose normal detail the reuse source already had (its materialization was lost,
         # say, to a kill between the detail and the event) is finished: report it, run nothing.
         assert state.run_dir is not None

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.config import RunRequest, SweepConfig
+from agentcompass_dagster.config import EvalRequest, SweepConfig
 from agentcompass_dagster.durable.activity import (
     ACTIVITY_FILE,
     ActivityLog,
@@ -35,7 +35,7 @@ FORKS_SUFFIX = ".forks"
 _IDENTITY_FIELDS = {"name", "sweep", "model", "output", "run_only", "lineage", "durable_seed", "dagster_run_id"}
 
 
-def config_differences(parent: RunRequest, child: RunRequest) -> list[str]:
+def config_differences(parent: EvalRequest, child: EvalRequest) -> list[str]:
     """Dotted paths of every configuration field other than the model that differs."""
     a = parent.model_dump(mode="json", exclude=_IDENTITY_FIELDS)
     b = child.model_dump(mode="json", exclude=_IDENTITY_FIELDS)
@@ -69,7 +69,7 @@ def forkable_cuts(records: list[ActivityRecord]) -> list[int]:
 
 def prepare_fork(
     parent_dir: Path, task_id: str, checkpoint: int, model_id: str, sweep: SweepConfig, attempt: int = 1
-) -> RunRequest:
+) -> EvalRequest:
     """The child's request, with its durable seed written under the fork results root."""
     run_dir, parent, results_dir = load_run_request(parent_dir)
     assert run_dir.info is not None

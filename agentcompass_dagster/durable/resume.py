@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import CALLS_DIR, CURSOR_FILE, DurableSession, observation
 from agentcompass_dagster.environments.hostdir import probe_hostdir, process_of
@@ -179,7 +179,7 @@ def _read(root: Path, path: str) -> str | None:
         return None
 
 
-def resume_request(path: Path, task_id: str | None = None) -> RunRequest:
+def resume_request(path: Path, task_id: str | None = None) -> EvalRequest:
     """The request that resumes an interrupted run: a new run directory reusing the old one's finished
     details (R-RESUME-3) and continuing its unfinished attempts from their activity logs."""
     run_dir, request, results_dir = load_run_request(path)

@@ -26,7 +26,7 @@ from typing import Any
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession, ExecResult, verifier_env
 from agentcompass_dagster.environments.cgroups import Cgroup, stale
 from agentcompass_dagster.contracts.capture import READ_CHUNK, Capture, capture_file
-from agentcompass_dagster.runtime.execution.processes import Worker, proc_stat, process_alive
+from agentcompass_dagster.runtime.execution.processes import ProcessId, proc_stat, process_alive
 from agentcompass_dagster.runtime.store.safe_fs import (
     makedirs_beneath,
     open_regular_beneath,
@@ -173,7 +173,7 @@ class HostDirSession(EnvironmentSession):
             for fd in fds:
                 os.close(fd)
         if label is not None:
-            await asyncio.to_thread(self._record, label, Worker.of(proc.pid))
+            await asyncio.to_thread(self._record, label, ProcessId.of(proc.pid))
         stdout, stderr = Capture(), Capture()
         # Read as it comes, never all at once: the host holds the head and tail of each stream, whatever
         # the command writes.
@@ -190,7 +190,7 @@ class HostDirSession(EnvironmentSession):
         return ExecResult.captured(proc.returncode if proc.returncode is not None else -1, stdout, stderr,
                                    time.monotonic() - started, timed_out)
 
-    def _record(self, label: str, worker: Worker) -> None:
+    def _record(self, label: str, worker: ProcessId) -> None:
         write_beneath(self.root, f"scratch/{PROCESSES}/{_label(label)}", str(worker).encode())
 
     def _owner_for(self, path: str) -> tuple[int, int] | None:
@@ -305,7 +305,7 @@ def process_of(root: Path, label: str) -> bool | None:
     """Whether the command labelled ``label`` in the session at ``root`` still runs: its process group
     (it led one) has a live member. None when the host recorded no process for it."""
     try:
-        worker = Worker.parse(read_beneath(root, f"scratch/{PROCESSES}/{_label(label)}").decode())
+        worker = ProcessId.parse(read_beneath(root, f"scratch/{PROCESSES}/{_label(label)}").decode())
     except OSError:
         return None
     if worker is None:

@@ -214,7 +214,7 @@ class MiniSweSession(DurableAgentSession):
         session.begin(resumed)
         self.session = session
         self.bridge = bridge = Bridge(asyncio.get_running_loop())
-        steps = Steps(session, bridge, harness.model, limits, task_id=self.prepared.task.id, attempt=plan.attempt,
+        steps = Steps(session, bridge, harness.model, limits, task_id=self.resolved.task.id, attempt=plan.attempt,
                       budget=plan.budget)
         self.agent = agent = agent_class(MiniModel(steps, model_config),
                                          MiniEnvironment(steps, env_config, await uname(env)), **agent_kwargs)
@@ -223,7 +223,7 @@ class MiniSweSession(DurableAgentSession):
         started = time.monotonic()
         error = None
         try:
-            await asyncio.to_thread(agent.run, self.prepared.input)
+            await asyncio.to_thread(agent.run, self.resolved.input)
         except ModelError as exc:
             error = f"model call failed: {exc}"
         except asyncio.CancelledError:

@@ -31,7 +31,7 @@ from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
 from agentcompass_dagster.defs.jobs import mounted, same_path_mounts, shared_paths
 from agentcompass_dagster.defs.partitions import dagster_name
-from agentcompass_dagster.defs.planning import Plan, fail_run, plan_benchmark
+from agentcompass_dagster.defs.planning import LaunchPlan, fail_run, plan_benchmark
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.launcher.follow import RunFollower
@@ -88,7 +88,7 @@ def preflight(sweep_benchmark_list: list[SweepBenchmark]) -> None:
     postgres_url()
     for sweep_benchmark in sweep_benchmark_list:
         requests = [sweep_benchmark.request(model.id, []) for model in sweep_benchmark.sweep.models]
-        Orchestrator(requests, prepared=sweep_benchmark.prepared(requests)).preflight()
+        Orchestrator(requests, resolved=sweep_benchmark.resolved(requests)).preflight()
 
 
 def check_shared_storage(sweep_benchmark: SweepBenchmark, sweep_file: Path) -> None:
@@ -190,7 +190,7 @@ def _without_result(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstanc
 
 
 def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
-          follower: RunFollower, fresh: bool) -> tuple[Plan, list[dg.DagsterRun]]:
+          follower: RunFollower, fresh: bool) -> tuple[LaunchPlan, list[dg.DagsterRun]]:
     """Create the runs a benchmark needs (a fresh round of it with ``fresh``); returns its plan (with the
     runs in flight launched by others) and them."""
     with sweep_lock(sweep_benchmark):

@@ -24,7 +24,7 @@ from agentcompass_dagster.defs.dagster_internals import (
 )
 from agentcompass_dagster.defs.run_owners import record_owner
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 
 # The run's own log goes to the instance; the console of a run worker only says what went wrong.
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
@@ -56,5 +56,5 @@ class RunFactory:
             job_code_origin=self.reconstructable.get_reconstructable_job(sweep_benchmark.job_name).get_python_origin(),
         )
         # Until it is launched, this process owns the run: if it dies first, the run is reaped.
-        record_owner(self.instance, run.run_id, "launcher", Worker.this())
+        record_owner(self.instance, run.run_id, "launcher", ProcessId.this())
         return run

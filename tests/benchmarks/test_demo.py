@@ -10,14 +10,14 @@ import yaml
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 from conftest import write_sweep
 
 
 def _run(tmp_path: Path, harness: str):
     sweep = load_sweep(write_sweep(tmp_path, name=f"demo-{harness}", harness=harness))
-    result = run_requests(sweep.requests())
+    result = orchestrate(sweep.requests())
     (outcome,) = result.outcomes.values()
     assert outcome.status == "completed", outcome.error
     assert outcome.result is not None

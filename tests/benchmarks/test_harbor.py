@@ -11,7 +11,7 @@ import pytest
 
 from agentcompass_dagster.benchmarks.harbor_tasks import map_paths
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 
 from conftest import write_sweep
@@ -24,7 +24,7 @@ def run(tmp_path: Path, harness: str, tasks_dir: Path = TASKS) -> Any:
     sweep = write_sweep(tmp_path, name=f"harbor-{harness}", harness=harness, environment="sandbox",
                         benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks_dir)}}],
                         execution={"network": NO_NETWORK})
-    (outcome,) = run_requests(load_sweep(sweep).requests()).outcomes.values()
+    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return outcome.result
 

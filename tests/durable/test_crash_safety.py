@@ -47,7 +47,7 @@ WRITER = r"""
 import sys
 from pathlib import Path
 
-from agentcompass_dagster.config import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig, RunRequest
+from agentcompass_dagster.config import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig, EvalRequest
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_store import RunStore
 from agentcompass_dagster.contracts.records import EvaluatedAttempt
@@ -59,7 +59,7 @@ fsize_after = None if sys.argv[6] == "-" else int(sys.argv[6])
 FSIZE_LIMIT = int(sys.argv[7])
 if existing == "-":
     run_dir = RunStore(results_dir).reserve(results_dir / "crash" / "bench" / "model", None)
-    request = RunRequest(
+    request = EvalRequest(
         name="crash",
         benchmark=BenchmarkConfig(id="synthetic", params={"n_tasks": RANGE * WRITERS}),
         model=ModelConfig(id="model"),

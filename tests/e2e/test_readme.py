@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 from conftest import REPO
 
@@ -25,7 +25,7 @@ def test_readme_sweep_example_validates_and_runs(tmp_path: Path) -> None:
     path.write_text(example.group(1).replace("./results", str(tmp_path / "results")))
     sweep = load_sweep(path, REPO / "resources")
     assert sweep.execution.attempts.k == 3 and sweep.benchmarks[0].tasks == ["create-hello", "fix-calc"]
-    result = run_requests(sweep.requests())
+    result = orchestrate(sweep.requests())
     (outcome,) = result.outcomes.values()
     assert outcome.result is not None and outcome.result.metrics.metrics["pass@3"] == 1.0
 

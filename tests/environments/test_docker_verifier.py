@@ -19,7 +19,7 @@ from test_verifier_context import SITE, harbor_task
 from agentcompass_dagster.config import EnvironmentConfig, load_sweep
 from agentcompass_dagster.contracts.environment import VERIFIER_PATH, Caller, EnvironmentSession
 from agentcompass_dagster.environments.docker import DockerEnvironment
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 pytestmark = needs_docker
 DOCKER = {"id": "docker", "params": {"image": IMAGE}}
@@ -103,7 +103,7 @@ def test_code_the_agent_planted_never_runs_in_the_docker_verifier(tmp_path: Path
                         benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}],
                         harness={"id": "scripted", "params": {"tasks": {t: {"command": c, "answer": "done"}
                                                                         for t, c in commands.items()}}})
-    (outcome,) = run_requests(load_sweep(sweep).requests()).outcomes.values()
+    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     rewards = {task: detail["attempts"]["1"]["benchmark_fields"].get("reward")
                for task, detail in details_by_task(Path(outcome.result.run_dir)).items()}

@@ -28,7 +28,7 @@ from agentcompass_dagster.contracts.environment import EnvironmentSession, ExecR
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable
 from agentcompass_dagster.environments.sandbox import SandboxEnvironment
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 HARBOR_TASKS = Path(__file__).parent.parent / "data" / "harbor_tasks"
 SECRET = "TOPSECRET-4f1c9a"
@@ -61,7 +61,7 @@ def secret_file(tmp_path: Path) -> Path:
 
 
 def run_sweep(sweep: Path) -> Path:
-    result = run_requests(load_sweep(sweep).requests())
+    result = orchestrate(load_sweep(sweep).requests())
     (outcome,) = result.outcomes.values()
     assert outcome.result is not None, outcome.error
     return Path(outcome.result.run_dir)

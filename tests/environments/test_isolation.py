@@ -25,7 +25,7 @@ from waiting import wait_until
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
 
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
@@ -40,7 +40,7 @@ def reach(port: int) -> str:
 
 
 def run(tmp_path: Path, name: str, environment: dict[str, Any], **fields: Any) -> Any:
-    result = run_requests(load_sweep(write_sweep(tmp_path, name=name, environment=environment, **fields)).requests())
+    result = orchestrate(load_sweep(write_sweep(tmp_path, name=name, environment=environment, **fields)).requests())
     (outcome,) = result.outcomes.values()
     assert outcome.result is not None, outcome.error
     return outcome.result

@@ -30,11 +30,11 @@ from lifecycle import DelegatingSession
 from waiting import wait_until
 
 from agentcompass_dagster import registry
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.contracts.environment import EnvironmentSession
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.runtime.execution.interrupts import Interrupts
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 from agentcompass_dagster.runtime.store.records import TaskDetail
 
@@ -95,8 +95,8 @@ def recording_environment(prefix: str) -> tuple[str, list[Event]]:
 def make_request(
     tmp_path: Path, environment: dict[str, Any], *, n_tasks: int, harness: dict[str, Any],
     limits: dict[str, Any], name: str = "limits",
-) -> RunRequest:
-    return RunRequest.model_validate({
+) -> EvalRequest:
+    return EvalRequest.model_validate({
         "name": name,
         "benchmark": {"id": "synthetic", "params": {"n_tasks": n_tasks}},
         "model": {"id": "none"},
@@ -126,7 +126,7 @@ def run_capacity(tmp_path: Path, capacity: int) -> list[tuple[float, float]]:
         harness={"default": {"sleep": 0.2, "answer": "whatever"}},
         limits={"task_concurrency": 4},
     )
-    result = run_requests([request])
+    result = orchestrate([request])
     assert result.status == "completed", result
     spans = intervals(events)
     assert len(spans) == 6, "one environment per task"
@@ -167,7 +167,7 @@ def test_open_qps_spaces_environment_opens(tmp_path: Path, private_tmpdir: Path,
         harness={"default": {"answer": "whatever"}},
         limits={"task_concurrency": 8},
     )
-    result = run_requests([request])
+    result = orchestrate([request])
     assert result.status == "completed", result
     opens = sorted(t for t, kind, _ in events if kind == "open")
     assert len(opens) == 20
@@ -212,10 +212,10 @@ def test_orchestration_timeout_stops_tasks_keeps_finished_and_cleans_up(
         name="timeout",
     )
     started = time.monotonic()
-    result = run_requests([request])
+    result = orchestrate([request])
     elapsed = time.monotonic() - started
 
-    assert elapsed < 20, f"run_requests returned after {elapsed:.1f}s: the timeout did not stop the 30 s tasks"
+    assert elapsed < 20, f"orchestrate returned after {elapsed:.1f}s: the timeout did not stop the 30 s tasks"
     assert result.status == "timeout"
     outcome = result.outcomes["timeout"]
     assert outcome.status == "timeout"
@@ -266,7 +266,7 @@ def test_timeout_gives_a_slow_environment_close_its_grace(
         limits={"task_concurrency": 2, "orchestration_timeout_s": 1.0, "cleanup_grace_seconds": 10},
         name="slow-teardown",
     )
-    result = run_requests([request])
+    result = orchestrate([request])
     assert result.status == "timeout"
     closed = sorted(n for _, kind, n in events if kind == "close")
     # The interrupted gather returns once the first worker has cleaned up; the others must still get the

@@ -31,7 +31,7 @@ from agentcompass_dagster.contracts.environment import EnvironmentSession
 from agentcompass_dagster.environments.docker import DockerEnvironment
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.contracts.capture import OUTPUT_LIMIT
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 # What a captured stream may hold beyond OUTPUT_LIMIT bytes: the note of what was left out.
@@ -126,7 +126,7 @@ def test_a_timeout_holds_while_a_process_that_left_the_group_keeps_the_pipes(
 
 def durable_run(tmp_path: Path, environment: str | dict[str, Any], command: str) -> dict[str, Any]:
     turns = {"count-errors": [bash(command), bash(SOLUTION), submit()]}
-    (outcome,) = run_requests(load_sweep(sweep_file(tmp_path, turns, environment=environment,
+    (outcome,) = orchestrate(load_sweep(sweep_file(tmp_path, turns, environment=environment,
                                                     command_timeout_s=3.0)).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return details_by_task(Path(outcome.result.run_dir))["count-errors"]

@@ -18,7 +18,7 @@ import pytest
 from conftest import write_sweep, write_task
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
@@ -82,7 +82,7 @@ def run_agent(tmp_path: Path, environment: str, tasks: Path, commands: dict[str,
                         harness={"id": "scripted", "params": {"tasks": {t: {"command": c, "answer": "done"}
                                                                         for t, c in commands.items()}}},
                         **fields)
-    (outcome,) = run_requests(load_sweep(sweep).requests()).outcomes.values()
+    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return open_run_dir(Path(outcome.result.run_dir)).load_all_details()
 
@@ -119,7 +119,7 @@ def test_the_verifier_sees_neither_the_agents_home_nor_its_tmp(tmp_path: Path) -
                         benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
                         harness={"id": "scripted", "params": {"default": {
                             "command": 'touch "$HOME/left" /tmp/left && [ -e /tmp/left ]', "answer": "x"}}})
-    (outcome,) = run_requests(load_sweep(sweep).requests()).outcomes.values()
+    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     detail = open_run_dir(Path(outcome.result.run_dir)).load_all_details()["context"]
     assert detail.correct, detail.attempts["1"].benchmark_fields
@@ -141,7 +141,7 @@ def test_an_agent_reaches_no_network_unless_the_sweep_declares_one(tmp_path: Pat
         sweep = write_sweep(tmp_path, name=name, environment="sandbox",
                             benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
                             **({"execution": {"network": network}} if network else {}))
-        (outcome,) = run_requests(load_sweep(sweep).requests()).outcomes.values()
+        (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
         assert outcome.result is not None, outcome.error
         detail = open_run_dir(Path(outcome.result.run_dir)).load_all_details()["net"]
         assert detail.correct is correct, (name, detail.attempts["1"].benchmark_fields)

@@ -18,14 +18,14 @@ from agentcompass_dagster.config import (
     HarnessConfig,
     ModelConfig,
     OutputConfig,
-    RunRequest,
+    EvalRequest,
     validate_declaration,
 )
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.execution.attempt import STRATEGIES
 from agentcompass_dagster.runtime.results.metrics import pass_at_k
-from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 from agentcompass_dagster.runtime.store.records import RequestResult, Strategy, TaskDetail
 
@@ -39,9 +39,9 @@ pytestmark = pytest.mark.usefixtures("recorder")
 
 def make_request(
     tmp_path: Path, *, n: int = 1, name: str = "r", harness: dict[str, Any] | None = None, **execution: Any
-) -> RunRequest:
+) -> EvalRequest:
     execution.setdefault("network", SPLIT_NETWORK)
-    return RunRequest(
+    return EvalRequest(
         name=name,
         benchmark=BenchmarkConfig(id="faulty", params={"n_tasks": n}),
         model=ModelConfig(id="m"),
@@ -52,8 +52,8 @@ def make_request(
     )
 
 
-def run_one(request: RunRequest) -> tuple[RequestResult, TaskDetail]:
-    result = run_requests([request])
+def run_one(request: EvalRequest) -> tuple[RequestResult, TaskDetail]:
+    result = orchestrate([request])
     outcome = result.outcomes[request.name]
     assert outcome.result is not None, outcome.error
     details = open_run_dir(Path(outcome.result.run_dir)).load_all_details()
@@ -205,7 +205,7 @@ def test_interrupted_task_runs_only_missing_attempts(tmp_path: Path) -> None:
     compatible checkpoints and runs only the missing attempts; checkpoints go once the detail is saved."""
     record = tmp_path / "calls.jsonl"
     slow = {"tasks": {"t0": [{"oracle": True}, {"oracle": True}, {"sleep": 30}]}, "record": str(record)}
-    first = run_requests([make_request(tmp_path, attempts={"k": 3}, harness=slow,
+    first = orchestrate([make_request(tmp_path, attempts={"k": 3}, harness=slow,
                                        limits={"orchestration_timeout_s": 1.5, "cleanup_grace_seconds": 5})])
     assert first.status == "timeout"
     source = Path(first.outcomes["r"].paths["run_dir"])
@@ -283,7 +283,7 @@ def test_close_failure_never_hides_the_task_error(tmp_path: Path, recorder: Life
 def test_finalize_merges_reused_and_new_in_selected_order(tmp_path: Path, recorder: Lifecycle) -> None:
     """R-FIN-1: finalisation merges reused and new details in the selected task order before
     Benchmark.aggregate_metrics, and writes summary.md and .summary_counts.json."""
-    first = run_requests([make_request(tmp_path, n=6)])
+    first = orchestrate([make_request(tmp_path, n=6)])
     run_dir = Path(first.outcomes["r"].paths["run_dir"])
     for name in ("t1_b.json", "t4_b.json"):
         (run_dir / "details" / name).unlink()
@@ -301,7 +301,7 @@ def test_baseline_restore_survives_cancellation(tmp_path: Path, recorder: Lifecy
     """R-NET-1: restoring the baseline policy after evaluation is shielded from cancellation: a timeout
     that lands during evaluation still restores baseline and closes the environment."""
     recorder.sleeps["evaluate_raise"] = 30
-    result = run_requests([make_request(tmp_path, limits={"orchestration_timeout_s": 1.0})])
+    result = orchestrate([make_request(tmp_path, limits={"orchestration_timeout_s": 1.0})])
     assert result.status == "timeout"
     tail = recorder.after_load()[-3:]
     assert tail == ["evaluate:1", "policy:1:host", "close:1"]

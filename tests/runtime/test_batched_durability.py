@@ -12,19 +12,19 @@ import sys
 import threading
 from pathlib import Path
 
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.runtime.store import atomic
 from agentcompass_dagster.runtime.store import run_dir
 from agentcompass_dagster.runtime.store.detail_writer import DetailWriter
-from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState, run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState, orchestrate
 from agentcompass_dagster.runtime.store.records import TaskDetail
 
 CONCURRENCY = 8
 
 
-def synthetic_request(results_dir: Path, n_tasks: int) -> RunRequest:
+def synthetic_request(results_dir: Path, n_tasks: int) -> EvalRequest:
     """No-op tasks: the oracle answers each at once, so the run is all detail writes."""
-    return RunRequest.model_validate({
+    return EvalRequest.model_validate({
         "name": "burst", "benchmark": {"id": "synthetic", "params": {"n_tasks": n_tasks}}, "model": {"id": "none"},
         "harness": {"id": "oracle"}, "environment": {"id": "local"},
         "execution": {"limits": {"task_concurrency": CONCURRENCY}}, "output": {"results_dir": str(results_dir)},
@@ -100,7 +100,7 @@ def test_a_task_is_reported_only_once_its_directory_entry_is_durable_and_fsyncs_
     request = synthetic_request(tmp_path, n)
 
     def run() -> None:
-        reported.append(("result", run_requests([request], Observer()).status == "completed", True))
+        reported.append(("result", orchestrate([request], Observer()).status == "completed", True))
 
     runner = threading.Thread(target=run)
     runner.start()
@@ -121,8 +121,8 @@ def test_a_task_is_reported_only_once_its_directory_entry_is_durable_and_fsyncs_
 CHILD = r"""
 import sys
 
-from agentcompass_dagster.config import RunRequest
-from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, run_requests
+from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, orchestrate
 
 
 class Report(OrchestrationObserver):
@@ -130,7 +130,7 @@ class Report(OrchestrationObserver):
         print("finished", detail.task_id, state.run_dir.detail_path(detail.task_id, detail.category), flush=True)
 
 
-run_requests([RunRequest.model_validate_json(sys.argv[1])], Report())
+orchestrate([EvalRequest.model_validate_json(sys.argv[1])], Report())
 """
 
 

@@ -17,8 +17,8 @@ import yaml
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.runtime.execution.budget import BudgetExhausted, Ledger, ledger
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
-from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 from agentcompass_dagster.runtime.store.run_records import RunInfo
 from agentcompass_dagster.runtime.results.summary import SummaryCounts
 from agentcompass_dagster.contracts.records import BudgetConfig, Usage
@@ -88,7 +88,7 @@ def test_calls_in_flight_hold_back_the_next_until_they_settle_and_a_dead_process
     assert second is not None
     assert book.reserve(limits) is None  # $0.1 spent + $0.1 in flight reach $0.15: wait for it
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone = Worker.of(dead.pid)
+    gone = ProcessId.of(dead.pid)
     dead.wait()
     book.settle(second, Usage(cost_usd=0.0), None)  # it failed: it cost nothing
     with path.open("a") as ledger_file:  # a reservation its process never settled
@@ -114,7 +114,7 @@ def test_a_run_stopped_by_the_budget_leaves_its_tasks_unrun_and_a_raised_budget_
     missing: neither errors nor failures of the agent, listed in run_info.json, counted and said in
     summary.md; a later run with a raised budget runs them (reuse does not take them as done)."""
     path = _budget_sweep(tmp_path, 0.25)
-    result = run_requests(load_sweep(path).requests())
+    result = orchestrate(load_sweep(path).requests())
     assert result.status == "completed"
     (outcome,) = result.outcomes.values()
     assert outcome.result is not None
@@ -132,7 +132,7 @@ def test_a_run_stopped_by_the_budget_leaves_its_tasks_unrun_and_a_raised_budget_
     data["budget"]["max_cost_usd"] = 1.0
     data["output"]["reuse"] = True
     path.write_text(yaml.safe_dump(data))
-    (again,) = run_requests(load_sweep(path).requests()).outcomes.values()
+    (again,) = orchestrate(load_sweep(path).requests()).outcomes.values()
     assert again.result is not None
     counts = SummaryCounts.model_validate_json((Path(again.result.run_dir) / ".summary_counts.json").read_text())
     assert (counts.evaluated, counts.missing, counts.reused, counts.new, counts.budget_not_run) == (6, 0, 3, 3, 0)

@@ -23,7 +23,7 @@ from agentcompass_dagster.config import (
     HarnessConfig,
     ModelConfig,
     OutputConfig,
-    RunRequest,
+    EvalRequest,
 )
 from agentcompass_dagster.runtime.execution.orchestration_thread import OrchestrationThread
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
@@ -31,11 +31,11 @@ from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.contracts.records import MetricResult
 
 
-def request(tmp_path: Path, benchmark: str, step: dict[str, object], record: Path | None = None) -> RunRequest:
+def request(tmp_path: Path, benchmark: str, step: dict[str, object], record: Path | None = None) -> EvalRequest:
     params: dict[str, object] = {"default": step}
     if record is not None:
         params["record"] = str(record)
-    return RunRequest(
+    return EvalRequest(
         name="r",
         benchmark=BenchmarkConfig(id=benchmark, params={"n_tasks": 2}),
         model=ModelConfig(id="m"),
@@ -83,11 +83,11 @@ def test_a_stop_during_finalization_leaves_the_run_cancelled_not_running(
 EXITS_WHILE_RUNNING = """
 import json, sys, time
 from pathlib import Path
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.runtime.execution.orchestration_thread import OrchestrationThread
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
 
-request = RunRequest.model_validate_json(Path(sys.argv[1]).read_text())
+request = EvalRequest.model_validate_json(Path(sys.argv[1]).read_text())
 record = Path(sys.argv[2])
 OrchestrationThread(Orchestrator([request])).start()
 deadline = time.monotonic() + 30

@@ -12,7 +12,7 @@ import pytest
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.results import load_task_results
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 from conftest import run_cli, write_sweep
 
@@ -32,8 +32,8 @@ def test_every_surface_gives_the_counts_the_details_give(tmp_path: Path, capsys:
                            harness={"id": "scripted", "params": {"tasks": SCRIPT}}, execution={"attempts": {"k": 3}},
                            output={"results_dir": str(tmp_path / "results"), "reuse": reuse})
 
-    run_requests(load_sweep(sweep(["t0", "t1", "t2"], False)).requests())
-    (outcome,) = run_requests(load_sweep(sweep(["t0", "t1", "t2", "t3"], True)).requests()).outcomes.values()
+    orchestrate(load_sweep(sweep(["t0", "t1", "t2"], False)).requests())
+    (outcome,) = orchestrate(load_sweep(sweep(["t0", "t1", "t2", "t3"], True)).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     run = Path(outcome.result.run_dir)
     details = open_run_dir(run).load_all_details()

@@ -21,19 +21,19 @@ from agentcompass_dagster.config import (
     HarnessConfig,
     ModelConfig,
     OutputConfig,
-    RunRequest,
+    EvalRequest,
 )
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, Orchestrator, run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, Orchestrator, orchestrate
 from agentcompass_dagster.contracts.records import TaskSpec
 
 
 def request(tmp_path: Path, name: str, *, benchmark: str = "synthetic", n: int = 4, record: Path | None = None,
-            step: dict[str, Any] | None = None, **execution: Any) -> RunRequest:
+            step: dict[str, Any] | None = None, **execution: Any) -> EvalRequest:
     params: dict[str, Any] = {"default": step or {"oracle": True}}
     if record is not None:
         params["record"] = str(record)
-    return RunRequest(
+    return EvalRequest(
         name=name,
         benchmark=BenchmarkConfig(id=benchmark, params={"n_tasks": n}),
         model=ModelConfig(id="m"),
@@ -61,7 +61,7 @@ def test_ordered_priority_pipelined_preparation_and_early_finalisation(tmp_path:
     requests = [request(tmp_path, f"r{i}", record=records[i], step=step, limits={"task_concurrency": 2})
                 for i in range(3)]
     dispatched = DispatchLog()
-    result = run_requests(requests, observer=dispatched)
+    result = orchestrate(requests, observer=dispatched)
     assert result.status == "completed" and list(result.outcomes) == ["r0", "r1", "r2"]
     starts = [[t for name, t in dispatched.starts if name == f"r{i}"] for i in range(3)]
     ends = [sorted(calls(r, "end")) for r in records]
@@ -70,7 +70,7 @@ def test_ordered_priority_pipelined_preparation_and_early_finalisation(tmp_path:
     for i in (0, 1):
         info = json.loads(Path(result.outcomes[f"r{i + 1}"].paths["run_info"]).read_text())
         assert seconds(info["started_at"]) >= starts[i][2] - 0.002
-    assert dispatched.prepared == ["r0", "r1", "r2"]
+    assert dispatched.started == ["r0", "r1", "r2"]
     first_info = json.loads(Path(result.outcomes["r0"].paths["run_info"]).read_text())
     assert seconds(first_info["finished_at"]) < ends[1][-1]
     assert dispatched.finished.index("r0") < dispatched.finished.index("r1")
@@ -78,15 +78,15 @@ def test_ordered_priority_pipelined_preparation_and_early_finalisation(tmp_path:
 
 
 class DispatchLog(OrchestrationObserver):
-    """The order in which the orchestrator prepares requests and hands tasks to workers."""
+    """The order in which the orchestrator starts requests and hands tasks to its task loops."""
 
     def __init__(self) -> None:
         self.starts: list[tuple[str, float]] = []
-        self.prepared: list[str] = []
+        self.started: list[str] = []
         self.finished: list[str] = []
 
-    def request_prepared(self, state: Any) -> None:
-        self.prepared.append(state.request.name)
+    def request_started(self, state: Any) -> None:
+        self.started.append(state.request.name)
 
     def task_started(self, state: Any, task: TaskSpec) -> None:
         self.starts.append((state.request.name, time.time()))
@@ -100,15 +100,15 @@ def test_prepare_loads_tasks_once_and_queues_only_what_reuse_lacks(tmp_path: Pat
     dropped from the queue; run_info.json records the selected tasks."""
     faulty = request(tmp_path, "f", benchmark="faulty", n=3, attempts={"k": 2}, max_retries=1)
     faulty = faulty.model_copy(update={"environment": EnvironmentConfig(id="rec", provider="recording")})
-    run_requests([faulty])
+    orchestrate([faulty])
     assert recorder.events.count("load_tasks") == 1
     record = tmp_path / "calls.jsonl"
-    first = run_requests([request(tmp_path, "q", n=5)])
+    first = orchestrate([request(tmp_path, "q", n=5)])
     run_dir = Path(first.outcomes["q"].paths["run_dir"])
     (run_dir / "details" / "t3_a.json").unlink()
     again = request(tmp_path, "q", n=5, record=record)
     again = again.model_copy(update={"output": again.output.model_copy(update={"reuse": True})})
-    second = run_requests([again])
+    second = orchestrate([again])
     assert [json.loads(line)["task"] for line in record.read_text().splitlines() if '"start"' in line] == ["t3"]
     info = json.loads(Path(second.outcomes["q"].paths["run_info"]).read_text())
     assert info["selected_tasks"] == ["t0", "t1", "t2", "t3", "t4"]
@@ -123,7 +123,7 @@ def test_invalid_task_ids_stop_before_any_directory(tmp_path: Path, plugin_regis
     """R-PREP-1: task ids are validated (unique, well-formed) before a run directory is reserved."""
     registry.benchmarks.register("duplicate-ids", DuplicateIds)
     with pytest.raises(UserError, match="id='same' is duplicated"):
-        run_requests([request(tmp_path, "d", benchmark="duplicate-ids")])
+        orchestrate([request(tmp_path, "d", benchmark="duplicate-ids")])
     assert not (tmp_path / "results").exists()
 
 
@@ -137,7 +137,7 @@ def test_one_failing_request_does_not_stop_the_others(tmp_path: Path) -> None:
     assert states[0].root == root
     root.parent.mkdir(parents=True)
     root.write_text("a file where the run root should be")
-    result = run_requests([blocked, request(tmp_path, "fine")])
+    result = orchestrate([blocked, request(tmp_path, "fine")])
     assert result.status == "failed"
     assert result.outcomes["blocked"].status == "failed" and "blocked" in (result.outcomes["blocked"].error or "")
     assert result.outcomes["fine"].status == "completed"

@@ -16,7 +16,7 @@ import pytest
 from conftest import write_sweep, write_task
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
@@ -34,7 +34,7 @@ def harbor_task(tasks: Path, name: str, test: str) -> None:
 
 
 def run(sweep: Path) -> Any:
-    (outcome,) = run_requests(load_sweep(sweep).requests()).outcomes.values()
+    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return outcome.result
 

@@ -11,7 +11,7 @@ from scipy.stats import binomtest, permutation_test
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.results import load_metrics
-from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.results.stats import bootstrap_mean, mcnemar_exact, paired_comparison, sign_flip_p_value
 
 from conftest import write_sweep
@@ -108,7 +108,7 @@ def test_metrics_carry_intervals_resampling_tasks_not_attempts(tmp_path: Path) -
     sweep = write_sweep(tmp_path, name="ci", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 30}}],
                         harness={"id": "scripted", "params": {"tasks": {f"t{i:02d}": steps for i in range(30)}}},
                         execution={"attempts": {"k": 3}})
-    (outcome,) = run_requests(load_sweep(sweep).requests()).outcomes.values()
+    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None
     uncertainty = outcome.result.metrics.details["uncertainty"]
     assert uncertainty["accuracy"]["n"] == 30 and uncertainty["pass@3"]["n"] == 30

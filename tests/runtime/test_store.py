@@ -16,11 +16,11 @@ from agentcompass_dagster.config import (
     HarnessConfig,
     ModelConfig,
     OutputConfig,
-    RunRequest,
+    EvalRequest,
     load_sweep,
 )
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, run_requests
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
 from agentcompass_dagster.runtime.store.layout import run_root
 from agentcompass_dagster.runtime.store.run_store import RunStore, open_run_dir
 from agentcompass_dagster.contracts.records import ExecutionPlan, MetricCounts, MetricResult
@@ -29,8 +29,8 @@ from agentcompass_dagster.runtime.store.records import OrchestrationResult, Requ
 from conftest import run_cli, tree_snapshot, write_sweep, write_task
 
 
-def synthetic_request(results: Path, name: str = "syn", n: int = 6, **execution: object) -> RunRequest:
-    return RunRequest(
+def synthetic_request(results: Path, name: str = "syn", n: int = 6, **execution: object) -> EvalRequest:
+    return EvalRequest(
         name=name,
         benchmark=BenchmarkConfig(id="synthetic", params={"n_tasks": n}),
         model=ModelConfig(id="m"),
@@ -41,8 +41,8 @@ def synthetic_request(results: Path, name: str = "syn", n: int = 6, **execution:
     )
 
 
-def only_result(requests: list[RunRequest]) -> RequestResult:
-    result = run_requests(requests)
+def only_result(requests: list[EvalRequest]) -> RequestResult:
+    result = orchestrate(requests)
     (outcome,) = result.outcomes.values()
     assert outcome.result is not None, outcome.error
     return outcome.result
@@ -142,7 +142,7 @@ def test_result_layers_are_distinct_types(tmp_path: Path) -> None:
     """R-STORE-5: attempts keyed "1".."k" inside a task detail; request and orchestration results apart."""
     avg = synthetic_request(tmp_path / "r", name="avg", n=3, attempts={"k": 3, "strategy": "avg"})
     pass_ = synthetic_request(tmp_path / "r2", name="pass", n=3, attempts={"k": 3, "strategy": "pass"})
-    orchestration = run_requests([avg, pass_])
+    orchestration = orchestrate([avg, pass_])
     assert isinstance(orchestration, OrchestrationResult)
     assert list(orchestration.outcomes) == ["avg", "pass"]
     avg_result = orchestration.outcomes["avg"].result
@@ -193,7 +193,7 @@ def test_reuse_source_frozen_before_reservation(tmp_path: Path) -> None:
     reusing = synthetic_request(results, name="reusing", n=3)
     reusing = reusing.model_copy(update={"harness": HarnessConfig(id="nop"),
                                          "output": reusing.output.model_copy(update={"reuse": True})})
-    outcome = run_requests([fresh, reusing]).outcomes["reusing"]
+    outcome = orchestrate([fresh, reusing]).outcomes["reusing"]
     info = json.loads(Path(outcome.paths["run_info"]).read_text())
     assert info["reused_from"]["run_id"] == first.run_id
 
@@ -316,9 +316,9 @@ def test_the_pandas_api_counts_a_reused_task_once_by_default(tmp_path: Path) -> 
     from agentcompass_dagster.results import load_metrics, load_task_results
 
     first = write_sweep(tmp_path, name="again")
-    run_requests(load_sweep(first).requests())
+    orchestrate(load_sweep(first).requests())
     reusing = load_sweep(first)
-    run_requests(reusing.model_copy(update={"output": reusing.output.model_copy(update={"reuse": True})}).requests())
+    orchestrate(reusing.model_copy(update={"output": reusing.output.model_copy(update={"reuse": True})}).requests())
     tasks = load_task_results(tmp_path / "results")
     assert len(tasks) == tasks["task_id"].nunique() == 18 and tasks["reused"].all()
     assert len(load_task_results(tmp_path / "results", latest=False)) == 36
@@ -333,10 +333,10 @@ def test_the_attempts_line_says_which_attempts_ran_in_this_run(tmp_path: Path) -
     execution = {"attempts": {"k": 2}}
     first = load_sweep(write_sweep(tmp_path, name="again", benchmarks=[{"id": "demo", "tasks": tasks[:2]}],
                                    execution=execution))
-    run_requests(first.requests())
+    orchestrate(first.requests())
     second = load_sweep(write_sweep(tmp_path, name="again", benchmarks=[{"id": "demo", "tasks": tasks}],
                                     execution=execution, output={"results_dir": str(tmp_path / "results"), "reuse": True}))
-    (outcome,) = run_requests(second.requests()).outcomes.values()
+    (outcome,) = orchestrate(second.requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     summary = (Path(outcome.result.run_dir) / "summary.md").read_text()
     assert "Attempts: 6 · 2 run in this run · 4 reused from earlier runs · 6 correct" in summary, summary

@@ -230,7 +230,7 @@ class ToolAgentSession(DurableAgentSession):
     async def run(self) -> RunResult:
         harness = self.harness
         self.agent = AgentRun(harness.model, harness.params, self.plan.agent_limits, self.env,
-                              task_id=self.prepared.task.id, attempt=self.plan.attempt, prompt=self.prepared.input,
+                              task_id=self.resolved.task.id, attempt=self.plan.attempt, prompt=self.resolved.input,
                               durable_dir=self.durable_dir(), fingerprint=self.fingerprint(), budget=self.plan.budget)
         return outcome_result(await self.agent.run())
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded, EnvironmentSession
 from agentcompass_dagster.contracts.harness import HarnessSession
@@ -133,7 +133,7 @@ def build_detail(task: TaskSpec, k: int, strategy: Strategy, attempts: dict[int,
 class TaskRunner:
     """Runs the attempts of one request's tasks; one instance per request, shared by the workers."""
 
-    def __init__(self, request: RunRequest, plugins: Plugins, run_dir: RunDir, analyzers: list[Analyzer],
+    def __init__(self, request: EvalRequest, plugins: Plugins, run_dir: RunDir, analyzers: list[Analyzer],
                  permits: PermitSource = PROCESS_PERMITS) -> None:
         self.request = request
         self.plugins = plugins
@@ -147,8 +147,8 @@ class TaskRunner:
         with the same plan are restored, not run again (R-RETRY-4)."""
         config = self.request.execution.attempts
         done = STRATEGIES[config.strategy]
-        checkpoints = (await asyncio.to_thread(self.run_dir.load_attempt_checkpoints, task, config.k)
-                       if config.k > 1 and self.run_dir.may_hold_checkpoints(task) else {})
+        checkpoints = (await asyncio.to_thread(self.run_dir.load_finished_attempts, task, config.k)
+                       if config.k > 1 and self.run_dir.may_hold_finished_attempts(task) else {})
         attempts: dict[int, EvaluatedAttempt] = {}
         for index in range(1, config.k + 1):
             if done(attempts):
@@ -165,7 +165,7 @@ class TaskRunner:
                 await asyncio.to_thread(check_budget, self.planner.budget)
             attempts[index] = await self.run_attempt(task, plan)
             if config.k > 1:
-                await asyncio.to_thread(self.run_dir.save_attempt_checkpoint, task, attempts[index])
+                await asyncio.to_thread(self.run_dir.save_finished_attempt, task, attempts[index])
         return build_detail(task, config.k, config.strategy, attempts)
 
     async def run_attempt(self, task: TaskSpec, plan: ExecutionPlan) -> EvaluatedAttempt:

@@ -28,10 +28,10 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.runtime.store.atomic import append_to, fsync_dir
 from agentcompass_dagster.runtime.store.layout import BUDGET_LEDGER, sweep_root
-from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 from agentcompass_dagster.contracts.records import BudgetConfig, StoredRecord, SweepBudget, Usage, utcnow
 from agentcompass_dagster.runtime.store.records import BudgetStatus
 
@@ -65,7 +65,7 @@ class LedgerRecord(StoredRecord):
     at: str = Field(default_factory=utcnow)
 
 
-def sweep_budget(request: RunRequest, run_id: str | None = None) -> SweepBudget | None:
+def sweep_budget(request: EvalRequest, run_id: str | None = None) -> SweepBudget | None:
     """The request's budget; ``run_id``: the run directory whose calls it is to charge."""
     if request.budget is None:
         return None
@@ -164,7 +164,7 @@ class Ledger:
             if in_flight and not (_room(limits.max_cost_usd, self._spent_usd, self._largest_usd, in_flight)
                                   and _room(limits.max_tokens, self._spent_tokens, self._largest_tokens, in_flight)):
                 return None
-            worker = str(Worker.this())
+            worker = str(ProcessId.this())
             call = f"{worker}#{next(self._calls)}"
             self._append(fd, LedgerRecord(kind="reserve", call=call, worker=worker))
             return call
@@ -186,7 +186,7 @@ def _room(allowance: float | None, spent: float, largest: float | None, in_fligh
 
 
 def _alive(worker: str) -> bool:
-    identity = Worker.parse(worker)
+    identity = ProcessId.parse(worker)
     return identity is not None and identity.alive()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster import registry
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.runtime.results import summary
@@ -22,7 +22,7 @@ from agentcompass_dagster.contracts.records import MetricResult, TaskSpec
 from agentcompass_dagster.runtime.store.records import RequestResult, RunDirStatus, TerminalStatus
 
 
-def write_summary(request: RunRequest, benchmark: Any, run_dir: RunDir, scores: TaskScores,
+def write_summary(request: EvalRequest, benchmark: Any, run_dir: RunDir, scores: TaskScores,
                   status: RunDirStatus) -> tuple[MetricResult, str]:
     """R-FIN-1: merge reused and new tasks in selected order, aggregate through the benchmark, write
     summary.md, .summary_counts.json, metrics.parquet and task_results.parquet."""
@@ -45,7 +45,7 @@ def write_summary(request: RunRequest, benchmark: Any, run_dir: RunDir, scores: 
     return metrics, markdown
 
 
-def finalize_request(request: RunRequest, plugins: Plugins, analyzers: list[Analyzer], run_dir: RunDir,
+def finalize_request(request: EvalRequest, plugins: Plugins, analyzers: list[Analyzer], run_dir: RunDir,
                      scores: TaskScores, status: TerminalStatus) -> RequestResult:
     """R-FIN-1: summary, optional analysis artifacts, terminal status; the result of the whole request."""
     metrics, markdown = write_summary(request, plugins.benchmark, run_dir, scores, status)
@@ -69,7 +69,7 @@ def rerender_summary(path: Path) -> tuple[MetricResult, str]:
     """`agentcompass summary RUN_DIR`: rebuild summary.md and .summary_counts.json from details/."""
     run_dir = open_run_dir(path)
     assert run_dir.info is not None
-    request = validate_declaration(RunRequest, run_dir.info.request, f"{path}/run_info.json request")
+    request = validate_declaration(EvalRequest, run_dir.info.request, f"{path}/run_info.json request")
     benchmark = registry.benchmarks.get(request.benchmark.id, "benchmark.id")(request.benchmark)
     results = run_dir.load_all_details()
     order = run_dir.info.selected_tasks or sorted(results)

@@ -20,7 +20,7 @@ JOIN_SLICE_S = 0.1
 class OrchestrationThread:
     """An orchestration on a thread of its own, for a caller whose thread must stay free while tasks run
     (a Dagster step reports each task the moment it ends). ``cancel`` starts the cooperative cleanup of
-    R-CLEAN-2; ``result`` then raises KeyboardInterrupt, as run_requests does after a Ctrl-C."""
+    R-CLEAN-2; ``result`` then raises KeyboardInterrupt, as orchestrate does after a Ctrl-C."""
 
     def __init__(self, orchestrator: Orchestrator) -> None:
         self.orchestrator = orchestrator
@@ -75,7 +75,7 @@ class OrchestrationThread:
             self._loop = asyncio.get_running_loop()
             self._main = asyncio.current_task()  # type: ignore[assignment]
             self._started.set()
-            self.orchestrator.use_worker_threads()
+            self.orchestrator.use_thread_pool()
             return await self.orchestrator.run()
 
         try:

@@ -1,18 +1,18 @@
-"""The Orchestrator: several named requests, one global worker pool, ordered priority (R-ORCH-1).
+"""The Orchestrator: several named requests, one global pool of task loops, ordered priority (R-ORCH-1).
 
 Preflight checks every request before anything is written (plugins, plans, task ids, run ids, reuse
 sources) and freezes the reuse sources before any request reserves its directory (R-REUSE-2). Then three
 kinds of cooperating tasks run:
 
-- preparation, in declared order and pipelined: request i is prepared once every earlier request is
-  prepared and their pending tasks number fewer than the workers;
-- ``task_concurrency`` workers, each taking the next task of the first prepared request that still has
+- starting, in declared order and pipelined: request i starts (reserves its run directory, plans what
+  runs) once every earlier request has started and their pending tasks number fewer than the task loops;
+- ``task_concurrency`` task loops, each taking the next task of the first started request that still has
   pending ones (ordered priority, not round robin; running tasks may overlap later requests);
 - finalisation of a request once it has no pending or active task and every earlier request has drained
   its queue; it may overlap other work (R-FIN-1).
 
 The deadline (``orchestration_timeout_s``) counts from the end of preflight. On timeout or outer
-cancellation the terminal states are locked, preparation and workers cancelled, their cleanup given
+cancellation the terminal states are locked, starting and task loops cancelled, their cleanup given
 ``cleanup_grace_seconds``, and unfinished requests persisted as ``timeout`` / ``cancelled`` (R-CLEAN-2).
 """
 
@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.results.analysis import check_analyzer_names, select_analyzers
@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RequestState:
-    request: RunRequest
+    request: EvalRequest
     plugins: Plugins
     analyzers: list[Analyzer]
     store: RunStore
@@ -88,14 +88,14 @@ class RequestState:
         self.scores = TaskScores(self.tasks)
 
     @property
-    def prepared(self) -> bool:
+    def started(self) -> bool:
         return self.status != "pending"
 
 
 class OrchestrationObserver:
     """Hooks for progress displays; called on the event loop, so they must be quick."""
 
-    def request_prepared(self, state: RequestState) -> None: ...
+    def request_started(self, state: RequestState) -> None: ...
 
     def task_started(self, state: RequestState, task: TaskSpec) -> None: ...
 
@@ -109,8 +109,8 @@ def _traceback(exc: BaseException) -> str:
 
 
 @dataclass(frozen=True)
-class Prepared:
-    """Plugins and selected tasks a caller already built for a request (the Dagster layer prepares a
+class ResolvedRequest:
+    """Plugins and selected tasks a caller already built for a request (the Dagster layer resolves a
     sweep once per process), so preflight checks them without building or loading them again."""
 
     plugins: Plugins
@@ -120,13 +120,13 @@ class Prepared:
 class Orchestrator:
     def __init__(
         self,
-        requests: list[RunRequest],
+        requests: list[EvalRequest],
         *,
         task_concurrency: int | None = None,
         timeout_s: float | None = None,
         cleanup_grace_s: float | None = None,
         observer: OrchestrationObserver | None = None,
-        prepared: Mapping[str, Prepared] | None = None,
+        resolved: Mapping[str, ResolvedRequest] | None = None,
         permits: PermitSource | None = None,
     ) -> None:
         if not requests:
@@ -143,7 +143,7 @@ class Orchestrator:
             lim.cleanup_grace_seconds for lim in limits
         )
         self.observer = observer or OrchestrationObserver()
-        self.prepared = prepared or {}
+        self.resolved = resolved or {}
         self.permits = permits or PROCESS_PERMITS
         self.id = f"orch-{secrets.token_hex(6)}"
         self.states: list[RequestState] = []
@@ -156,9 +156,9 @@ class Orchestrator:
         states = []
         for request in self.requests:
             check_analyzer_names(request)
-            prepared = self.prepared.get(request.name)
-            plugins = prepared.plugins if prepared else resolve_plugins(request)
-            selected = prepared.tasks if prepared else load_selected_tasks(request, plugins.benchmark)
+            resolved = self.resolved.get(request.name)
+            plugins = resolved.plugins if resolved else resolve_plugins(request)
+            selected = resolved.tasks if resolved else load_selected_tasks(request, plugins.benchmark)
             Planner(request, plugins).preflight(selected[0])
             store = RunStore(request.output.results_dir)
             root = run_root(request.output, request.benchmark.id, request.model.id)
@@ -190,7 +190,7 @@ class Orchestrator:
 
     # running
 
-    def use_worker_threads(self) -> None:
+    def use_thread_pool(self) -> None:
         """Give the running loop enough threads: every task does blocking file work in threads (fsynced
         details, temp dirs), and the default pool (cores + 4) would cap throughput below the declared
         task concurrency."""
@@ -200,11 +200,11 @@ class Orchestrator:
         started_at = utcnow()
         self.states = self.preflight()
         self._cond = asyncio.Condition()
-        self._preparation_done = False
+        self._starting_done = False
         self._locked = False
         self._finalizers: list[asyncio.Task[None]] = []
-        self._own = [asyncio.create_task(self._prepare_in_order())]
-        self._own += [asyncio.create_task(self._worker()) for _ in range(self.task_concurrency)]
+        self._own = [asyncio.create_task(self._start_in_order())]
+        self._own += [asyncio.create_task(self._task_loop()) for _ in range(self.task_concurrency)]
         status: TerminalStatus = "completed"
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -233,31 +233,31 @@ class Orchestrator:
             id=self.id, status=status, started_at=started_at, finished_at=utcnow(), outcomes=outcomes
         )
 
-    def _may_prepare(self, index: int) -> bool:
+    def _may_start(self, index: int) -> bool:
         earlier = self.states[:index]
         waiting = sum(len(s.pending) for s in earlier if s.status == "running")
-        return all(s.prepared for s in earlier) and waiting < self.task_concurrency
+        return all(s.started for s in earlier) and waiting < self.task_concurrency
 
-    async def _prepare_in_order(self) -> None:
+    async def _start_in_order(self) -> None:
         for index, state in enumerate(self.states):
             async with self._cond:
-                await self._cond.wait_for(lambda i=index: self._may_prepare(i))
+                await self._cond.wait_for(lambda i=index: self._may_start(i))
             try:
-                await asyncio.to_thread(self._prepare, state)
+                await asyncio.to_thread(self._start, state)
             except Exception as exc:
                 state.status, state.error = "failed", _traceback(exc)
                 if state.run_dir is not None:
                     await asyncio.to_thread(state.run_dir.write_terminal_status, "failed", state.error)
             else:
-                self.observer.request_prepared(state)
+                self.observer.request_started(state)
             async with self._cond:
                 self._cond.notify_all()
             self._schedule_finalization()
-        self._preparation_done = True
+        self._starting_done = True
         async with self._cond:
             self._cond.notify_all()
 
-    def _prepare(self, state: RequestState) -> None:
+    def _start(self, state: RequestState) -> None:
         """R-PREP-1: reserve the directory, write run_info and params, materialise reuse, queue the rest."""
         request = state.request
         run_dir = state.store.reserve(state.root, request.output.run_id)
@@ -273,7 +273,7 @@ class Orchestrator:
             run_dir.set_reused_from(state.reuse_source,
                                     sorted(state.tasks[position].id for position in scores.reused_positions()),
                                     checkpoints)
-            run_dir.log(f"reused {reused} details and {checkpoints} attempt checkpoints from "
+            run_dir.log(f"reused {reused} details and {checkpoints} finished-attempt records from "
                         f"{state.reuse_source.path}")
         if request.dagster_run_id:
             run_dir.set_dagster_run_id(request.dagster_run_id)
@@ -285,16 +285,16 @@ class Orchestrator:
             if not scores.holds(position) and (wanted is None or t.id in wanted)
         )
         state.status = "running"
-        run_dir.log(f"prepared {request.name}: {len(state.tasks)} tasks, {len(state.pending)} to run")
+        run_dir.log(f"started {request.name}: {len(state.tasks)} tasks, {len(state.pending)} to run")
 
     def _next(self) -> RequestState | None:
-        """Ordered priority: the first prepared request that still has pending tasks."""
+        """Ordered priority: the first started request that still has pending tasks."""
         return next((s for s in self.states if s.status == "running" and s.pending), None)
 
     def _dispatch_over(self) -> bool:
-        return self._preparation_done and self._next() is None
+        return self._starting_done and self._next() is None
 
-    async def _worker(self) -> None:
+    async def _task_loop(self) -> None:
         while True:
             async with self._cond:
                 await self._cond.wait_for(lambda: self._next() is not None or self._dispatch_over())
@@ -344,7 +344,7 @@ class Orchestrator:
             if ready and earlier_drained and not state.finalizing:
                 state.finalizing = True
                 self._finalizers.append(asyncio.create_task(self._finalize(state)))
-            earlier_drained = earlier_drained and state.prepared and not state.pending
+            earlier_drained = earlier_drained and state.started and not state.pending
 
     async def _finalize(self, state: RequestState) -> None:
         await asyncio.to_thread(self._finalize_sync, state)
@@ -368,7 +368,7 @@ class Orchestrator:
     # timeout and cancellation
 
     async def _cancel_remaining(self, status: TerminalStatus, reason: str) -> None:
-        """R-CLEAN-2: lock terminal states, cancel preparation and workers, give their cleanup the grace
+        """R-CLEAN-2: lock terminal states, cancel starting and task loops, give their cleanup the grace
         period, persist the terminal state of every unfinished request."""
         self._locked = True
         for task in self._own:
@@ -406,21 +406,21 @@ class Orchestrator:
                 state.run_dir.log(f"cancelled: {reason}; {len(state.scores)} of {len(state.tasks)} tasks have details")
 
 
-def run_requests(
-    requests: list[RunRequest],
+def orchestrate(
+    requests: list[EvalRequest],
     observer: OrchestrationObserver | None = None,
-    prepared: Mapping[str, Prepared] | None = None,
+    resolved: Mapping[str, ResolvedRequest] | None = None,
 ) -> OrchestrationResult:
     """Run an orchestration to its end from synchronous code (the CLI, tests).
 
     In the main thread, the first SIGINT or SIGTERM starts the cooperative cleanup (raised here as
     KeyboardInterrupt once it is done); a second SIGINT exits the process at once.
     """
-    orchestrator = Orchestrator(requests, observer=observer, prepared=prepared)
+    orchestrator = Orchestrator(requests, observer=observer, resolved=resolved)
 
     async def main() -> OrchestrationResult:
         loop = asyncio.get_running_loop()
-        orchestrator.use_worker_threads()
+        orchestrator.use_thread_pool()
         main_task = asyncio.current_task()
         assert main_task is not None
         interrupts = 0

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any, NamedTuple
 
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.errors import field_error
 from agentcompass_dagster.runtime.execution.budget import sweep_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins
@@ -22,7 +22,7 @@ class PersistedPlan(NamedTuple):
 
 
 class Planner:
-    def __init__(self, request: RunRequest, plugins: Plugins, run_id: str | None = None) -> None:
+    def __init__(self, request: EvalRequest, plugins: Plugins, run_id: str | None = None) -> None:
         """``run_id``: the run directory whose attempts the plans are for (what they spend of the sweep's
         budget is charged to it)."""
         self.request = request

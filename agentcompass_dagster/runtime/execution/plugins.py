@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from agentcompass_dagster import registry
-from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, RunRequest
+from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, EvalRequest
 from agentcompass_dagster.contracts import Benchmark, Environment, Harness, HarnessFreeBenchmark, Model
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.runtime.store.redact import register_secret, register_url_passwords
@@ -60,7 +60,7 @@ def build_environment(config: EnvironmentConfig) -> Environment:
     return construct_plugin(f"environment {config.id!r}", environment_cls, config)
 
 
-def resolve_plugins(request: RunRequest, harness: HarnessBuilder | None = None,
+def resolve_plugins(request: EvalRequest, harness: HarnessBuilder | None = None,
                        environment: EnvironmentBuilder | None = None) -> Plugins:
     """Look every plugin up in its registry and build it; unknown ids, bad params and plugins that do not
     fit together (a model the harness needs, a benchmark that runs itself) are UserErrors. ``harness``

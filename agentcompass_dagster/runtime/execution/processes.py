@@ -35,7 +35,7 @@ def process_alive(pid: int) -> bool:
 
 
 @dataclass(frozen=True)
-class Worker:
+class ProcessId:
     """A process by host, pid and start time (clock ticks since boot): a later process that got the
     same pid is not mistaken for it."""
 
@@ -44,16 +44,16 @@ class Worker:
     started: int
 
     @classmethod
-    def of(cls, pid: int) -> Worker:
+    def of(cls, pid: int) -> ProcessId:
         fields = proc_stat(pid)
         return cls(socket.gethostname(), pid, int(fields[19]) if fields and len(fields) > 19 else 0)
 
     @classmethod
-    def this(cls) -> Worker:
+    def this(cls) -> ProcessId:
         return cls.of(os.getpid())
 
     @classmethod
-    def parse(cls, text: str) -> Worker | None:
+    def parse(cls, text: str) -> ProcessId | None:
         host, _, rest = text.rpartition("@")
         pid, _, started = rest.partition(":")
         if not host or not pid.isdigit() or not started.isdigit():
@@ -68,7 +68,7 @@ class Worker:
         taken to be alive (its own host, or Dagster's run monitoring, knows better)."""
         if self.host != socket.gethostname():
             return True
-        return process_alive(self.pid) and Worker.of(self.pid).started == self.started
+        return process_alive(self.pid) and ProcessId.of(self.pid).started == self.started
 
 
 def stop_group(proc: subprocess.Popen[bytes], steps: tuple[tuple[signal.Signals, float], ...]) -> None:

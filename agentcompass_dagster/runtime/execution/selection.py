@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.contracts.benchmark import Benchmark
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.runtime.store.naming import task_id_problem
@@ -24,7 +24,7 @@ def validate_task_ids(benchmark_id: str, tasks: list[TaskSpec]) -> None:
         seen.add(task.id)
 
 
-def check_declared_tasks(request: RunRequest, tasks: list[TaskSpec]) -> None:
+def check_declared_tasks(request: EvalRequest, tasks: list[TaskSpec]) -> None:
     """Every task id the request declares is one of the benchmark's; the first that is not is refused
     with the nearest id when one is close."""
     known = [task.id for task in tasks]
@@ -38,7 +38,7 @@ def check_declared_tasks(request: RunRequest, tasks: list[TaskSpec]) -> None:
                       f"no such task in benchmark {request.benchmark.id!r}{hint}")
 
 
-def load_selected_tasks(request: RunRequest, benchmark: Benchmark) -> list[TaskSpec]:
+def load_selected_tasks(request: EvalRequest, benchmark: Benchmark) -> list[TaskSpec]:
     """Load the benchmark's tasks, validate their ids and apply the declared selection."""
     tasks = benchmark.load_tasks()
     validate_task_ids(request.benchmark.id, tasks)

@@ -17,13 +17,13 @@ from typing import Any, overload
 import numpy as np
 
 from agentcompass_dagster import registry
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
 from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 
-def select_analyzers(request: RunRequest) -> list[Analyzer]:
+def select_analyzers(request: EvalRequest) -> list[Analyzer]:
     """The analyzers for this request: configured names or families (all registered when unset),
     keeping those whose datasets include the benchmark."""
     wanted = request.execution.analyzers
@@ -38,7 +38,7 @@ def select_analyzers(request: RunRequest) -> list[Analyzer]:
     return selected
 
 
-def check_analyzer_names(request: RunRequest) -> None:
+def check_analyzer_names(request: EvalRequest) -> None:
     """Each configured name is a registered analyzer or the family of one."""
     known = {analyzer_id: registry.analyzers.get(analyzer_id) for analyzer_id in registry.analyzers.ids()}
     families = {cls.family for cls in known.values()}

@@ -14,7 +14,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.runtime.execution.plugins import Plugins
 from agentcompass_dagster.runtime.execution.finalize import finalize_request
@@ -62,7 +62,7 @@ def runs_to_merge(store: RunStore, root: Path) -> tuple[ReuseSource | None, list
 
 
 def consolidate(
-    request: RunRequest,
+    request: EvalRequest,
     plugins: Plugins,
     analyzers: list[Analyzer],
     tasks: list[TaskSpec],

@@ -97,8 +97,8 @@ class DetailWriter:
             results = self.run_dir.save_finished([item.detail for item in batch])
             for item in batch:
                 if item.detail.k > 1:
-                    # The task's terminal detail is durable: its attempt checkpoints are not needed (R-RETRY-4).
-                    self.run_dir.delete_attempt_checkpoints(item.detail.task_id, item.detail.k)
+                    # The task's terminal detail is durable: its finished-attempt records are not needed (R-RETRY-4).
+                    self.run_dir.delete_finished_attempts(item.detail.task_id, item.detail.k)
         except Exception as exc:  # every waiting task gets it, as a write of its own would have raised it
             results = exc
         by_loop: dict[asyncio.AbstractEventLoop, list[int]] = {}

@@ -1,5 +1,5 @@
 """A run directory and the writers of what it holds: run_info.json, params.json, details, retry details,
-attempt checkpoints, durable attempt directories, summary, analysis and run.log. Every write goes through
+finished-attempt records, durable attempt directories, summary, analysis and run.log. Every write goes through
 runtime.atomic (temp file, fsync, rename) and redaction."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.runtime.store.atomic import (
     DirectorySync,
     atomic_write_bytes,
@@ -42,7 +42,7 @@ from agentcompass_dagster.runtime.store.layout import (
     detail_names,
 )
 from agentcompass_dagster.runtime.store.naming import file_stem
-from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 from agentcompass_dagster.runtime.store.redact import redact, redact_text
 from agentcompass_dagster.runtime.store.run_files import copy_durable, link_or_copy, set_aside
 from agentcompass_dagster.runtime.store.run_records import (
@@ -70,7 +70,7 @@ class RunDir:
         self.details_dir = self.path / DETAILS
         self.retry_dir = self.path / RETRY_DETAILS
         self.info: RunInfo | None = None
-        # The file stems of tasks that may have attempt checkpoints here: those linked from a reuse
+        # The file stems of tasks that may have finished-attempt records here: those linked from a reuse
         # source, in a directory this process reserved (None: unknown, look for every task).
         self.restorable = restorable
         # task -> its plan's digest when attempt 1 is its only recorded attempt (one shared string, not a
@@ -105,7 +105,7 @@ class RunDir:
 
     # run_info.json and params.json
 
-    def write_run_info(self, request: RunRequest, selected: list[str]) -> None:
+    def write_run_info(self, request: EvalRequest, selected: list[str]) -> None:
         self.info = RunInfo(
             run_id=self.run_id,
             request_name=request.name,
@@ -114,9 +114,9 @@ class RunDir:
             paths=self.paths,
         )
         self._flush_info()
-        atomic_write_bytes(self.path / OWNER, str(Worker.this()).encode())
+        atomic_write_bytes(self.path / OWNER, str(ProcessId.this()).encode())
 
-    def write_params(self, request: RunRequest) -> None:
+    def write_params(self, request: EvalRequest) -> None:
         atomic_write_json(self.path / PARAMS, RunParams.of(request, self._require_info().started_at))
 
     def set_reused_from(self, source: ReuseSource, task_ids: list[str], attempts: int = 0) -> None:
@@ -277,7 +277,7 @@ class RunDir:
         return results
 
     async def persist(self, detail: TaskDetail) -> None:
-        """A finished task's detail, durable on return; then its attempt checkpoints are no longer
+        """A finished task's detail, durable on return; then its finished-attempt records are no longer
         needed (R-RETRY-4). Normal details go to the run's batch writer, error details straight to disk."""
         if detail.is_error:
             await asyncio.to_thread(self._persist_error, detail)
@@ -291,7 +291,7 @@ class RunDir:
     def _persist_error(self, detail: TaskDetail) -> None:
         self.save_detail(detail)
         if detail.k > 1:
-            self.delete_attempt_checkpoints(detail.task_id, detail.k)
+            self.delete_finished_attempts(detail.task_id, detail.k)
 
     def save_retry_detail(self, task_id: str, attempt: int, retry: int, record: dict[str, Any]) -> Path:
         """R-RETRY-3: a discarded runtime retry, kept outside details/ so it never counts."""
@@ -299,38 +299,38 @@ class RunDir:
         atomic_write_json(path, {"task_id": task_id, "attempt": attempt, "retry": retry, **record})
         return path
 
-    # attempt checkpoints (R-RETRY-4): one flat file per evaluated attempt of an unfinished k>1 task,
+    # finished-attempt records (R-RETRY-4): one flat file per evaluated attempt of an unfinished k>1 task,
     # written without fsync: a checkpoint lost in a crash costs one attempt run again, never a result.
 
-    def attempt_checkpoint(self, task_id: str, index: int) -> Path:
+    def finished_attempt_file(self, task_id: str, index: int) -> Path:
         return self.path / ATTEMPT_CHECKPOINTS / f"{file_stem(task_id)}@{index}.json"
 
-    def save_attempt_checkpoint(self, task: TaskSpec, attempt: EvaluatedAttempt) -> None:
-        atomic_write_json(self.attempt_checkpoint(task.id, attempt.attempt), attempt, durable=False)
+    def save_finished_attempt(self, task: TaskSpec, attempt: EvaluatedAttempt) -> None:
+        atomic_write_json(self.finished_attempt_file(task.id, attempt.attempt), attempt, durable=False)
 
-    def may_hold_checkpoints(self, task: TaskSpec) -> bool:
+    def may_hold_finished_attempts(self, task: TaskSpec) -> bool:
         return self.restorable is None or file_stem(task.id) in self.restorable
 
-    def load_attempt_checkpoints(self, task: TaskSpec, k: int) -> dict[int, EvaluatedAttempt]:
+    def load_finished_attempts(self, task: TaskSpec, k: int) -> dict[int, EvaluatedAttempt]:
         """Error-free checkpointed attempts of this task by index (an errored one runs again)."""
         found: dict[int, EvaluatedAttempt] = {}
-        if not self.may_hold_checkpoints(task):
+        if not self.may_hold_finished_attempts(task):
             return found
         for index in range(1, k + 1):
             try:
-                attempt = EvaluatedAttempt.model_validate_json(self.attempt_checkpoint(task.id, index).read_bytes())
+                attempt = EvaluatedAttempt.model_validate_json(self.finished_attempt_file(task.id, index).read_bytes())
             except (OSError, ValueError):
                 continue
             if attempt.error is None and attempt.attempt == index:
                 found[index] = attempt
         return found
 
-    def delete_attempt_checkpoints(self, task_id: str, k: int) -> None:
+    def delete_finished_attempts(self, task_id: str, k: int) -> None:
         for index in range(1, k + 1):
-            self.attempt_checkpoint(task_id, index).unlink(missing_ok=True)
+            self.finished_attempt_file(task_id, index).unlink(missing_ok=True)
 
     def link_attempt_checkpoints(self, source: ReuseSource, tasks: list[TaskSpec]) -> int:
-        """Make an interrupted source run's attempt checkpoints and durable attempt logs visible here,
+        """Make an interrupted source run's finished-attempt records and durable attempt logs visible here,
         so its unfinished tasks run only their missing attempts and unfinished agent attempts resume
         (R-RESUME-3). The source is only read: immutable files are hard-linked, activity logs (which
         the resumed attempt appends to) are copied."""

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 
-from agentcompass_dagster.config import RunRequest
+from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.runtime.store.layout import PARAMS, RUN_INFO
 from agentcompass_dagster.runtime.results.scores import DetailView
 from agentcompass_dagster.contracts.records import SCHEMA_VERSION, StoredRecord, utcnow
@@ -30,7 +30,7 @@ class ReuseSource(StoredRecord):
 class ReusedFrom(ReuseSource):
     tasks: int = 0
     task_ids: list[str] = Field(default_factory=list)
-    # Unfinished tasks' attempt checkpoints and agent attempt logs carried over to finish here.
+    # Unfinished tasks' finished-attempt records and agent attempt logs carried over to finish here.
     attempts: int = 0
 
 
@@ -80,7 +80,7 @@ class RunParams(StoredRecord):
     _lift_metadata = model_validator(mode="before")(lift_metadata)
 
     @classmethod
-    def of(cls, request: RunRequest, started_at: str) -> RunParams:
+    def of(cls, request: EvalRequest, started_at: str) -> RunParams:
         return cls(benchmark={"id": request.benchmark.id, "params": request.benchmark.params},
                    model={"id": request.model.id, "provider": request.model.provider, "model": request.model.model},
                    output=request.output.model_dump(mode="json"), lineage=request.lineage,

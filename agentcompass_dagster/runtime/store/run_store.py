@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from agentcompass_dagster.config import OutputConfig, RunRequest
+from agentcompass_dagster.config import OutputConfig, EvalRequest
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.store.atomic import TMP_SUFFIX, fsync_dir
 from agentcompass_dagster.runtime.store.layout import (
@@ -21,7 +21,7 @@ from agentcompass_dagster.runtime.store.layout import (
     results_dir_of,
 )
 from agentcompass_dagster.runtime.store.naming import normalize_component
-from agentcompass_dagster.runtime.execution.processes import Worker
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_records import ReuseSource, RunInfo, read_json, run_started_at
 
@@ -72,7 +72,7 @@ class RunStore:
         failed = []
         for candidate in root.iterdir() if root.is_dir() else []:
             try:
-                owner = Worker.parse((candidate / OWNER).read_text())
+                owner = ProcessId.parse((candidate / OWNER).read_text())
             except OSError:
                 continue
             if owner is None or owner.alive():
@@ -140,13 +140,13 @@ def open_run_dir(path: Path) -> RunDir:
     return run_dir
 
 
-def load_run_request(path: Path) -> tuple[RunDir, RunRequest, Path]:
+def load_run_request(path: Path) -> tuple[RunDir, EvalRequest, Path]:
     """An existing run directory, the request it ran (from run_info.json) and its results_dir, so the
     run can be resumed, forked or replayed with the configuration it was made with."""
     run_dir = open_run_dir(path)
     assert run_dir.info is not None
     try:
-        request = RunRequest.model_validate(run_dir.info.request)
+        request = EvalRequest.model_validate(run_dir.info.request)
     except ValidationError as exc:
         raise UserError(f"RUN_DIR={str(path)!r}: its run_info.json request cannot be read back: "
                         f"{exc.errors(include_url=False)[0]['msg']}") from None
