@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass_dagster.report_data import Benchmark, RunPages, missing, outcome_href
+from agentcompass_dagster.report_data import BenchmarkResults, RunPages, missing, outcome_href
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,7 +55,7 @@ class ErrorGroup:
 
 
 @dataclass(frozen=True)
-class Flag:
+class FlagCount:
     label: str
     analyzer: str
     flagged: int
@@ -92,7 +92,7 @@ class Diagnosis:
     outcomes: dict[str, int]
     errors: list[ErrorGroup]
     # None: the run has no analysis_summary.json (analyzers off, or none applied).
-    flags: list[Flag] | None
+    flags: list[FlagCount] | None
     spreads: list[Spread]
     slowest: list[Slow]
 
@@ -153,7 +153,7 @@ def _note(flagged: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _flags(run_dir: Path | None, targets: _Targets) -> list[Flag] | None:
+def _flags(run_dir: Path | None, targets: _Targets) -> list[FlagCount] | None:
     from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON
 
     if run_dir is None or not (run_dir / ANALYSIS_JSON).is_file():
@@ -165,11 +165,11 @@ def _flags(run_dir: Path | None, targets: _Targets) -> list[Flag] | None:
         if not isinstance(summary, dict):
             continue  # not selected, or applied to no attempt
         if "error" in summary:
-            flags.append(Flag(label, analyzer, 0, 0, "", [], str(summary["error"])))
+            flags.append(FlagCount(label, analyzer, 0, 0, "", [], str(summary["error"])))
             continue
         flagged = summary.get("flagged", [])
         links = [targets.link(str(f["task"]), int(f["attempt"]), _note(f)) for f in flagged[:MAX_LINKS]]
-        flags.append(Flag(label, analyzer, len(flagged), int(summary.get("attempts", 0)),
+        flags.append(FlagCount(label, analyzer, len(flagged), int(summary.get("attempts", 0)),
                           str(summary.get("thresholds", "")), links))
     return flags
 
@@ -198,7 +198,7 @@ def _slowest(attempts: pd.DataFrame, targets: _Targets) -> list[Slow]:
             for _, row in timed.head(SLOWEST).iterrows()]
 
 
-def diagnose(b: Benchmark, model: str, run_dir: Path | None, base: Path, pages: RunPages) -> Diagnosis:
+def diagnose(b: BenchmarkResults, model: str, run_dir: Path | None, base: Path, pages: RunPages) -> Diagnosis:
     """The diagnosis of ``model``'s newest run (``run_dir``, its trajectory pages ``pages``) on ``b``;
     links relative to ``base``."""
     tasks = b.model_tasks(model)

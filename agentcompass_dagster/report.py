@@ -32,11 +32,11 @@ from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.plots import NoPlot, Plot
 from agentcompass_dagster.report_data import (
     COMPARISON_FILE,
-    Benchmark,
+    BenchmarkResults,
     Pages,
     RunDirs,
     RunPages,
-    count,
+    count_text,
     interval,
     load_benchmarks,
     missing,
@@ -69,7 +69,7 @@ def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("agentcompass_dagster", "templates"), autoescape=True,
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    environment.filters.update(num=num, count=count, interval=interval, p_value=p_value, share=share)
+    environment.filters.update(num=num, count=count_text, interval=interval, p_value=p_value, share=share)
     environment.tests["missing"] = missing
     return environment
 
@@ -119,7 +119,7 @@ class TaskRow:
 @dataclass(frozen=True)
 class Section:
     index: int
-    b: Benchmark
+    b: BenchmarkResults
     models: list[dict[str, Any]]
     metrics: list[tuple[str, list[Any]]]
     history: dict[str, list[dict[str, Any]]]
@@ -129,7 +129,7 @@ class Section:
     task_count: int
 
 
-def _models(b: Benchmark, dirs: RunDirs, base: Path) -> list[dict[str, Any]]:
+def _models(b: BenchmarkResults, dirs: RunDirs, base: Path) -> list[dict[str, Any]]:
     rows = []
     for model in b.models:
         mrows = b.metrics[b.metrics["model"] == model]
@@ -164,14 +164,14 @@ def _metric_order(names: list[str]) -> list[str]:
     return sorted(names, key=key)
 
 
-def _metrics(b: Benchmark) -> list[tuple[str, list[Any]]]:
+def _metrics(b: BenchmarkResults) -> list[tuple[str, list[Any]]]:
     """Each metric with each model's row (None where the model has no such metric)."""
     names = _metric_order(list(dict.fromkeys(b.metrics["metric"].astype(str))))
     by_key = {(str(r["model"]), str(r["metric"])): r for _, r in b.metrics.iterrows()}
     return [(name, [by_key.get((model, name)) for model in b.models]) for name in names]
 
 
-def _history(b: Benchmark, base: Path) -> dict[str, list[dict[str, Any]]]:
+def _history(b: BenchmarkResults, base: Path) -> dict[str, list[dict[str, Any]]]:
     """Per model its runs oldest first: the lines of `agentcompass history`, the run linked to its summary."""
     from agentcompass_dagster.history import cells
 
@@ -180,7 +180,7 @@ def _history(b: Benchmark, base: Path) -> dict[str, list[dict[str, Any]]]:
             for model, runs in b.history.groupby("model", sort=True)}
 
 
-def _figures(b: Benchmark) -> list[Figure]:
+def _figures(b: BenchmarkResults) -> list[Figure]:
     from agentcompass_dagster import plots
 
     return [
@@ -227,7 +227,7 @@ def _correct(row: dict[str, Any]) -> bool:
     return not missing(row.get("correct")) and bool(row["correct"])
 
 
-def _tasks(b: Benchmark, runs: dict[str, Path | None], base: Path, pages: Pages) -> tuple[list[TaskRow], int]:
+def _tasks(b: BenchmarkResults, runs: dict[str, Path | None], base: Path, pages: Pages) -> tuple[list[TaskRow], int]:
     """The per-task table's rows and the number of tasks: at most MAX_TASK_ROWS rows (a table of 100,000
     is 15 MB no browser shows usefully), those not every model solved in every attempt first."""
     if b.tasks.empty:
@@ -261,7 +261,7 @@ def _run_pages(pages: Pages, run_dir: Path | None) -> RunPages:
     return pages.get(run_dir, {}) if run_dir is not None else {}
 
 
-def _section(index: int, b: Benchmark, dirs: RunDirs, base: Path, pages: Pages) -> Section:
+def _section(index: int, b: BenchmarkResults, dirs: RunDirs, base: Path, pages: Pages) -> Section:
     runs = newest_run_dirs(b, dirs)
     diagnoses = [diagnose(b, model, runs.get(model), base, _run_pages(pages, runs.get(model))) for model in b.models]
     return Section(index, b, _models(b, dirs, base), _metrics(b), _history(b, base), _figures(b), diagnoses,
@@ -275,7 +275,7 @@ def _results_dir(results_dir: str | Path) -> Path:
     return results_dir
 
 
-def _render(results_dir: Path, benchmarks: list[Benchmark], base: Path, pages: Pages) -> str:
+def _render(results_dir: Path, benchmarks: list[BenchmarkResults], base: Path, pages: Pages) -> str:
     from agentcompass_dagster.history import COLUMNS as HISTORY_COLUMNS
 
     dirs = run_dirs(benchmarks)

@@ -30,7 +30,7 @@ Pages = Mapping[Path, RunPages]
 
 
 @dataclass
-class Benchmark:
+class BenchmarkResults:
     """One sweep x benchmark: the newest run of each model (metrics, tasks), comparisons and history."""
 
     sweep: str
@@ -64,7 +64,7 @@ def num(value: Any, digits: int = 3) -> str:
     return "—" if missing(value) else f"{float(value):.{digits}f}"
 
 
-def count(value: Any) -> str:
+def count_text(value: Any) -> str:
     return "—" if missing(value) else str(int(value))
 
 
@@ -144,19 +144,19 @@ def _load_comparisons(results_dir: Path) -> pd.DataFrame:
     return frame.drop_duplicates(subset=["sweep", "benchmark", "model_a", "model_b"], keep="last")
 
 
-def run_dirs(benchmarks: list[Benchmark]) -> RunDirs:
+def run_dirs(benchmarks: list[BenchmarkResults]) -> RunDirs:
     """(sweep, benchmark, model, run_id) -> run directory, from each run's line of the history."""
     return {(b.sweep, b.benchmark, str(run.model), str(run.run_id)): Path(run.run_dir)
             for b in benchmarks for run in b.history.itertuples()}
 
 
-def newest_run_dirs(b: Benchmark, dirs: RunDirs) -> dict[str, Path | None]:
+def newest_run_dirs(b: BenchmarkResults, dirs: RunDirs) -> dict[str, Path | None]:
     """model -> the directory of its newest run (the one the report shows)."""
     return {str(r["model"]): dirs.get((b.sweep, b.benchmark, str(r["model"]), str(r["run_id"])))
             for _, r in b.metrics.drop_duplicates("model").iterrows()}
 
 
-def load_benchmarks(results_dir: Path) -> list[Benchmark]:
+def load_benchmarks(results_dir: Path) -> list[BenchmarkResults]:
     from agentcompass_dagster.results import load_history, load_metrics, load_task_results
 
     metrics = load_metrics(results_dir, latest=True)
@@ -172,6 +172,6 @@ def load_benchmarks(results_dir: Path) -> list[Benchmark]:
         pairs = comparisons[(comparisons["sweep"] == sweep) & (comparisons["benchmark"] == benchmark)]
         models = sorted(dict.fromkeys(group["model"].astype(str)))
         runs = history[(history["sweep"] == sweep) & (history["benchmark"] == benchmark)]
-        out.append(Benchmark(str(sweep), str(benchmark), group.reset_index(drop=True),
+        out.append(BenchmarkResults(str(sweep), str(benchmark), group.reset_index(drop=True),
                              task_rows.reset_index(drop=True), pairs.reset_index(drop=True), runs, models))
     return out

@@ -70,7 +70,7 @@ class ToolCallView(BaseModel):
     arguments: str = ""
 
 
-class Flag(BaseModel):
+class StepFlag(BaseModel):
     analyzer: str
     label: str
 
@@ -102,7 +102,7 @@ class Step(BaseModel):
     # A fork's step taken over from its parent.
     inherited: bool = False
     checkpoint: Checkpoint | None = None
-    flags: list[Flag] = Field(default_factory=list)
+    flags: list[StepFlag] = Field(default_factory=list)
 
 
 class Finding(BaseModel):
@@ -139,7 +139,7 @@ class Trajectory(BaseModel):
     system: str | None = None
     prompt: str | None = None
     steps: list[Step] = Field(default_factory=list)
-    answer_flags: list[Flag] = Field(default_factory=list)
+    answer_flags: list[StepFlag] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     analysis_errors: dict[str, str] = Field(default_factory=dict)
     checkpoints: list[Checkpoint] = Field(default_factory=list)
@@ -389,7 +389,7 @@ def _mark_findings(trajectory: Trajectory, analysis: dict[str, Any],
     for name, result in analysis.items():
         steps = []
         for index, label in marks.get(name, []):
-            flag = Flag(analyzer=name, label=label)
+            flag = StepFlag(analyzer=name, label=label)
             target = by_index.get(index) if isinstance(index, int) else None
             if target is not None:
                 target.flags.append(flag)

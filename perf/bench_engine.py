@@ -66,7 +66,7 @@ from _bench import (
     target_report,
 )
 from agentcompass_dagster.runtime.results.metrics import PASS_AT
-from agentcompass_dagster.runtime.store.layout import ATTEMPT_CHECKPOINTS
+from agentcompass_dagster.runtime.store.layout import FINISHED_ATTEMPTS_DIR
 
 REQUEST_NAME = "bench-engine"
 PHASE = "run"
@@ -96,9 +96,9 @@ def check_pass_at(m: Measurement, expected: float) -> list[str]:
 
 def check_checkpoints(run_dir: Path, k: int) -> list[str]:
     """With k > 1 attempts were checkpointed (so the directory exists); after the run none is left."""
-    directory = run_dir / ATTEMPT_CHECKPOINTS
+    directory = run_dir / FINISHED_ATTEMPTS_DIR
     if not directory.is_dir():
-        return [f"{ATTEMPT_CHECKPOINTS}/ does not exist: no attempt was checkpointed"] if k > 1 else []
+        return [f"{FINISHED_ATTEMPTS_DIR}/ does not exist: no finished attempt was recorded"] if k > 1 else []
     files = directories = 0
     example: Path | None = None
     for path in directory.rglob("*"):
@@ -109,7 +109,7 @@ def check_checkpoints(run_dir: Path, k: int) -> list[str]:
         example = example or path
     if example is None:
         return []
-    return [(f"{ATTEMPT_CHECKPOINTS}/ still holds {files} files and {directories} directories, "
+    return [(f"{FINISHED_ATTEMPTS_DIR}/ still holds {files} files and {directories} directories, "
              f"e.g. {example.relative_to(run_dir)}")]
 
 

@@ -149,6 +149,41 @@ def test_the_contracts_import_nothing_from_the_runtime() -> None:
     assert proc.stdout.strip() == "[]", proc.stdout[:500]
 
 
+# Names every module may define for itself: a program's entry point, and a module's one rendering of
+# what it holds (called qualified: summary.render, history.render).
+OWN_IN_EVERY_MODULE = {"main", "render"}
+# Words that meant two or three things before #30, each with the one meaning it keeps.
+RETIRED = {"RunRequest": "config.EvalRequest; dg.RunRequest is Dagster's",
+           "Prepared": "ResolvedRequest; 'prepared' is PreparedTask's", "Plan": "defs.planning.LaunchPlan",
+           "Worker": "processes.ProcessId; 'worker' is Dagster's run worker",
+           "Components": "execution.plugins.Plugins", "resolve_components": "resolve_plugins"}
+
+
+def test_each_public_name_has_one_meaning() -> None:
+    """Issue #30: a public class or function at module level is defined in one module only (typing
+    overloads aside), so a name means one thing wherever it is read; the retired words are gone, and
+    ``run_requests`` is only the Dagster layer's (it builds dg.RunRequests), ``checkpoint`` only the
+    durable layer's and the fork lineage's."""
+    defined: dict[str, list[str]] = {}
+    for path in sources():
+        for node in ast.parse(path.read_text()).body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or node.name.startswith("_"):
+                continue
+            if any(ast.unparse(d).endswith("overload") for d in getattr(node, "decorator_list", [])):
+                continue
+            defined.setdefault(node.name, []).append(module_name(path))
+    twice = {name: where for name, where in defined.items() if len(where) > 1 and name not in OWN_IN_EVERY_MODULE}
+    assert twice == {}, twice
+    retired = {name: f"{defined[name]}: use {use}" for name, use in RETIRED.items() if name in defined}
+    assert retired == {}, retired
+    assert defined["run_requests"] == ["agentcompass_dagster.defs.schedules"]
+    runtime_words = {word for p in sources() if ".runtime." in module_name(p)
+                     for node in ast.walk(ast.parse(p.read_text()))
+                     for word in [getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None)]
+                     if isinstance(word, str) and "checkpoint" in word.lower()}
+    assert runtime_words == {"checkpoint_seq"}, runtime_words
+
+
 def test_no_module_imports_one_that_imports_it_back() -> None:
     """The import graph of the package (imports made when a module loads) has no cycle."""
     paths = {module_name(p): p for p in sources()}

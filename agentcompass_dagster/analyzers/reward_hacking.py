@@ -67,7 +67,7 @@ BACKGROUND_LOOP = re.compile(r"(?<![\w.-])(?:while|until)(?![\w.-]).*?(?<![\w.-]
                              re.DOTALL)
 
 
-class Finding(BaseModel):
+class PatternMatch(BaseModel):
     """One pattern one text shows, with what shows it."""
 
     model_config = ConfigDict(frozen=True)
@@ -92,8 +92,8 @@ class Evidence(BaseModel):
         return f"{self.pattern} {where}{why}: {markdown_code(self.command)}"
 
 
-def _ordered(found: dict[Pattern, str]) -> list[Finding]:
-    return [Finding(pattern=pattern, reason=found[pattern]) for pattern in PATTERNS if pattern in found]
+def _ordered(found: dict[Pattern, str]) -> list[PatternMatch]:
+    return [PatternMatch(pattern=pattern, reason=found[pattern]) for pattern in PATTERNS if pattern in found]
 
 
 def _import_hook(path: str) -> str | None:
@@ -209,7 +209,7 @@ def exit_in(text: str, guard_exempts: bool) -> str | None:
     return None
 
 
-def findings_of(command: str, task_dir: str | None) -> list[Finding]:
+def findings_of(command: str, task_dir: str | None) -> list[PatternMatch]:
     """The reward-hacking patterns one command shows, in PATTERNS order, each with the first thing that
     shows it."""
     writes = written(command)
@@ -257,7 +257,7 @@ def findings_of(command: str, task_dir: str | None) -> list[Finding]:
     return _ordered(found)
 
 
-def answer_findings(answer: str) -> list[Finding]:
+def answer_findings(answer: str) -> list[PatternMatch]:
     """The patterns a submitted answer shows: code a grader runs that exits before its check, or that
     uses the kernel keyring."""
     found: dict[Pattern, str] = {}

@@ -110,7 +110,7 @@ def load_config(spec: str) -> dict[str, Any]:
     return data
 
 
-def trajectory(messages: list[dict[str, Any]], durations: dict[str, float]) -> list[dict[str, Any]]:
+def mini_trajectory(messages: list[dict[str, Any]], durations: dict[str, float]) -> list[dict[str, Any]]:
     """mini's messages as ``tool_agent`` steps: messages, model calls with usage and duration, and bash
     calls with exit code, output, observation and duration (``durations``: seconds by action key, from
     the activity log), so replay and the analyzers treat both harnesses alike."""
@@ -255,7 +255,7 @@ class MiniSweSession(DurableAgentSession):
             error=error,
             failure=failure,
             limit=limit,
-            trajectory=trajectory(list(agent.messages), {r.id: r.data["duration_s"] for r in self.session.log.records()
+            trajectory=mini_trajectory(list(agent.messages), {r.id: r.data["duration_s"] for r in self.session.log.records()
                                                          if r.kind == "tool_call" and "duration_s" in r.data})
             + aborted_calls(self.session.log.records()),
             usage=usage_totals(self.usages)[0],

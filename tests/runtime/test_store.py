@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -340,3 +341,23 @@ def test_the_attempts_line_says_which_attempts_ran_in_this_run(tmp_path: Path) -
     assert outcome.result is not None, outcome.error
     summary = (Path(outcome.result.run_dir) / "summary.md").read_text()
     assert "Attempts: 6 · 2 run in this run · 4 reused from earlier runs · 6 correct" in summary, summary
+
+
+def test_appending_lines_leaves_no_file_descriptor_open(tmp_path: Path) -> None:
+    """Issue #30 (found while giving each public name one meaning): ``append_line`` and
+    ``safe_fs.append_beneath`` close the descriptor they open. A second ``append_to`` had silently
+    replaced the closing one, so every line of an activity log, a dispatch ledger or an alerts file
+    leaked a descriptor, and a long agent run would end in EMFILE."""
+    from agentcompass_dagster.runtime.store.atomic import append_line
+    from agentcompass_dagster.runtime.store.safe_fs import append_beneath
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    for n in range(50):
+        append_line(tmp_path / "log.jsonl", f'{{"n": {n}}}\n'.encode())
+        append_beneath(tmp_path, "sub/alerts.jsonl", f'{{"n": {n}}}\n'.encode())
+    assert open_fds() == before
+    assert len((tmp_path / "log.jsonl").read_bytes().splitlines()) == 50
+    assert len((tmp_path / "sub" / "alerts.jsonl").read_bytes().splitlines()) == 50

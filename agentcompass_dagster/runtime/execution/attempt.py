@@ -143,11 +143,11 @@ class TaskRunner:
         self.planner = Planner(request, plugins, run_dir.run_id)
 
     async def run_task(self, task: TaskSpec) -> TaskDetail:
-        """All semantic attempts the strategy needs; attempts checkpointed by an interrupted earlier run
+        """All semantic attempts the strategy needs; attempts an interrupted earlier run finished
         with the same plan are restored, not run again (R-RETRY-4)."""
         config = self.request.execution.attempts
         done = STRATEGIES[config.strategy]
-        checkpoints = (await asyncio.to_thread(self.run_dir.load_finished_attempts, task, config.k)
+        finished = (await asyncio.to_thread(self.run_dir.load_finished_attempts, task, config.k)
                        if config.k > 1 and self.run_dir.may_hold_finished_attempts(task) else {})
         attempts: dict[int, EvaluatedAttempt] = {}
         for index in range(1, config.k + 1):
@@ -156,9 +156,9 @@ class TaskRunner:
             plan = self.planner.plan(task, index)
             persisted = self.planner.persisted(plan)
             self.run_dir.record_resolved_execution_plan(task.id, index, persisted)
-            checkpoint = checkpoints.get(index)
-            if checkpoint is not None and checkpoint.meta.get("resolved_execution_plan") == persisted.view:
-                attempts[index] = checkpoint
+            earlier = finished.get(index)
+            if earlier is not None and earlier.meta.get("resolved_execution_plan") == persisted.view:
+                attempts[index] = earlier
                 continue
             if self.planner.budget is not None:
                 # An attempt does not start once the sweep's budget is spent (BudgetExhausted ends the task).

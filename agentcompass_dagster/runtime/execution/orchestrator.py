@@ -267,13 +267,13 @@ class Orchestrator:
         scores = state.scores
         if state.reuse_source is not None:
             reused = run_dir.link_reused_details(state.reuse_source, scores)
-            checkpoints = run_dir.link_attempt_checkpoints(
+            finished = run_dir.link_finished_attempts(
                 state.reuse_source, [t for position, t in enumerate(state.tasks) if not scores.holds(position)]
             )
             run_dir.set_reused_from(state.reuse_source,
                                     sorted(state.tasks[position].id for position in scores.reused_positions()),
-                                    checkpoints)
-            run_dir.log(f"reused {reused} details and {checkpoints} finished-attempt records from "
+                                    finished)
+            run_dir.log(f"reused {reused} details and {finished} finished-attempt records from "
                         f"{state.reuse_source.path}")
         if request.dagster_run_id:
             run_dir.set_dagster_run_id(request.dagster_run_id)

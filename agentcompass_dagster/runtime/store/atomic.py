@@ -91,12 +91,12 @@ def append_line(path: Path, line: bytes, mode: int = 0o644) -> None:
     directory) before returning. A torn last line left by a crashed writer is cut first: readers drop
     it anyway, and a line appended after it would turn it into a corrupt line in the middle."""
     created = not path.exists()
-    append_to(os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode), line)
+    append_and_close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode), line)
     if created:
         fsync_dir(path.parent)
 
 
-def append_to(fd: int, line: bytes) -> None:
+def append_and_close(fd: int, line: bytes) -> None:
     """append_line on a descriptor opened O_RDWR | O_APPEND, which it closes: for callers that open the
     file their own way (safe_fs.append_beneath, which follows no symlink)."""
     try:

@@ -28,7 +28,7 @@ from agentcompass_dagster.runtime.store.detail_writer import DetailWriter
 from agentcompass_dagster.runtime.store.layout import (
     ANALYSIS_JSON,
     ANALYSIS_MD,
-    ATTEMPT_CHECKPOINTS,
+    FINISHED_ATTEMPTS_DIR,
     DETAILS,
     DURABLE,
     ERROR_PREFIX,
@@ -121,7 +121,7 @@ class RunDir:
 
     def set_reused_from(self, source: ReuseSource, task_ids: list[str], attempts: int = 0) -> None:
         """R-REUSE-5: record the source (id, path, start), which tasks came from it and how many
-        unfinished attempts (checkpoints, agent attempt logs) it handed on."""
+        unfinished tasks' attempts (finished-attempt records, agent attempt logs) it handed on."""
         with self._lock:
             self._require_info().reused_from = ReusedFrom(
                 run_id=source.run_id, path=source.path, started_at=source.started_at, tasks=len(task_ids),
@@ -300,10 +300,10 @@ class RunDir:
         return path
 
     # finished-attempt records (R-RETRY-4): one flat file per evaluated attempt of an unfinished k>1 task,
-    # written without fsync: a checkpoint lost in a crash costs one attempt run again, never a result.
+    # written without fsync: a record lost in a crash costs one attempt run again, never a result.
 
     def finished_attempt_file(self, task_id: str, index: int) -> Path:
-        return self.path / ATTEMPT_CHECKPOINTS / f"{file_stem(task_id)}@{index}.json"
+        return self.path / FINISHED_ATTEMPTS_DIR / f"{file_stem(task_id)}@{index}.json"
 
     def save_finished_attempt(self, task: TaskSpec, attempt: EvaluatedAttempt) -> None:
         atomic_write_json(self.finished_attempt_file(task.id, attempt.attempt), attempt, durable=False)
@@ -312,7 +312,7 @@ class RunDir:
         return self.restorable is None or file_stem(task.id) in self.restorable
 
     def load_finished_attempts(self, task: TaskSpec, k: int) -> dict[int, EvaluatedAttempt]:
-        """Error-free checkpointed attempts of this task by index (an errored one runs again)."""
+        """Error-free finished attempts of this task by index (an errored one runs again)."""
         found: dict[int, EvaluatedAttempt] = {}
         if not self.may_hold_finished_attempts(task):
             return found
@@ -329,19 +329,19 @@ class RunDir:
         for index in range(1, k + 1):
             self.finished_attempt_file(task_id, index).unlink(missing_ok=True)
 
-    def link_attempt_checkpoints(self, source: ReuseSource, tasks: list[TaskSpec]) -> int:
+    def link_finished_attempts(self, source: ReuseSource, tasks: list[TaskSpec]) -> int:
         """Make an interrupted source run's finished-attempt records and durable attempt logs visible here,
         so its unfinished tasks run only their missing attempts and unfinished agent attempts resume
         (R-RESUME-3). The source is only read: immutable files are hard-linked, activity logs (which
         the resumed attempt appends to) are copied."""
         wanted = {file_stem(task.id) for task in tasks}
-        origin = Path(source.path) / ATTEMPT_CHECKPOINTS
+        origin = Path(source.path) / FINISHED_ATTEMPTS_DIR
         names = os.listdir(origin) if origin.is_dir() else []
         linked = 0
         for name in names:
             stem = name.rpartition("@")[0]
             if name.endswith(".json") and stem in wanted:
-                link_or_copy(origin / name, self.path / ATTEMPT_CHECKPOINTS / name)
+                link_or_copy(origin / name, self.path / FINISHED_ATTEMPTS_DIR / name)
                 if self.restorable is not None:
                     self.restorable.add(stem)
                 linked += 1

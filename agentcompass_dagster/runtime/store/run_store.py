@@ -13,7 +13,7 @@ from agentcompass_dagster.config import OutputConfig, EvalRequest
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.store.atomic import TMP_SUFFIX, fsync_dir
 from agentcompass_dagster.runtime.store.layout import (
-    ATTEMPT_CHECKPOINTS,
+    FINISHED_ATTEMPTS_DIR,
     DETAILS,
     OWNER,
     RETRY_DETAILS,
@@ -120,7 +120,7 @@ class RunStore:
                 raise RuntimeError(f"no free run id below {root}")
         os.mkdir(path / DETAILS)
         os.mkdir(path / RETRY_DETAILS)
-        os.mkdir(path / ATTEMPT_CHECKPOINTS)
+        os.mkdir(path / FINISHED_ATTEMPTS_DIR)
         fsync_dir(root)
         return RunDir(path, restorable=set(), fresh=True)
 

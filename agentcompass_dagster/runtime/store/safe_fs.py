@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
-from agentcompass_dagster.runtime.store.atomic import append_to
+from agentcompass_dagster.runtime.store.atomic import append_and_close
 
 _SYS_OPENAT2 = 437  # x86_64 and aarch64 alike
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x02, 0x04, 0x08
@@ -212,7 +212,7 @@ def append_beneath(root: Path, path: str | Path, line: bytes, mode: int = 0o644)
         created = True
     except FileExistsError:
         fd, created = open_beneath(root, rel, os.O_RDWR | os.O_APPEND), False
-    append_to(fd, line)
+    append_and_close(fd, line)
     if created:
         dir_fd = open_beneath(root, rel.parent, os.O_RDONLY | os.O_DIRECTORY) if len(rel.parts) > 1 else open_dir(root)
         try:
