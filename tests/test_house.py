@@ -184,6 +184,29 @@ def test_each_public_name_has_one_meaning() -> None:
     assert runtime_words == {"checkpoint_seq"}, runtime_words
 
 
+def test_every_contract_is_an_abc_or_a_protocol() -> None:
+    """Issue #30: every class of contracts/ is a contract a plugin subclasses or satisfies (an ABC or a
+    Protocol), or a value passed across it (a pydantic record, an enum, a named tuple, an exception, the
+    output Capture)."""
+    import enum
+    import importlib
+    import inspect
+    from abc import ABC
+
+    from pydantic import BaseModel
+
+    values = (BaseModel, enum.Enum, tuple, Exception)
+    loose = []
+    for path in sorted((PACKAGE / "contracts").glob("*.py")):
+        module = importlib.import_module(module_name(path))
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__ or issubclass(cls, values) or name in ("Capture", "TaskSpec"):
+                continue
+            if not (ABC in cls.__mro__ or getattr(cls, "_is_protocol", False)):
+                loose.append(f"{path.name}: {name}")
+    assert loose == [], loose
+
+
 def test_no_module_imports_one_that_imports_it_back() -> None:
     """The import graph of the package (imports made when a module loads) has no cycle."""
     paths = {module_name(p): p for p in sources()}

@@ -96,8 +96,10 @@ class EnvironmentSession(ABC):
     @abstractmethod
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
                    caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
-        """Run ``command`` for ``caller`` (what it sees, in whose context). ``label`` names it for a later process: the session records, where the
-        agent cannot reach, which host process runs it (hostdir.process_of)."""
+        """Run ``command`` for ``caller`` (what it sees, in whose context) in ``cwd`` (default
+        ``workdir``), stopping it after ``timeout_s`` (``ExecResult.timed_out``). ``label`` names a
+        command the framework asks about later (which process of the host runs it): a provider records
+        that where the agent cannot reach; a provider without such records may ignore it."""
 
     async def stop_processes(self) -> None:
         """Kill every process the session's commands left running (the agent's background jobs), before

@@ -47,7 +47,10 @@ class HarnessSession(ABC):
         """Release what the session holds; idempotent."""
 
 
-class Harness:
+class Harness(ABC):
+    """What a harness is: the ``HarnessSession`` subclass that runs one attempt (``session_class``), and
+    what the runtime must know of it. Nothing else is abstract: a harness's work is its session's ``run``."""
+
     session_class: ClassVar[type[HarnessSession]]
     requires_model: ClassVar[bool] = False
     # The harness of benchmarks that run their tasks themselves (HarnessFreeBenchmark), declared as
