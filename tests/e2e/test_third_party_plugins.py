@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import REPO, details_by_task, run_cli_process
 
 from agentcompass_dagster import registry
@@ -26,6 +27,7 @@ from agentcompass_dagster import registry
 PACKAGE = REPO / "tests" / "third_party"
 PLUGINS = PACKAGE / "acme_plugins"
 SWEEPS = PACKAGE / "sweeps"
+DEMO_TASKS = REPO / "agentcompass_dagster" / "benchmarks" / "demo_tasks"
 MAX_PLUGIN_LINES = 40
 # The only modules of the framework a plugin may import: the contracts, which import nothing of the runtime.
 CONTRACTS = "agentcompass_dagster.contracts"
@@ -146,8 +148,9 @@ def test_the_acme_harness_passes_its_sweep_with_built_in_plugins(acme_site: Path
     details = _assert_all_correct(run_dir, counts, tasks)
     for task_id in tasks:
         steps = details[task_id]["attempts"]["1"]["trajectory"]
-        assert [s["type"] for s in steps] == ["model_call", "command"]
-        assert steps[1]["exit_code"] == 0 and steps[1]["command"] == steps[0]["content"]
+        assert [s["type"] for s in steps] == ["message", "message", "model_call", "command"]
+        assert steps[1]["content"] == yaml.safe_load((DEMO_TASKS / task_id / "task.yaml").read_text())["instruction"]
+        assert steps[3]["exit_code"] == 0 and steps[3]["command"] == steps[2]["content"]
     assert {t: details[t]["attempts"]["1"]["final_answer"] for t in tasks} == {
         "count-errors": "5", "create-hello": "hello world", "sort-unique": "7"}
     request = json.loads((run_dir / "run_info.json").read_text())["request"]
@@ -160,8 +163,7 @@ def test_the_acme_environment_passes_its_sweep_with_built_in_plugins(acme_site: 
     third-party environment, exits 0 with every task passing the demo's own check (setup files uploaded,
     reference script and judge run through its exec), and each session's directory is gone afterwards."""
     run_dir, counts = _run_sweep("acme-local", acme_site, tmp_path)
-    tasks = sorted(p.name for p in (REPO / "agentcompass_dagster" / "benchmarks" / "demo_tasks").iterdir()
-                   if (p / "task.yaml").is_file())
+    tasks = sorted(p.name for p in DEMO_TASKS.iterdir() if (p / "task.yaml").is_file())
     assert len(tasks) >= 10
     _assert_all_correct(run_dir, counts, tasks)
     request = json.loads((run_dir / "run_info.json").read_text())["request"]

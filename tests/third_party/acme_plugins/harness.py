@@ -4,6 +4,8 @@ so this harness counts nothing itself."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentcompass_dagster.contracts import CallContext, Harness, HarnessSession, RunResult
 
 SYSTEM = "Reply with one bash command, and nothing else, that does the task in the current directory."
@@ -15,8 +17,9 @@ class OneShotSession(HarnessSession):
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": self.prepared.input}]
         context = CallContext(task_id=self.prepared.task.id, attempt=self.plan.attempt, turn=0)
         turn = await self.harness.model.complete(messages, [], context)
-        steps = [{"type": "model_call", "turn": 0, "content": turn.content, "stop_reason": turn.stop_reason,
-                  "duration_s": turn.duration_s}]
+        steps: list[dict[str, Any]] = [{"type": "message", **message} for message in messages]
+        steps.append({"type": "model_call", "turn": 0, "content": turn.content, "stop_reason": turn.stop_reason,
+                      "duration_s": turn.duration_s})
         command = (turn.content or "").strip()
         if not command:
             return RunResult(status="failed", failure="the model replied without a command", trajectory=steps)
