@@ -87,7 +87,11 @@ class EnvironmentSession(ABC):
     solutions, checks, verifier files, rewards): the agent's commands never see it where the
     environment isolates (``sandbox``, ``docker``); only commands run for the ``reference`` or the
     ``verifier`` (``Caller``) do. ``commands_dir`` is where command wrappers leave their output and exit
-    code: every command sees it, so whatever the host reads there is untrusted."""
+    code: every command sees it, so whatever the host reads there is untrusted. All three are usable as soon
+    as ``Environment.open`` has returned the session: benchmarks and harnesses write files straight into them.
+
+    A relative path given to ``write_file`` or ``read_file`` is the working directory's. ``write_file``
+    makes the missing directories above the file (``upload_dir`` relies on it) and gives it ``mode``."""
 
     workdir: str
     scratch: str
@@ -96,10 +100,11 @@ class EnvironmentSession(ABC):
     @abstractmethod
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
                    caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
-        """Run ``command`` for ``caller`` (what it sees, in whose context) in ``cwd`` (default
-        ``workdir``), stopping it after ``timeout_s`` (``ExecResult.timed_out``). ``label`` names a
-        command the framework asks about later (which process of the host runs it): a provider records
-        that where the agent cannot reach; a provider without such records may ignore it."""
+        """Run ``command``, a bash command line, for ``caller`` (what it sees, in whose context) in ``cwd``,
+        the working directory unless given. Past ``timeout_s`` the command is killed and the result says
+        ``timed_out``. ``label`` names a command the framework asks about later (which process of the
+        host runs it): a provider records that where the agent cannot reach; only a provider that can be
+        found again after a crash (``handle``) needs to."""
 
     async def stop_processes(self) -> None:
         """Kill every process the session's commands left running (the agent's background jobs), before

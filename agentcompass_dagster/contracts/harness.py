@@ -52,6 +52,7 @@ class Harness(ABC):
     what the runtime must know of it. Nothing else is abstract: a harness's work is its session's ``run``."""
 
     session_class: ClassVar[type[HarnessSession]]
+    # A harness that calls its model says so: the runtime refuses it a request whose model is ``none``.
     requires_model: ClassVar[bool] = False
     # The harness of benchmarks that run their tasks themselves (HarnessFreeBenchmark), declared as
     # harness ``none``; every other harness refuses them, and they refuse every other harness.

@@ -77,6 +77,9 @@ class ModelTurn(BaseModel):
 
 
 class CallContext(BaseModel):
+    """Which call of an attempt this is: ``turn`` counts the attempt's model calls from 0, and a call sent
+    again after an interruption keeps its number."""
+
     task_id: str = ""
     attempt: int = 1
     turn: int = 0

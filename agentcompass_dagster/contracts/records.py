@@ -147,7 +147,17 @@ class LimitHit(StoredRecord):
 
 
 class RunResult(StoredRecord):
-    """Raw outcome of running a harness on a task: no score yet."""
+    """Raw outcome of running a harness on a task: no score yet. ``trajectory`` is the attempt's steps in
+    order, each a JSON object; the analyzers and the trajectory pages read these shapes (any other is
+    kept, and shown as its JSON):
+
+        {"type": "message", "role": "system", "content": "..."}   (the first two: instructions, then prompt)
+        {"type": "model_call", "turn": 0, "content": "...", "tool_calls": [...], "stop_reason": "stop"}
+        {"type": "command", "command": "ls", "exit_code": 0, "output": "...", "timed_out": false,
+         "duration_s": 0.1}
+        {"type": "tool_call", "turn": 0, "call": {"name": "bash", ...}, "command": "ls", "exit_code": 0,
+         "output": "..."}
+    """
 
     status: RunStatus = "completed"
     final_answer: str | None = None

@@ -1,0 +1,34 @@
+"""acme-oneshot: one model call per attempt. The reply is a shell command, run once in the task's
+environment as the agent; what it prints is the final answer. The framework holds the agent's budget,
+so this harness counts nothing itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentcompass_dagster.contracts import CallContext, Harness, HarnessSession, RunResult
+
+SYSTEM = "Reply with one bash command, and nothing else, that does the task in the current directory."
+COMMAND_TIMEOUT_S = 120.0
+
+
+class OneShotSession(HarnessSession):
+    async def run(self) -> RunResult:
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": self.resolved.input}]
+        context = CallContext(task_id=self.resolved.task.id, attempt=self.plan.attempt, turn=0)
+        turn = await self.harness.model.complete(messages, [], context)
+        steps: list[dict[str, Any]] = [{"type": "message", **message} for message in messages]
+        steps.append({"type": "model_call", "turn": 0, "content": turn.content, "stop_reason": turn.stop_reason,
+                      "duration_s": turn.duration_s})
+        command = (turn.content or "").strip()
+        if not command:
+            return RunResult(status="failed", failure="the model replied without a command", trajectory=steps)
+        ran = await self.env.exec(command, timeout_s=COMMAND_TIMEOUT_S)
+        steps.append({"type": "command", "turn": 0, "command": command, "exit_code": ran.exit_code,
+                      "output": ran.output, "timed_out": ran.timed_out, "duration_s": ran.duration_s})
+        return RunResult(final_answer=ran.stdout.strip(), trajectory=steps)
+
+
+class OneShotHarness(Harness):
+    session_class = OneShotSession
+    requires_model = True
