@@ -1,6 +1,7 @@
 """The checks anyone can run on the layout of the package: the runtime imports no Dagster, no module
-imports another that imports it back, no module over 450 lines, no function over 60, and every
-requirement id cited is defined in docs/requirements.md."""
+imports another that imports it back, no module over 450 lines, no function over 60, every
+requirement id cited is defined in docs/requirements.md, and the read views of runtime/scores.py name
+and type their fields as the models they read do."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ import ast
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, TypeAdapter
+
+from agentcompass_dagster.runtime.scores import AttemptMetaView, AttemptView, DetailView, UsageView
+from agentcompass_dagster.runtime.types import EvaluatedAttempt, LimitHit, TaskDetail, Usage
 
 from conftest import REPO
 
@@ -173,3 +181,67 @@ def test_every_cited_requirement_id_is_defined_and_every_defined_one_cited() -> 
     prefixes = [prefix for i, (prefix, _) in enumerate(keys) if i == 0 or keys[i - 1][0] != prefix]
     assert len(prefixes) == len(set(prefixes)), f"a prefix's ids are split into several groups: {prefixes}"
     assert all(a < b for a, b in zip(keys, keys[1:]) if a[0] == b[0]), "ids of one prefix out of number order"
+
+
+# Each read view of runtime/scores.py and the model it reads; AttemptMetaView reads the ``meta`` mapping
+# of EvaluatedAttempt, a key of which a property of the model reads.
+READ_MODELS: dict[type[BaseModel], type[BaseModel]] = {DetailView: TaskDetail, AttemptView: EvaluatedAttempt,
+                                                       UsageView: Usage}
+READ_VIEWS: dict[type[BaseModel], Any] = {**READ_MODELS, AttemptMetaView: dict[str, Any]}
+
+
+def as_read(annotation: Any) -> Any:
+    """A view's annotation with each view in it replaced by what the view reads."""
+    if annotation in READ_VIEWS:
+        return READ_VIEWS[annotation]
+    args = get_args(annotation)
+    read = tuple(as_read(arg) for arg in args)
+    if read == args:
+        return annotation
+    origin = get_origin(annotation)
+    return Union[read] if origin in (Union, types.UnionType) else origin[read]
+
+
+def view_mismatches(view: type[BaseModel], model: type[BaseModel]) -> list[str]:
+    """Each field of ``view`` that ``model`` lacks, annotates otherwise, or defaults to a value the view
+    does not read as its own default."""
+    found = []
+    for name, field in view.model_fields.items():
+        where = f"{view.__name__}.{name}"
+        if name not in model.model_fields:
+            found.append(f"{where}: {model.__name__} has no field {name!r}")
+            continue
+        source = model.model_fields[name]
+        if as_read(field.annotation) != source.annotation:
+            found.append(f"{where}: {field.annotation!r}, reads {model.__name__}.{name}: {source.annotation!r}")
+        elif field.is_required() != source.is_required():
+            found.append(f"{where}: required is {field.is_required()}, in {model.__name__} {source.is_required()}")
+        elif not field.is_required():
+            default = TypeAdapter(source.annotation).dump_python(source.get_default(call_default_factory=True))
+            if TypeAdapter(field.annotation).validate_python(default) != field.get_default(call_default_factory=True):
+                found.append(f"{where}: defaults to something else than {model.__name__}.{name} ({default!r})")
+    return found
+
+
+def test_the_read_views_have_the_fields_of_the_models_they_read() -> None:
+    """Issue #30: DetailView, AttemptView and UsageView (runtime/scores.py) are slim copies of TaskDetail,
+    EvaluatedAttempt and Usage (runtime/types.py), written by hand: each field of a view is a field of
+    its model with the same annotation (a view where the model has the model the view reads) and reads
+    the model's default as its own default. A field renamed or retyped in the model alone fails here;
+    so does a view property (``error``, ``is_error``, ``analysis_errors``, which reads a key of
+    ``meta``) that no longer gives what the model's property of that name gives."""
+    found = [m for view, model in READ_MODELS.items() for m in view_mismatches(view, model)]
+    assert not found, "\n".join(found)
+    failed = EvaluatedAttempt(attempt=2, correct=True, score=0.5, eval_error="judge down", failure="no verdict",
+                              limit=LimitHit(limit="max_turns", allowance=3, used=3), analysis_result={"loops": 1},
+                              usage=Usage(input_tokens=7, output_tokens=5, cost_usd=None), duration_s=1.5,
+                              meta={"analysis_errors": {"loops": "boom"}})
+    detail = TaskDetail(task_id="t", category="c", k=2, strategy="pass", attempts={"2": failed}, attempts_tried=2,
+                        correct=True, score=0.5, error="endpoint down", failure="no verdict")
+    read = DetailView.model_validate_json(detail.model_dump_json())
+    pairs = [(read, detail), (read.attempts["2"], failed), (read.attempts["2"].usage, failed.usage)]
+    for view, model in pairs:
+        for name in (n for n, value in vars(type(view)).items() if isinstance(value, property)):
+            assert getattr(view, name) == getattr(model, name), f"{type(view).__name__}.{name}"
+        values = view.model_dump(exclude={"attempts", "usage", "meta"})
+        assert values == model.model_dump(include=set(values)), type(view).__name__
