@@ -199,7 +199,7 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool, fresh: bool) -> int
             launch = launch_sweep(sweep, sweep_file, submit=submit, board=board, fresh=fresh)
     else:
         launch = launch_sweep(sweep, sweep_file, submit=submit, fresh=fresh)
-    from agentcompass_dagster.runtime.layout import SUMMARY_COUNTS
+    from agentcompass_dagster.runtime.layout import SUMMARY, SUMMARY_COUNTS
     from agentcompass_dagster.runtime.summary import SummaryCounts
 
     errors = 0
@@ -213,7 +213,7 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool, fresh: bool) -> int
         print("Nothing to run: every task has a result and the metrics are current. "
               "The newest complete run of each model:\n")
     for (benchmark, model), source in sorted(launch.newest.items()):
-        print((Path(source.path) / "summary.md").read_text())
+        print((Path(source.path) / SUMMARY).read_text())
         print(f"run directory: {source.path}\n")
         counts = Path(source.path) / SUMMARY_COUNTS
         if counts.is_file():
@@ -302,10 +302,11 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from agentcompass_dagster.runtime.finalize import rerender_summary
+    from agentcompass_dagster.runtime.layout import SUMMARY
 
     _, markdown = rerender_summary(args.run_dir)
     print(markdown)
-    print(f"written: {args.run_dir / 'summary.md'}")
+    print(f"written: {args.run_dir / SUMMARY}")
     return 0
 
 

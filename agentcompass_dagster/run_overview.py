@@ -18,6 +18,7 @@ from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityError, 
 from agentcompass_dagster.durable.fork import forkable_cuts
 from agentcompass_dagster.durable.replay import ReplayReport
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.layout import REPLAYS_DIR
 from agentcompass_dagster.runtime.run_dir import RunDir
 from agentcompass_dagster.runtime.run_store import open_run_dir
 from agentcompass_dagster.runtime.scores import DetailView
@@ -93,7 +94,7 @@ def overview(path: Path, task_id: str | None = None) -> RunOverview:
         merged_from=[source.run_id for source in info.merged_from],
     )
     details = run_dir.load_all_details(DetailView)
-    replays = replays_by_task(run_dir.path / "replays")
+    replays = replays_by_task(run_dir.path / REPLAYS_DIR)
     k = int(((request.get("execution") or {}).get("attempts") or {}).get("k", 1))
     for task in [task_id] if task_id is not None else selected:
         run.tasks.append(_task(run_dir, task, details.get(task), k, replays.get(task, [])))

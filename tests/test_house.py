@@ -1,7 +1,8 @@
 """The checks anyone can run on the layout of the package: the runtime imports no Dagster, no module
 imports another that imports it back, no module over 450 lines, no function over 60, every
-requirement id cited is defined in docs/requirements.md, and the read views of runtime/scores.py name
-and type their fields as the models they read do."""
+requirement id cited is defined in docs/requirements.md, the read views of runtime/scores.py name and
+type their fields as the models they read do, and the results directory's file names are spelled in
+runtime/layout.py only."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter
 
+from agentcompass_dagster.runtime import layout
 from agentcompass_dagster.runtime.scores import AttemptMetaView, AttemptView, DetailView, UsageView
 from agentcompass_dagster.runtime.types import EvaluatedAttempt, LimitHit, TaskDetail, Usage
 
@@ -181,6 +183,28 @@ def test_every_cited_requirement_id_is_defined_and_every_defined_one_cited() -> 
     prefixes = [prefix for i, (prefix, _) in enumerate(keys) if i == 0 or keys[i - 1][0] != prefix]
     assert len(prefixes) == len(set(prefixes)), f"a prefix's ids are split into several groups: {prefixes}"
     assert all(a < b for a, b in zip(keys, keys[1:]) if a[0] == b[0]), "ids of one prefix out of number order"
+
+
+def spelled(path: Path, names: set[str]) -> list[str]:
+    """Where the code of ``path`` spells one of ``names`` as a string: docstrings and other bare strings
+    do not count, nor do the keys of a dict display (the paths mapping of a run names its entries
+    ``details`` and ``retry_details``, after the directories it points to)."""
+    tree = ast.parse(path.read_text())
+    skipped = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    skipped |= {id(key) for node in ast.walk(tree) if isinstance(node, ast.Dict) for key in node.keys}
+    return [f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+            and id(node) not in skipped]
+
+
+def test_the_results_directory_file_names_are_spelled_in_the_layout_only() -> None:
+    """Issue #30: every name of a file or directory of the results directory is a constant of
+    runtime/layout.py that the other modules import; none spells one again (summary.md was one constant
+    of the layout and another of the Dagster assets, comparison.parquet one constant and a literal)."""
+    names = {value for name, value in vars(layout).items() if name.isupper() and isinstance(value, str)}
+    assert {"run_info.json", "summary.md", "comparison.parquet", "report.html", "trajectories"} <= names
+    found = [line for path in sources() if path != Path(layout.__file__) for line in spelled(path, names)]
+    assert not found, "spelled outside runtime/layout.py:\n" + "\n".join(found)
 
 
 # Each read view of runtime/scores.py and the model it reads; AttemptMetaView reads the ``meta`` mapping

@@ -20,9 +20,9 @@ import dagster as dg
 
 from agentcompass_dagster.config import AlertsConfig
 from agentcompass_dagster.defs.sweep import SweepBenchmark
+from agentcompass_dagster.runtime.layout import ALERTS_FILE
 from agentcompass_dagster.runtime.redact import redact, redact_text
 from agentcompass_dagster.runtime.regression import (
-    ALERTS_FILE,
     RegressionAlert,
     RegressionVerdict,
     append_alert,

@@ -46,16 +46,16 @@ from agentcompass_dagster.runtime.atomic import atomic_write_bytes, atomic_write
 from agentcompass_dagster.runtime.consolidate import consolidate
 from agentcompass_dagster.runtime.orchestration_thread import OrchestrationThread
 from agentcompass_dagster.runtime.orchestrator import Orchestrator
-from agentcompass_dagster.runtime.parquet import METRICS_FILE, TASK_RESULTS_FILE, read_task_scores
+from agentcompass_dagster.runtime.layout import (COMPARISON_FILE, COMPARISON_MD, METRICS_FILE, SUMMARY,
+                                                 TASK_RESULTS_FILE, TASKS_FILE)
+from agentcompass_dagster.runtime.parquet import read_task_scores
 from agentcompass_dagster.runtime.regression import finished_scores
-from agentcompass_dagster.report_data import COMPARISON_COLUMNS, COMPARISON_FILE
+from agentcompass_dagster.report_data import COMPARISON_COLUMNS
 from agentcompass_dagster.runtime.stats import paired_comparison
 from agentcompass_dagster.runtime.budget import budget_figures
 
-TASKS_FILE = "tasks.parquet"
 # The run tag of every run an asset backfill launches (Dagster's BACKFILL_ID_TAG).
 BACKFILL_TAG = "dagster/backfill"
-SUMMARY_FILE = "summary.md"
 
 
 def write_frame(path: Path, frame: Any) -> None:
@@ -223,7 +223,7 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
         sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
         write_frame(sweep_benchmark.benchmark_dir / METRICS_FILE, metric_rows)
         write_frame(sweep_benchmark.benchmark_dir / TASK_RESULTS_FILE, task_rows)
-        atomic_write_text(sweep_benchmark.benchmark_dir / SUMMARY_FILE,
+        atomic_write_text(sweep_benchmark.benchmark_dir / SUMMARY,
                           f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}\n\n{table}\n")
         plots = {"accuracy per model": accuracy_with_ci(metric_rows),
                  "accuracy per category": category_heatmap(metric_rows),
@@ -368,7 +368,7 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
         write_frame(sweep_benchmark.benchmark_dir / COMPARISON_FILE, frame)
         table = comparison_table(frame)
-        atomic_write_text(sweep_benchmark.benchmark_dir / "comparison.md",
+        atomic_write_text(sweep_benchmark.benchmark_dir / COMPARISON_MD,
                           f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}: comparisons\n\n{table}\n")
         return dg.MaterializeResult(metadata={"comparisons": dg.MetadataValue.md(table), "pairs": len(rows)})
 

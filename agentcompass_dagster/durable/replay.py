@@ -27,6 +27,7 @@ from agentcompass_dagster.durable.session import BLOBS_DIR
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.atomic import atomic_write_json
 from agentcompass_dagster.runtime.components import resolve_components
+from agentcompass_dagster.runtime.layout import REPLAYS_DIR
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.plan import Planner
 from agentcompass_dagster.runtime.selection import load_selected_tasks
@@ -124,7 +125,7 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
             report.evaluation = evaluation.model_dump(mode="json")
     finally:
         await session.close()
-    target = run_dir.path / "replays" / f"{file_stem(task_id)}@{attempt}-{utcnow().replace(':', '')}.json"
+    target = run_dir.path / REPLAYS_DIR / f"{file_stem(task_id)}@{attempt}-{utcnow().replace(':', '')}.json"
     report.path = str(target)
     target.parent.mkdir(exist_ok=True)
     atomic_write_json(target, report.model_dump(mode="json"))
