@@ -186,15 +186,19 @@ def test_every_cited_requirement_id_is_defined_and_every_defined_one_cited() -> 
 
 
 def spelled(path: Path, names: set[str]) -> list[str]:
-    """Where the code of ``path`` spells one of ``names`` as a string: docstrings and other bare strings
-    do not count, nor do the keys of a dict display (the paths mapping of a run names its entries
-    ``details`` and ``retry_details``, after the directories it points to)."""
+    """Where the code of ``path`` spells one of ``names``: a file name (one with a dot) anywhere but in a
+    docstring or other bare string; a directory name (``details``, ``replays``: words a table header or
+    a mapping's key also uses) where it makes a path, beside a ``/``, as a call's argument or assigned."""
     tree = ast.parse(path.read_text())
-    skipped = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
-    skipped |= {id(key) for node in ast.walk(tree) if isinstance(node, ast.Dict) for key in node.keys}
-    return [f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+    nodes = list(ast.walk(tree))
+    bare = {id(node.value) for node in nodes if isinstance(node, ast.Expr)}
+    in_path = {id(side) for node in nodes if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+               for side in (node.left, node.right)}
+    in_path |= {id(arg) for node in nodes if isinstance(node, ast.Call) for arg in node.args}
+    in_path |= {id(node.value) for node in nodes if isinstance(node, (ast.Assign, ast.AnnAssign))}
+    return [f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}" for node in nodes
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
-            and id(node) not in skipped]
+            and id(node) not in bare and ("." in node.value or id(node) in in_path)]
 
 
 def test_the_results_directory_file_names_are_spelled_in_the_layout_only() -> None:
