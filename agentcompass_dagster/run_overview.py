@@ -18,6 +18,7 @@ from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityError, 
 from agentcompass_dagster.durable.fork import forkable_cuts
 from agentcompass_dagster.durable.replay import ReplayReport
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.markdown import markdown_table
 from agentcompass_dagster.runtime.layout import REPLAYS_DIR
 from agentcompass_dagster.runtime.run_dir import RunDir
 from agentcompass_dagster.runtime.run_store import open_run_dir
@@ -183,13 +184,14 @@ def render(run: RunOverview, one_task: bool) -> str:
         states[task.state] = states.get(task.state, 0) + 1
     if not one_task:
         lines.append(f"tasks: {len(run.tasks)} · " + " · ".join(f"{n} {state}" for state, n in states.items()))
-    lines += ["", "| task | state | score | attempts | a fork can start from | replays |", "|---|---|---|---|---|---|"]
+    rows = []
     for task in run.tasks:
         attempts = ", ".join(f"{a.attempt}: {a.outcome}" for a in task.attempts) or "-"
         forkable = "; ".join(f"attempt {a.attempt}, {_checkpoints([c.seq for c in a.checkpoints if c.forkable])}"
                              for a in task.attempts if any(c.forkable for c in a.checkpoints)) or "-"
         score = "-" if task.score is None else f"{task.score:.4f}"
-        lines.append(f"| {task.task_id} | {task.state} | {score} | {attempts} | {forkable} | {len(task.replays)} |")
+        rows.append((task.task_id, task.state, score, attempts, forkable, len(task.replays)))
+    lines += ["", markdown_table(["task", "state", "score", "attempts", "a fork can start from", "replays"], rows)]
     if one_task:
         lines += _task_lines(run.tasks[0], run.path)
     return "\n".join(lines) + "\n"
