@@ -368,9 +368,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     command = [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(args.port)]
     proc = subprocess.Popen(command, start_new_session=True)
     # dagster dev leads its own process group (webserver, daemon, code servers): stop all of it however
-    # this process is asked to stop, not only on Ctrl-C.
+    # this process is asked to stop, not only on Ctrl-C (Python's SIGINT handler raises KeyboardInterrupt).
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
+        signal.signal(sig, signal.default_int_handler)
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -378,10 +378,6 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
         stop_group(proc, ((signal.SIGINT, 20), (signal.SIGTERM, 10), (signal.SIGKILL, 5)))
         return 130
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "fork": cmd_fork, "replay": cmd_replay, "dispatch": cmd_dispatch, "show": cmd_show, "summary": cmd_summary, "report": cmd_report, "history": cmd_history, "ui": cmd_ui}
