@@ -199,7 +199,7 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool, fresh: bool) -> int
             launch = launch_sweep(sweep, sweep_file, submit=submit, board=board, fresh=fresh)
     else:
         launch = launch_sweep(sweep, sweep_file, submit=submit, fresh=fresh)
-    from agentcompass_dagster.runtime.store.layout import SUMMARY_COUNTS
+    from agentcompass_dagster.runtime.store.layout import SUMMARY, SUMMARY_COUNTS
     from agentcompass_dagster.runtime.results.summary import SummaryCounts
 
     errors = 0
@@ -213,7 +213,7 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool, fresh: bool) -> int
         print("Nothing to run: every task has a result and the metrics are current. "
               "The newest complete run of each model:\n")
     for (benchmark, model), source in sorted(launch.newest.items()):
-        print((Path(source.path) / "summary.md").read_text())
+        print((Path(source.path) / SUMMARY).read_text())
         print(f"run directory: {source.path}\n")
         counts = Path(source.path) / SUMMARY_COUNTS
         if counts.is_file():
@@ -302,10 +302,11 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from agentcompass_dagster.runtime.execution.finalize import rerender_summary
+    from agentcompass_dagster.runtime.store.layout import SUMMARY
 
     _, markdown = rerender_summary(args.run_dir)
     print(markdown)
-    print(f"written: {args.run_dir / 'summary.md'}")
+    print(f"written: {args.run_dir / SUMMARY}")
     return 0
 
 
@@ -367,9 +368,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     command = [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(args.port)]
     proc = subprocess.Popen(command, start_new_session=True)
     # dagster dev leads its own process group (webserver, daemon, code servers): stop all of it however
-    # this process is asked to stop, not only on Ctrl-C.
+    # this process is asked to stop, not only on Ctrl-C (Python's SIGINT handler raises KeyboardInterrupt).
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
+        signal.signal(sig, signal.default_int_handler)
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -377,10 +378,6 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
         stop_group(proc, ((signal.SIGINT, 20), (signal.SIGTERM, 10), (signal.SIGKILL, 5)))
         return 130
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "fork": cmd_fork, "replay": cmd_replay, "dispatch": cmd_dispatch, "show": cmd_show, "summary": cmd_summary, "report": cmd_report, "history": cmd_history, "ui": cmd_ui}

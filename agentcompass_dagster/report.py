@@ -31,7 +31,6 @@ from agentcompass_dagster.diagnosis import OUTCOMES, Diagnosis, diagnose, share
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.plots import NoPlot, Plot
 from agentcompass_dagster.report_data import (
-    COMPARISON_FILE,
     BenchmarkResults,
     Pages,
     RunDirs,
@@ -47,12 +46,12 @@ from agentcompass_dagster.report_data import (
     run_dirs,
     summary_href,
 )
+from agentcompass_dagster.runtime.store.layout import COMPARISON_FILE, REPORT_FILE, TASK_RESULTS_FILE
 
 if TYPE_CHECKING:
     import jinja2
     import pandas as pd
 
-REPORT_FILE = "report.html"
 MAX_TASK_ROWS = 2_000
 # base64 of the embedded PNGs is broken into lines this long: a browser drops the newlines of a data:
 # URL, and no secret-shaped pattern of the redaction that every write applies fits in so few characters.
@@ -283,7 +282,7 @@ def _render(results_dir: Path, benchmarks: list[BenchmarkResults], base: Path, p
         csp=CSP, title=results_dir.name or str(results_dir), results_dir=str(results_dir.resolve()),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         sections=[_section(i, b, dirs, base, pages) for i, b in enumerate(benchmarks)],
-        comparison_file=COMPARISON_FILE, outcomes=OUTCOMES,
+        comparison_file=COMPARISON_FILE, task_results_file=TASK_RESULTS_FILE, outcomes=OUTCOMES,
         history_columns=[c for c in HISTORY_COLUMNS if c not in ("benchmark", "model")])
 
 

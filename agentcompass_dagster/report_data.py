@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.runtime.store.layout import SUMMARY
 
 if TYPE_CHECKING:
     import pandas as pd
 
-COMPARISON_FILE = "comparison.parquet"
 COMPARISON_COLUMNS = ["sweep", "benchmark", "model_a", "model_b", "n", "accuracy_a", "accuracy_b", "diff",
                       "ci_low", "ci_high", "only_a", "only_b", "p_value", "test", "verdict"]
 
@@ -126,9 +126,9 @@ def outcome_href(run_dir: Path | None, task_id: str, category: Any, task_error: 
 
 def summary_href(run_dir: Path | None, base: Path) -> str | None:
     """The run's summary.md, where there is one."""
-    if run_dir is None or not (run_dir / "summary.md").is_file():
+    if run_dir is None or not (run_dir / SUMMARY).is_file():
         return None
-    return href(run_dir / "summary.md", base)
+    return href(run_dir / SUMMARY, base)
 
 
 # ------------------------------------------------------------------------------------------------- load

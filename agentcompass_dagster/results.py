@@ -17,13 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentcompass_dagster.runtime.results.parquet import (
-    METRICS_FILE,
-    TASK_RESULTS_FILE,
-    metrics_schema,
-    task_results_schema,
-)
-from agentcompass_dagster.runtime.store.layout import RUN_INFO
+from agentcompass_dagster.runtime.results.parquet import metrics_schema, task_results_schema
+from agentcompass_dagster.runtime.store.layout import ALERTS_FILE, COMPARISON_FILE, METRICS_FILE, RUN_INFO, TASK_RESULTS_FILE
 from agentcompass_dagster.runtime.results.regression import read_verdict
 from agentcompass_dagster.runtime.store.run_records import read_params
 
@@ -136,14 +131,14 @@ def load_history(results_dir: str | Path, sweep: str | None = None) -> pd.DataFr
 
 def load_comparisons(results_dir: str | Path) -> pd.DataFrame:
     """Every paired model comparison of every sweep x benchmark (from the Dagster comparison asset)."""
-    frames = [pd.read_parquet(path) for path in sorted(Path(results_dir).rglob("comparison.parquet"))]
+    frames = [pd.read_parquet(path) for path in sorted(Path(results_dir).rglob(COMPARISON_FILE))]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def load_alerts(results_dir: str | Path) -> pd.DataFrame:
     """Every regression alert of every sweep (``<sweep>/alerts.jsonl``): one row per failed check
     evaluation, with the verdict's figures, the Dagster run and the webhook's delivery."""
-    from agentcompass_dagster.runtime.results.regression import ALERTS_FILE, RegressionAlert, read_alerts
+    from agentcompass_dagster.runtime.results.regression import RegressionAlert, read_alerts
 
     rows = [alert.model_dump() for path in sorted(Path(results_dir).glob(f"*/{ALERTS_FILE}")) for alert in read_alerts(path)]
     return pd.DataFrame(rows, columns=list(RegressionAlert.model_fields))

@@ -18,6 +18,8 @@ from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityError, 
 from agentcompass_dagster.durable.fork import forkable_cuts
 from agentcompass_dagster.durable.replay import ReplayReport
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.markdown import markdown_table
+from agentcompass_dagster.runtime.store.layout import REPLAYS_DIR
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 from agentcompass_dagster.runtime.results.scores import DetailView
@@ -93,7 +95,7 @@ def overview(path: Path, task_id: str | None = None) -> RunOverview:
         merged_from=[source.run_id for source in info.merged_from],
     )
     details = run_dir.load_all_details(DetailView)
-    replays = replays_by_task(run_dir.path / "replays")
+    replays = replays_by_task(run_dir.path / REPLAYS_DIR)
     k = int(((request.get("execution") or {}).get("attempts") or {}).get("k", 1))
     for task in [task_id] if task_id is not None else selected:
         run.tasks.append(_task(run_dir, task, details.get(task), k, replays.get(task, [])))
@@ -182,13 +184,14 @@ def render(run: RunOverview, one_task: bool) -> str:
         states[task.state] = states.get(task.state, 0) + 1
     if not one_task:
         lines.append(f"tasks: {len(run.tasks)} · " + " · ".join(f"{n} {state}" for state, n in states.items()))
-    lines += ["", "| task | state | score | attempts | a fork can start from | replays |", "|---|---|---|---|---|---|"]
+    rows = []
     for task in run.tasks:
         attempts = ", ".join(f"{a.attempt}: {a.outcome}" for a in task.attempts) or "-"
         forkable = "; ".join(f"attempt {a.attempt}, {_checkpoints([c.seq for c in a.checkpoints if c.forkable])}"
                              for a in task.attempts if any(c.forkable for c in a.checkpoints)) or "-"
         score = "-" if task.score is None else f"{task.score:.4f}"
-        lines.append(f"| {task.task_id} | {task.state} | {score} | {attempts} | {forkable} | {len(task.replays)} |")
+        rows.append((task.task_id, task.state, score, attempts, forkable, len(task.replays)))
+    lines += ["", markdown_table(["task", "state", "score", "attempts", "a fork can start from", "replays"], rows)]
     if one_task:
         lines += _task_lines(run.tasks[0], run.path)
     return "\n".join(lines) + "\n"

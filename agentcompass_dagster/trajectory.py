@@ -38,7 +38,7 @@ from agentcompass_dagster.durable.session import BLOBS_DIR
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.run_overview import Checkpoint, ReplayOverview, attempt_activity, replays_by_task
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
-from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON, DETAILS, ERROR_PREFIX, RUN_INFO
+from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON, DETAILS, ERROR_PREFIX, PAGES_DIR, REPLAYS_DIR, RUN_INFO
 from agentcompass_dagster.runtime.store.naming import file_stem, normalize_component
 from agentcompass_dagster.runtime.store.redact import redact, redact_text
 from agentcompass_dagster.runtime.store.run_dir import RunDir
@@ -50,14 +50,12 @@ from agentcompass_dagster.runtime.store.records import Lineage, TaskDetail, lift
 if TYPE_CHECKING:
     import jinja2
 
-PAGES_DIR = "trajectories"
 # An output up to this many characters is shown whole; a longer one by its head and tail of EDGE_CHARS.
 INLINE_CHARS = 4096
 EDGE_CHARS = 2048
 # A blob larger than this is shown cut: a page's full-output file need not hold gigabytes.
 MAX_BLOB_BYTES = 64 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-REPLAYS_DIR = "replays"
 # A page is made from its detail file, the run's run_info.json, analysis summary and replays directory
 # (a replay report added to it changes the directory's mtime), and by this module and its template: a
 # page older than any of them is rendered again. The attempt's activity log (checkpoints, output blobs)

@@ -72,6 +72,7 @@ from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import ActivityRecord, read_activity
 from agentcompass_dagster.durable.session import CALLS_DIR
 from agentcompass_dagster.environments.hostdir import PROCESSES
+from agentcompass_dagster.markdown import markdown_table
 from agentcompass_dagster.runtime.execution.processes import ProcessId
 
 REPO = Path(__file__).resolve().parent.parent
@@ -536,21 +537,20 @@ def render(summaries: dict[str, dict[str, Any]]) -> str:
     seen = {c for s in summaries.values() for c in s["classification"]}
     classes = [c for c in CLASSIFICATIONS if c in seen or c in ("attached", "rebuilt")]
     classes += sorted(seen - set(classes))
-    header = ("| scenario | trials | in window | recovered | success rate | resume s (median / p95) "
-              "| first new record s (median / p95) | model calls re-sent | completed turns repeated "
-              "| other turns repeated | completed commands repeated | other commands repeated "
-              "| interrupted (told model) | " + " | ".join(classes) + " |")
-    rows = [header, "|" + "---|" * header.count(" | ") + "---|"]
+    headers = ["scenario", "trials", "in window", "recovered", "success rate", "resume s (median / p95)",
+               "first new record s (median / p95)", "model calls re-sent", "completed turns repeated",
+               "other turns repeated", "completed commands repeated", "other commands repeated",
+               "interrupted (told model)", *classes]
+    rows = []
     for name, s in summaries.items():
         rate = "-" if s["success_rate"] is None else f"{100 * s['success_rate']:.0f}%"
         resumable = s["trials"] - s["finished_before_kill"]
-        rows.append(
-            f"| {name} | {s['trials']} | {s['in_window']} | {s['recovered']}/{resumable} | {rate} "
-            f"| {_seconds(s['resume_s'])} | {_seconds(s['first_record_s'])} | {s['resent_model_calls']} "
-            f"| {s['repeated_completed_turns']} | {s['repeated_other_turns']} | {s['repeated_completed_commands']} "
-            f"| {s['repeated_other_commands']} | {s['interrupted_commands']} "
-            + "".join(f"| {s['classification'].get(c, 0)} " for c in classes) + "|")
-    return "\n".join(rows) + "\n"
+        rows.append([name, s["trials"], s["in_window"], f"{s['recovered']}/{resumable}", rate,
+                     _seconds(s["resume_s"]), _seconds(s["first_record_s"]), s["resent_model_calls"],
+                     s["repeated_completed_turns"], s["repeated_other_turns"], s["repeated_completed_commands"],
+                     s["repeated_other_commands"], s["interrupted_commands"],
+                     *(s["classification"].get(c, 0) for c in classes)])
+    return markdown_table(headers, rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,6 +85,7 @@ from typing import Any
 import yaml
 from _bench import report_problems, results_root
 
+from agentcompass_dagster.markdown import markdown_table
 from agentcompass_dagster.runtime.execution.processes import stop_group
 
 
@@ -682,22 +683,18 @@ def render(probe: dict[str, Any], summaries: list[dict[str, Any]], dispatch: dic
         if probe["content_sample"]:
             out.append(f"- reply: {_inline(probe['content_sample'])}")
 
-    out += ["", "## Sweeps", "",
-            ("| harness | exit | attempts | correct / evaluated | accuracy | errors | input tok | output tok "
-             "| sweep wall s | attempts s | model s | commands s | overhead s | turns | text turns | model s / turn "
-             "| overhead s / turn | in loop s / turn | around loop s / attempt |"),
-            "|" + "---|" * 19]
-    for s in summaries:
-        out.append(
-            f"| {s['harness']} | {s['exit_code']} | {s['attempts']} | {s['correct']} / {s['evaluated']} "
-            f"| {_cell(s['accuracy'], 3)} | {sum(s['errors'].values())} | {s['input_tokens']} | {s['output_tokens']} "
-            f"| {_cell(s['wall_s'], 1)} | {_cell(s['attempt_s'], 1)} | {_cell(s['model_s'], 1)} "
-            f"| {_cell(s['command_s'], 1)} | {_cell(s['overhead_s'], 1)} | {s['turns']} | {s['text_turns']} "
-            f"| {_cell(s['model_s_per_turn'])} | {_cell(s['overhead_s_per_turn'])} "
-            f"| {_cell(s['overhead_in_loop_s_per_turn'], 3)} | {_cell(s['overhead_around_loop_s_per_attempt'])} |")
-    out += ["", "| harness | error kind | attempts |", "|---|---|---|"]
-    out += [f"| {s['harness']} | {kind.replace('|', '/')} | {n} |"
-            for s in summaries for kind, n in s["errors"].items()]
+    headers = ["harness", "exit", "attempts", "correct / evaluated", "accuracy", "errors", "input tok", "output tok",
+               "sweep wall s", "attempts s", "model s", "commands s", "overhead s", "turns", "text turns",
+               "model s / turn", "overhead s / turn", "in loop s / turn", "around loop s / attempt"]
+    rows = [(s["harness"], s["exit_code"], s["attempts"], f"{s['correct']} / {s['evaluated']}", _cell(s["accuracy"], 3),
+             sum(s["errors"].values()), s["input_tokens"], s["output_tokens"], _cell(s["wall_s"], 1),
+             _cell(s["attempt_s"], 1), _cell(s["model_s"], 1), _cell(s["command_s"], 1), _cell(s["overhead_s"], 1),
+             s["turns"], s["text_turns"], _cell(s["model_s_per_turn"]), _cell(s["overhead_s_per_turn"]),
+             _cell(s["overhead_in_loop_s_per_turn"], 3), _cell(s["overhead_around_loop_s_per_attempt"]))
+            for s in summaries]
+    out += ["", "## Sweeps", "", markdown_table(headers, rows), ""]
+    out.append(markdown_table(["harness", "error kind", "attempts"],
+                              [(s["harness"], kind, n) for s in summaries for kind, n in s["errors"].items()]))
     out.append("")
     for s in summaries:
         out.append(f"- {s['harness']}: finish reasons {json.dumps(s['stop_reasons'])}; timings from "

@@ -1,6 +1,9 @@
 """The checks anyone can run on the layout of the package: the runtime imports no Dagster and lives in
-rooms, the contracts stand alone, no module imports another that imports it back, no module over 450
-lines, no function over 60, and every requirement id cited is defined in docs/requirements.md."""
+rooms, the contracts stand alone and are ABCs or Protocols, each public name has one meaning, no module
+imports another that imports it back, no module over 450 lines, no function over 60, every requirement
+id cited is defined in docs/requirements.md, the read views of runtime/results/scores.py name and type
+their fields as the models they read do, and the results directory's file names are spelled in
+runtime/store/layout.py only."""
 
 from __future__ import annotations
 
@@ -8,7 +11,16 @@ import ast
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, TypeAdapter
+
+from agentcompass_dagster.runtime.store import layout
+from agentcompass_dagster.runtime.results.scores import AttemptMetaView, AttemptView, DetailView, UsageView
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, LimitHit, Usage
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 from conftest import REPO
 
@@ -268,3 +280,93 @@ def test_every_cited_requirement_id_is_defined_and_every_defined_one_cited() -> 
     prefixes = [prefix for i, (prefix, _) in enumerate(keys) if i == 0 or keys[i - 1][0] != prefix]
     assert len(prefixes) == len(set(prefixes)), f"a prefix's ids are split into several groups: {prefixes}"
     assert all(a < b for a, b in zip(keys, keys[1:]) if a[0] == b[0]), "ids of one prefix out of number order"
+
+
+def spelled(path: Path, names: set[str]) -> list[str]:
+    """Where the code of ``path`` spells one of ``names``: a file name (one with a dot) anywhere but in a
+    docstring or other bare string; a directory name (``details``, ``replays``: words a table header or
+    a mapping's key also uses) where it makes a path, beside a ``/``, as a call's argument or assigned."""
+    tree = ast.parse(path.read_text())
+    nodes = list(ast.walk(tree))
+    bare = {id(node.value) for node in nodes if isinstance(node, ast.Expr)}
+    in_path = {id(side) for node in nodes if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+               for side in (node.left, node.right)}
+    in_path |= {id(arg) for node in nodes if isinstance(node, ast.Call) for arg in node.args}
+    in_path |= {id(node.value) for node in nodes if isinstance(node, (ast.Assign, ast.AnnAssign))}
+    return [f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}" for node in nodes
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+            and id(node) not in bare and ("." in node.value or id(node) in in_path)]
+
+
+def test_the_results_directory_file_names_are_spelled_in_the_layout_only() -> None:
+    """Issue #30: every name of a file or directory of the results directory is a constant of
+    runtime/store/layout.py that the other modules import; none spells one again (summary.md was one constant
+    of the layout and another of the Dagster assets, comparison.parquet one constant and a literal)."""
+    names = {value for name, value in vars(layout).items() if name.isupper() and isinstance(value, str)}
+    assert {"run_info.json", "summary.md", "comparison.parquet", "report.html", "trajectories"} <= names
+    found = [line for path in sources() if path != Path(layout.__file__) for line in spelled(path, names)]
+    assert not found, "spelled outside runtime/store/layout.py:\n" + "\n".join(found)
+
+
+# Each read view of runtime/results/scores.py and the model it reads; AttemptMetaView reads the ``meta`` mapping
+# of EvaluatedAttempt, a key of which a property of the model reads.
+READ_MODELS: dict[type[BaseModel], type[BaseModel]] = {DetailView: TaskDetail, AttemptView: EvaluatedAttempt,
+                                                       UsageView: Usage}
+READ_VIEWS: dict[type[BaseModel], Any] = {**READ_MODELS, AttemptMetaView: dict[str, Any]}
+
+
+def as_read(annotation: Any) -> Any:
+    """A view's annotation with each view in it replaced by what the view reads."""
+    if annotation in READ_VIEWS:
+        return READ_VIEWS[annotation]
+    args = get_args(annotation)
+    read = tuple(as_read(arg) for arg in args)
+    if read == args:
+        return annotation
+    origin = get_origin(annotation)
+    return Union[read] if origin in (Union, types.UnionType) else origin[read]
+
+
+def view_mismatches(view: type[BaseModel], model: type[BaseModel]) -> list[str]:
+    """Each field of ``view`` that ``model`` lacks, annotates otherwise, or defaults to a value the view
+    does not read as its own default."""
+    found = []
+    for name, field in view.model_fields.items():
+        where = f"{view.__name__}.{name}"
+        if name not in model.model_fields:
+            found.append(f"{where}: {model.__name__} has no field {name!r}")
+            continue
+        source = model.model_fields[name]
+        if as_read(field.annotation) != source.annotation:
+            found.append(f"{where}: {field.annotation!r}, reads {model.__name__}.{name}: {source.annotation!r}")
+        elif field.is_required() != source.is_required():
+            found.append(f"{where}: required is {field.is_required()}, in {model.__name__} {source.is_required()}")
+        elif not field.is_required():
+            default = TypeAdapter(source.annotation).dump_python(source.get_default(call_default_factory=True))
+            if TypeAdapter(field.annotation).validate_python(default) != field.get_default(call_default_factory=True):
+                found.append(f"{where}: defaults to something else than {model.__name__}.{name} ({default!r})")
+    return found
+
+
+def test_the_read_views_have_the_fields_of_the_models_they_read() -> None:
+    """Issue #30: DetailView, AttemptView and UsageView (runtime/results/scores.py) are slim copies of TaskDetail,
+    EvaluatedAttempt and Usage (runtime/store/records.py), written by hand: each field of a view is a field of
+    its model with the same annotation (a view where the model has the model the view reads) and reads
+    the model's default as its own default. A field renamed or retyped in the model alone fails here;
+    so does a view property (``error``, ``is_error``, ``analysis_errors``, which reads a key of
+    ``meta``) that no longer gives what the model's property of that name gives."""
+    found = [m for view, model in READ_MODELS.items() for m in view_mismatches(view, model)]
+    assert not found, "\n".join(found)
+    failed = EvaluatedAttempt(attempt=2, correct=True, score=0.5, eval_error="judge down", failure="no verdict",
+                              limit=LimitHit(limit="max_turns", allowance=3, used=3), analysis_result={"loops": 1},
+                              usage=Usage(input_tokens=7, output_tokens=5, cost_usd=None), duration_s=1.5,
+                              meta={"analysis_errors": {"loops": "boom"}})
+    detail = TaskDetail(task_id="t", category="c", k=2, strategy="pass", attempts={"2": failed}, attempts_tried=2,
+                        correct=True, score=0.5, error="endpoint down", failure="no verdict")
+    read = DetailView.model_validate_json(detail.model_dump_json())
+    pairs = [(read, detail), (read.attempts["2"], failed), (read.attempts["2"].usage, failed.usage)]
+    for view, model in pairs:
+        for name in (n for n, value in vars(type(view)).items() if isinstance(value, property)):
+            assert getattr(view, name) == getattr(model, name), f"{type(view).__name__}.{name}"
+        values = view.model_dump(exclude={"attempts", "usage", "meta"})
+        assert values == model.model_dump(include=set(values)), type(view).__name__

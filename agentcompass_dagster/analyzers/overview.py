@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agentcompass_dagster.markdown import markdown_table
 from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON
 
 # (figure, analyzer, key of its summary, summed over models: counts are, rates and shares are not).
@@ -41,11 +42,9 @@ def figures_table(per_model: dict[str, dict[str, Any]]) -> str:
     names = [figure for figure, *_ in FIGURES if any(figure in figures for figures in per_model.values())]
     if not names:
         return "_no analysis yet_"
-    lines = ["| model | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    for model, figures in per_model.items():
-        cells = ["" if figures.get(name) is None else str(figures[name]) for name in names]
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return markdown_table(["model", *names], [
+        [model, *("" if figures.get(name) is None else figures[name] for name in names)]
+        for model, figures in per_model.items()])
 
 
 def summed_counts(per_model: dict[str, dict[str, Any]]) -> dict[str, int]:

@@ -1,2 +1,2 @@
 """Benchmarks: task sources with their evaluation (demo, humaneval, harbor, synthetic); the contract is
-``base.Benchmark``."""
+``contracts.benchmark.Benchmark``."""

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
+from agentcompass_dagster.markdown import markdown_table
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 # A flagged list longer than this shows its head in analysis_summary.md; the .json keeps all of it.
@@ -56,10 +57,10 @@ class Analyzer(ABC):
     def render(self, summary: dict[str, Any]) -> str:
         """Scalars as a table, a mapping as a table of its own, a list (flagged attempts) as bullets."""
         scalars = {key: value for key, value in summary.items() if not isinstance(value, (dict, list))}
-        parts = [_table(self.name, scalars)] if scalars else []
+        parts = [markdown_table([self.name, "value"], scalars.items())] if scalars else []
         for key, value in summary.items():
             if isinstance(value, dict):
-                parts.append(_table(key, value))
+                parts.append(markdown_table([key, "value"], value.items()))
             elif isinstance(value, list) and not value:
                 parts.append(f"{key}: none")
             elif isinstance(value, list):
@@ -80,10 +81,6 @@ class Analyzer(ABC):
     def description(self) -> str:
         """The first paragraph of the analyzer's docstring, under its heading in analysis_summary.md."""
         return " ".join((type(self).__doc__ or "").strip().split("\n\n")[0].split())
-
-
-def _table(title: str, values: dict[str, Any]) -> str:
-    return f"| {title} | value |\n|---|---|\n" + "\n".join(f"| {key} | {value} |" for key, value in values.items())
 
 
 def markdown_code(text: object, limit: int = 200) -> str:

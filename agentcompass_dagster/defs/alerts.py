@@ -20,9 +20,9 @@ import dagster as dg
 
 from agentcompass_dagster.config import AlertsConfig
 from agentcompass_dagster.defs.sweep import SweepBenchmark
+from agentcompass_dagster.runtime.store.layout import ALERTS_FILE
 from agentcompass_dagster.runtime.store.redact import redact, redact_text
 from agentcompass_dagster.runtime.results.regression import (
-    ALERTS_FILE,
     RegressionAlert,
     RegressionVerdict,
     append_alert,

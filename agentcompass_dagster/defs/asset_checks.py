@@ -10,9 +10,8 @@ import dagster as dg
 from agentcompass_dagster.defs.assets import current_after_deps
 from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.results.parquet import METRICS_FILE
 from agentcompass_dagster.runtime.store.redact import redact_text
-from agentcompass_dagster.runtime.store.layout import SUMMARY, SUMMARY_COUNTS
+from agentcompass_dagster.runtime.store.layout import METRICS_FILE, SUMMARY, SUMMARY_COUNTS
 from agentcompass_dagster.runtime.results.regression import RegressionVerdict, complete_runs, judge, write_verdict
 
 MAX_FINDINGS = 20

@@ -39,6 +39,7 @@ from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.defs.task_events import TaskStream
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.markdown import markdown_table
 from agentcompass_dagster.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy,
                                         markdown_image)
 from agentcompass_dagster.runtime.results.analysis import select_analyzers
@@ -46,16 +47,16 @@ from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes, atomic
 from agentcompass_dagster.runtime.store.consolidate import consolidate
 from agentcompass_dagster.runtime.execution.orchestration_thread import OrchestrationThread
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
-from agentcompass_dagster.runtime.results.parquet import METRICS_FILE, TASK_RESULTS_FILE, read_task_scores
+from agentcompass_dagster.runtime.store.layout import (COMPARISON_FILE, COMPARISON_MD, METRICS_FILE, SUMMARY,
+                                                 TASK_RESULTS_FILE, TASKS_FILE)
+from agentcompass_dagster.runtime.results.parquet import read_task_scores
 from agentcompass_dagster.runtime.results.regression import finished_scores
-from agentcompass_dagster.report_data import COMPARISON_COLUMNS, COMPARISON_FILE
+from agentcompass_dagster.report_data import COMPARISON_COLUMNS
 from agentcompass_dagster.runtime.results.stats import paired_comparison
 from agentcompass_dagster.runtime.execution.budget import budget_figures
 
-TASKS_FILE = "tasks.parquet"
 # The run tag of every run an asset backfill launches (Dagster's BACKFILL_ID_TAG).
 BACKFILL_TAG = "dagster/backfill"
-SUMMARY_FILE = "summary.md"
 
 
 def write_frame(path: Path, frame: Any) -> None:
@@ -223,7 +224,7 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
         sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
         write_frame(sweep_benchmark.benchmark_dir / METRICS_FILE, metric_rows)
         write_frame(sweep_benchmark.benchmark_dir / TASK_RESULTS_FILE, task_rows)
-        atomic_write_text(sweep_benchmark.benchmark_dir / SUMMARY_FILE,
+        atomic_write_text(sweep_benchmark.benchmark_dir / SUMMARY,
                           f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}\n\n{table}\n")
         plots = {"accuracy per model": accuracy_with_ci(metric_rows),
                  "accuracy per category": category_heatmap(metric_rows),
@@ -324,13 +325,9 @@ def _markdown_table(metrics: Any) -> str:
     wide = metrics.pivot_table(index="model", columns="metric", values="value", aggfunc="first", sort=False)
     counts = metrics.groupby("model", sort=False)[["n", "total", "errors"]].first()
     columns = list(wide.columns)
-    lines = ["| model | " + " | ".join(columns) + " | evaluated | total | errors |",
-             "|---" * (len(columns) + 4) + "|"]
-    for model, row in wide.iterrows():
-        values = " | ".join("n/a" if row[c] != row[c] else f"{row[c]:.4f}" for c in columns)
-        c = counts.loc[model]
-        lines.append(f"| {model} | {values} | {c['n']} | {c['total']} | {c['errors']} |")
-    return "\n".join(lines)
+    rows = [[model, *("n/a" if row[c] != row[c] else f"{row[c]:.4f}" for c in columns),
+             *counts.loc[model, ["n", "total", "errors"]]] for model, row in wide.iterrows()]
+    return markdown_table(["model", *columns, "evaluated", "total", "errors"], rows)
 
 
 def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
@@ -368,7 +365,7 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
         write_frame(sweep_benchmark.benchmark_dir / COMPARISON_FILE, frame)
         table = comparison_table(frame)
-        atomic_write_text(sweep_benchmark.benchmark_dir / "comparison.md",
+        atomic_write_text(sweep_benchmark.benchmark_dir / COMPARISON_MD,
                           f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}: comparisons\n\n{table}\n")
         return dg.MaterializeResult(metadata={"comparisons": dg.MetadataValue.md(table), "pairs": len(rows)})
 
@@ -384,10 +381,9 @@ def _task_scores(sweep_benchmark: SweepBenchmark) -> dict[str, dict[str, float]]
 def comparison_table(frame: Any) -> str:
     if frame.empty:
         return "_fewer than two models with finished tasks_"
-    lines = ["| model A | model B | tasks | accuracy A | accuracy B | A - B [95% CI] | A higher | B higher | p (test) "
-             "| verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for row in frame.itertuples():
-        lines.append(f"| {row.model_a} | {row.model_b} | {row.n} | {row.accuracy_a:.4f} | {row.accuracy_b:.4f} | "
-                     f"{row.diff:+.4f} [{row.ci_low:+.4f}, {row.ci_high:+.4f}] | {row.only_a} | {row.only_b} | "
-                     f"{row.p_value:.4g} ({row.test}) | {row.verdict} |")
-    return "\n".join(lines)
+    headers = ["model A", "model B", "tasks", "accuracy A", "accuracy B", "A - B [95% CI]", "A higher", "B higher",
+               "p (test)", "verdict"]
+    return markdown_table(headers, [
+        (row.model_a, row.model_b, row.n, f"{row.accuracy_a:.4f}", f"{row.accuracy_b:.4f}",
+         f"{row.diff:+.4f} [{row.ci_low:+.4f}, {row.ci_high:+.4f}]", row.only_a, row.only_b,
+         f"{row.p_value:.4g} ({row.test})", row.verdict) for row in frame.itertuples()])

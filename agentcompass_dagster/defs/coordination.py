@@ -26,10 +26,8 @@ from pydantic import BaseModel
 from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_owner
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.store.atomic import atomic_write_json
+from agentcompass_dagster.runtime.store.layout import CLAIMS_DIR, LOCK_FILE
 from agentcompass_dagster.runtime.execution.processes import ProcessId
-
-LOCK_FILE = ".agentcompass.lock"
-CLAIMS_DIR = ".claims"
 
 
 @contextmanager

@@ -26,13 +26,14 @@ from agentcompass_dagster.durable.checkpoints import CheckpointStore
 from agentcompass_dagster.durable.session import BLOBS_DIR
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.store.atomic import atomic_write_json
+from agentcompass_dagster.runtime.execution.permits import open_session
 from agentcompass_dagster.runtime.execution.plugins import resolve_plugins
+from agentcompass_dagster.runtime.store.layout import REPLAYS_DIR
 from agentcompass_dagster.runtime.store.naming import file_stem
 from agentcompass_dagster.runtime.execution.plan import Planner
 from agentcompass_dagster.runtime.execution.selection import load_selected_tasks
 from agentcompass_dagster.runtime.store.run_store import load_run_request
 from agentcompass_dagster.contracts.records import RunResult, utcnow
-from agentcompass_dagster.runtime.execution.permits import open_session
 
 _ENV_PATH = re.compile(r"/tmp/agentcompass-[A-Za-z0-9_]+")
 
@@ -125,7 +126,7 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
             report.evaluation = evaluation.model_dump(mode="json")
     finally:
         await session.close()
-    target = run_dir.path / "replays" / f"{file_stem(task_id)}@{attempt}-{utcnow().replace(':', '')}.json"
+    target = run_dir.path / REPLAYS_DIR / f"{file_stem(task_id)}@{attempt}-{utcnow().replace(':', '')}.json"
     report.path = str(target)
     target.parent.mkdir(exist_ok=True)
     atomic_write_json(target, report.model_dump(mode="json"))

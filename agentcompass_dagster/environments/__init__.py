@@ -1,2 +1,2 @@
 """Execution environments: where a task's commands run (local, sandbox under bubblewrap, docker); the
-contract is ``base.Environment`` and its ``base.EnvironmentSession``."""
+contract is ``contracts.environment.Environment`` and its ``EnvironmentSession``."""

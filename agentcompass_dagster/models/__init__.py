@@ -1,1 +1,1 @@
-"""Models: what a harness calls (none, scripted, openai_compat); the contract is ``base.Model``."""
+"""Models: what a harness calls (none, scripted, openai_compat); the contract is ``contracts.model.Model``."""

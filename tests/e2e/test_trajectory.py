@@ -22,7 +22,7 @@ from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.report import write_report
-from agentcompass_dagster.runtime.results.parquet import TASK_RESULTS_FILE
+from agentcompass_dagster.runtime.store.layout import TASK_RESULTS_FILE
 from agentcompass_dagster.trajectory import (
     EDGE_CHARS,
     load_trajectory,

@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from agentcompass_dagster.config import AlertsConfig
 from agentcompass_dagster.results import load_alerts
+from agentcompass_dagster.runtime.store.layout import ALERTS_FILE
 from agentcompass_dagster.runtime.results.regression import (
-    ALERTS_FILE,
     RegressionAlert,
     append_alert,
     complete_runs,

@@ -14,6 +14,7 @@ import numpy as np
 
 from agentcompass_dagster.analyzers.columns import analysis_columns
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
+from agentcompass_dagster.runtime.store.layout import METRICS_FILE, TASK_RESULTS_FILE
 from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.contracts.records import MetricResult
 
@@ -26,10 +27,6 @@ def pyarrow_with_system_allocator() -> None:
     where pyarrow is not imported yet (the pool is chosen then), and a pool the user chose wins."""
     if "pyarrow" not in sys.modules:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-
-
-METRICS_FILE = "metrics.parquet"
-TASK_RESULTS_FILE = "task_results.parquet"
 
 
 def metrics_schema() -> pa.Schema:

@@ -22,15 +22,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentcompass_dagster.runtime.store.atomic import atomic_write_json
-from agentcompass_dagster.runtime.store.layout import RUN_INFO
-from agentcompass_dagster.runtime.results.parquet import TASK_RESULTS_FILE, read_task_scores
+from agentcompass_dagster.runtime.store.layout import ALERTS_FILE, RUN_INFO, TASK_RESULTS_FILE, VERDICT_FILE
+from agentcompass_dagster.runtime.results.parquet import read_task_scores
 from agentcompass_dagster.runtime.store.redact import redact
 from agentcompass_dagster.runtime.store.run_records import ReuseSource, read_json, read_params
 from agentcompass_dagster.runtime.store.safe_fs import append_beneath, read_beneath
 from agentcompass_dagster.runtime.results.stats import paired_comparison
 
-VERDICT_FILE = "regression.json"
-ALERTS_FILE = "alerts.jsonl"
 VerdictStatus = Literal["passed", "failed", "skipped"]
 
 

@@ -3,7 +3,9 @@
 A task's detail stays on disk; the orchestrator keeps its scores, counts, usage and analysis here, at
 about a hundred bytes a task, so memory does not grow with what details hold (R-FIN-1 merges reused
 and new tasks in selected order from these columns). Reuse reads only these fields of a source detail
-(``DetailView``), which skips trajectories, artifacts and plans without building them.
+(``DetailView``), which skips trajectories, artifacts and plans without building them. The views name
+their fields after the models they read (runtime/store/records.py); tests/test_house.py fails when one of those
+fields is renamed or retyped in the model alone.
 """
 
 from __future__ import annotations
@@ -20,16 +22,20 @@ from pydantic import Field
 
 from agentcompass_dagster.runtime.store.redact import redact_text
 from agentcompass_dagster.contracts.records import LimitHit, StoredRecord, TaskSpec
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.records import Strategy, TaskDetail
 
 
 class UsageView(StoredRecord):
+    """The fields of Usage that the task and attempt columns hold."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
 
 
 class AttemptMetaView(StoredRecord):
+    """The key of EvaluatedAttempt.meta that finalisation reads (EvaluatedAttempt.analysis_errors)."""
+
     analysis_errors: dict[str, str] = Field(default_factory=dict)
 
 
@@ -63,7 +69,7 @@ class DetailView(StoredRecord):
     task_id: str
     category: str | None = None
     k: int = 1
-    strategy: str = "avg"
+    strategy: Strategy = "avg"
     attempts: dict[str, AttemptView] = Field(default_factory=dict)
     attempts_tried: int = 0
     correct: bool = False

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from agentcompass_dagster.markdown import markdown_table
 from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.contracts.records import MetricResult, StoredRecord
 from agentcompass_dagster.runtime.store.records import BudgetOutcome, BudgetStatus
@@ -129,10 +130,8 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
         f"{counts.reused} reused from earlier runs",
         *_attempts_line(counts),
         "",
-        "| metric | value |",
-        "|---|---|",
+        markdown_table(["metric", "value"], [(name, _fmt(value)) for name, value in counts.metrics.items()]),
     ]
-    lines += [f"| {name} | {_fmt(value)} |" for name, value in counts.metrics.items()]
     usage = counts.usage
     if usage.get("input_tokens") or usage.get("output_tokens") or usage.get("cost_usd"):
         cost = f"${usage['cost_usd']:.4f}" if usage.get("cost_complete", True) else (
@@ -144,16 +143,14 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
                       + (f"; {counts.budget_not_run} tasks not run (they run when the budget is raised)"
                          if counts.budget_not_run else "")]
     if counts.uncertainty:
-        lines += ["", "| metric | stderr | 95% CI (bootstrap over tasks) | tasks |", "|---|---|---|---|"]
-        lines += [
-            f"| {name} | {u['stderr']:.4f} | [{u['ci_low']:.4f}, {u['ci_high']:.4f}] | {int(u['n'])} |"
-            for name, u in counts.uncertainty.items()
-        ]
+        lines += ["", markdown_table(
+            ["metric", "stderr", "95% CI (bootstrap over tasks)", "tasks"],
+            [(name, f"{u['stderr']:.4f}", f"[{u['ci_low']:.4f}, {u['ci_high']:.4f}]", int(u["n"]))
+             for name, u in counts.uncertainty.items()])]
     if counts.categories:
-        lines += ["", "| category | tasks | evaluated | correct | errors |", "|---|---|---|---|---|"]
-        lines += [
-            f"| {name} | {c.total} | {c.evaluated} | {c.correct} | {c.error} |" for name, c in counts.categories.items()
-        ]
+        lines += ["", markdown_table(["category", "tasks", "evaluated", "correct", "errors"],
+                                     [(name, c.total, c.evaluated, c.correct, c.error)
+                                      for name, c in counts.categories.items()])]
     lines += _listed("Failed by the agent (scored 0: a limit, a timeout, no verdict)", failures)
     lines += _listed("Errors (the infrastructure's: left out of accuracy, run again by a re-run)", errors)
     return "\n".join(lines) + "\n"

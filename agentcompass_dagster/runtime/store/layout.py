@@ -1,9 +1,11 @@
-"""Where runs lie and what their files are called (R-STORE-1).
+"""Where runs lie and what every file of a results directory is called (R-STORE-1).
 
 ``<results_dir>/<run_name>/<benchmark_id>/<model_id>/<run_id>/`` holds ``run_info.json``, ``params.json``,
 ``details/<task>[_<category>].json``, ``details/_error_<task>[_<category>].json``, ``retry_details/``,
-``summary.md``, ``.summary_counts.json`` and ``run.log``. The root of a benchmark x model is derived here
-only, for the runtime and the Dagster layer alike.
+``summary.md``, ``.summary_counts.json``, ``run.log``, ``metrics.parquet``, ``task_results.parquet``,
+``regression.json`` and ``replays/``. The root of a benchmark x model is derived here only, for the
+runtime and the Dagster layer alike. The names are defined here only (tests/test_house.py checks that
+no other module spells one).
 """
 
 from __future__ import annotations
@@ -29,8 +31,27 @@ RUN_LOG = "run.log"
 ANALYSIS_MD = "analysis_summary.md"
 ANALYSIS_JSON = "analysis_summary.json"
 ERROR_PREFIX = "_error_"
+METRICS_FILE = "metrics.parquet"
+TASK_RESULTS_FILE = "task_results.parquet"
+# The regression check's verdict on the run.
+VERDICT_FILE = "regression.json"
+REPLAYS_DIR = "replays"
 # The sweep's budget ledger, beside its benchmarks: every run of the sweep appends its model calls to it.
 BUDGET_LEDGER = "budget.jsonl"
+# The sweep's regression alerts, beside its benchmarks.
+ALERTS_FILE = "alerts.jsonl"
+# What the Dagster layer keeps of a sweep x benchmark in <results_dir>/<run_name>/<benchmark_id>/: the
+# tasks, the newest run's metrics and task results of each model (METRICS_FILE, TASK_RESULTS_FILE), their
+# SUMMARY, the pairwise comparisons, and the claims of the Dagster runs evaluating its partitions; the
+# lock serialising those runs' claims lies beside it, in the sweep's directory.
+TASKS_FILE = "tasks.parquet"
+COMPARISON_FILE = "comparison.parquet"
+COMPARISON_MD = "comparison.md"
+CLAIMS_DIR = ".claims"
+LOCK_FILE = ".agentcompass.lock"
+# The HTML report, by default at the top of the results directory, and its trajectory pages beside it.
+REPORT_FILE = "report.html"
+PAGES_DIR = "trajectories"
 
 
 def detail_names(task_id: str, category: str | None) -> list[str]:

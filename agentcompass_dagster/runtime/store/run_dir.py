@@ -10,8 +10,6 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pydantic_core
-
 from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.runtime.store.atomic import (
     DirectorySync,
@@ -190,24 +188,21 @@ class RunDir:
     def _flush_info(self) -> None:
         with self._lock:
             info = self._require_info()
-            if not self._plan_refs:
-                atomic_write_bytes(self.path / RUN_INFO, dumps(info))
-                return
-            # task_plans holds task ids and digests only: it is written entry by entry, each id redacted
-            # on its own, instead of as a dict per task copied by the dump and again by the redaction
-            # (30 MB at 100,000 tasks).
-            body = to_json_bytes(redact(info.model_dump(mode="json", exclude={"task_plans"})))
-            loaded = info.task_plans  # what a run directory read back from disk already held
-            entries = [*((task_id, plans) for task_id, plans in loaded.items() if task_id not in self._plan_refs),
-                       *((task_id, {**loaded[task_id], **({"1": refs} if isinstance(refs, str) else refs)})
-                         if task_id in loaded else (task_id, refs) for task_id, refs in self._plan_refs.items())]
-            plans = b",".join(
-                pydantic_core.to_json(redact_text(task_id)) + b":"
-                + (b'{"1":' + pydantic_core.to_json(refs) + b"}" if isinstance(refs, str) else pydantic_core.to_json(refs))
-                for task_id, refs in entries
-            )
-            closing = body.rindex(b"\n}")
-            atomic_write_bytes(self.path / RUN_INFO, body[:closing] + b',\n  "task_plans": {' + plans + b"}" + body[closing:])
+            data = redact(info.model_dump(mode="json", exclude={"task_plans"}))
+            data["task_plans"] = self._task_plans(info.task_plans)
+            atomic_write_bytes(self.path / RUN_INFO, to_json_bytes(data))
+
+    def _task_plans(self, loaded: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        """run_info's task_plans: what the directory held when read back (``loaded``) with this run's plans.
+        Kept out of the dump and its redaction, which would copy a dict per task twice (30 MB at 100,000
+        tasks): digests need no redaction, each id is redacted on its own, and the tasks whose only
+        attempt is attempt 1 share one ``{"1": digest}`` per digest."""
+        shared: dict[str, dict[str, str]] = {}
+        plans = {redact_text(task_id): refs for task_id, refs in loaded.items() if task_id not in self._plan_refs}
+        for task_id, refs in self._plan_refs.items():
+            by_attempt = shared.setdefault(refs, {"1": refs}) if isinstance(refs, str) else refs
+            plans[redact_text(task_id)] = {**loaded[task_id], **by_attempt} if task_id in loaded else by_attempt
+        return plans
 
     # details
 
