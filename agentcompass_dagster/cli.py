@@ -311,7 +311,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from agentcompass_dagster.run_overview import overview, render
+    from agentcompass_dagster.show import overview, render
 
     run = overview(args.run_dir, args.task)
     print(run.model_dump_json(indent=2) if args.json else render(run, one_task=args.task is not None), end="")

@@ -36,7 +36,7 @@ from agentcompass_dagster.analyzers.loops import LOOP_REPEATS
 from agentcompass_dagster.analyzers.steps import normalized
 from agentcompass_dagster.durable.session import BLOBS_DIR
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.run_overview import Checkpoint, ReplayOverview, attempt_activity, replays_by_task
+from agentcompass_dagster.show import Checkpoint, ReplayOverview, attempt_activity, replays_by_task
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON, DETAILS, ERROR_PREFIX, PAGES_DIR, REPLAYS_DIR, RUN_INFO
 from agentcompass_dagster.runtime.store.naming import file_stem, normalize_component

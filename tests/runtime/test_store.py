@@ -271,7 +271,7 @@ def test_a_fork_written_with_lineage_in_metadata_still_reads_as_a_fork(tmp_path:
     its ``metadata`` (run_info.json and params.json); such a run still loads with them as fields, is
     shown and summarised as a fork and stays out of the from-scratch statistics."""
     from agentcompass_dagster.results import load_task_results
-    from agentcompass_dagster.run_overview import overview
+    from agentcompass_dagster.show import overview
     from agentcompass_dagster.runtime.execution.finalize import rerender_summary
     from agentcompass_dagster.runtime.store.run_records import read_params
     from agentcompass_dagster.runtime.store.run_store import load_run_request
