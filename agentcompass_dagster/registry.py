@@ -1,17 +1,22 @@
-"""Plugin registries for benchmarks, harnesses, environments and models.
+"""Plugin registries of the five kinds: benchmarks, harnesses, environments, models and analyzers.
 
 Built-ins are named by import path and imported on first use, which keeps `agentcompass --help` fast.
-Third-party packages add plugins without touching this repository by declaring an entry point:
+Third-party packages add plugins without touching this repository by declaring an entry point in the
+group of its kind (``agentcompass.benchmarks``, ``.harnesses``, ``.environments``, ``.models``,
+``.analyzers``):
 
     [project.entry-points."agentcompass.benchmarks"]
     my-bench = "my_package.bench:MyBenchmark"
+
+Entry points are read at a registry's first lookup, never at import. An id two sources declare (a built-in
+and an entry point, or two entry points) is an error naming both, never one silently winning.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentcompass_dagster.errors import UserError
@@ -20,6 +25,11 @@ if TYPE_CHECKING:
     from agentcompass_dagster.contracts import Analyzer, Benchmark, Environment, Harness, Model
 
 T = TypeVar("T")
+
+
+def _entry_point_source(ep: EntryPoint) -> str:
+    dist = f"distribution {ep.dist.name} {ep.dist.version}" if ep.dist is not None else "no distribution"
+    return f"entry point '{ep.name} = {ep.value}' ({dist})"
 
 
 class Registry(Generic[T]):
@@ -31,6 +41,7 @@ class Registry(Generic[T]):
         self.group = group
         self._contract_path = contract
         self._contract: type[T] | None = None
+        self._builtins = dict(builtins)
         self._targets: dict[str, str | type[T]] = dict(builtins)
         self._entry_points_loaded = False
 
@@ -45,11 +56,21 @@ class Registry(Generic[T]):
         self._targets = dict(saved)
 
     def _load_entry_points(self) -> None:
+        """Add the entry points of the kind's group. An id declared twice is refused at every lookup, naming
+        both sources, rather than one of them silently never running."""
         if self._entry_points_loaded:
             return
-        self._entry_points_loaded = True
+        declared: dict[str, str] = {name: f"built in as {target}" for name, target in self._builtins.items()}
+        found: dict[str, str] = {}
         for ep in entry_points(group=self.group):
-            self._targets.setdefault(ep.name, ep.value)
+            source = _entry_point_source(ep)
+            if ep.name in declared:
+                raise UserError(f"{self.kind} id {ep.name!r} is declared by {source} and {declared[ep.name]}")
+            declared[ep.name] = source
+            found[ep.name] = ep.value
+        for name, target in found.items():
+            self._targets.setdefault(name, target)  # a plugin a test registered itself stays
+        self._entry_points_loaded = True
 
     def ids(self) -> list[str]:
         self._load_entry_points()
@@ -64,14 +85,12 @@ class Registry(Generic[T]):
 
     def check(self, plugin_id: str, field: str, where: str) -> None:
         """Refuse an id no plugin has, naming the declaration file, without importing the plugin."""
-        if plugin_id not in self._targets:
-            self._load_entry_points()
+        self._load_entry_points()
         if plugin_id not in self._targets:
             raise UserError(f"{where}: {self.unknown(plugin_id, field)}")
 
     def get(self, plugin_id: str, field: str | None = None) -> type[T]:
-        if plugin_id not in self._targets:
-            self._load_entry_points()
+        self._load_entry_points()
         target = self._targets.get(plugin_id)
         name = field or f"{self.kind}.id"
         if target is None:

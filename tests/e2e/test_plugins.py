@@ -405,3 +405,43 @@ def test_a_plugin_that_does_not_subclass_its_contract_is_refused(
     assert "harness.id='impostor': the harness plugin" in err and "is not a subclass of " \
         "agentcompass_dagster.contracts.harness.Harness" in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
+
+
+# --- ids declared twice ----------------------------------------------------------------------------
+
+
+def _distribution(site: Path, name: str, entry_points: str) -> None:
+    """What pip leaves of a package for importlib.metadata: its dist-info, nothing to import."""
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+@pytest.mark.parametrize(("distributions", "expected"), [
+    ({"foo": "[agentcompass.harnesses]\ntool_agent = foo_pkg.mod:Cls\n"},
+     "harness id 'tool_agent' is declared by entry point 'tool_agent = foo_pkg.mod:Cls' (distribution foo 1.0) and "
+     "built in as agentcompass_dagster.harnesses.tool_agent:ToolAgentHarness"),
+    ({"foo": "[agentcompass.benchmarks]\nmine = foo_pkg:Mine\n", "bar": "[agentcompass.benchmarks]\nmine = bar_pkg:Mine\n"},
+     "benchmark id 'mine' is declared by entry point 'mine = bar_pkg:Mine' (distribution bar 1.0) and entry point "
+     "'mine = foo_pkg:Mine' (distribution foo 1.0)"),
+])
+def test_an_id_declared_twice_is_an_error_naming_both(
+    tmp_path: Path, distributions: dict[str, str], expected: str
+) -> None:
+    """#30: an entry point whose id is a built-in's, or two entry points of one id, stop `agentcompass run`
+    with one line naming both sources, exit 2, instead of one of them silently never running; `--help`
+    reads no entry point, so it is not held up by them."""
+    sites = []
+    for name, text in distributions.items():  # each on a PYTHONPATH entry of its own: foo found first
+        _distribution(tmp_path / name, name, text)
+        sites.append(str(tmp_path / name))
+    env = _clean_env(PYTHONPATH=os.pathsep.join(sites))
+    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(_sweep(tmp_path, "demo")),
+                           "--direct"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr == f"agentcompass: error: {expected}\n", proc.stderr
+    assert not (tmp_path / "results").exists()
+    helped = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "--help"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert helped.returncode == 0, helped.stderr
