@@ -6,15 +6,14 @@ ignored setting. Errors are turned into one line naming the file, the field and 
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.references import check_plugin_ids, load_yaml, resolve_reference
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.runtime.types import (
     AgentLimits,
@@ -360,51 +359,6 @@ class RunRequest(Declaration):
         })
 
 
-def load_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{path}{at}: invalid YAML: {problem}") from None
-
-
-def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str, where: str) -> Any:
-    """A string names a declaration <root>/<kind>/<name>.yaml (the first root holding it wins); a harness or
-    environment may also be a bare plugin id, with its defaults. Else one line, with the nearest name."""
-    if not isinstance(ref, str):
-        return ref
-    roots = [roots] if isinstance(roots, Path) else roots
-    resolved = [Path(root).resolve() for root in roots]  # each root once, in the order given
-    paths = [Path(root) / kind / f"{ref}.yaml" for i, root in enumerate(roots) if resolved.index(resolved[i]) == i]
-    for path in paths:
-        if path.is_file():
-            data = load_yaml(path)
-            if not isinstance(data, dict):
-                raise UserError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
-            return data
-    declared = sorted({other.stem for path in paths for other in path.parent.glob("*.yaml")})
-    if kind == "models" and ref != "none":
-        raise UserError(f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} "
-                        f"(declared models: {', '.join(declared) or 'none'})")
-    from agentcompass_dagster import registry  # plugins import these declarations; the registry is lazy
-
-    plugins = registry.harnesses if kind == "harnesses" else registry.environments
-    if kind == "models" or ref in plugins.ids():
-        return {"id": ref}
-    near = difflib.get_close_matches(ref, sorted({*declared, *plugins.ids()}), n=1, cutoff=0.6)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
-    raise UserError(f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} and no "
-                    f"{plugins.kind} plugin of that id{hint}")
-
-
 def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
     """Load a sweep file, resolving the names of its models, harness and environment in ``resources`` (default:
     beside the sweep, see _resources_root), then in the project's (./resources, else the package's)."""
@@ -429,20 +383,6 @@ def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
     check_plugin_ids(sweep, where)
     sweep._file = where
     return sweep
-
-
-def check_plugin_ids(sweep: SweepConfig, where: str) -> None:
-    """Every plugin the sweep names is registered: an unknown id is refused here, naming the file,
-    before anything is imported or loaded."""
-    from agentcompass_dagster import registry  # plugins import these declarations; the registry is lazy
-
-    for index, benchmark in enumerate(sweep.benchmarks):
-        registry.benchmarks.check(benchmark.id, f"benchmarks[{index}].id", where)
-    registry.harnesses.check(sweep.harness.id, "harness.id", where)
-    registry.environments.check(sweep.environment.provider_id, "environment.id", where)
-    for index, model in enumerate(sweep.models):
-        if model.provider != "none":
-            registry.models.check(model.provider, f"models[{index}].provider", where)
 
 
 def _resources_root(sweep_path: Path) -> Path:

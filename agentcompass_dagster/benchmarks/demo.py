@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass_dagster.benchmarks.judging import run_judge
-from agentcompass_dagster.config import load_yaml
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.references import load_yaml
 from agentcompass_dagster.runtime.naming import file_stem
 from agentcompass_dagster.runtime.types import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
 
