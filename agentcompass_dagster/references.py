@@ -33,7 +33,8 @@ def load_yaml(path: Path) -> Any:
 
 def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str, where: str) -> Any:
     """A string names a declaration <root>/<kind>/<name>.yaml (the first root holding it wins); a harness or
-    environment may also be a bare plugin id, with its defaults. Else one line, with the nearest name."""
+    environment may also be a bare plugin id or ``package.module:Class``, with its defaults. Else one line,
+    with the nearest name."""
     if not isinstance(ref, str):
         return ref
     roots = [roots] if isinstance(roots, Path) else roots
@@ -52,7 +53,7 @@ def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str,
     from agentcompass_dagster import registry  # plugins import these declarations; the registry is lazy
 
     plugins = registry.harnesses if kind == "harnesses" else registry.environments
-    if kind == "models" or ref in plugins.ids():
+    if kind == "models" or ref in plugins.ids() or registry.is_class_path(ref):
         return {"id": ref}
     near = difflib.get_close_matches(ref, sorted({*declared, *plugins.ids()}), n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]!r}?" if near else ""
@@ -61,14 +62,20 @@ def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str,
 
 
 def check_plugin_ids(sweep: SweepConfig, where: str) -> None:
-    """Every plugin the sweep names is registered: an unknown id is refused here, naming the file,
-    before anything is imported or loaded."""
+    """Every plugin the sweep names is registered: an unknown id is refused here, naming the file, before
+    any registered plugin is imported or loaded. A plugin named by its class path is imported here, so that
+    a module that is not there, a missing class or one of the wrong kind names the file too."""
     from agentcompass_dagster import registry  # plugins import these declarations; the registry is lazy
 
     for index, benchmark in enumerate(sweep.benchmarks):
         registry.benchmarks.check(benchmark.id, f"benchmarks[{index}].id", where)
     registry.harnesses.check(sweep.harness.id, "harness.id", where)
-    registry.environments.check(sweep.environment.provider_id, "environment.id", where)
+    environment = sweep.environment
+    registry.environments.check(environment.provider_id, f"environment.{'provider' if environment.provider else 'id'}",
+                                where)
     for index, model in enumerate(sweep.models):
         if model.provider != "none":
             registry.models.check(model.provider, f"models[{index}].provider", where)
+    for index, name in enumerate(sweep.execution.analyzers or []):
+        if registry.is_class_path(name):  # ids and families are checked against the analyzers at preflight
+            registry.analyzers.check(name, f"execution.analyzers[{index}]", where)

@@ -10,12 +10,17 @@ group of its kind (``agentcompass.benchmarks``, ``.harnesses``, ``.environments`
 
 Entry points are read at a registry's first lookup, never at import. An id two sources declare (a built-in
 and an entry point, or two entry points) is an error naming both, never one silently winning.
+
+A declaration may also name a plugin by where its class is, ``package.module:Class`` in place of an id:
+imported when the sweep loads, so the module must be importable (installed, or on PYTHONPATH) wherever it
+is loaded, Dagster's run workers and step processes included.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import re
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -25,6 +30,13 @@ if TYPE_CHECKING:
     from agentcompass_dagster.contracts import Analyzer, Benchmark, Environment, Harness, Model
 
 T = TypeVar("T")
+_NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+CLASS_PATH = re.compile(rf"{_NAME}:{_NAME}")
+
+
+def is_class_path(value: str) -> bool:
+    """``package.module:Class``: a plugin named in a declaration by where its class is, not by an id."""
+    return CLASS_PATH.fullmatch(value) is not None
 
 
 def _entry_point_source(ep: EntryPoint) -> str:
@@ -83,21 +95,33 @@ class Registry(Generic[T]):
         hint = f"; did you mean {near[0]!r}?" if near else ""
         return f"{field}={plugin_id!r}: unknown {self.kind}{hint} (known: {', '.join(known)})"
 
-    def check(self, plugin_id: str, field: str, where: str) -> None:
-        """Refuse an id no plugin has, naming the declaration file, without importing the plugin."""
-        self._load_entry_points()
-        if plugin_id not in self._targets:
-            raise UserError(f"{where}: {self.unknown(plugin_id, field)}")
-
-    def get(self, plugin_id: str, field: str | None = None) -> type[T]:
+    def _target(self, plugin_id: str) -> str | type[T] | None:
+        """What ``plugin_id`` names: a registered plugin (imported or not yet), else the class path itself."""
         self._load_entry_points()
         target = self._targets.get(plugin_id)
+        return plugin_id if target is None and is_class_path(plugin_id) else target
+
+    def check(self, plugin_id: str, field: str, where: str) -> None:
+        """Refuse an id no plugin has, naming the declaration file, without importing a registered plugin; a
+        class path is imported and checked here, so that a bad one is refused naming the file too."""
+        target = self._target(plugin_id)
+        if target is None:
+            raise UserError(f"{where}: {self.unknown(plugin_id, field)}")
+        if plugin_id not in self._targets:
+            try:
+                self.get(plugin_id, field)
+            except UserError as exc:
+                raise UserError(f"{where}: {exc}") from None
+
+    def get(self, plugin_id: str, field: str | None = None) -> type[T]:
         name = field or f"{self.kind}.id"
+        target = self._target(plugin_id)
         if target is None:
             raise UserError(self.unknown(plugin_id, name))
         if isinstance(target, str):
             target = self._import(plugin_id, target, name)
-            self._targets[plugin_id] = target
+            if plugin_id in self._targets:  # a class path is not an id: ids() lists what is registered
+                self._targets[plugin_id] = target
         contract = self.contract()
         if not (isinstance(target, type) and issubclass(target, contract)):
             raise UserError(f"{name}={plugin_id!r}: the {self.kind} plugin {target!r} is not a subclass of "
@@ -111,12 +135,18 @@ class Registry(Generic[T]):
 
     def _import(self, plugin_id: str, target: str, field: str) -> Any:
         module_name, _, attr = target.partition(":")
+        named_here = target == plugin_id  # a class path in the declaration, not a registered id
+        what = f"the {self.kind} class" if named_here else f"the {self.kind} plugin {target!r}"
         try:
             obj: Any = importlib.import_module(module_name)
             for part in attr.split(".") if attr else []:
                 obj = getattr(obj, part)
         except Exception as exc:  # any failure inside a third-party module is that plugin's, not ours
-            raise UserError(f"{field}={plugin_id!r}: the {self.kind} plugin {target!r} cannot be loaded: {exc}") from None
+            # The console script puts neither the working directory nor the project on sys.path.
+            missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+            unfound = named_here and missing is not None and f"{module_name}.".startswith(f"{missing}.")
+            hint = "; is it on PYTHONPATH?" if unfound else ""
+            raise UserError(f"{field}={plugin_id!r}: {what} cannot be loaded: {exc}{hint}") from None
         return obj
 
 
