@@ -32,14 +32,30 @@ class Declaration(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class BenchmarkConfig(Declaration):
+class PluginDeclaration(Declaration):
+    """What a plugin is built from. The plugin validates its params only once built, far from the YAML, so
+    the declaration keeps the file it was read from for the plugin's errors to name."""
+
+    # resources/<kind>/NAME.yaml, or the sweep that declares it inline; set by load_sweep. Not part of what
+    # was declared, so never persisted.
+    _file: str | None = PrivateAttr(default=None)
+
+    @property
+    def file(self) -> str | None:
+        return self._file
+
+    def read_from(self, file: str) -> None:
+        self._file = file
+
+
+class BenchmarkConfig(PluginDeclaration):
     id: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
     tasks: list[str] | None = None
     limit: int | None = Field(default=None, ge=1)
 
 
-class ModelConfig(Declaration):
+class ModelConfig(PluginDeclaration):
     id: str = Field(min_length=1)
     provider: str = "none"
     model: str | None = None
@@ -48,12 +64,12 @@ class ModelConfig(Declaration):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class HarnessConfig(Declaration):
+class HarnessConfig(PluginDeclaration):
     id: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class EnvironmentConfig(Declaration):
+class EnvironmentConfig(PluginDeclaration):
     id: str = Field(min_length=1)
     provider: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
@@ -272,6 +288,17 @@ class SweepConfig(Declaration):
             raise ValueError(f"alerts.baseline_model {baseline!r} is not one of the sweep's models")
         return self
 
+    def read_from(self, file: str, declaration_files: dict[str, str]) -> None:
+        """Note the file the sweep was read from, and each plugin declaration's: the file a name in its field
+        resolved to (``declaration_files``, by field), else the sweep's."""
+        self._file = file
+        declarations: list[tuple[str, PluginDeclaration]] = [
+            *((f"benchmarks[{i}]", benchmark) for i, benchmark in enumerate(self.benchmarks)),
+            *((f"models[{i}]", model) for i, model in enumerate(self.models)),
+            ("harness", self.harness), ("environment", self.environment)]
+        for field, declaration in declarations:
+            declaration.read_from(declaration_files.get(field, file))
+
     def requests(self) -> list[RunRequest]:
         """Every benchmark x model, with the declared output (the runtime alone: a new run directory each)."""
         output = self.output.model_copy(update={"run_name": self.output.run_name or self.name})
@@ -372,16 +399,19 @@ def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
         raise UserError(f"{where}: expected a mapping of sweep fields, got {type(data).__name__}")
     data = dict(data)
     data.setdefault("name", path.stem)
+    files: dict[str, str] = {}  # field -> the declaration file its name resolved to
     if isinstance(data.get("models"), list):
-        data["models"] = [
-            resolve_reference(roots, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])
-        ]
+        models = [resolve_reference(roots, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])]
+        data["models"] = [declared for declared, _ in models]
+        files.update({f"models[{i}]": file for i, (_, file) in enumerate(models) if file})
     for field, kind in (("harness", "harnesses"), ("environment", "environments")):
         if field in data:
-            data[field] = resolve_reference(roots, kind, data[field], field, where)
+            data[field], file = resolve_reference(roots, kind, data[field], field, where)
+            if file is not None:
+                files[field] = file
     sweep = validate_declaration(SweepConfig, data, where)
+    sweep.read_from(where, files)
     check_plugin_ids(sweep, where)
-    sweep._file = where
     return sweep
 
 

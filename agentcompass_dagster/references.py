@@ -31,12 +31,12 @@ def load_yaml(path: Path) -> Any:
         raise UserError(f"{path}{at}: invalid YAML: {problem}") from None
 
 
-def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str, where: str) -> Any:
+def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str, where: str) -> tuple[Any, str | None]:
     """A string names a declaration <root>/<kind>/<name>.yaml (the first root holding it wins); a harness or
     environment may also be a bare plugin id or ``package.module:Class``, with its defaults. Else one line,
-    with the nearest name."""
+    with the nearest name. Returned with the file it was read from (None: not read from a file of its own)."""
     if not isinstance(ref, str):
-        return ref
+        return ref, None
     roots = [roots] if isinstance(roots, Path) else roots
     resolved = [Path(root).resolve() for root in roots]  # each root once, in the order given
     paths = [Path(root) / kind / f"{ref}.yaml" for i, root in enumerate(roots) if resolved.index(resolved[i]) == i]
@@ -45,7 +45,7 @@ def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str,
             data = load_yaml(path)
             if not isinstance(data, dict):
                 raise UserError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
-            return data
+            return data, str(path)
     declared = sorted({other.stem for path in paths for other in path.parent.glob("*.yaml")})
     if kind == "models" and ref != "none":
         raise UserError(f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} "
@@ -54,7 +54,7 @@ def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str,
 
     plugins = registry.harnesses if kind == "harnesses" else registry.environments
     if kind == "models" or ref in plugins.ids() or registry.is_class_path(ref):
-        return {"id": ref}
+        return {"id": ref}, None
     near = difflib.get_close_matches(ref, sorted({*declared, *plugins.ids()}), n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]!r}?" if near else ""
     raise UserError(f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} and no "
@@ -62,20 +62,21 @@ def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str,
 
 
 def check_plugin_ids(sweep: SweepConfig, where: str) -> None:
-    """Every plugin the sweep names is registered: an unknown id is refused here, naming the file, before
-    any registered plugin is imported or loaded. A plugin named by its class path is imported here, so that
-    a module that is not there, a missing class or one of the wrong kind names the file too."""
+    """Every plugin the sweep names is registered: an unknown id is refused here, naming the file that
+    declares it (the sweep, or the declaration a name resolved to), before any registered plugin is imported
+    or loaded. A plugin named by its class path is imported here, so that a module that is not there, a
+    missing class or one of the wrong kind names the file too."""
     from agentcompass_dagster import registry  # plugins import these declarations; the registry is lazy
 
     for index, benchmark in enumerate(sweep.benchmarks):
         registry.benchmarks.check(benchmark.id, f"benchmarks[{index}].id", where)
-    registry.harnesses.check(sweep.harness.id, "harness.id", where)
+    registry.harnesses.check(sweep.harness.id, "harness.id", sweep.harness.file or where)
     environment = sweep.environment
     registry.environments.check(environment.provider_id, f"environment.{'provider' if environment.provider else 'id'}",
-                                where)
+                                environment.file or where)
     for index, model in enumerate(sweep.models):
         if model.provider != "none":
-            registry.models.check(model.provider, f"models[{index}].provider", where)
+            registry.models.check(model.provider, f"models[{index}].provider", model.file or where)
     for index, name in enumerate(sweep.execution.analyzers or []):
         if registry.is_class_path(name):  # ids and families are checked against the analyzers at preflight
             registry.analyzers.check(name, f"execution.analyzers[{index}]", where)

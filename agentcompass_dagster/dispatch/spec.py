@@ -134,11 +134,11 @@ def load_spec(path: Path) -> ResolvedSpec:
     base = path.resolve().parent
     root = base.parent if base.name == "dispatch" else base
     model_config = spec.model if isinstance(spec.model, ModelConfig) else validate_declaration(
-        ModelConfig, resolve_reference(root, "models", spec.model, "model", where), f"{where}: model")
+        ModelConfig, resolve_reference(root, "models", spec.model, "model", where)[0], f"{where}: model")
     if model_config.provider == "none":
         raise field_error("model.provider", model_config.provider, "a dispatch needs a model it can call", where)
     env_config = spec.environment if isinstance(spec.environment, EnvironmentConfig) else validate_declaration(
-        EnvironmentConfig, resolve_reference(root, "environments", spec.environment, "environment", where),
+        EnvironmentConfig, resolve_reference(root, "environments", spec.environment, "environment", where)[0],
         f"{where}: environment")
     register_declared_secrets(env_config.env, env_config, model_config)
     environment = construct_plugin(f"environment {env_config.id!r}",
