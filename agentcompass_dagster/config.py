@@ -47,6 +47,13 @@ class PluginDeclaration(Declaration):
     def read_from(self, file: str) -> None:
         self._file = file
 
+    def __eq__(self, other: object) -> bool:
+        # Where a declaration was read from is not part of what it declares: a request read back from
+        # run_info.json declares what the sweep's does (a fork compares the two).
+        if not isinstance(other, PluginDeclaration):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
 
 class BenchmarkConfig(PluginDeclaration):
     id: str = Field(min_length=1)
