@@ -6,15 +6,14 @@ ignored setting. Errors are turned into one line naming the file, the field and 
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.references import check_plugin_ids, load_yaml, resolve_reference
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.records import AgentLimits, BudgetConfig, EvaluationMode, NetworkPolicy
 from agentcompass_dagster.runtime.store.records import Lineage, Strategy, lift_metadata
@@ -26,14 +25,37 @@ class Declaration(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class BenchmarkConfig(Declaration):
+class PluginDeclaration(Declaration):
+    """What a plugin is built from. The plugin validates its params only once built, far from the YAML, so
+    the declaration keeps the file it was read from for the plugin's errors to name."""
+
+    # resources/<kind>/NAME.yaml, or the sweep that declares it inline; set by load_sweep. Not part of what
+    # was declared, so never persisted.
+    _file: str | None = PrivateAttr(default=None)
+
+    @property
+    def file(self) -> str | None:
+        return self._file
+
+    def read_from(self, file: str) -> None:
+        self._file = file
+
+    def __eq__(self, other: object) -> bool:
+        # Where a declaration was read from is not part of what it declares: a request read back from
+        # run_info.json declares what the sweep's does (a fork compares the two).
+        if not isinstance(other, PluginDeclaration):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+
+class BenchmarkConfig(PluginDeclaration):
     id: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
     tasks: list[str] | None = None
     limit: int | None = Field(default=None, ge=1)
 
 
-class ModelConfig(Declaration):
+class ModelConfig(PluginDeclaration):
     id: str = Field(min_length=1)
     provider: str = "none"
     model: str | None = None
@@ -42,12 +64,12 @@ class ModelConfig(Declaration):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class HarnessConfig(Declaration):
+class HarnessConfig(PluginDeclaration):
     id: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class EnvironmentConfig(Declaration):
+class EnvironmentConfig(PluginDeclaration):
     id: str = Field(min_length=1)
     provider: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
@@ -266,6 +288,17 @@ class SweepConfig(Declaration):
             raise ValueError(f"alerts.baseline_model {baseline!r} is not one of the sweep's models")
         return self
 
+    def read_from(self, file: str, declaration_files: dict[str, str]) -> None:
+        """Note the file the sweep was read from, and each plugin declaration's: the file a name in its field
+        resolved to (``declaration_files``, by field), else the sweep's."""
+        self._file = file
+        declarations: list[tuple[str, PluginDeclaration]] = [
+            *((f"benchmarks[{i}]", benchmark) for i, benchmark in enumerate(self.benchmarks)),
+            *((f"models[{i}]", model) for i, model in enumerate(self.models)),
+            ("harness", self.harness), ("environment", self.environment)]
+        for field, declaration in declarations:
+            declaration.read_from(declaration_files.get(field, file))
+
     def requests(self) -> list[EvalRequest]:
         """Every benchmark x model, with the declared output (the runtime alone: a new run directory each)."""
         output = self.output.model_copy(update={"run_name": self.output.run_name or self.name})
@@ -353,51 +386,6 @@ class EvalRequest(Declaration):
         })
 
 
-def load_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{path}{at}: invalid YAML: {problem}") from None
-
-
-def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str, where: str) -> Any:
-    """A string names a declaration <root>/<kind>/<name>.yaml (the first root holding it wins); a harness or
-    environment may also be a bare plugin id, with its defaults. Else one line, with the nearest name."""
-    if not isinstance(ref, str):
-        return ref
-    roots = [roots] if isinstance(roots, Path) else roots
-    resolved = [Path(root).resolve() for root in roots]  # each root once, in the order given
-    paths = [Path(root) / kind / f"{ref}.yaml" for i, root in enumerate(roots) if resolved.index(resolved[i]) == i]
-    for path in paths:
-        if path.is_file():
-            data = load_yaml(path)
-            if not isinstance(data, dict):
-                raise UserError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
-            return data
-    declared = sorted({other.stem for path in paths for other in path.parent.glob("*.yaml")})
-    if kind == "models" and ref != "none":
-        raise UserError(f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} "
-                        f"(declared models: {', '.join(declared) or 'none'})")
-    from agentcompass_dagster import registry  # plugins import these declarations; the registry is lazy
-
-    plugins = registry.harnesses if kind == "harnesses" else registry.environments
-    if kind == "models" or ref in plugins.ids():
-        return {"id": ref}
-    near = difflib.get_close_matches(ref, sorted({*declared, *plugins.ids()}), n=1, cutoff=0.6)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
-    raise UserError(f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} and no "
-                    f"{plugins.kind} plugin of that id{hint}")
-
-
 def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
     """Load a sweep file, resolving the names of its models, harness and environment in ``resources`` (default:
     beside the sweep, see _resources_root), then in the project's (./resources, else the package's)."""
@@ -411,31 +399,20 @@ def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
         raise UserError(f"{where}: expected a mapping of sweep fields, got {type(data).__name__}")
     data = dict(data)
     data.setdefault("name", path.stem)
+    files: dict[str, str] = {}  # field -> the declaration file its name resolved to
     if isinstance(data.get("models"), list):
-        data["models"] = [
-            resolve_reference(roots, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])
-        ]
+        models = [resolve_reference(roots, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])]
+        data["models"] = [declared for declared, _ in models]
+        files.update({f"models[{i}]": file for i, (_, file) in enumerate(models) if file})
     for field, kind in (("harness", "harnesses"), ("environment", "environments")):
         if field in data:
-            data[field] = resolve_reference(roots, kind, data[field], field, where)
+            data[field], file = resolve_reference(roots, kind, data[field], field, where)
+            if file is not None:
+                files[field] = file
     sweep = validate_declaration(SweepConfig, data, where)
+    sweep.read_from(where, files)
     check_plugin_ids(sweep, where)
-    sweep._file = where
     return sweep
-
-
-def check_plugin_ids(sweep: SweepConfig, where: str) -> None:
-    """Every plugin the sweep names is registered: an unknown id is refused here, naming the file,
-    before anything is imported or loaded."""
-    from agentcompass_dagster import registry  # plugins import these declarations; the registry is lazy
-
-    for index, benchmark in enumerate(sweep.benchmarks):
-        registry.benchmarks.check(benchmark.id, f"benchmarks[{index}].id", where)
-    registry.harnesses.check(sweep.harness.id, "harness.id", where)
-    registry.environments.check(sweep.environment.provider_id, "environment.id", where)
-    for index, model in enumerate(sweep.models):
-        if model.provider != "none":
-            registry.models.check(model.provider, f"models[{index}].provider", where)
 
 
 def _resources_root(sweep_path: Path) -> Path:

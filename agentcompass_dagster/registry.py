@@ -1,17 +1,27 @@
-"""Plugin registries for benchmarks, harnesses, environments and models.
+"""Plugin registries of the five kinds: benchmarks, harnesses, environments, models and analyzers.
 
 Built-ins are named by import path and imported on first use, which keeps `agentcompass --help` fast.
-Third-party packages add plugins without touching this repository by declaring an entry point:
+Third-party packages add plugins without touching this repository by declaring an entry point in the
+group of its kind (``agentcompass.benchmarks``, ``.harnesses``, ``.environments``, ``.models``,
+``.analyzers``):
 
     [project.entry-points."agentcompass.benchmarks"]
     my-bench = "my_package.bench:MyBenchmark"
+
+Entry points are read at a registry's first lookup, never at import. An id two sources declare (a built-in
+and an entry point, or two entry points) is an error naming both, never one silently winning.
+
+A declaration may also name a plugin by where its class is, ``package.module:Class`` in place of an id:
+imported when the sweep loads, so the module must be importable (installed, or on PYTHONPATH) wherever it
+is loaded, Dagster's run workers and step processes included.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from importlib.metadata import entry_points
+import re
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentcompass_dagster.errors import UserError
@@ -20,6 +30,18 @@ if TYPE_CHECKING:
     from agentcompass_dagster.contracts import Analyzer, Benchmark, Environment, Harness, Model
 
 T = TypeVar("T")
+_NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+CLASS_PATH = re.compile(rf"{_NAME}:{_NAME}")
+
+
+def is_class_path(value: str) -> bool:
+    """``package.module:Class``: a plugin named in a declaration by where its class is, not by an id."""
+    return CLASS_PATH.fullmatch(value) is not None
+
+
+def _entry_point_source(ep: EntryPoint) -> str:
+    dist = f"distribution {ep.dist.name} {ep.dist.version}" if ep.dist is not None else "no distribution"
+    return f"entry point '{ep.name} = {ep.value}' ({dist})"
 
 
 class Registry(Generic[T]):
@@ -31,6 +53,7 @@ class Registry(Generic[T]):
         self.group = group
         self._contract_path = contract
         self._contract: type[T] | None = None
+        self._builtins = dict(builtins)
         self._targets: dict[str, str | type[T]] = dict(builtins)
         self._entry_points_loaded = False
 
@@ -45,11 +68,21 @@ class Registry(Generic[T]):
         self._targets = dict(saved)
 
     def _load_entry_points(self) -> None:
+        """Add the entry points of the kind's group. An id declared twice is refused at every lookup, naming
+        both sources, rather than one of them silently never running."""
         if self._entry_points_loaded:
             return
-        self._entry_points_loaded = True
+        declared: dict[str, str] = {name: f"built in as {target}" for name, target in self._builtins.items()}
+        found: dict[str, str] = {}
         for ep in entry_points(group=self.group):
-            self._targets.setdefault(ep.name, ep.value)
+            source = _entry_point_source(ep)
+            if ep.name in declared:
+                raise UserError(f"{self.kind} id {ep.name!r} is declared by {source} and {declared[ep.name]}")
+            declared[ep.name] = source
+            found[ep.name] = ep.value
+        for name, target in found.items():
+            self._targets.setdefault(name, target)  # a plugin a test registered itself stays
+        self._entry_points_loaded = True
 
     def ids(self) -> list[str]:
         self._load_entry_points()
@@ -62,23 +95,33 @@ class Registry(Generic[T]):
         hint = f"; did you mean {near[0]!r}?" if near else ""
         return f"{field}={plugin_id!r}: unknown {self.kind}{hint} (known: {', '.join(known)})"
 
+    def _target(self, plugin_id: str) -> str | type[T] | None:
+        """What ``plugin_id`` names: a registered plugin (imported or not yet), else the class path itself."""
+        self._load_entry_points()
+        target = self._targets.get(plugin_id)
+        return plugin_id if target is None and is_class_path(plugin_id) else target
+
     def check(self, plugin_id: str, field: str, where: str) -> None:
-        """Refuse an id no plugin has, naming the declaration file, without importing the plugin."""
-        if plugin_id not in self._targets:
-            self._load_entry_points()
-        if plugin_id not in self._targets:
+        """Refuse an id no plugin has, naming the declaration file, without importing a registered plugin; a
+        class path is imported and checked here, so that a bad one is refused naming the file too."""
+        target = self._target(plugin_id)
+        if target is None:
             raise UserError(f"{where}: {self.unknown(plugin_id, field)}")
+        if plugin_id not in self._targets:
+            try:
+                self.get(plugin_id, field)
+            except UserError as exc:
+                raise UserError(f"{where}: {exc}") from None
 
     def get(self, plugin_id: str, field: str | None = None) -> type[T]:
-        if plugin_id not in self._targets:
-            self._load_entry_points()
-        target = self._targets.get(plugin_id)
         name = field or f"{self.kind}.id"
+        target = self._target(plugin_id)
         if target is None:
             raise UserError(self.unknown(plugin_id, name))
         if isinstance(target, str):
             target = self._import(plugin_id, target, name)
-            self._targets[plugin_id] = target
+            if plugin_id in self._targets:  # a class path is not an id: ids() lists what is registered
+                self._targets[plugin_id] = target
         contract = self.contract()
         if not (isinstance(target, type) and issubclass(target, contract)):
             raise UserError(f"{name}={plugin_id!r}: the {self.kind} plugin {target!r} is not a subclass of "
@@ -92,12 +135,18 @@ class Registry(Generic[T]):
 
     def _import(self, plugin_id: str, target: str, field: str) -> Any:
         module_name, _, attr = target.partition(":")
+        named_here = target == plugin_id  # a class path in the declaration, not a registered id
+        what = f"the {self.kind} class" if named_here else f"the {self.kind} plugin {target!r}"
         try:
             obj: Any = importlib.import_module(module_name)
             for part in attr.split(".") if attr else []:
                 obj = getattr(obj, part)
         except Exception as exc:  # any failure inside a third-party module is that plugin's, not ours
-            raise UserError(f"{field}={plugin_id!r}: the {self.kind} plugin {target!r} cannot be loaded: {exc}") from None
+            # The console script puts neither the working directory nor the project on sys.path.
+            missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+            unfound = named_here and missing is not None and f"{module_name}.".startswith(f"{missing}.")
+            hint = "; is it on PYTHONPATH?" if unfound else ""
+            raise UserError(f"{field}={plugin_id!r}: {what} cannot be loaded: {exc}{hint}") from None
         return obj
 
 

@@ -15,8 +15,8 @@ from agentcompass_dagster.errors import UserError
 T = TypeVar("T", bound=BaseModel)
 
 
-def _location(loc: tuple[Any, ...]) -> str:
-    out = ""
+def _location(loc: tuple[Any, ...], within: str) -> str:
+    out = within
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(top level)"
@@ -42,9 +42,9 @@ def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
 
 
-def _problem(model: type[BaseModel], error: Any) -> str:
+def _problem(model: type[BaseModel], error: Any, within: str) -> str:
     """One validation error as ``field=value: problem``, with the nearest name for a near miss."""
-    field = _location(tuple(error["loc"]))
+    field = _location(tuple(error["loc"]), within)
     if error["type"] == "missing":
         return f"{field}: missing"
     if error["type"] == "extra_forbidden":
@@ -60,11 +60,13 @@ def _problem(model: type[BaseModel], error: Any) -> str:
     return f"{field}={error['input']!r}: {error['msg'].removeprefix('Value error, ')}"
 
 
-def validate_declaration(model: type[T], data: Any, where: str) -> T:
-    """Validate ``data`` as ``model``; a failure is one UserError line naming where, field and value."""
+def validate_declaration(model: type[T], data: Any, where: str | None, field: str = "") -> T:
+    """Validate ``data`` as ``model``; a failure is one UserError line naming where (when known), field and
+    value. ``field`` is where ``data`` is in the declaration (``harness.params``), the start of every field
+    named."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = [_problem(model, error) for error in exc.errors(include_url=False)[:3]]
+        problems = [_problem(model, error, field) for error in exc.errors(include_url=False)[:3]]
         more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
-        raise UserError(f"{where}: " + "; ".join(problems) + more) from None
+        raise UserError(("" if where is None else f"{where}: ") + "; ".join(problems) + more) from None

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass_dagster.benchmarks.judging import run_judge
-from agentcompass_dagster.config import load_yaml
 from agentcompass_dagster.contracts.benchmark import Benchmark, ReferenceSolution
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.errors import UserError, field_error
+from agentcompass_dagster.references import load_yaml
 from agentcompass_dagster.runtime.store.naming import file_stem
 from agentcompass_dagster.contracts.records import Evaluation, EvaluationMode, PreparedTask, RunResult, TaskSpec
 
@@ -41,7 +41,7 @@ class DemoBenchmark(Benchmark):
 
     def load_tasks(self) -> list[TaskSpec]:
         if not self.tasks_dir.is_dir():
-            raise UserError(f"benchmark.params.tasks_dir={str(self.tasks_dir)!r}: not a directory")
+            raise field_error("benchmark.params.tasks_dir", str(self.tasks_dir), "not a directory", self.config.file)
         tasks = []
         for task_dir in sorted(p for p in self.tasks_dir.iterdir() if (p / "task.yaml").is_file()):
             meta = load_yaml(task_dir / "task.yaml")

@@ -52,7 +52,8 @@ class HarborTasksBenchmark(Benchmark):
         super().__init__(config)
         tasks_dir = self.config.params.get("tasks_dir")
         if not isinstance(tasks_dir, str) or not Path(tasks_dir).is_dir():
-            raise field_error("benchmark.params.tasks_dir", tasks_dir, "must be a directory of Harbor-format tasks")
+            raise field_error("benchmark.params.tasks_dir", tasks_dir, "must be a directory of Harbor-format tasks",
+                              self.config.file)
         self.tasks_dir = Path(tasks_dir)
 
     def load_tasks(self) -> list[TaskSpec]:

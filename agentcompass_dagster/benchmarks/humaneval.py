@@ -42,7 +42,8 @@ class HumanEvalBenchmark(Benchmark):
         super().__init__(config)
         timeout = self.config.params.get("timeout_s", 10.0)
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-            raise field_error("benchmark.params.timeout_s", timeout, "must be a positive number of seconds")
+            raise field_error("benchmark.params.timeout_s", timeout, "must be a positive number of seconds",
+                              self.config.file)
         self.timeout_s = float(timeout)
 
     def load_tasks(self) -> list[TaskSpec]:

@@ -18,10 +18,10 @@ class SyntheticBenchmark(Benchmark):
         super().__init__(config)
         n_tasks = self.config.params.get("n_tasks", 20)
         if not isinstance(n_tasks, int) or isinstance(n_tasks, bool) or n_tasks < 1:
-            raise field_error("benchmark.params.n_tasks", n_tasks, "must be a positive integer")
+            raise field_error("benchmark.params.n_tasks", n_tasks, "must be a positive integer", self.config.file)
         categories = self.config.params.get("categories", ["a", "b", "c"])
         if not isinstance(categories, list) or not categories:
-            raise field_error("benchmark.params.categories", categories, "must be a non-empty list")
+            raise field_error("benchmark.params.categories", categories, "must be a non-empty list", self.config.file)
         self.n_tasks = n_tasks
         self.categories = [str(c) for c in categories]
 

@@ -88,4 +88,4 @@ class AgentHarness(Harness):
 
     def __init__(self, config: HarnessConfig, model: Model) -> None:
         super().__init__(config, model)
-        self.params = validate_declaration(self.params_model, config.params, "harness.params")
+        self.params = validate_declaration(self.params_model, config.params, config.file, "harness.params")

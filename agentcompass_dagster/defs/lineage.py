@@ -12,7 +12,7 @@ from typing import Any
 import dagster as dg
 
 from agentcompass_dagster.defs.instance import dagster_home
-from agentcompass_dagster.defs.partitions import partition_key
+from agentcompass_dagster.defs.partitions import asset_key, partition_key
 from agentcompass_dagster.runtime.store.run_records import read_params
 
 
@@ -31,7 +31,7 @@ def report_derived(source_run_dir: Path, task_id: str, attempt: int, kind: str, 
                "source Dagster run": params.dagster_run_id, "source run dir": Path(source_run_dir).resolve(),
                **metadata}
     observation = dg.AssetObservation(
-        asset_key=dg.AssetKey([sweep, benchmark, "attempts"]),
+        asset_key=asset_key(sweep, benchmark, "attempts"),
         partition=dg.MultiPartitionKey({"model": partition_key(model), "task": partition_key(task_id)}),
         description=f"{kind} of task {task_id!r} attempt {attempt}",
         metadata={name: dg.MetadataValue.path(str(value)) if isinstance(value, Path) else value

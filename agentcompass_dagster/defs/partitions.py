@@ -33,6 +33,13 @@ def dagster_name(*parts: str) -> str:
     return text if text[:1].isalpha() else f"x_{text}"
 
 
+def asset_key(sweep: str, benchmark: str, kind: str) -> dg.AssetKey:
+    """<sweep>/<benchmark>/<kind>: two sweeps may evaluate the same benchmark. Dagster derives op input
+    names from asset keys, mapping only "-" and "." to "_", so any other character a name may hold (the
+    ":" of a benchmark named by its class path) is mapped here."""
+    return dg.AssetKey([re.sub(r"[^A-Za-z0-9_.\-]", "_", part) for part in (sweep, benchmark, kind)])
+
+
 def tasks_partitions_name(sweep: str, benchmark: str) -> str:
     return dagster_name("tasks", sweep, benchmark)
 

@@ -13,7 +13,13 @@ from pathlib import Path
 import dagster as dg
 
 from agentcompass_dagster.config import BenchmarkConfig, OutputConfig, EvalRequest, SweepConfig
-from agentcompass_dagster.defs.partitions import attempts_partitions, dagster_name, partition_key, tasks_partitions_name
+from agentcompass_dagster.defs.partitions import (
+    asset_key,
+    attempts_partitions,
+    dagster_name,
+    partition_key,
+    tasks_partitions_name,
+)
 from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.runtime.execution.budget import sweep_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins, resolve_plugins
@@ -46,8 +52,7 @@ class SweepBenchmark:
         return dagster_name(self.sweep.name)
 
     def key(self, kind: str) -> dg.AssetKey:
-        """Asset keys are <sweep>/<benchmark>/<kind>: two sweeps may evaluate the same benchmark."""
-        return dg.AssetKey([self.sweep.name, self.benchmark.id, kind])
+        return asset_key(self.sweep.name, self.benchmark.id, kind)
 
     def name(self, kind: str) -> str:
         """Names of the sweep's job, schedule and sensor. A sweep of several benchmarks has one of each

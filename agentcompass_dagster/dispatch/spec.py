@@ -17,18 +17,13 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 from agentcompass_dagster import registry
-from agentcompass_dagster.config import (
-    EnvironmentConfig,
-    ModelConfig,
-    load_yaml,
-    resolve_reference,
-    validate_declaration,
-)
+from agentcompass_dagster.config import EnvironmentConfig, ModelConfig, validate_declaration
 from agentcompass_dagster.contracts.environment import Environment
 from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.dispatch.evidence import has_secret
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.harnesses.tool_agent import ToolAgentParams
+from agentcompass_dagster.references import load_yaml, resolve_reference
 from agentcompass_dagster.runtime.execution.plugins import construct_plugin, register_declared_secrets
 from agentcompass_dagster.contracts.records import AgentLimits, ExecutionPlan
 
@@ -139,11 +134,11 @@ def load_spec(path: Path) -> ResolvedSpec:
     base = path.resolve().parent
     root = base.parent if base.name == "dispatch" else base
     model_config = spec.model if isinstance(spec.model, ModelConfig) else validate_declaration(
-        ModelConfig, resolve_reference(root, "models", spec.model, "model", where), f"{where}: model")
+        ModelConfig, resolve_reference(root, "models", spec.model, "model", where)[0], f"{where}: model")
     if model_config.provider == "none":
         raise field_error("model.provider", model_config.provider, "a dispatch needs a model it can call", where)
     env_config = spec.environment if isinstance(spec.environment, EnvironmentConfig) else validate_declaration(
-        EnvironmentConfig, resolve_reference(root, "environments", spec.environment, "environment", where),
+        EnvironmentConfig, resolve_reference(root, "environments", spec.environment, "environment", where)[0],
         f"{where}: environment")
     register_declared_secrets(env_config.env, env_config, model_config)
     environment = construct_plugin(f"environment {env_config.id!r}",

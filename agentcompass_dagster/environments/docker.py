@@ -291,7 +291,7 @@ class DockerEnvironment(Environment):
 
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
-        self.params = validate_declaration(DockerParams, config.params, "environment.params")
+        self.params = validate_declaration(DockerParams, config.params, config.file, "environment.params")
         self._docker: Any = None
 
     @property

@@ -249,7 +249,7 @@ class SandboxEnvironment(Environment):
 
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
-        self.params = validate_declaration(SandboxParams, config.params, "environment.params")
+        self.params = validate_declaration(SandboxParams, config.params, config.file, "environment.params")
 
     def validate_plan(self, plan: ExecutionPlan) -> None:
         super().validate_plan(plan)

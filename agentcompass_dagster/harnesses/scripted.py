@@ -74,7 +74,7 @@ class ScriptedParams(BaseModel):
 class ScriptedHarness(Harness):
     def __init__(self, config: HarnessConfig, model: Model) -> None:
         super().__init__(config, model)
-        self.params = validate_declaration(ScriptedParams, config.params, "harness.params")
+        self.params = validate_declaration(ScriptedParams, config.params, config.file, "harness.params")
         self._tries: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
 

@@ -87,7 +87,7 @@ class OpenAICompatModel(Model):
             raise UserError("model.params.api_key: keys are not accepted in declarations, which are copied into "
                             "run records; put the key in an environment variable and name it in model.api_key_env")
         super().__init__(config)
-        self.params = validate_declaration(OpenAICompatParams, config.params, "model.params")
+        self.params = validate_declaration(OpenAICompatParams, config.params, config.file, "model.params")
         if not config.model:
             raise field_error("model.model", config.model, "provider 'openai_compat' needs the served model's name")
         _refuse_credentials(config.base_url)

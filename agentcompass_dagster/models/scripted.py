@@ -73,7 +73,7 @@ class ScriptedModelParams(BaseModel):
 class ScriptedModel(Model):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
-        self.params = validate_declaration(ScriptedModelParams, config.params, "model.params")
+        self.params = validate_declaration(ScriptedModelParams, config.params, config.file, "model.params")
 
     def script(self, task_id: str) -> list[ScriptedTurn]:
         return self.params.turns.get(task_id, self.params.turns.get("*", []))

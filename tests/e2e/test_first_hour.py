@@ -82,6 +82,27 @@ def test_a_name_declared_in_the_project_resources_is_used_with_its_params(
     assert request.harness.params == {"where": "beside"}
 
 
+@pytest.mark.parametrize("mode", [("--direct",), ()])
+@pytest.mark.parametrize(("inline", "expected"), [
+    (False, "harness.params.keep_recent_messages=1: Input should be greater than or equal to 2"),
+    (True, "model.params.turnz={}: not a field here; did you mean 'turns'?"),
+])
+def test_a_bad_plugin_param_names_the_file_it_is_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: tuple[str, ...], inline: bool, expected: str
+) -> None:
+    """#30: a bad param of a plugin, which only the plugin validates once built, is one line naming the file
+    it is in (the harness's own harnesses/NAME.yaml; the sweep, for a model declared inline in it), the
+    field and the value, exit 2, nothing written; so through Dagster, whose preflight builds the plugins
+    before anything is launched, as with --direct."""
+    (tmp_path / "harnesses").mkdir()
+    declared = tmp_path / "harnesses" / "careful.yaml"
+    declared.write_text("id: tool_agent\nparams: {keep_recent_messages: %d}\n" % (2 if inline else 1))
+    model = {"id": "m", "provider": "scripted", "params": {"turnz" if inline else "turns": {}}}
+    sweep = write_sweep(tmp_path, models=[model], harness="careful")
+    err = _refused(("run", sweep, *mode), tmp_path, capsys)
+    assert err == f"agentcompass: error: {sweep if inline else declared}: {expected}\n", err
+
+
 def test_a_results_dir_that_is_a_file_is_not_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """output.results_dir naming a file (or a path through one) says "not a directory", not "File exists"."""
     (tmp_path / "taken").write_text("a file\n")

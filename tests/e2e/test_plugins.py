@@ -405,3 +405,154 @@ def test_a_plugin_that_does_not_subclass_its_contract_is_refused(
     assert "harness.id='impostor': the harness plugin" in err and "is not a subclass of " \
         "agentcompass_dagster.contracts.harness.Harness" in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
+
+
+# --- ids declared twice ----------------------------------------------------------------------------
+
+
+def _distribution(site: Path, name: str, entry_points: str) -> None:
+    """What pip leaves of a package for importlib.metadata: its dist-info, nothing to import."""
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+@pytest.mark.parametrize(("distributions", "expected"), [
+    ({"foo": "[agentcompass.harnesses]\ntool_agent = foo_pkg.mod:Cls\n"},
+     "harness id 'tool_agent' is declared by entry point 'tool_agent = foo_pkg.mod:Cls' (distribution foo 1.0) and "
+     "built in as agentcompass_dagster.harnesses.tool_agent:ToolAgentHarness"),
+    ({"foo": "[agentcompass.benchmarks]\nmine = foo_pkg:Mine\n", "bar": "[agentcompass.benchmarks]\nmine = bar_pkg:Mine\n"},
+     "benchmark id 'mine' is declared by entry point 'mine = bar_pkg:Mine' (distribution bar 1.0) and entry point "
+     "'mine = foo_pkg:Mine' (distribution foo 1.0)"),
+])
+def test_an_id_declared_twice_is_an_error_naming_both(
+    tmp_path: Path, distributions: dict[str, str], expected: str
+) -> None:
+    """#30: an entry point whose id is a built-in's, or two entry points of one id, stop `agentcompass run`
+    with one line naming both sources, exit 2, instead of one of them silently never running; `--help`
+    reads no entry point, so it is not held up by them."""
+    sites = []
+    for name, text in distributions.items():  # each on a PYTHONPATH entry of its own: foo found first
+        _distribution(tmp_path / name, name, text)
+        sites.append(str(tmp_path / name))
+    env = _clean_env(PYTHONPATH=os.pathsep.join(sites))
+    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(_sweep(tmp_path, "demo")),
+                           "--direct"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr == f"agentcompass: error: {expected}\n", proc.stderr
+    assert not (tmp_path / "results").exists()
+    helped = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "--help"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert helped.returncode == 0, helped.stderr
+
+
+# --- plugins named by class path ---------------------------------------------------------------------
+
+CLASS_PATH_PLUGINS = '''\
+"""One plugin of each kind, importable only from the folder a test puts on PYTHONPATH."""
+
+from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
+from agentcompass_dagster.contracts.analyzer import Analyzer
+from agentcompass_dagster.environments.local import LocalEnvironment
+from agentcompass_dagster.harnesses.oracle import OracleHarness
+from agentcompass_dagster.models.none import NoModel
+
+
+class Bench(SyntheticBenchmark):
+    pass
+
+
+class Agent(OracleHarness):
+    pass
+
+
+class Box(LocalEnvironment):
+    pass
+
+
+class Silent(NoModel):
+    pass
+
+
+class Answered(Analyzer):
+    name = "answered"
+
+    def analyze(self, task, attempt):
+        return {"answered": attempt.final_answer is not None}
+
+    def summarize(self, results):
+        return {"answered": sum(result["answered"] for result in results)}
+'''
+
+
+def _class_path_sweep(directory: Path) -> Path:
+    path = directory / "bypath.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "bypath",
+        "benchmarks": [{"id": "my_plugins:Bench", "params": {"n_tasks": 2}}],
+        "models": [{"id": "silent", "provider": "my_plugins:Silent"}],
+        "harness": "my_plugins:Agent",
+        "environment": {"id": "box", "provider": "my_plugins:Box"},
+        "execution": {"analyzers": ["my_plugins:Answered"]},
+        "dagster": {"executor": "multiprocess"},
+        "output": {"results_dir": str(directory / "results")},
+    }, sort_keys=False))
+    return path
+
+
+def test_plugins_named_by_class_path_run_through_dagster_step_processes(tmp_path: Path) -> None:
+    """#30: a benchmark, harness, environment, model and analyzer each named `module:Class` in the sweep,
+    the module importable only through PYTHONPATH, run by `agentcompass run` through Dagster with every
+    step in a process of its own (which loads the sweep again), and run_info.json records the class paths;
+    without the folder on PYTHONPATH it is one line naming the sweep, the field and the value, exit 2."""
+    (tmp_path / "plugins" / "my_plugins").mkdir(parents=True)
+    (tmp_path / "plugins" / "my_plugins" / "__init__.py").write_text(CLASS_PATH_PLUGINS)
+    sweep = _class_path_sweep(tmp_path)
+    proc = _run(sweep, tmp_path, tmp_path / "plugins")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    (run_info,) = (tmp_path / "results" / "bypath").rglob("run_info.json")
+    request = json.loads(run_info.read_text())["request"]
+    assert request["dagster_run_id"]
+    assert (request["benchmark"]["id"], request["harness"]["id"], request["environment"]["provider"],
+            request["model"]["provider"], request["execution"]["analyzers"]) == (
+        "my_plugins:Bench", "my_plugins:Agent", "my_plugins:Box", "my_plugins:Silent", ["my_plugins:Answered"])
+    details = [json.loads(p.read_text()) for p in (run_info.parent / "details").glob("*.json")]
+    assert len(details) == 2 and all(d["correct"] for d in details)
+    assert all(d["attempts"]["1"]["analysis_result"] == {"answered": {"answered": True}} for d in details)
+
+    missing = _run(sweep, tmp_path, None)
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert missing.stderr == (f"agentcompass: error: {sweep}: benchmarks[0].id='my_plugins:Bench': the benchmark class "
+                              "cannot be loaded: No module named 'my_plugins'; is it on PYTHONPATH?\n"), missing.stderr
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"harness": "no_such_module_30.agent:Agent"},
+     "harness.id='no_such_module_30.agent:Agent': the harness class cannot be loaded: No module named "
+     "'no_such_module_30'; is it on PYTHONPATH?"),
+    ({"benchmarks": [{"id": "agentcompass_dagster.benchmarks.demo:NoSuchBenchmark"}]},
+     "benchmarks[0].id='agentcompass_dagster.benchmarks.demo:NoSuchBenchmark': the benchmark class cannot be loaded: "
+     "module 'agentcompass_dagster.benchmarks.demo' has no attribute 'NoSuchBenchmark'"),
+    ({"environment": {"id": "box", "provider": "agentcompass_dagster.harnesses.oracle:OracleHarness"}},
+     "environment.provider='agentcompass_dagster.harnesses.oracle:OracleHarness': the environment plugin "
+     "<class 'agentcompass_dagster.harnesses.oracle.OracleHarness'> is not a subclass of "
+     "agentcompass_dagster.contracts.environment.Environment"),
+    ({"models": [{"id": "m", "provider": "collections:OrderedDict"}]},
+     "models[0].provider='collections:OrderedDict': the model plugin <class 'collections.OrderedDict'> is not a "
+     "subclass of agentcompass_dagster.contracts.model.Model"),
+    ({"execution": {"analyzers": ["agentcompass_dagster.analyzers.loops:Nope"]}},
+     "execution.analyzers[0]='agentcompass_dagster.analyzers.loops:Nope': the analyzer class cannot be loaded: "
+     "module 'agentcompass_dagster.analyzers.loops' has no attribute 'Nope'"),
+])
+def test_a_bad_class_path_is_one_line_naming_the_file_the_field_and_the_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, Any], expected: str
+) -> None:
+    """#30: a class path whose module cannot be imported, whose module lacks the class, or whose class is not
+    the kind's contract is refused when the sweep loads: exit 2, one line naming the sweep file, the field
+    and the value, nothing written."""
+    sweep = write_sweep(tmp_path, **fields)
+    assert run_cli("run", sweep, "--direct") == 2
+    err = capsys.readouterr().err
+    assert err == f"agentcompass: error: {sweep}: {expected}\n", err
+    assert not (tmp_path / "results").exists()

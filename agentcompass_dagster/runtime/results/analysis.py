@@ -24,11 +24,13 @@ from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 
 def select_analyzers(request: EvalRequest) -> list[Analyzer]:
-    """The analyzers for this request: configured names or families (all registered when unset),
-    keeping those whose datasets include the benchmark."""
+    """The analyzers for this request: configured names, families or class paths (all registered when
+    unset), keeping those whose datasets include the benchmark."""
     wanted = request.execution.analyzers
+    registered = registry.analyzers.ids()
+    named_by_class = [name for name in wanted or [] if name not in registered and registry.is_class_path(name)]
     selected = []
-    for analyzer_id in registry.analyzers.ids():
+    for analyzer_id in [*registered, *named_by_class]:
         cls = registry.analyzers.get(analyzer_id, "execution.analyzers")
         if wanted is not None and analyzer_id not in wanted and cls.family not in wanted:
             continue
@@ -39,7 +41,7 @@ def select_analyzers(request: EvalRequest) -> list[Analyzer]:
 
 
 def check_analyzer_names(request: EvalRequest) -> None:
-    """Each configured name is a registered analyzer or the family of one."""
+    """Each configured name is a registered analyzer, the family of one, or an analyzer's class path."""
     known = {analyzer_id: registry.analyzers.get(analyzer_id) for analyzer_id in registry.analyzers.ids()}
     families = {cls.family for cls in known.values()}
     for name in request.execution.analyzers or []:
