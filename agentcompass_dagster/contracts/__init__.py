@@ -9,8 +9,9 @@ returns (``TaskSpec``, ``PreparedTask``, ``ExecutionPlan``, ``RunResult``, ``Eva
 
 One attempt, in order (R-ATT-1..R-ATT-4):
 
-1. ``Environment.open(plan, task) -> EnvironmentSession`` (``benchmark.py``, ``environment.py``): a fresh
-   session per attempt, closed in a ``finally`` whatever happens (``EnvironmentSession.close``).
+1. ``Environment.open(plan, task) -> EnvironmentSession`` (``environment.py``): a fresh session per
+   attempt, opened no faster than the provider's ``open_qps`` (the runtime waits before calling ``open``)
+   and closed in a ``finally`` whatever happens (``EnvironmentSession.close``).
 2. ``Benchmark.prepare_task(task, session, request, benchmark_plan) -> PreparedTask``.
 3. ``Harness.adapt_input(prepared)``, then ``Harness.start_session(prepared, session, benchmark, plan)
    -> HarnessSession`` (``harness.py``): the only way a harness runs. The runtime switches the
