@@ -24,8 +24,10 @@ from agentcompass_dagster.config import RunRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded, EnvironmentSession
 from agentcompass_dagster.contracts.harness import HarnessSession
+from agentcompass_dagster.contracts.model import LimitExceeded
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog
 from agentcompass_dagster.runtime.results.analysis import analyze_attempt
+from agentcompass_dagster.runtime.execution.agent_budget import AgentBudget, BudgetedEnvironment, budgeted_harness
 from agentcompass_dagster.runtime.execution.budget import BudgetExhausted, check_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins
 from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource, open_session
@@ -299,24 +301,36 @@ class TaskRunner:
                 # A fork starts from its parent's history and checkpoints (R-FORK-1).
                 await asyncio.to_thread(copy_durable, seed, durable)
             plan = plan.model_copy(update={"durable_dir": durable})
-        harness_session = await harness.start_session(prepared, session, benchmark, plan)
+        # The harness is held to the attempt's budget by what its session is handed, not by its own checks.
+        budget = AgentBudget(plan.agent_limits, plan.durable_dir / ACTIVITY_FILE if plan.durable_dir else None)
+        harness_session = await budgeted_harness(harness, budget).start_session(
+            prepared, BudgetedEnvironment(session, budget), benchmark, plan)
         try:
             await session.set_network_policy(plan.run_network_policy)
-            return await self._timed(harness_session.run(), plan, harness_session)
+            return await self._timed(harness_session.run(), plan, harness_session, budget)
         finally:
             await self._close_quietly(harness_session, "harness session")
 
     @staticmethod
-    async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession) -> RunResult:
+    async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession,
+                     budget: AgentBudget) -> RunResult:
+        """``run`` under the attempt timeout and the budget; what the harness recorded until it was
+        stopped (its trajectory) stays in the result, and the limit the budget hit is recorded on it."""
         started = time.monotonic()
         try:
-            # Without a timeout wait_for would only wrap the run in a task of its own.
-            result = await (asyncio.wait_for(run, plan.attempt_timeout_s) if plan.attempt_timeout_s is not None else run)
+            result = await budget.guard(run, plan.attempt_timeout_s)
+        except LimitExceeded:
+            if budget.hit is None:
+                raise  # not the budget's: the harness's own exception
+            # The harness let the budget's refusal end its run.
+            result = session.stopped(budget.hit.message) or RunResult(error=budget.hit.message)
         except TimeoutError:
-            error = f"attempt timed out after {plan.attempt_timeout_s:g}s (execution.limits.attempt_timeout_s)"
-            # What the harness recorded until then (its trajectory) stays in the result.
+            hit = budget.overrun()
+            error = hit.message if hit is not None else (
+                f"attempt timed out after {plan.attempt_timeout_s:g}s (execution.limits.attempt_timeout_s)")
             result = session.stopped(error) or RunResult(error=error)
             result.status = "timeout"
+        budget.settle(result)
         if not result.duration_s:
             result.duration_s = time.monotonic() - started
         return result
