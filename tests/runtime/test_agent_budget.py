@@ -8,6 +8,7 @@ of its own keeps its trajectory, but cannot erase the limit or turn it into an e
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,15 @@ import pytest
 from conftest import details_by_task, write_sweep
 
 from agentcompass_dagster import registry
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.config import ModelConfig, load_sweep
 from agentcompass_dagster.contracts.harness import Harness, HarnessSession
-from agentcompass_dagster.contracts.model import CallContext
-from agentcompass_dagster.contracts.records import LimitHit, RunResult
+from agentcompass_dagster.contracts.model import CallContext, LimitExceeded
+from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, RunResult, Usage
+from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog, ActivityRecord
+from agentcompass_dagster.models.scripted import ScriptedModel
+from agentcompass_dagster.runtime.execution.agent_budget import AgentBudget, BudgetedModel
 from agentcompass_dagster.runtime.execution.orchestrator import run_requests
+from agentcompass_dagster.runtime.store.run_files import set_aside
 
 pytestmark = pytest.mark.usefixtures("plugin_registries")
 
@@ -128,3 +133,31 @@ def test_a_harness_cannot_erase_the_limit_from_its_own_result(tmp_path: Path) ->
     assert attempt["failure"] == "gave up: limit max_turns=2 reached: 2 model calls used"
     assert metrics.counts.model_dump() == {"total": 1, "evaluated": 1, "error": 0}
     assert model_calls(tmp_path) == 2
+
+
+def test_a_resumed_attempt_counts_what_earlier_processes_spent(tmp_path: Path) -> None:
+    """#30, R-RESUME-3: the budget counts the calls and the time an earlier process recorded in the
+    attempt's activity log, but not those of a log the harness set aside to start over before its first
+    call (a log of another configuration, or one that ended in an error)."""
+    log = tmp_path / "durable" / ACTIVITY_FILE
+    usage = Usage(input_tokens=600, output_tokens=10).model_dump(mode="json")
+    ActivityLog(log).append(ActivityRecord(id="model-0", kind="model_call", status="completed", at=time.time() - 60,
+                                           elapsed_s=1.5, data={"turn": 0, "usage": usage}))
+    model = ScriptedModel(ModelConfig(id="m", provider="scripted", params={"turns": {"t": [TURN] * 3}}))
+
+    async def calls(budget: AgentBudget) -> int:
+        budgeted = BudgetedModel(model, budget)
+        for turn in range(3):
+            try:
+                await budgeted.complete([], [], CallContext(task_id="t", turn=turn))
+            except LimitExceeded:
+                return turn
+        return 3
+
+    resumed = AgentBudget(AgentLimits(max_turns=2), log)
+    assert asyncio.run(calls(resumed)) == 1
+    assert resumed.hit == LimitHit(limit="max_turns", allowance=2, used=2) and resumed.elapsed() >= 1.5
+
+    started_over = AgentBudget(AgentLimits(max_turns=2), log)
+    set_aside(log.parent)
+    assert asyncio.run(calls(started_over)) == 2 and started_over.elapsed() < 1.5
