@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from agentcompass_dagster.contracts.model import CallContext, Model, ModelTurn, ToolCall
+from agentcompass_dagster.contracts.model import CallContext, LimitExceeded, Model, ModelTurn, ToolCall
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import DurableSession
 from agentcompass_dagster.harnesses.durable_agent import (
@@ -222,7 +222,11 @@ class MiniEnvironment:
         # Like mini's local environment: its config's variables (PAGER=cat etc.), in its working directory.
         exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in self.config.env.items())
         script = f"{exports}cd {shlex.quote(cwd or self.config.cwd)}\n{command}"
-        exit_code, text, timed_out = self.steps.command(action, script, timeout)
+        try:
+            exit_code, text, timed_out = self.steps.command(action, script, timeout)
+        except LimitExceeded as exc:
+            # The wall time ran out before the command started: mini ends as for a refused model call.
+            raise limits_exit(exc.hit) from None
         output: dict[str, Any] = {"output": text, "returncode": exit_code, "exception_info": ""}
         if timed_out:
             output.update(returncode=-1,
