@@ -10,9 +10,10 @@ The framework enforces the attempt's budget (``plan.agent_limits``: turns, token
 not the harness: the session's ``model`` (also its ``harness.model``) refuses a call past a limit with
 ``LimitExceeded`` and ``max_wall_s`` cuts one in flight; its ``env`` caps every command at the wall time
 left and refuses commands once the budget is spent; and the runtime stops ``run`` a few seconds after
-``max_wall_s`` or after a refusal, whatever the harness does then. A harness needs no check of its own:
-it may catch ``LimitExceeded`` to return what it recorded, and the runtime records the limit on that
-result."""
+``max_wall_s`` or after a refusal, whatever the harness does then. A harness needs no check of its own.
+It may catch ``LimitExceeded`` to return what it recorded: that result is evaluated like any other, with
+the limit recorded on it. A run that lets the refusal through, that the runtime has to stop, or that
+reports an error after it, is the agent's failure, scored 0 (never an error to run again)."""
 
 from __future__ import annotations
 
