@@ -17,8 +17,9 @@ One attempt, in order (R-ATT-1..R-ATT-4):
    -> HarnessSession`` (``harness.py``): the only way a harness runs. The runtime switches the
    environment to the run network policy, awaits ``HarnessSession.run() -> RunResult`` (asking
    ``stopped`` for what was recorded when the attempt times out) and closes it in a nested ``finally``.
-   A harness that calls a model gets the request's ``Model`` (``model.py``) at construction and awaits
-   ``Model.complete(messages, tools, context) -> ModelTurn``.
+   A harness that calls a model awaits ``Model.complete(messages, tools, context) -> ModelTurn``
+   (``model.py``) on its session's ``model``: the request's model under the attempt's limits, which the
+   framework enforces (``LimitExceeded``), as it bounds the session's environment by its wall time.
 4. ``Benchmark.collect_artifacts`` while the session is alive, then ``Benchmark.evaluate`` (the only
    scorer) in the mode the plan names (reuse, none, fresh).
 5. ``Analyzer.analyze(task, attempt)`` for each analyzer that applies (``analyzer.py``).
@@ -37,7 +38,15 @@ from agentcompass_dagster.contracts.environment import (
     ExecResult,
 )
 from agentcompass_dagster.contracts.harness import AgentHarness, Harness, HarnessSession
-from agentcompass_dagster.contracts.model import CallContext, ContextOverflow, Model, ModelError, ModelTurn, ToolCall
+from agentcompass_dagster.contracts.model import (
+    CallContext,
+    ContextOverflow,
+    LimitExceeded,
+    Model,
+    ModelError,
+    ModelTurn,
+    ToolCall,
+)
 from agentcompass_dagster.contracts.records import (
     EvaluatedAttempt,
     Evaluation,
@@ -53,6 +62,7 @@ from agentcompass_dagster.contracts.records import (
 __all__ = [
     "AgentHarness", "Analyzer", "AttemptResult", "Benchmark", "CallContext", "Caller", "ContextOverflow", "Environment",
     "EnvironmentLimitExceeded", "EnvironmentSession", "EvaluatedAttempt", "Evaluation", "ExecResult", "ExecutionPlan",
-    "Harness", "HarnessFreeBenchmark", "HarnessSession", "MetricResult", "Model", "ModelError", "ModelTurn",
-    "NetworkPolicy", "PreparedTask", "ReferenceSolution", "RunResult", "Scores", "TaskSpec", "ToolCall", "Usage",
+    "Harness", "HarnessFreeBenchmark", "HarnessSession", "LimitExceeded", "MetricResult", "Model", "ModelError",
+    "ModelTurn", "NetworkPolicy", "PreparedTask", "ReferenceSolution", "RunResult", "Scores", "TaskSpec", "ToolCall",
+    "Usage",
 ]

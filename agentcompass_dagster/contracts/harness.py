@@ -4,7 +4,16 @@ scores (scoring is the benchmark's).
 There is one way to implement one: a ``HarnessSession`` subclass whose ``run`` does the work, named by
 the harness's ``session_class``. ``start_session`` builds it (override it only for work that must happen
 before the run policy is switched on, or that may fail before the session exists); ``stopped`` says what
-was recorded when the runtime stopped ``run``; ``close`` releases what the session holds."""
+was recorded when the runtime stopped ``run``; ``close`` releases what the session holds.
+
+The framework enforces the attempt's limits (``plan.agent_limits``: turns, tokens, cost, wall time),
+not the harness: the session's ``model`` (also its ``harness.model``) refuses a call past a limit with
+``LimitExceeded`` and ``max_wall_s`` cuts one in flight; its ``env`` caps every command at the wall time
+left and refuses commands once a limit is reached; and the runtime stops ``run`` a few seconds after
+``max_wall_s`` or after a refusal, whatever the harness does then. A harness needs no check of its own.
+It may catch ``LimitExceeded`` to return what it recorded: that result is evaluated like any other, with
+the limit recorded on it. A run that lets the refusal through, that the runtime has to stop, or that
+reports an error after it, is the agent's failure, scored 0 (never an error to run again)."""
 
 from __future__ import annotations
 
@@ -24,23 +33,29 @@ if TYPE_CHECKING:
 
 
 class HarnessSession(ABC):
-    """One attempt's run of a harness; ``close`` always follows ``start_session`` (R-CLEAN-1)."""
+    """One attempt's run of a harness; ``close`` always follows ``start_session`` (R-CLEAN-1). ``harness``
+    is the attempt's view of the harness, ``env`` the task's environment under the attempt's limits."""
 
     def __init__(
         self, harness: Harness, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
     ) -> None:
         self.harness = harness
-        self.resolved = prepared
+        self.prepared = prepared
         self.env = env
         self.benchmark = benchmark
         self.plan = plan
+
+    @property
+    def model(self) -> Model:
+        """The request's model under the attempt's limits."""
+        return self.harness.model
 
     @abstractmethod
     async def run(self) -> RunResult: ...
 
     def stopped(self, error: str) -> RunResult | None:
-        """The runtime stopped ``run`` (attempt timeout): what the session recorded until then, with
-        ``error``, or None when it recorded nothing worth keeping."""
+        """The runtime stopped ``run`` (the attempt timeout, or the agent's limits): what the session recorded
+        until then, with ``error``, or None when it recorded nothing worth keeping."""
         return None
 
     async def close(self) -> None:
@@ -62,7 +77,9 @@ class Harness(ABC):
 
     def __init__(self, config: HarnessConfig, model: Model) -> None:
         """``model`` is the request's model plugin, built once for the request; harnesses that call no
-        model get the NoModel that names the results directory."""
+        model get the NoModel that names the results directory. Each attempt's session holds a copy of
+        the harness whose ``model`` is that model under the attempt's limits: state shared by attempts
+        lives in objects the copies share, never in attributes rebound by one of them."""
         self.config = config
         self.model = model
 

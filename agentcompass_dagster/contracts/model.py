@@ -1,6 +1,8 @@
 """The Model plugin contract: one chat-completion turn with tool calls, in the OpenAI message format.
 
-A model is built once per request from its ModelConfig and handed to the harness. ``complete`` is a
+A model is built once per request from its ModelConfig; each attempt's harness session gets it under the
+attempt's limits (``execution.limits``), which the framework enforces: ``complete`` raises
+``LimitExceeded`` instead of calling the model once a limit is reached. ``complete`` is a
 coroutine, awaited on the attempt's event loop, so an attempt timeout, an orchestration timeout or a Ctrl-C
 cancels a call in flight at once (a blocking call in a worker thread could not be abandoned: the process
 would wait for it to exit). The ``CallContext`` names the task, the attempt and the turn, so a scripted
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.validation import validate_declaration
-from agentcompass_dagster.contracts.records import Price
+from agentcompass_dagster.contracts.records import LimitHit, Price
 
 if TYPE_CHECKING:
     from agentcompass_dagster.config import ModelConfig
@@ -93,6 +95,19 @@ class ModelError(RuntimeError):
         super().__init__(message)
         self.status = status
         self.tries = tries or []
+
+
+class LimitExceeded(Exception):
+    """The attempt reached one of its limits (``execution.limits``): raised by the model the
+    framework hands a harness session, instead of a call it refuses or when ``max_wall_s`` cuts one in
+    flight (``in_flight``), and by that session's environment for a command once a limit is reached. A
+    harness may catch it to keep its trajectory and return its result; the framework records ``hit``
+    on that result whatever the harness returns, and stops a harness that keeps going."""
+
+    def __init__(self, hit: LimitHit, *, in_flight: bool = False) -> None:
+        super().__init__(hit.message)
+        self.hit = hit
+        self.in_flight = in_flight
 
 
 class ContextOverflow(ModelError):

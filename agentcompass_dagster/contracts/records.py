@@ -100,7 +100,7 @@ RunStatus = Literal["completed", "failed", "error", "timeout", "cancelled"]
 
 
 class AgentLimits(StoredRecord):
-    """The budget of one attempt, the same for every agent harness under comparison: model calls
+    """The limits of one attempt, the same for every agent harness under comparison: model calls
     (turns), tokens (input + output), cost in USD and wall time in seconds, counted over every process
     that worked on the attempt. None is unlimited."""
 

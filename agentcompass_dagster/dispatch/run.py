@@ -54,6 +54,7 @@ from agentcompass_dagster.harnesses.tool_agent import AgentOutcome, AgentRun, fi
 from agentcompass_dagster.runtime.store.atomic import atomic_write_json, atomic_write_text
 from agentcompass_dagster.runtime.store.redact import redact
 from agentcompass_dagster.contracts.records import TaskSpec
+from agentcompass_dagster.runtime.execution.agent_limits import AttemptLimits, LimitedEnvironment, LimitedModel
 from agentcompass_dagster.runtime.execution.permits import open_session
 
 logger = logging.getLogger(__name__)
@@ -70,8 +71,10 @@ async def run_agent(resolved: ResolvedSpec, durable_dir: Path, ledger: EventLedg
         if resolved.files is not None:
             await session.upload_dir(resolved.files, session.workdir)
         harness = HarnessConfig(id="tool_agent", params=resolved.params.model_dump(mode="json"))
-        run = AgentRun(resolved.model, resolved.params, resolved.plan.agent_limits, session, task_id=TASK_ID, attempt=1,
-                       prompt=resolved.spec.prompt, durable_dir=durable_dir,
+        # The spec's limits, enforced as for any attempt: by the model and environment the agent is handed.
+        limits = AttemptLimits(resolved.plan.agent_limits)
+        run = AgentRun(LimitedModel(resolved.model, limits), resolved.params, LimitedEnvironment(session, limits),
+                       task_id=TASK_ID, attempt=1, prompt=resolved.spec.prompt, durable_dir=durable_dir,
                        fingerprint=fingerprint(resolved.plan, harness, resolved.model_config),
                        log_redacted=False, on_record=ledger.agent_record)
         return await run.run()

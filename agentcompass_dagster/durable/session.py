@@ -129,7 +129,8 @@ class DurableSession:
                 output = (await self.env.read_output(base + ".out")).text()
             except OSError:
                 output = ""
-            output += f"\n[command timed out after {round(timeout, 1):g}s]"
+            # The environment may have cut it sooner: the attempt's wall time left was shorter.
+            output += f"\n[command timed out after {round(min(timeout, result.duration_s), 1):g}s]"
         return {"command": command, "exit_code": result.exit_code, **self.stored_output(output),
                 "duration_s": result.duration_s, "timed_out": result.timed_out}
 

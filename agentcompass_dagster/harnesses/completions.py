@@ -22,7 +22,7 @@ class CompletionsSession(HarnessSession):
     harness: CompletionsHarness
 
     async def run(self) -> RunResult:
-        task_id, attempt = self.resolved.task.id, self.plan.attempt
+        task_id, attempt = self.prepared.task.id, self.plan.attempt
         samples = self.harness.samples.get(task_id, [])
         if attempt > len(samples):
             return RunResult(status="error", error=f"no sample {attempt} for task {task_id!r} "

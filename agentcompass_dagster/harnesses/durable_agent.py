@@ -1,5 +1,5 @@
 """What the durable agent harnesses (tool_agent, miniswe) share: their durable params, a model call
-through the activity log under the wall-time limit, and a harness session that opens the attempt's
+through the activity log, and a harness session that opens the attempt's
 DurableSession (in the run directory's ``.durable/``, or in a temporary directory removed at close when
 the runtime gave none)."""
 
@@ -18,16 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcompass_dagster.config import HarnessConfig, ModelConfig
 from agentcompass_dagster.contracts.harness import AgentHarness, HarnessSession
-from agentcompass_dagster.contracts.model import CallContext, Model, ModelError, ModelTry, ModelTurn
+from agentcompass_dagster.contracts.model import CallContext, LimitExceeded, Model, ModelError, ModelTry, ModelTurn
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import DurableSession
-from agentcompass_dagster.harnesses.limits import LimitExceeded, wall_left
 from agentcompass_dagster.models.usage import turn_usage
 from agentcompass_dagster.runtime.execution.budget import reserve_call, settle_call
 from agentcompass_dagster.contracts.records import (
     AgentLimits,
     ExecutionPlan,
-    LimitHit,
     PreparedTask,
     SweepBudget,
     Usage,
@@ -85,43 +83,44 @@ def durable_session(env: EnvironmentSession, directory: Path, params: DurableAge
                           checkpoints=params.checkpoints, log_redacted=log_redacted, on_record=on_record)
 
 
-async def call_model(session: DurableSession, model: Model, limits: AgentLimits, messages: list[dict[str, Any]],
+async def call_model(session: DurableSession, model: Model, messages: list[dict[str, Any]],
                      tools: list[dict[str, Any]], context: CallContext,
                      budget: SweepBudget | None = None) -> tuple[ModelTurn, Usage]:
     """One model call, admitted by the sweep's budget first (BudgetExhausted when it is spent; nothing
     is logged then, so the attempt can run later from where it stopped), through the activity log: in
     flight before it is sent, completed with its response and usage, or aborted with why (the endpoint
-    failed, or max_wall_s cut it, raised as LimitExceeded)."""
+    failed, or the attempt's limits refused it or cut it: LimitExceeded, raised on)."""
     if budget is None:
-        return await _logged_call(session, model, limits, messages, tools, context)
+        return await _logged_call(session, model, messages, tools, context)
     call = await reserve_call(budget)
     usage: Usage | None = None
     try:
-        reply, usage = await _logged_call(session, model, limits, messages, tools, context)
+        reply, usage = await _logged_call(session, model, messages, tools, context)
     finally:
         settle_call(budget, call, usage)
     return reply, usage
 
 
-async def _logged_call(session: DurableSession, model: Model, limits: AgentLimits, messages: list[dict[str, Any]],
+async def _logged_call(session: DurableSession, model: Model, messages: list[dict[str, Any]],
                        tools: list[dict[str, Any]], context: CallContext) -> tuple[ModelTurn, Usage]:
     turn = context.turn
     request_id = f"model-{turn}"
 
-    def abort(reason: str, tries: list[ModelTry] | None = None) -> None:
+    def abort(reason: str, tries: list[ModelTry] | None = None, **data: Any) -> None:
         session.append(ActivityRecord(id=request_id, kind="model_call", status="aborted",
                                       data={"turn": turn, "error": reason,
-                                            "tries": [t.model_dump(mode="json") for t in tries or []]}))
+                                            "tries": [t.model_dump(mode="json") for t in tries or []], **data}))
 
     session.append(ActivityRecord(id=request_id, kind="model_call", status="in_flight", data={"turn": turn}))
     try:
-        async with asyncio.timeout(wall_left(limits, session.elapsed())):
-            reply = await model.complete(messages, tools, context)
-    except TimeoutError:
-        assert limits.max_wall_s is not None
-        hit = LimitHit(limit="max_wall_s", allowance=limits.max_wall_s, used=round(session.elapsed(), 3))
-        abort(f"{hit.message} during the model call")
-        raise LimitExceeded(hit) from None
+        reply = await model.complete(messages, tools, context)
+    except LimitExceeded as exc:
+        if exc.in_flight:
+            abort(f"{exc.hit.message} during the model call")
+        else:
+            # Never sent: the record closes the in-flight one, and no trajectory shows it as a call.
+            abort(f"{exc.hit.message}: not sent", refused=True)
+        raise
     except ModelError as exc:
         abort(str(exc), exc.tries)
         raise

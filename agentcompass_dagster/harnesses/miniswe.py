@@ -9,10 +9,9 @@
 mini-swe-agent is an optional dependency (``pip install 'agentcompass-dagster[miniswe]'``), imported
 only when an attempt runs. Its templates come from one of its tool-call configs (``config``: a shipped
 config name such as ``mini``, or a path). Its limits are the execution spec's, the same for every agent
-harness: ``max_turns``, ``max_cost_usd`` and ``max_wall_s`` are handed to mini as ``step_limit``,
-``cost_limit`` and ``wall_time_limit_seconds``, and checked before each model call with the same
-wording as tool_agent's (mini has no token limit; ``max_tokens`` is checked here). The wall-time limit
-also bounds the model call and the command in flight.
+harness and enforced by the framework (the session's model and environment), so mini's own
+(``step_limit``, ``cost_limit``, ``wall_time_limit_seconds``) are switched off: the ``LimitExceeded`` a
+model call raises becomes mini's ``LimitsExceeded`` exit, named as tool_agent names it.
 
 mini's loop is synchronous, so it runs in a worker thread; its model calls and commands run as
 coroutines on the attempt's event loop, so cancelling the attempt (a timeout, Ctrl-C) cancels the call
@@ -30,7 +29,6 @@ The trajectory is in the ``tool_agent`` step format; mini's own serialized run i
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import sys
 import tempfile
@@ -43,7 +41,7 @@ import yaml
 from pydantic import Field
 
 from agentcompass_dagster.validation import validate_declaration
-from agentcompass_dagster.contracts.model import ModelError
+from agentcompass_dagster.contracts.model import LimitExceeded, ModelError
 from agentcompass_dagster.durable.activity import ActivityRecord, open_durations
 from agentcompass_dagster.durable.resume import prepare_resume
 from agentcompass_dagster.errors import UserError, field_error
@@ -53,7 +51,6 @@ from agentcompass_dagster.harnesses.durable_agent import (
     DurableAgentSession,
     durable_session,
 )
-from agentcompass_dagster.harnesses.limits import LimitExceeded
 from agentcompass_dagster.harnesses.miniswe_bridge import (
     Bridge,
     MiniEnvironment,
@@ -68,13 +65,13 @@ from agentcompass_dagster.models.usage import usage_totals
 from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, RunResult
 
 DEFAULT_CONFIG = "mini"  # mini's shipped config for tool-calling models
-# Our limit -> mini's name for it (mini has no token limit).
-MINI_LIMITS = {"max_turns": "step_limit", "max_cost_usd": "cost_limit", "max_wall_s": "wall_time_limit_seconds"}
+# mini's own limits: off (0), since the framework enforces the execution spec's.
+MINI_LIMITS = ("step_limit", "cost_limit", "wall_time_limit_seconds")
 
 
 class MiniSweParams(DurableAgentParams):
     # Its own former names of the limits, refused with a pointer to execution.limits.
-    former_limit_names = set(AgentLimits.model_fields) | set(MINI_LIMITS.values())
+    former_limit_names = set(AgentLimits.model_fields) | set(MINI_LIMITS)
 
     config: str | None = None
     # None: the config's environment.timeout, else mini's local-environment default.
@@ -146,26 +143,21 @@ def mini_trajectory(messages: list[dict[str, Any]], durations: dict[str, float])
 
 def aborted_calls(records: list[ActivityRecord]) -> list[dict[str, Any]]:
     """The model calls mini's messages leave out: those that failed, a limit cut or a crash interrupted
-    (the call that ends an attempt, so they come last), with the time they took."""
+    (the call that ends an attempt, so they come last), with the time they took; not those the budget
+    refused, which were never made."""
     durations = open_durations(records)
     return [{"type": "model_call", "status": "aborted", **record.data, "duration_s": durations.get(record.id)}
-            for record in records if record.kind == "model_call" and record.status == "aborted"]
+            for record in records
+            if record.kind == "model_call" and record.status == "aborted" and not record.data.get("refused")]
 
 
 def durable_agent_class() -> type:
-    """mini's DefaultAgent, checking the execution spec's limits (with their names) before each live
-    model call; a turn answered from the log was within them when it ran."""
+    """mini's DefaultAgent, ending with mini's own limit exit (naming the limit) when the attempt's
+    budget refuses or cuts a model call."""
     from minisweagent.agents.default import DefaultAgent
 
     class DurableAgent(DefaultAgent):  # type: ignore[misc]
-        steps: Steps
-
         def query(self) -> dict[str, Any]:
-            if not self.steps.recorded(self.n_calls):
-                try:
-                    self.steps.check_limits()
-                except LimitExceeded as exc:
-                    raise limits_exit(exc.hit) from None
             try:
                 return super().query()  # type: ignore[no-any-return]
             except LimitExceeded as exc:
@@ -192,16 +184,13 @@ class MiniSweSession(DurableAgentSession):
         data = load_config(spec)
         where = f"harness.params.config={spec!r}"
         model_config = validate_declaration(MiniModelConfig, {**(data.get("model") or {}),
-                                                              "model_name": harness.model.id}, f"{where} model")
+                                                              "model_name": self.model.id}, f"{where} model")
         environment = data.get("environment") or {}
         timeout = (params.command_timeout_s or environment.get("timeout")
                    or LocalEnvironmentConfig.model_fields["timeout"].default)
         env_config = validate_declaration(MiniEnvironmentConfig, {**environment, "cwd": env.workdir, "timeout": timeout},
                                           f"{where} environment")
-        limits = plan.agent_limits
-        mapped = {mini: math.ceil(value) if mini == "wall_time_limit_seconds" else value
-                  for ours, mini in MINI_LIMITS.items() if (value := getattr(limits, ours)) is not None}
-        agent_kwargs = {**(data.get("agent") or {}), **{mini: 0 for mini in MINI_LIMITS.values()}, **mapped}
+        agent_kwargs = {**(data.get("agent") or {}), **{mini: 0 for mini in MINI_LIMITS}}
 
         session = durable_session(env, self.durable_dir(), params, fingerprint=self.fingerprint(),
                                   command_timeout_s=timeout)
@@ -214,16 +203,15 @@ class MiniSweSession(DurableAgentSession):
         session.begin(resumed)
         self.session = session
         self.bridge = bridge = Bridge(asyncio.get_running_loop())
-        steps = Steps(session, bridge, harness.model, limits, task_id=self.resolved.task.id, attempt=plan.attempt,
+        steps = Steps(session, bridge, self.model, task_id=self.prepared.task.id, attempt=plan.attempt,
                       budget=plan.budget)
         self.agent = agent = agent_class(MiniModel(steps, model_config),
                                          MiniEnvironment(steps, env_config, await uname(env)), **agent_kwargs)
-        agent.steps = steps
         self.usages = steps.usages
         started = time.monotonic()
         error = None
         try:
-            await asyncio.to_thread(agent.run, self.resolved.input)
+            await asyncio.to_thread(agent.run, self.prepared.input)
         except ModelError as exc:
             error = f"model call failed: {exc}"
         except asyncio.CancelledError:

@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from agentcompass_dagster.contracts.model import CallContext, Model, ModelTurn, ToolCall
+from agentcompass_dagster.contracts.model import CallContext, LimitExceeded, Model, ModelTurn, ToolCall
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.session import DurableSession
 from agentcompass_dagster.harnesses.durable_agent import (
     call_model,
 )
-from agentcompass_dagster.harnesses.limits import check_limits, wall_left
 from agentcompass_dagster.harnesses.tool_agent.tools import BASH_TOOL
-from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, SweepBudget, Usage
+from agentcompass_dagster.contracts.records import LimitHit, SweepBudget, Usage
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.environment import EnvironmentSession
@@ -101,13 +100,12 @@ class Steps:
     """The attempt's durable steps as mini meets them: recorded ones come back from the log, new ones
     run on the event loop through the DurableSession (so every log write happens on the loop)."""
 
-    def __init__(self, session: DurableSession, bridge: Bridge, model: Model, limits: AgentLimits, *,
+    def __init__(self, session: DurableSession, bridge: Bridge, model: Model, *,
                  task_id: str, attempt: int, budget: SweepBudget | None = None) -> None:
         self.session = session
         self.budget = budget
         self.bridge = bridge
         self.model = model
-        self.limits = limits
         self.task_id = task_id
         self.attempt = attempt
         records = session.log.records()
@@ -115,19 +113,13 @@ class Steps:
         self.tools = {r.id: r for r in records if r.kind == "tool_call" and r.status in ("completed", "interrupted")}
         self.usages: list[Usage] = [Usage.model_validate(r.data["usage"]) for r in self.turns.values()]
 
-    def recorded(self, turn: int) -> bool:
-        return turn in self.turns
-
-    def check_limits(self) -> None:
-        check_limits(self.limits, self.usages, self.session.elapsed())
-
     def model_turn(self, turn: int, chat: list[dict[str, Any]]) -> tuple[ModelTurn, Usage]:
         record = self.turns.get(turn)
         if record is not None:
             return ModelTurn.model_validate(record.data["response"]), Usage.model_validate(record.data["usage"])
         context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=turn)
-        model_turn, usage = self.bridge.run(call_model(self.session, self.model, self.limits, chat, [BASH_TOOL],
-                                                       context, self.budget))
+        model_turn, usage = self.bridge.run(call_model(self.session, self.model, chat, [BASH_TOOL], context,
+                                                       self.budget))
         self.usages.append(usage)
         return model_turn, usage
 
@@ -145,8 +137,7 @@ class Steps:
         call = {"id": action["tool_call_id"], "name": "bash", "arguments": action["arguments"]}
         self.session.append(ActivityRecord(id=key, kind="tool_call", status="in_flight",
                                            data={"turn": turn, "call": call, "command": action["command"]}))
-        wall = wall_left(self.limits, self.session.elapsed())
-        data = await self.session.execute(key, script, timeout if wall is None else min(timeout, wall))
+        data = await self.session.execute(key, script, timeout)
         # The record names the agent's command; the script is that command with mini's environment setup.
         data["command"] = action["command"]
         await self.session.complete_tool(key, {"turn": turn, "call": call, **data})
@@ -170,7 +161,7 @@ class MiniModel:
         self.queries += 1
         chat = [{k: v for k, v in m.items() if k in CHAT_KEYS} for m in messages if m.get("role") != "exit"]
         turn, usage = self.steps.model_turn(turn_index, chat)
-        # mini's limits count cost as a number; an unknown cost counts 0 there and None in our usage.
+        # mini counts cost as a number; an unknown cost counts 0 there and None in our usage.
         extra = {"turn": turn_index, "response": turn.model_dump(mode="json"), "usage": usage.model_dump(mode="json"),
                  "cost": usage.cost_usd or 0.0, "timestamp": time.time()}
         try:
@@ -231,7 +222,11 @@ class MiniEnvironment:
         # Like mini's local environment: its config's variables (PAGER=cat etc.), in its working directory.
         exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in self.config.env.items())
         script = f"{exports}cd {shlex.quote(cwd or self.config.cwd)}\n{command}"
-        exit_code, text, timed_out = self.steps.command(action, script, timeout)
+        try:
+            exit_code, text, timed_out = self.steps.command(action, script, timeout)
+        except LimitExceeded as exc:
+            # The wall time ran out before the command started: mini ends as for a refused model call.
+            raise limits_exit(exc.hit) from None
         output: dict[str, Any] = {"output": text, "returncode": exit_code, "exception_info": ""}
         if timed_out:
             output.update(returncode=-1,

@@ -13,7 +13,7 @@ class BenchmarkRunSession(HarnessSession):
     async def run(self) -> RunResult:
         # resolve_plugins pairs this harness with harness-free benchmarks only.
         assert isinstance(self.benchmark, HarnessFreeBenchmark)
-        return await self.benchmark.run_task(self.resolved, self.env, self.plan)
+        return await self.benchmark.run_task(self.prepared, self.env, self.plan)
 
 
 class NoHarness(Harness):

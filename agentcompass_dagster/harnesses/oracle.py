@@ -46,7 +46,7 @@ async def run_reference(prepared: PreparedTask, env: EnvironmentSession, benchma
 
 class OracleSession(HarnessSession):
     async def run(self) -> RunResult:
-        return await run_reference(self.resolved, self.env, self.benchmark)
+        return await run_reference(self.prepared, self.env, self.benchmark)
 
 
 class OracleHarness(Harness):

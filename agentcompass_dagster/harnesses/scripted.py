@@ -143,11 +143,11 @@ class ScriptedSession(HarnessSession):
         self.step = step
 
     async def run(self) -> RunResult:
-        harness, task_id, attempt = self.harness, self.resolved.task.id, self.plan.attempt
+        harness, task_id, attempt = self.harness, self.prepared.task.id, self.plan.attempt
         tried = harness.next_try(task_id, attempt)
         harness.record(event="start", model=harness.model.id, task=task_id, attempt=attempt, tried=tried)
         try:
-            return await harness.perform(self.step, tried, self.resolved, self.env, self.benchmark)
+            return await harness.perform(self.step, tried, self.prepared, self.env, self.benchmark)
         finally:
             harness.record(event="end", model=harness.model.id, task=task_id, attempt=attempt, tried=tried)
 

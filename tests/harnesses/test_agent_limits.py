@@ -77,7 +77,10 @@ def test_the_wall_time_limit_bounds_a_command_in_flight(tmp_path: Path, harness:
     attempt = run_limited(tmp_path, harness, [bash("sleep 600"), bash("true")], max_wall_s=2)
     assert attempt["limit"]["limit"] == "max_wall_s"
     commands = [s for s in attempt["trajectory"] if s["type"] == "tool_call"]
-    assert commands[0]["command"] == "sleep 600" and "[command timed out after " in commands[0]["output"]
+    assert commands[0]["command"] == "sleep 600"
+    # Cut at the wall time the attempt had left, not at the harness's command timeout.
+    cut_after = float(commands[0]["output"].rpartition("[command timed out after ")[2].rstrip("s]\n"))
+    assert 0 < cut_after < 5
 
 
 def test_old_harness_limit_params_name_where_limits_went(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -89,3 +92,25 @@ def test_old_harness_limit_params_name_where_limits_went(tmp_path: Path, capsys:
         assert run_cli("run", sweep, "--direct") == 2
         line = capsys.readouterr().err.strip()
         assert len(line.splitlines()) == 1 and name in line and "execution.limits" in line
+
+
+def test_miniswe_ends_with_its_limit_exit_when_the_budget_refuses_a_command() -> None:
+    """#30: a command the budget refuses (the wall time ran out between the model's reply and the
+    command) ends mini's loop with its limit exit naming the limit, as a refused model call does."""
+    from minisweagent.exceptions import LimitsExceeded
+
+    from agentcompass_dagster.contracts.model import LimitExceeded
+    from agentcompass_dagster.contracts.records import LimitHit
+    from agentcompass_dagster.harnesses.miniswe_bridge import MiniEnvironment, MiniEnvironmentConfig
+
+    hit = LimitHit(limit="max_wall_s", allowance=2, used=2.001)
+
+    class RefusingSteps:
+        def command(self, action: dict[str, Any], script: str, timeout: float) -> Any:
+            raise LimitExceeded(hit)
+
+    environment = MiniEnvironment(RefusingSteps(), MiniEnvironmentConfig(cwd="/", timeout=5), {})  # type: ignore[arg-type]
+    with pytest.raises(LimitsExceeded) as raised:
+        environment.execute({"command": "true"})
+    (exit_message,) = raised.value.messages
+    assert exit_message["content"] == hit.message and exit_message["extra"]["limit"] == hit.model_dump()

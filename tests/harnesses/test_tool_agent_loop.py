@@ -17,6 +17,7 @@ from agentcompass_dagster.environments.local import LocalEnvironment, LocalSessi
 from agentcompass_dagster.harnesses.tool_agent import AgentOutcome, AgentRun, ToolAgentParams, fingerprint
 from agentcompass_dagster.models.scripted import ScriptedModel
 from agentcompass_dagster.contracts.records import AgentLimits
+from agentcompass_dagster.runtime.execution.agent_limits import AttemptLimits, LimitedEnvironment, LimitedModel
 
 TASK = "make-greeting"
 PROMPT = "Write hello into greeting.txt, then submit the word count."
@@ -42,14 +43,17 @@ def session() -> Iterator[LocalSession]:
 
 def agent(session: LocalSession, durable_dir: Path, turns: list[dict[str, Any]], *, record: Path | None = None,
           **limits: Any) -> AgentRun:
-    """An AgentRun as dispatch builds one: the scripted model playing ``turns`` for TASK."""
+    """An AgentRun as dispatch builds one: the scripted model playing ``turns`` for TASK, it and the
+    session under the budget ``limits``."""
     model_config = ModelConfig(id="scripted", provider="scripted",
                                params={"turns": {TASK: turns}, "price": {"input": 1.0, "output": 2.0},
                                        **({"record": str(record)} if record else {})})
     params = ToolAgentParams()
     harness = HarnessConfig(id="tool_agent", params=params.model_dump(mode="json"))
-    return AgentRun(ScriptedModel(model_config), params, AgentLimits(**limits), session, task_id=TASK, attempt=1,
-                    prompt=PROMPT, durable_dir=durable_dir, fingerprint=fingerprint(None, harness, model_config))
+    budget = AttemptLimits(AgentLimits(**limits))
+    return AgentRun(LimitedModel(ScriptedModel(model_config), budget), params, LimitedEnvironment(session, budget),
+                    task_id=TASK, attempt=1, prompt=PROMPT, durable_dir=durable_dir,
+                    fingerprint=fingerprint(None, harness, model_config))
 
 
 def run(agent_run: AgentRun) -> AgentOutcome:

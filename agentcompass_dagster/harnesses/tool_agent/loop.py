@@ -13,9 +13,9 @@ checkpoint of the environment's files (R-CKPT-1), and the loop's state is always
 so a resumed attempt continues where the log ends instead of starting over (R-RESUME-1..3).
 
 A model that sends malformed tool arguments or an unknown tool ends the attempt with an error that says
-which; an attempt that reaches one of its limits ends with that limit recorded (an outcome, scored like
-any other). The wall-time limit also bounds the model call or command in flight. The trajectory up to
-that point is kept either way.
+which. The limits are the framework's to enforce (the session's model and environment): the loop only
+catches the LimitExceeded they raise, to end the attempt with the limit recorded (an outcome, scored like
+any other). The trajectory up to that point is kept either way.
 """
 
 from __future__ import annotations
@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass_dagster.contracts.model import CallContext, ContextOverflow, Model, ModelError, ToolCall
+from agentcompass_dagster.contracts.model import (
+    CallContext,
+    ContextOverflow,
+    LimitExceeded,
+    Model,
+    ModelError,
+    ToolCall,
+)
 from agentcompass_dagster.durable.activity import ActivityRecord
 from agentcompass_dagster.durable.resume import prepare_resume
 from agentcompass_dagster.harnesses.durable_agent import (
@@ -35,11 +42,10 @@ from agentcompass_dagster.harnesses.durable_agent import (
     call_model,
     durable_session,
 )
-from agentcompass_dagster.harnesses.limits import LimitExceeded, check_limits, wall_left
 from agentcompass_dagster.harnesses.tool_agent.state import AgentState, summarize, trajectory
 from agentcompass_dagster.harnesses.tool_agent.tools import TOOL_ARGUMENT, TOOLS, ToolAgentParams
 from agentcompass_dagster.models.usage import usage_totals
-from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, RunResult, SweepBudget, Usage
+from agentcompass_dagster.contracts.records import LimitHit, RunResult, SweepBudget, Usage
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.environment import EnvironmentSession
@@ -70,17 +76,17 @@ class AgentOutcome:
 
 
 class AgentRun:
-    """One attempt of the loop against one environment session and one activity log."""
+    """One attempt of the loop against one environment session and one activity log; ``model`` and
+    ``env`` are the attempt's, under its limits (runtime/execution/agent_limits.py)."""
 
     def __init__(
-        self, model: Model, params: ToolAgentParams, limits: AgentLimits, env: EnvironmentSession, *, task_id: str,
+        self, model: Model, params: ToolAgentParams, env: EnvironmentSession, *, task_id: str,
         attempt: int, prompt: str, durable_dir: Path, fingerprint: dict[str, Any], log_redacted: bool = True,
         on_record: Callable[[ActivityRecord], None] | None = None, budget: SweepBudget | None = None,
     ) -> None:
         self.model = model
         self.budget = budget
         self.params = params
-        self.limits = limits
         self.task_id = task_id
         self.attempt = attempt
         self.prompt = prompt
@@ -121,7 +127,6 @@ class AgentRun:
                     key, call = state.pending[0]
                     await self._tool_step(key, call, state.turns - 1)
                     continue
-                self._check_limits(state)
                 self._maybe_compact(state)
                 try:
                     await self._model_step(state)
@@ -147,13 +152,10 @@ class AgentRun:
         self.session.end("error", error, state.final_answer, None)
         return self.outcome(state, error=error, resumed=None)
 
-    def _check_limits(self, state: AgentState) -> None:
-        check_limits(self.limits, state.inherited_usages + state.usages, self.session.elapsed())
-
     async def _model_step(self, state: AgentState) -> None:
         """The state advances from the completed record, like every other step."""
         context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=state.turns)
-        await call_model(self.session, self.model, self.limits, list(state.messages), TOOLS, context, self.budget)
+        await call_model(self.session, self.model, list(state.messages), TOOLS, context, self.budget)
 
     async def _tool_step(self, key: str, call: ToolCall, turn: int) -> None:
         arguments = call.parsed_arguments()
@@ -172,8 +174,7 @@ class AgentRun:
         elif call.name == "submit":
             data.update(answer=arguments["answer"], observation="submitted")
         else:
-            data.update(await self.session.execute(key, arguments["command"],
-                                                   wall_left(self.limits, self.session.elapsed())))
+            data.update(await self.session.execute(key, arguments["command"]))
         await self.session.complete_tool(key, data)
 
     def _maybe_compact(self, state: AgentState, force: bool = False) -> bool:
@@ -229,8 +230,8 @@ class ToolAgentSession(DurableAgentSession):
 
     async def run(self) -> RunResult:
         harness = self.harness
-        self.agent = AgentRun(harness.model, harness.params, self.plan.agent_limits, self.env,
-                              task_id=self.resolved.task.id, attempt=self.plan.attempt, prompt=self.resolved.input,
+        self.agent = AgentRun(self.model, harness.params, self.env,
+                              task_id=self.prepared.task.id, attempt=self.plan.attempt, prompt=self.prepared.input,
                               durable_dir=self.durable_dir(), fingerprint=self.fingerprint(), budget=self.plan.budget)
         return outcome_result(await self.agent.run())
 

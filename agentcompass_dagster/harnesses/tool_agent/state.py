@@ -105,12 +105,12 @@ def summarize(messages: list[dict[str, Any]]) -> str:
 
 def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[dict[str, Any]]:
     """Every message, model call (with usage, duration and stop reason), tool call (with observation) and
-    compaction, in order."""
+    compaction, in order; a call the budget refused was never made, so it is none of them."""
     steps: list[dict[str, Any]] = [{"type": "message", "role": "system", "content": system},
                                    {"type": "message", "role": "user", "content": prompt}]
     durations = open_durations(records)
     for record in records:
-        if record.status == "in_flight" or record.kind in ("session", "phase"):
+        if record.status == "in_flight" or record.kind in ("session", "phase") or record.data.get("refused"):
             continue
         step = {"type": record.kind, "status": record.status, "seq": record.seq, **record.data}
         if record.kind == "model_call" and record.status == "aborted":

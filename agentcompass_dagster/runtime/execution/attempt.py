@@ -24,8 +24,10 @@ from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded, EnvironmentSession
 from agentcompass_dagster.contracts.harness import HarnessSession
+from agentcompass_dagster.contracts.model import LimitExceeded
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog
 from agentcompass_dagster.runtime.results.analysis import analyze_attempt
+from agentcompass_dagster.runtime.execution.agent_limits import AttemptLimits, LimitedEnvironment, limited_harness
 from agentcompass_dagster.runtime.execution.budget import BudgetExhausted, check_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins
 from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource, open_session
@@ -93,7 +95,7 @@ def retry_matches(error: str | None, patterns: list[str] | None) -> str | None:
 
 
 @dataclass
-class RetryBudget:
+class RetryAllowance:
     """max_retries for one semantic attempt, shared by all of its retryable phases."""
 
     max_retries: int
@@ -170,18 +172,18 @@ class TaskRunner:
 
     async def run_attempt(self, task: TaskSpec, plan: ExecutionPlan) -> EvaluatedAttempt:
         """One semantic attempt; runtime retries of the whole attempt reuse its plan (R-ATT-1)."""
-        budget = RetryBudget(plan.max_retries, plan.retry_pattern_list)
+        retries = RetryAllowance(plan.max_retries, plan.retry_pattern_list)
         environment = self.request.environment
         while True:
             async with self.permits.hold(environment.id, environment.capacity):
-                attempt, site = await self._attempt_once(task, plan, budget)
+                attempt, site = await self._attempt_once(task, plan, retries)
             whole = WHOLE_ATTEMPT_SITES | ({"evaluation"} if plan.evaluation_environment_mode is EvaluationMode.reuse else set())
-            matched = budget.take(attempt.error) if site in whole else None
+            matched = retries.take(attempt.error) if site in whole else None
             if matched is None:
-                attempt.retries = budget.used
+                attempt.retries = retries.used
                 analyze_attempt(self.analyzers, task, attempt)
                 return attempt
-            await self._discard(task, plan, budget.used, site or "general", "attempt", matched, attempt.error,
+            await self._discard(task, plan, retries.used, site or "general", "attempt", matched, attempt.error,
                                 attempt.model_dump(mode="json"))
             await asyncio.to_thread(self.run_dir.set_durable_dir_aside, task.id, plan.attempt)
 
@@ -197,7 +199,7 @@ class TaskRunner:
                          f"{(error or '').splitlines()[-1][:200] if error else ''}")
 
     async def _attempt_once(
-        self, task: TaskSpec, plan: ExecutionPlan, budget: RetryBudget
+        self, task: TaskSpec, plan: ExecutionPlan, retries: RetryAllowance
     ) -> tuple[EvaluatedAttempt, str | None]:
         """One try of an attempt; returns it with the site where it failed (None when it did not). A
         resumed attempt's duration and start count the processes that worked on it before (its activity
@@ -238,9 +240,9 @@ class TaskRunner:
                         closing, session = session, None
                         await self._close_quietly(closing, "task environment")
                     if mode is EvaluationMode.none:
-                        evaluation = await self._evaluate_in_driver(task, prepared, result, plan, budget)
+                        evaluation = await self._evaluate_in_driver(task, prepared, result, plan, retries)
                     else:
-                        evaluation = await self._evaluate_fresh(task, prepared, result, plan, budget)
+                        evaluation = await self._evaluate_fresh(task, prepared, result, plan, retries)
                 if evaluation.error is not None:
                     site = "evaluation"
                 failure = evaluation.failure
@@ -299,24 +301,36 @@ class TaskRunner:
                 # A fork starts from its parent's history and checkpoints (R-FORK-1).
                 await asyncio.to_thread(copy_durable, seed, durable)
             plan = plan.model_copy(update={"durable_dir": durable})
-        harness_session = await harness.start_session(prepared, session, benchmark, plan)
+        # The harness is held to the attempt's limits by what its session is handed, not by its own checks.
+        limits = AttemptLimits(plan.agent_limits, plan.durable_dir / ACTIVITY_FILE if plan.durable_dir else None)
+        harness_session = await limited_harness(harness, limits).start_session(
+            prepared, LimitedEnvironment(session, limits), benchmark, plan)
         try:
             await session.set_network_policy(plan.run_network_policy)
-            return await self._timed(harness_session.run(), plan, harness_session)
+            return await self._timed(harness_session.run(), plan, harness_session, limits)
         finally:
             await self._close_quietly(harness_session, "harness session")
 
     @staticmethod
-    async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession) -> RunResult:
+    async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession,
+                     limits: AttemptLimits) -> RunResult:
+        """``run`` under the attempt timeout and the agent's limits; what the harness recorded until it was
+        stopped (its trajectory) stays in the result, and the limit the limit hit is recorded on it."""
         started = time.monotonic()
         try:
-            # Without a timeout wait_for would only wrap the run in a task of its own.
-            result = await (asyncio.wait_for(run, plan.attempt_timeout_s) if plan.attempt_timeout_s is not None else run)
+            result = await limits.guard(run, plan.attempt_timeout_s)
+        except LimitExceeded:
+            if limits.hit is None:
+                raise  # not the limits': the harness's own exception
+            # The harness let the limits' refusal end its run.
+            result = session.stopped(limits.hit.message) or RunResult(error=limits.hit.message)
         except TimeoutError:
-            error = f"attempt timed out after {plan.attempt_timeout_s:g}s (execution.limits.attempt_timeout_s)"
-            # What the harness recorded until then (its trajectory) stays in the result.
+            hit = limits.overrun()
+            error = hit.message if hit is not None else (
+                f"attempt timed out after {plan.attempt_timeout_s:g}s (execution.limits.attempt_timeout_s)")
             result = session.stopped(error) or RunResult(error=error)
             result.status = "timeout"
+        limits.settle(result)
         if not result.duration_s:
             result.duration_s = time.monotonic() - started
         return result
@@ -335,18 +349,18 @@ class TaskRunner:
             await asyncio.shield(session.set_network_policy(plan.baseline_network_policy))
 
     async def _evaluate_in_driver(
-        self, task: TaskSpec, prepared: PreparedTask, result: RunResult, plan: ExecutionPlan, budget: RetryBudget
+        self, task: TaskSpec, prepared: PreparedTask, result: RunResult, plan: ExecutionPlan, retries: RetryAllowance
     ) -> Evaluation:
         """R-ATT-4 none: evaluate here with env=None; a failure retries the evaluation only."""
         while True:
             evaluation = await _evaluate_safely(self.plugins.benchmark, prepared, result, None)
-            matched = budget.take(evaluation.error)
+            matched = retries.take(evaluation.error)
             if matched is None:
                 return evaluation
-            await self._discard(task, plan, budget.used, "evaluation", "evaluate", matched, evaluation.error)
+            await self._discard(task, plan, retries.used, "evaluation", "evaluate", matched, evaluation.error)
 
     async def _evaluate_fresh(
-        self, task: TaskSpec, prepared: PreparedTask, result: RunResult, plan: ExecutionPlan, budget: RetryBudget
+        self, task: TaskSpec, prepared: PreparedTask, result: RunResult, plan: ExecutionPlan, retries: RetryAllowance
     ) -> Evaluation:
         """R-ATT-4 fresh: a new evaluation session per try, closed in its own finally; a failure reopens
         it and retries the evaluation."""
@@ -364,10 +378,10 @@ class TaskRunner:
                         await self._close_quietly(fresh, "evaluation environment")
             except Exception as exc:
                 evaluation = Evaluation(error=_failure(exc))
-            matched = budget.take(evaluation.error)
+            matched = retries.take(evaluation.error)
             if matched is None:
                 return evaluation
-            await self._discard(task, plan, budget.used, "evaluation", "evaluation_environment", matched,
+            await self._discard(task, plan, retries.used, "evaluation", "evaluation_environment", matched,
                                 evaluation.error)
 
     async def _close_quietly(self, resource: Any, what: str) -> None:

@@ -14,8 +14,8 @@ COMMAND_TIMEOUT_S = 120.0
 
 class OneShotSession(HarnessSession):
     async def run(self) -> RunResult:
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": self.resolved.input}]
-        context = CallContext(task_id=self.resolved.task.id, attempt=self.plan.attempt, turn=0)
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": self.prepared.input}]
+        context = CallContext(task_id=self.prepared.task.id, attempt=self.plan.attempt, turn=0)
         turn = await self.harness.model.complete(messages, [], context)
         steps: list[dict[str, Any]] = [{"type": "message", **message} for message in messages]
         steps.append({"type": "model_call", "turn": 0, "content": turn.content, "stop_reason": turn.stop_reason,
