@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from agentcompass_dagster import registry
 from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
-from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession, ExecResult
+from agentcompass_dagster.contracts.environment import DelegatingSession, EnvironmentSession
 from agentcompass_dagster.environments.local import LocalEnvironment
 from agentcompass_dagster.harnesses.scripted import ScriptedHarness, ScriptedSession
 from agentcompass_dagster.runtime.results.scores import TaskScores
@@ -64,37 +64,16 @@ class Lifecycle:
             raise RuntimeError(f"injected {name} failure")
 
 
-class DelegatingSession(EnvironmentSession):
-    """An environment session that passes every call to an inner one; tests override what they record."""
+class NumberedSession(DelegatingSession):
+    """A session that passes every call on (contracts.DelegatingSession), numbered in opening order;
+    tests override what they record."""
 
     def __init__(self, inner: EnvironmentSession, number: int) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.number = number
-        self.workdir = inner.workdir
-        self.scratch = inner.scratch
-        self.commands_dir = inner.commands_dir
-
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
-        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
-
-    async def stop_processes(self) -> None:
-        await self.inner.stop_processes()
-
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        await self.inner.write_file(path, data, mode)
-
-    async def read_file(self, path: str) -> bytes:
-        return await self.inner.read_file(path)
-
-    async def set_network_policy(self, policy: NetworkPolicy) -> None:
-        await self.inner.set_network_policy(policy)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
-class RecordingSession(DelegatingSession):
+class RecordingSession(NumberedSession):
     def __init__(self, inner: EnvironmentSession, number: int, lifecycle: Lifecycle) -> None:
         super().__init__(inner, number)
         self.lifecycle = lifecycle

@@ -32,6 +32,7 @@ from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
 from agentcompass_dagster.contracts.benchmark import Benchmark, HarnessFreeBenchmark, ReferenceSolution, Scores
 from agentcompass_dagster.contracts.environment import (
     Caller,
+    DelegatingSession,
     Environment,
     EnvironmentLimitExceeded,
     EnvironmentSession,
@@ -60,8 +61,9 @@ from agentcompass_dagster.contracts.records import (
 )
 
 __all__ = [
-    "AgentHarness", "Analyzer", "AttemptResult", "Benchmark", "CallContext", "Caller", "ContextOverflow", "Environment",
-    "EnvironmentLimitExceeded", "EnvironmentSession", "EvaluatedAttempt", "Evaluation", "ExecResult", "ExecutionPlan",
+    "AgentHarness", "Analyzer", "AttemptResult", "Benchmark", "CallContext", "Caller", "ContextOverflow",
+    "DelegatingSession", "Environment", "EnvironmentLimitExceeded", "EnvironmentSession", "EvaluatedAttempt",
+    "Evaluation", "ExecResult", "ExecutionPlan",
     "Harness", "HarnessFreeBenchmark", "HarnessSession", "LimitExceeded", "MetricResult", "Model", "ModelError",
     "ModelTurn", "NetworkPolicy", "PreparedTask", "ReferenceSolution", "RunResult", "Scores", "TaskSpec", "ToolCall",
     "Usage",

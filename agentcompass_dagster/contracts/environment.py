@@ -160,6 +160,55 @@ class EnvironmentSession(ABC):
         """Release everything; idempotent and safe after a partial open."""
 
 
+
+class DelegatingSession(EnvironmentSession):
+    """A session that passes everything on to ``inner``: the base of a wrapper that changes one part of
+    a session (the framework's limited session of a harness, a provider that logs what it runs)."""
+
+    def __init__(self, inner: EnvironmentSession) -> None:
+        self.inner = inner
+        self.workdir, self.scratch, self.commands_dir = inner.workdir, inner.scratch, inner.commands_dir
+
+    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
+                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
+        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
+
+    async def stop_processes(self) -> None:
+        await self.inner.stop_processes()
+
+    def file_owner(self) -> tuple[int, int] | None:
+        return self.inner.file_owner()
+
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        await self.inner.write_file(path, data, mode)
+
+    async def read_file(self, path: str) -> bytes:
+        return await self.inner.read_file(path)
+
+    async def read_output(self, path: str) -> Capture:
+        return await self.inner.read_output(path)
+
+    async def upload_dir(self, local: Path, remote: str) -> None:
+        await self.inner.upload_dir(local, remote)
+
+    async def set_network_policy(self, policy: NetworkPolicy) -> None:
+        await self.inner.set_network_policy(policy)
+
+    def checkpoint_roots(self) -> dict[str, Path] | None:
+        return self.inner.checkpoint_roots()
+
+    def handle(self) -> dict[str, Any] | None:
+        return self.inner.handle()
+
+    async def adopt(self, handle: dict[str, Any]) -> bool:
+        return await self.inner.adopt(handle)
+
+    async def discard(self, handle: dict[str, Any]) -> None:
+        await self.inner.discard(handle)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
 class Environment(ABC):
     """A provider of task environments, configured by one EnvironmentConfig declaration."""
 

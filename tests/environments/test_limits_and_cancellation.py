@@ -26,7 +26,7 @@ from typing import Any
 import dagster as dg
 import pytest
 from conftest import max_open_at_once, processes_with, write_sweep
-from lifecycle import DelegatingSession
+from lifecycle import NumberedSession
 from waiting import wait_until
 
 from agentcompass_dagster import registry
@@ -55,7 +55,7 @@ def private_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # A recording environment
 
 
-class RecordingSession(DelegatingSession):
+class RecordingSession(NumberedSession):
     """Records the moment its close has finished."""
 
     def __init__(self, inner: EnvironmentSession, events: list[Event], number: int) -> None:

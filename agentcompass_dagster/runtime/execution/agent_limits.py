@@ -21,11 +21,10 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agentcompass_dagster.contracts.capture import Capture
-from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession, ExecResult
+from agentcompass_dagster.contracts.environment import Caller, DelegatingSession, EnvironmentSession, ExecResult
 from agentcompass_dagster.contracts.harness import Harness
 from agentcompass_dagster.contracts.model import CallContext, LimitExceeded, Model, ModelTurn
-from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, NetworkPolicy, RunResult, Usage
+from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, RunResult, Usage
 from agentcompass_dagster.durable.activity import read_activity
 from agentcompass_dagster.models.usage import turn_usage, usage_totals
 
@@ -185,14 +184,13 @@ class LimitedModel(Model):
         return turn
 
 
-class LimitedEnvironment(EnvironmentSession):
+class LimitedEnvironment(DelegatingSession):
     """The attempt's environment session as its harness sees it: commands are bounded by the limits'
     wall time; everything else is the session's own."""
 
     def __init__(self, inner: EnvironmentSession, limits: AttemptLimits) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.limits = limits
-        self.workdir, self.scratch, self.commands_dir = inner.workdir, inner.scratch, inner.commands_dir
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
                    caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
@@ -200,42 +198,6 @@ class LimitedEnvironment(EnvironmentSession):
         if left is not None:
             timeout_s = left if timeout_s is None else min(timeout_s, left)
         return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
-
-    async def stop_processes(self) -> None:
-        await self.inner.stop_processes()
-
-    def file_owner(self) -> tuple[int, int] | None:
-        return self.inner.file_owner()
-
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        await self.inner.write_file(path, data, mode)
-
-    async def read_file(self, path: str) -> bytes:
-        return await self.inner.read_file(path)
-
-    async def read_output(self, path: str) -> Capture:
-        return await self.inner.read_output(path)
-
-    async def upload_dir(self, local: Path, remote: str) -> None:
-        await self.inner.upload_dir(local, remote)
-
-    async def set_network_policy(self, policy: NetworkPolicy) -> None:
-        await self.inner.set_network_policy(policy)
-
-    def checkpoint_roots(self) -> dict[str, Path] | None:
-        return self.inner.checkpoint_roots()
-
-    def handle(self) -> dict[str, Any] | None:
-        return self.inner.handle()
-
-    async def adopt(self, handle: dict[str, Any]) -> bool:
-        return await self.inner.adopt(handle)
-
-    async def discard(self, handle: dict[str, Any]) -> None:
-        await self.inner.discard(handle)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 def limited_harness(harness: H, limits: AttemptLimits) -> H:
