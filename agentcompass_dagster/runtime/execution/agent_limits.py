@@ -150,7 +150,7 @@ class AttemptLimits:
         self._stop.reschedule(min(deadlines) - now + loop_now if deadlines else None)
 
     def settle(self, result: RunResult) -> None:
-        """The session's result with the limit the limit hit, whatever the harness returned: an
+        """The session's result with the limit hit, whatever the harness returned: an
         outcome of the attempt, and an error reported after it is the agent's failure (scored 0), never
         an infrastructure error, which would have the attempt run again."""
         if self.hit is not None:
