@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from agentcompass_dagster.contracts.environment import Caller, DelegatingSession, EnvironmentSession, ExecResult
 from agentcompass_dagster.contracts.harness import Harness
 from agentcompass_dagster.contracts.model import CallContext, LimitExceeded, Model, ModelTurn
-from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, RunResult, Usage
+from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, NetworkPolicy, RunResult, Usage
 from agentcompass_dagster.durable.activity import read_activity
 from agentcompass_dagster.models.usage import turn_usage, usage_totals
 
@@ -186,7 +186,8 @@ class LimitedModel(Model):
 
 class LimitedEnvironment(DelegatingSession):
     """The attempt's environment session as its harness sees it: commands are bounded by the limits'
-    wall time; everything else is the session's own."""
+    wall time, the network policy and the session's end are the runtime's; everything else is the
+    session's own."""
 
     def __init__(self, inner: EnvironmentSession, limits: AttemptLimits) -> None:
         super().__init__(inner)
@@ -198,6 +199,13 @@ class LimitedEnvironment(DelegatingSession):
         if left is not None:
             timeout_s = left if timeout_s is None else min(timeout_s, left)
         return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
+
+    async def set_network_policy(self, policy: NetworkPolicy) -> None:
+        raise PermissionError("the runtime sets each phase's network policy (execution.network); a harness may not")
+
+    async def close(self) -> None:
+        """The runtime closes the session once the attempt is evaluated: a harness that closed it first
+        would turn its own evaluation into an infrastructure error, a task out of the denominator."""
 
 
 def limited_harness(harness: H, limits: AttemptLimits) -> H:

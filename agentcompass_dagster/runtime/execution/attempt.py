@@ -315,7 +315,7 @@ class TaskRunner:
     async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession,
                      limits: AttemptLimits) -> RunResult:
         """``run`` under the attempt timeout and the agent's limits; what the harness recorded until it was
-        stopped (its trajectory) stays in the result, and the limit the limit hit is recorded on it."""
+        stopped (its trajectory) stays in the result, and the limit hit is recorded on it."""
         started = time.monotonic()
         try:
             result = await limits.guard(run, plan.attempt_timeout_s)
