@@ -1,6 +1,6 @@
 """One benchmark of one sweep as the Dagster layer sees it: its Dagster names (asset keys, job, pool,
 partitions), its results paths, the RunRequests that run a set of its partitions, and what a process
-prepares once for it (plugins, selected tasks)."""
+resolves once for it (plugins, selected tasks)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class SweepBenchmark:
     benchmark: BenchmarkConfig
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # Model id -> its plugins for the declared harness and environment, built on first use.
-    _components: dict[str, Plugins] = field(default_factory=dict, repr=False)
+    _plugins: dict[str, Plugins] = field(default_factory=dict, repr=False)
 
     # names
 
@@ -90,7 +90,7 @@ class SweepBenchmark:
         return {SWEEP_TAG: self.sweep.name[:MAX_TAG_VALUE], BENCHMARK_TAG: self.benchmark.id[:MAX_TAG_VALUE],
                 MODELS_TAG: models if len(models) <= MAX_TAG_VALUE else models[:MAX_TAG_VALUE - 3] + "..."}
 
-    # what a process prepares once
+    # what a process resolves once
 
     @cached_property
     def tasks(self) -> list[TaskSpec]:
@@ -114,9 +114,9 @@ class SweepBenchmark:
         if resources is not None:
             return resources.plugins(request)
         with self._lock:
-            if request.model.id not in self._components:
-                self._components[request.model.id] = resolve_plugins(request)
-            return self._components[request.model.id]
+            if request.model.id not in self._plugins:
+                self._plugins[request.model.id] = resolve_plugins(request)
+            return self._plugins[request.model.id]
 
     def resolved(self, requests: list[EvalRequest], resources: SweepResources | None = None) -> dict[str, ResolvedRequest]:
         return {request.name: ResolvedRequest(self.plugins(request, resources), self.tasks) for request in requests}

@@ -143,8 +143,8 @@ def mini_trajectory(messages: list[dict[str, Any]], durations: dict[str, float])
 
 def aborted_calls(records: list[ActivityRecord]) -> list[dict[str, Any]]:
     """The model calls mini's messages leave out: those that failed, a limit cut or a crash interrupted
-    (the call that ends an attempt, so they come last), with the time they took; not those the budget
-    refused, which were never made."""
+    (the call that ends an attempt, so they come last), with the time they took; not those the attempt's
+    limits refused, which were never made."""
     durations = open_durations(records)
     return [{"type": "model_call", "status": "aborted", **record.data, "duration_s": durations.get(record.id)}
             for record in records
@@ -153,7 +153,7 @@ def aborted_calls(records: list[ActivityRecord]) -> list[dict[str, Any]]:
 
 def durable_agent_class() -> type:
     """mini's DefaultAgent, ending with mini's own limit exit (naming the limit) when the attempt's
-    budget refuses or cuts a model call."""
+    limits refuse or cut a model call."""
     from minisweagent.agents.default import DefaultAgent
 
     class DurableAgent(DefaultAgent):  # type: ignore[misc]

@@ -94,8 +94,8 @@ def test_old_harness_limit_params_name_where_limits_went(tmp_path: Path, capsys:
         assert len(line.splitlines()) == 1 and name in line and "execution.limits" in line
 
 
-def test_miniswe_ends_with_its_limit_exit_when_the_budget_refuses_a_command() -> None:
-    """#30: a command the budget refuses (the wall time ran out between the model's reply and the
+def test_miniswe_ends_with_its_limit_exit_when_the_limits_refuse_a_command() -> None:
+    """#30: a command the attempt's limits refuse (the wall time ran out between the model's reply and the
     command) ends mini's loop with its limit exit naming the limit, as a refused model call does."""
     from minisweagent.exceptions import LimitsExceeded
 

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("plugin_registries")
 
 TASK = "count-errors"
 TURN = {"content": "working on it", "usage": {"prompt_tokens": 600, "completion_tokens": 10}}
-# Where harnesses enforced the budget themselves nothing stopped these ones but the attempt timeout:
+# Where harnesses enforced the limits themselves nothing stopped these ones but the attempt timeout:
 # the tests then fail on what was recorded instead of hanging.
 ATTEMPT_TIMEOUT_S = 20
 
@@ -100,12 +100,12 @@ def model_calls(tmp_path: Path) -> int:
     ],
     ids=["model-loop-max-turns", "model-loop-max-tokens", "sleep-commands-max-wall-s"],
 )
-def test_a_harness_that_ignores_the_budget_is_stopped_at_it(
+def test_a_harness_that_ignores_the_limits_is_stopped_at_them(
     tmp_path: Path, session: type[HarnessSession], limits: dict[str, Any], hit: dict[str, Any], calls: int
 ) -> None:
     """#30: the limit is recorded on the attempt (which, allowance, use) and the task is the agent's
     failure: evaluated, scored 0, no error; the model was not called past the limit, and the attempt
-    ended at the budget, long before its timeout."""
+    ended at the limit, long before its timeout."""
     detail, metrics = run_harness(tmp_path, session, **limits)
     attempt = detail["attempts"]["1"]
     limit = attempt["limit"]
@@ -136,7 +136,7 @@ def test_a_harness_cannot_erase_the_limit_from_its_own_result(tmp_path: Path) ->
 
 
 def test_a_resumed_attempt_counts_what_earlier_processes_spent(tmp_path: Path) -> None:
-    """#30, R-RESUME-3: the budget counts the calls and the time an earlier process recorded in the
+    """#30, R-RESUME-3: the limits count the calls and the time an earlier process recorded in the
     attempt's activity log, but not those of a log the harness set aside to start over before its first
     call (a log of another configuration, or one that ended in an error)."""
     log = tmp_path / "durable" / ACTIVITY_FILE

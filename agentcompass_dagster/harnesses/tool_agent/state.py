@@ -105,7 +105,7 @@ def summarize(messages: list[dict[str, Any]]) -> str:
 
 def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[dict[str, Any]]:
     """Every message, model call (with usage, duration and stop reason), tool call (with observation) and
-    compaction, in order; a call the budget refused was never made, so it is none of them."""
+    compaction, in order; a call the attempt's limits refused was never made, so it is none of them."""
     steps: list[dict[str, Any]] = [{"type": "message", "role": "system", "content": system},
                                    {"type": "message", "role": "user", "content": prompt}]
     durations = open_durations(records)

@@ -1,5 +1,5 @@
 """The tools the tool agent offers the model, and its params (what is specific to this harness: the
-budget of an attempt is the execution spec's ``limits``, the same for every agent harness)."""
+limits of an attempt are the execution spec's ``limits``, the same for every agent harness)."""
 
 from __future__ import annotations
 
