@@ -158,7 +158,7 @@ benchmarks: Registry[Benchmark] = Registry(
         "demo": "agentcompass_dagster.benchmarks.demo:DemoBenchmark",
         "synthetic": "agentcompass_dagster.benchmarks.synthetic:SyntheticBenchmark",
         "humaneval": "agentcompass_dagster.benchmarks.humaneval:HumanEvalBenchmark",
-        "harbor": "agentcompass_dagster.benchmarks.harbor_tasks:HarborTasksBenchmark",
+        "harbor": "agentcompass_dagster.benchmarks.harbor:HarborTasksBenchmark",
     },
 )
 harnesses: Registry[Harness] = Registry(

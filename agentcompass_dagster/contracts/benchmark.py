@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
@@ -15,9 +16,12 @@ from agentcompass_dagster.contracts.records import (
     EvaluationMode,
     ExecutionPlan,
     MetricResult,
+    NotLoaded,
     PreparedTask,
     RunResult,
+    StepOutcome,
     TaskSpec,
+    TaskStep,
 )
 
 if TYPE_CHECKING:
@@ -47,9 +51,15 @@ class Scores(Protocol):
 
 
 class ReferenceSolution(BaseModel):
-    """What the oracle harness runs: a shell script in the task's working directory, or a final answer."""
+    """What the oracle harness runs: a shell script in the task's working directory, or the program
+    ``path`` names inside the environment (run as it is, after the host directory ``upload_from`` is
+    uploaded to ``upload_to``), with the variables ``env`` adds; or a final answer."""
 
     script: str | None = None
+    path: str | None = None
+    upload_from: Path | None = None
+    upload_to: str | None = None
+    env: dict[str, str] = {}
     answer: str | None = None
 
 
@@ -68,15 +78,23 @@ class Benchmark(ABC):
         return self.config.id
 
     @abstractmethod
-    def load_tasks(self) -> list[TaskSpec]: ...
+    def load_tasks(self) -> list[TaskSpec]:
+        """Every task of the benchmark, in a stable order, each with an id stable across loads. A task
+        that cannot be loaded is left out and named by ``not_loaded``; only a source that cannot be read
+        at all (a missing directory) raises."""
+
+    def not_loaded(self) -> list[NotLoaded]:
+        """The tasks the last ``load_tasks`` found and could not load, each with the reason: the run
+        leaves them out and lists them in its summary."""
+        return []
 
     def select_tasks(self, tasks: list[TaskSpec]) -> list[TaskSpec]:
-        """Keep the declared ``tasks`` (in declared order; the runtime has refused an id that is not one of
-        ``tasks``) and at most ``limit`` of them."""
+        """Keep the declared ``tasks`` (in declared order; the runtime has refused an id that the benchmark
+        does not have, and leaves out one it could not load) and at most ``limit`` of them."""
         selected = tasks
         if self.config.tasks is not None:
             by_id = {task.id: task for task in tasks}
-            selected = [by_id[task_id] for task_id in dict.fromkeys(self.config.tasks)]
+            selected = [by_id[task_id] for task_id in dict.fromkeys(self.config.tasks) if task_id in by_id]
         if self.config.limit is not None:
             selected = selected[: self.config.limit]
         return selected
@@ -99,7 +117,26 @@ class Benchmark(ABC):
     ) -> Evaluation: ...
 
     def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
+        """What the oracle runs for ``task`` (for a step of a multi-step task, ``prepare_step`` has made
+        the step's the one the prepared task names); None where the benchmark has none."""
         return None
+
+    async def prepare_step(self, prepared: PreparedTask, step: TaskStep, session: EnvironmentSession,
+                           done: list[StepOutcome]) -> PreparedTask | None:
+        """Make ``step`` of a multi-step task ready in the environment the earlier steps (``done``, in
+        order) left: its files, its setup; the harness then runs the returned task (its ``input`` is the
+        step's instruction) and ``evaluate`` checks it. None ends the attempt before this step (an
+        earlier step's result fell short of what the task requires to go on)."""
+        return prepared.model_copy(update={"input": step.input, "data": {**prepared.data, "step": step.name}})
+
+    def combine_steps(self, prepared: PreparedTask, done: list[StepOutcome]) -> Evaluation:
+        """The attempt's evaluation from its steps' (in order; fewer than the task's when one ended it):
+        by default the mean score, correct when every step of the task was run and correct."""
+        complete = len(done) == len(prepared.task.steps)
+        scores = [outcome.evaluation.score for outcome in done]
+        return Evaluation(correct=complete and all(o.evaluation.correct for o in done),
+                          score=sum(scores) / len(prepared.task.steps) if prepared.task.steps else 0.0,
+                          fields={"steps": [o.model_dump(mode="json") for o in done]})
 
     def aggregate_metrics(self, scores: Scores, total: int) -> MetricResult | None:
         """Request metrics from the scores of the finished tasks (``scores.rows()`` gives them in selected

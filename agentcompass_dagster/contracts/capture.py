@@ -47,12 +47,15 @@ class Capture:
     def left_out(self) -> int:
         return self.total - len(self.head) - min(len(self.tail), self.half)
 
-    def text(self) -> str:
+    def data(self) -> bytes:
+        """What is kept, as one file: the head, a note of how many bytes were left out, the tail."""
         tail = bytes(self.tail[-self.half:])
         if not self.left_out:
-            return (bytes(self.head) + tail).decode(errors="replace")
-        return (self.head.decode(errors="replace") + f"\n[... {self.left_out} bytes of output left out ...]\n"
-                + tail.decode(errors="replace"))
+            return bytes(self.head) + tail
+        return bytes(self.head) + f"\n[... {self.left_out} bytes of output left out ...]\n".encode() + tail
+
+    def text(self) -> str:
+        return self.data().decode(errors="replace")
 
 
 def capture_file(fd: int, limit: int = OUTPUT_LIMIT) -> Capture:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -11,7 +14,7 @@ from pydantic import BaseModel
 
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.contracts.capture import Capture
-from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
+from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskDir, TaskSpec
 
 if TYPE_CHECKING:
     from agentcompass_dagster.config import EnvironmentConfig
@@ -69,10 +72,38 @@ VERIFIER_PYTHON_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "PYTHONDO
 VERIFIER_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
-def verifier_env(env: dict[str, str], home: str, tmpdir: str) -> dict[str, str]:
-    """The environment of a verifier's command, from its session's ``env``: a HOME and TMPDIR made new
-    for it, and VERIFIER_PYTHON_ENV."""
+def verifier_env(env: Mapping[str, str], home: str, tmpdir: str) -> dict[str, str]:
+    """The environment of a verifier's command, from its session's ``env`` and the variables the
+    command was given: a HOME and TMPDIR made new for it, and VERIFIER_PYTHON_ENV, which nothing given
+    overrides."""
     return {**env, "HOME": home, "TMPDIR": tmpdir, **VERIFIER_PYTHON_ENV}
+
+
+# ${VAR} and ${VAR:-default}, Harbor's templates for a value the host supplies.
+_HOST_TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")
+
+
+def resolve_host_env(env: Mapping[str, str], host: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """``env`` with each value that is a whole ``${VAR}`` or ``${VAR:-default}`` taken from the host's
+    environment (its default where the host has no VAR); other values as they are. KeyError names a VAR
+    the host lacks that has no default."""
+    resolved = {}
+    for name, value in env.items():
+        match = _HOST_TEMPLATE.fullmatch(value)
+        if match is None:
+            resolved[name] = value
+        elif match[1] in host:
+            resolved[name] = host[match[1]]
+        elif match[2] is not None:
+            resolved[name] = match[2]
+        else:
+            raise KeyError(f"{name}=${{{match[1]}}}: {match[1]} is not set on this host")
+    return resolved
+
+
+def visible_dirs(dirs: tuple[TaskDir, ...], caller: Caller) -> list[TaskDir]:
+    """The task directories a command run for ``caller`` sees."""
+    return [d for d in dirs if d.visible_to == Caller.agent or d.visible_to == caller]
 
 
 class EnvironmentLimitExceeded(RuntimeError):
@@ -83,7 +114,8 @@ class EnvironmentLimitExceeded(RuntimeError):
 class EnvironmentSession(ABC):
     """One open environment for one task.
 
-    ``workdir`` is the agent's working directory. ``scratch`` is private to the framework (reference
+    ``workdir`` is the agent's working directory (the task's own where it names one,
+    ``TaskEnvironment.workdir``). ``scratch`` is private to the framework (reference
     solutions, checks, verifier files, rewards): the agent's commands never see it where the
     environment isolates (``sandbox``, ``docker``); only commands run for the ``reference`` or the
     ``verifier`` (``Caller``) do. ``commands_dir`` is where command wrappers leave their output and exit
@@ -99,12 +131,14 @@ class EnvironmentSession(ABC):
 
     @abstractmethod
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
+                   caller: Caller = Caller.agent, label: str | None = None,
+                   env: Mapping[str, str] | None = None) -> ExecResult:
         """Run ``command``, a bash command line, for ``caller`` (what it sees, in whose context) in ``cwd``,
-        the working directory unless given. Past ``timeout_s`` the command is killed and the result says
-        ``timed_out``. ``label`` names a command the framework asks about later (which process of the
-        host runs it): a provider records that where the agent cannot reach; only a provider that can be
-        found again after a crash (``handle``) needs to."""
+        the working directory unless given, with ``env`` added to the session's variables (a verifier's
+        HOME, TMPDIR and Python settings stay its own). Past ``timeout_s`` the command is killed and the
+        result says ``timed_out``. ``label`` names a command the framework asks about later (which process
+        of the host runs it): a provider records that where the agent cannot reach; only a provider that
+        can be found again after a crash (``handle``) needs to."""
 
     async def stop_processes(self) -> None:
         """Kill every process the session's commands left running (the agent's background jobs), before
@@ -138,6 +172,11 @@ class EnvironmentSession(ABC):
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
         """Switch the network policy of later commands; providers that cannot switch refused the plan."""
 
+    def describe(self) -> dict[str, Any]:
+        """What the session applied of the task's and the sweep's asks (its image, working directory,
+        limits and where each came from, what it could not enforce), recorded with the attempt."""
+        return {}
+
     def checkpoint_roots(self) -> dict[str, Path] | None:
         """Host directories that hold the session's managed files (working dir, home), for durable
         checkpoints; None where they are not reachable through this machine's filesystem."""
@@ -170,8 +209,9 @@ class DelegatingSession(EnvironmentSession):
         self.workdir, self.scratch, self.commands_dir = inner.workdir, inner.scratch, inner.commands_dir
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
-        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
+                   caller: Caller = Caller.agent, label: str | None = None,
+                   env: Mapping[str, str] | None = None) -> ExecResult:
+        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label, env=env)
 
     async def stop_processes(self) -> None:
         await self.inner.stop_processes()
@@ -193,6 +233,9 @@ class DelegatingSession(EnvironmentSession):
 
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
         await self.inner.set_network_policy(policy)
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
 
     def checkpoint_roots(self) -> dict[str, Path] | None:
         return self.inner.checkpoint_roots()
@@ -233,6 +276,17 @@ class Environment(ABC):
     def describe(self) -> str:
         """What this provider isolates and which limits it enforces, for the run log."""
         return self.config.provider_id
+
+    def refusal(self, task: TaskSpec) -> str | None:
+        """Why this provider cannot run ``task`` as it asks (its own image, its directories at absolute
+        paths), in one line saying where it can run; None when it can. The runtime asks before opening a
+        session and ends each attempt of a refused task with that line, as an error of the setup (not
+        scored, never retried): a provider never runs a task in a silently different environment. This
+        default refuses every task that asks anything of its environment."""
+        if task.environment is None:
+            return None
+        return (f"environment {self.config.id!r} ({self.config.provider_id}) cannot give the task the environment "
+                "it asks for (its image, working directory or directories): run it in docker")
 
     def validate_plan(self, plan: ExecutionPlan) -> None:
         """Refuse a plan this provider cannot enforce (R-NET-1): it never grants wider access silently."""

@@ -42,16 +42,99 @@ class EvaluationMode(str, Enum):
     fresh = "fresh"
 
 
+class TaskDir(StoredRecord):
+    """A directory a task's commands find at an absolute ``path`` (Harbor's ``/tests``, ``/logs/verifier``),
+    empty when the session opens and seen only by the commands run for ``visible_to`` (``Caller``):
+    ``agent``, every command, the agent's to write; ``reference``, the reference solution's alone;
+    ``verifier``, the verifier's alone. The framework writes into it from the host (``write_file``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    visible_to: Literal["agent", "reference", "verifier"]
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, path: str) -> str:
+        if not path.startswith("/") or ".." in path.split("/") or path.rstrip("/") in ("", "/"):
+            raise ValueError(f"{path!r}: a task directory is an absolute path below / without '..'")
+        return path.rstrip("/")
+
+
+class TaskEnvironment(StoredRecord):
+    """What a task asks of the environment it runs in, beyond the sweep's declaration: its own image
+    (built from the Dockerfile in ``build_context``, or the prebuilt ``image``), its working directory,
+    the resources it needs, whether it may reach a network, the variables every command gets, and the
+    directories its scripts expect at absolute paths. A provider honours what it can and refuses a task
+    it cannot (``Environment.refusal``): it never runs one in a silently different environment."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    build_context: Path | None = None
+    dockerfile: str = "Dockerfile"
+    image: str | None = None
+    build_timeout_s: float = Field(default=600.0, gt=0)
+    # Absolute; None: the image's WORKDIR where the task has an image, else the provider's own directory.
+    workdir: str | None = None
+    cpus: float | None = Field(default=None, gt=0)
+    memory_mb: int | None = Field(default=None, ge=16)
+    storage_mb: int | None = Field(default=None, ge=16)
+    # ``none``: the task may reach no network in any phase, whatever the sweep allows (the narrower wins).
+    network: NetworkPolicy | None = None
+    # Every command's environment variables, as the task declares them (values are secrets in records).
+    env: dict[str, str] = Field(default_factory=dict)
+    dirs: tuple[TaskDir, ...] = ()
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute_workdir(cls, workdir: str | None) -> str | None:
+        if workdir is not None and (not workdir.startswith("/") or ".." in workdir.split("/")):
+            raise ValueError(f"{workdir!r}: the working directory is an absolute path without '..'")
+        return workdir
+
+    @property
+    def has_image(self) -> bool:
+        return self.build_context is not None or self.image is not None
+
+
+class TaskStep(StoredRecord):
+    """One step of a multi-step task: its own instruction (``input``), run by a new harness session in
+    the environment the earlier steps left, then verified on its own; ``agent_timeout_s`` bounds that
+    run like ``TaskSpec.agent_timeout_s``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    input: str
+    agent_timeout_s: float | None = Field(default=None, gt=0)
+
+
+class NotLoaded(StoredRecord):
+    """A task the benchmark found and could not load (a missing file, a malformed configuration): left
+    out of the run, named with the reason in its summary; the other tasks run."""
+
+    id: str
+    reason: str
+
+
 @pydantic_dataclass(slots=True, config=ConfigDict(extra="ignore"))
 class TaskSpec:
     """One task as the benchmark loaded it; id is stable across loads (R-COMPAT-1). A validated
     dataclass with slots rather than a model: a run holds every task of its benchmark, and a model's
-    __dict__ and fields-set would make each 400 bytes larger (40 MB at 100,000 tasks)."""
+    __dict__ and fields-set would make each 400 bytes larger (40 MB at 100,000 tasks).
+
+    ``environment``: what the task asks of its environment (None: the sweep's declaration as it is).
+    ``agent_timeout_s``: the task's own bound on the agent's wall time; the runtime applies the smaller of
+    it and the sweep's ``max_wall_s``. ``steps``: the steps of a multi-step task, run in order in one
+    environment, each verified (``Benchmark.prepare_step`` and ``combine_steps``)."""
 
     id: str
     category: str | None = None
     input: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    environment: TaskEnvironment | None = None
+    agent_timeout_s: float | None = Field(default=None, gt=0)
+    steps: tuple[TaskStep, ...] = ()
 
 
 class PreparedTask(StoredRecord):
@@ -182,6 +265,22 @@ class Evaluation(StoredRecord):
     error: str | None = None
     failure: str | None = None
     fields: dict[str, Any] = Field(default_factory=dict)
+    # Named numeric results beside the score (Harbor's reward.json metrics): each lands in the detail,
+    # task_results.parquet (``rewards``) and metrics.parquet (``reward.<name>``, its mean over tasks).
+    rewards: dict[str, float] = Field(default_factory=dict)
+    # Files the check left (relative name -> bytes, e.g. ``verifier/test-stdout.txt``): the runtime keeps
+    # them, redacted, in the run directory beside the attempt's detail, never in the detail itself.
+    files: dict[str, bytes] = Field(default_factory=dict, exclude=True)
+
+
+class StepOutcome(StoredRecord):
+    """What one step of a multi-step task came to: its evaluation, and what the agent's run of it
+    returned (status, the limit it hit, its failure)."""
+
+    name: str
+    evaluation: Evaluation
+    status: RunStatus = "completed"
+    failure: str | None = None
 
 
 class EvaluatedAttempt(StoredRecord):
@@ -197,6 +296,7 @@ class EvaluatedAttempt(StoredRecord):
     # A failure the agent caused (a limit, a timeout, no verdict): counted in accuracy as 0, never re-run.
     failure: str | None = None
     benchmark_fields: dict[str, Any] = Field(default_factory=dict)
+    rewards: dict[str, float] = Field(default_factory=dict)
     analysis_result: dict[str, Any] | None = None
     trajectory: list[dict[str, Any]] = Field(default_factory=list)
     artifacts: dict[str, Any] = Field(default_factory=dict)
@@ -271,6 +371,10 @@ class ExecutionPlan(StoredRecord):
     # Where a durable harness keeps the attempt's activity log and checkpoints, set by the runtime just
     # before the harness session starts; a place on this machine, so never persisted (see persisted_view).
     durable_dir: Path | None = Field(default=None, exclude=True)
+    # Where the environment and the benchmark leave the attempt's files in its run directory (a task
+    # image's build log, the verifier's /logs/verifier): made by the runtime before the environment
+    # opens; a place on this machine, never persisted.
+    artifacts_dir: Path | None = Field(default=None, exclude=True)
     # The sweep's budget, checked before each model call; set by the planner from the request and never
     # persisted: it says where this machine keeps the ledger, not how the attempt runs.
     budget: SweepBudget | None = Field(default=None, exclude=True)

@@ -89,10 +89,13 @@ def tasks_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         frame = pd.DataFrame({"task_id": [t.id for t in keys.values()], "partition_key": list(keys),
                               "category": [t.category for t in keys.values()]})
         write_frame(sweep_benchmark.benchmark_dir / TASKS_FILE, frame)
-        listed = json.dumps([[t.id, t.category, t.input, t.metadata] for t in keys.values()], sort_keys=True,
-                            default=str)
+        listed = json.dumps([[t.id, t.category, t.input, t.metadata, t.environment, t.agent_timeout_s, t.steps]
+                             for t in keys.values()], sort_keys=True, default=str)
+        not_loaded = sweep_benchmark.selection.not_loaded
         return dg.ObserveResult(data_version=dg.DataVersion(hashlib.sha256(listed.encode()).hexdigest()[:16]),
                                 metadata={"tasks": len(keys), "new partitions": len(new),
+                                          **({"not loaded": dg.MetadataValue.md("\n".join(
+                                              f"- `{t.id}`: {t.reason}" for t in not_loaded))} if not_loaded else {}),
                                           "path": dg.MetadataValue.path(
                                               str((sweep_benchmark.benchmark_dir / TASKS_FILE).resolve()))})
 

@@ -24,7 +24,7 @@ from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.runtime.execution.budget import sweep_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins, resolve_plugins
 from agentcompass_dagster.runtime.execution.orchestrator import ResolvedRequest
-from agentcompass_dagster.runtime.execution.selection import load_selected_tasks
+from agentcompass_dagster.runtime.execution.selection import Selection, load_selected_tasks
 from agentcompass_dagster.runtime.store.layout import run_root
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
 from agentcompass_dagster.runtime.store.run_store import RunStore
@@ -93,14 +93,22 @@ class SweepBenchmark:
     # what a process resolves once
 
     @cached_property
-    def tasks(self) -> list[TaskSpec]:
-        """The selected tasks, in order, as the runtime sees them; loaded once per process."""
-        return self.load_tasks()
+    def selection(self) -> Selection:
+        """The selected tasks, in order, as the runtime sees them, and those the benchmark could not
+        load; loaded once per process."""
+        return self.load()
 
-    def load_tasks(self) -> list[TaskSpec]:
+    @property
+    def tasks(self) -> list[TaskSpec]:
+        return self.selection.tasks
+
+    def load(self) -> Selection:
         """The task source read now (the sensor's way to notice new tasks)."""
         request = self.request(self.sweep.models[0].id)
         return load_selected_tasks(request, self.plugins(request).benchmark)
+
+    def load_tasks(self) -> list[TaskSpec]:
+        return self.load().tasks
 
     @cached_property
     def task_keys(self) -> dict[str, TaskSpec]:
@@ -119,7 +127,8 @@ class SweepBenchmark:
             return self._plugins[request.model.id]
 
     def resolved(self, requests: list[EvalRequest], resources: SweepResources | None = None) -> dict[str, ResolvedRequest]:
-        return {request.name: ResolvedRequest(self.plugins(request, resources), self.tasks) for request in requests}
+        return {request.name: ResolvedRequest(self.plugins(request, resources), self.tasks, self.selection.not_loaded)
+                for request in requests}
 
     # results
 

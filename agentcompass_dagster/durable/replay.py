@@ -91,7 +91,7 @@ def replay(path: Path, task_id: str, attempt: int = 1, score: bool = False) -> R
 async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> ReplayReport:
     run_dir, request, _ = load_run_request(path)
     plugins = resolve_plugins(request)
-    tasks = {t.id: t for t in load_selected_tasks(request, plugins.benchmark)}
+    tasks = {t.id: t for t in load_selected_tasks(request, plugins.benchmark).tasks}
     if task_id not in tasks:
         raise UserError(f"--task={task_id!r}: not a task of {path}")
     task = tasks[task_id]

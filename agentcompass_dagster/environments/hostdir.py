@@ -19,11 +19,12 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession, ExecResult, verifier_env
+from agentcompass_dagster.contracts.records import TaskDir
 from agentcompass_dagster.environments.cgroups import Cgroup, stale
 from agentcompass_dagster.contracts.capture import READ_CHUNK, Capture, capture_file
 from agentcompass_dagster.runtime.execution.processes import ProcessId, proc_stat, process_alive
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 
 IDENTITY_FILE = ".identity"
 MANAGED = ("work", "home")
+# Below the session's directory: the task's own directories (TaskEnvironment.dirs), one per index.
+TASK_DIRS = "dirs"
 PROCESSES = "processes"
 # How long a timed-out command's pipes are still read once its process group is killed.
 DRAIN_AFTER_KILL_S = 2.0
@@ -56,7 +59,12 @@ class HostDirSession(EnvironmentSession):
         self.owner = owner
         self.cgroup = cgroup
         self._join = cgroup.join_fds() if cgroup is not None else []
-        self.workdir = f"{root}/work"
+        # The working directory's place on this machine; ``workdir`` is where commands see it, the same
+        # unless the session maps it (``map_task``).
+        self.work = self.workdir = f"{root}/work"
+        # Paths commands see -> their place on this machine, for a session that maps a task's paths.
+        self.mounts: dict[str, str] = {}
+        self.task_dirs: tuple[TaskDir, ...] = ()
         self.scratch = f"{root}/scratch"
         self.home = f"{root}/home"
         self.commands_dir = f"{root}/commands"
@@ -86,8 +94,8 @@ class HostDirSession(EnvironmentSession):
                 return
             if self._create_root is not None:
                 self._create_root()
-            os.makedirs(self.workdir, exist_ok=True)
-            self._chown(self.workdir)
+            os.makedirs(self.work, exist_ok=True)
+            self._chown(self.work)
             self._rooted = True
 
     def make_dirs(self) -> None:
@@ -96,10 +104,27 @@ class HostDirSession(EnvironmentSession):
         if self._dirs_made:
             return
         self.ensure_root()
-        for directory in (self.scratch, self.home, self.commands_dir):
+        for directory in (self.scratch, self.home, self.commands_dir, *(self.mounts[d.path] for d in self.task_dirs)):
             os.makedirs(directory, exist_ok=True)
             self._chown(directory)
         self._dirs_made = True
+
+    def map_task(self, workdir: str | None, dirs: tuple[TaskDir, ...]) -> None:
+        """Show commands the working directory at ``workdir`` and each task directory at its path, both
+        kept below the session's directory (a session whose commands see their own file tree)."""
+        if workdir is not None:
+            self.workdir = workdir
+            self.mounts[workdir] = self.work
+        self.task_dirs = dirs
+        for index, directory in enumerate(dirs):
+            self.mounts[directory.path] = f"{self.root}/{TASK_DIRS}/{index}"
+
+    def host_path(self, path: str) -> str:
+        """Where a path a command sees lies on this machine."""
+        for inside in sorted(self.mounts, key=len, reverse=True):
+            if path == inside or path.startswith(inside + "/"):
+                return self.mounts[inside] + path[len(inside):]
+        return path
 
     def argv(self, command: str, cwd: str, caller: Caller, fds: list[int]) -> list[str]:
         """How to start ``command``, given the descriptors ``child_fds`` opened for it; sessions that
@@ -110,17 +135,18 @@ class HostDirSession(EnvironmentSession):
         """Descriptors one command's child inherits (made for it, closed once it has started)."""
         return []
 
-    def context(self, caller: Caller) -> dict[str, str]:
-        """The environment variables of a command run for ``caller``. A verifier's HOME and TMPDIR are
-        made new for each of its commands in ``scratch``, where no agent's command reaches: nothing the
-        agent left in its home (``~/.local/lib/python3*/site-packages/*.pth``, ``usercustomize.py``,
-        dotfiles) or its temp directory runs in the check of its work."""
+    def context(self, caller: Caller, env: Mapping[str, str] | None) -> dict[str, str]:
+        """The environment variables of a command run for ``caller`` with ``env`` added. A verifier's HOME
+        and TMPDIR are made new for each of its commands in ``scratch``, where no agent's command
+        reaches: nothing the agent left in its home (``~/.local/lib/python3*/site-packages/*.pth``,
+        ``usercustomize.py``, dotfiles) or its temp directory runs in the check of its work."""
+        variables = {**self.env, **env} if env else self.env
         if caller is not Caller.verifier:
-            return self.env
+            return variables
         fresh = f"scratch/verifier-{secrets.token_hex(6)}"
         for name in ("home", "tmp"):
             makedirs_beneath(self.root, f"{fresh}/{name}", 0o700, self.owner)
-        return verifier_env(self.env, f"{self.root}/{fresh}/home", self.verifier_tmpdir(f"{self.root}/{fresh}"))
+        return verifier_env(variables, f"{self.root}/{fresh}/home", self.verifier_tmpdir(f"{self.root}/{fresh}"))
 
     def verifier_tmpdir(self, fresh: str) -> str:
         """TMPDIR of a verifier's command, given its fresh directory."""
@@ -148,7 +174,8 @@ class HostDirSession(EnvironmentSession):
             await asyncio.to_thread(self.cgroup.kill_all)
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
+                   caller: Caller = Caller.agent, label: str | None = None,
+                   env: Mapping[str, str] | None = None) -> ExecResult:
         started = time.monotonic()
         self.make_dirs()
         directory = cwd or self.workdir
@@ -160,8 +187,9 @@ class HostDirSession(EnvironmentSession):
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self.argv(f"read -r _ || exit 125; {command}" if gated else command, directory, caller, fds),
-                cwd=directory,
-                env=await asyncio.to_thread(self.context, caller) if caller is Caller.verifier else self.env,
+                cwd=self.host_path(directory),
+                env=await asyncio.to_thread(self.context, caller, env) if caller is Caller.verifier
+                else self.context(caller, env),
                 stdin=asyncio.subprocess.PIPE if gated else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -194,9 +222,10 @@ class HostDirSession(EnvironmentSession):
         write_beneath(self.root, f"scratch/{PROCESSES}/{_label(label)}", str(worker).encode())
 
     def _owner_for(self, path: str) -> tuple[int, int] | None:
-        """Files the host writes where the agent works belong to the agent's user."""
+        """Files the host writes where the agent works, and in the task's directories (which only the
+        commands they are for see), belong to the commands' user."""
         parts = relative(self.root, path).parts
-        return self.owner if parts and parts[0] in (*MANAGED, "commands") else None
+        return self.owner if parts and parts[0] in (*MANAGED, "commands", TASK_DIRS) else None
 
     async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         target = self._absolute(path)
@@ -225,11 +254,11 @@ class HostDirSession(EnvironmentSession):
             os.close(fd)
 
     def _absolute(self, path: str) -> str:
-        return path if os.path.isabs(path) else os.path.join(self.workdir, path)
+        return self.host_path(path if os.path.isabs(path) else os.path.join(self.workdir, path))
 
     def checkpoint_roots(self) -> dict[str, Path] | None:
         self.ensure_root()
-        return {"work": Path(self.workdir), "home": Path(self.home)}
+        return {"work": Path(self.work), "home": Path(self.home)}
 
     def file_owner(self) -> tuple[int, int] | None:
         return self.owner

@@ -37,7 +37,10 @@ import secrets
 import shlex
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,16 +52,18 @@ from agentcompass_dagster.contracts.environment import (
     EnvironmentLimitExceeded,
     EnvironmentSession,
     ExecResult,
+    visible_dirs,
 )
 from agentcompass_dagster.environments import seccomp
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
+from agentcompass_dagster.environments.dockerfile import Expressed, Unsupported, express
 from agentcompass_dagster.environments.hostdir import (
     HostDirSession,
     sweep_dead_sessions,
 )
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.store.safe_fs import remove_tree
-from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
+from agentcompass_dagster.runtime.store.safe_fs import remove_tree, write_beneath
+from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskEnvironment, TaskSpec
 
 SYSTEM_DIRS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64")
 # A disk image left with less than this free is full: the task wrote all it may.
@@ -99,16 +104,36 @@ def _privileged() -> bool:
     return os.geteuid() == 0
 
 
+class Applied(BaseModel):
+    """What a session gives the task of its asks and the sweep's limits (``describe``)."""
+
+    memory_mb: int | None = None
+    disk_mb: int | None = None
+    record: dict[str, Any] = Field(default_factory=dict)
+
+
 class SandboxSession(HostDirSession):
     def __init__(self, root: Path, config: EnvironmentConfig, params: SandboxParams, policy: NetworkPolicy,
-                 cgroup: Cgroup | None, host_tmp: bool, image: Path | None) -> None:
+                 cgroup: Cgroup | None, host_tmp: bool, image: Path | None, applied: Applied,
+                 asks: TaskEnvironment | None = None, expressed: Expressed | None = None) -> None:
         self.params = params
         self.policy = policy
         # A tmpfs the host mounted at <root>/tmp (as root): the host sees it fill.
         self.host_tmp = host_tmp
         self.image = image
+        self.applied = applied
         super().__init__(root, config.env, params.path, (params.uid, params.gid) if _privileged() else None, cgroup)
+        if asks is not None:
+            self.map_task(asks.workdir or (expressed.workdir if expressed else None), asks.dirs)
+            self.env.update({**(expressed.env if expressed else {}), **asks.env})
+            applied.record["workdir"] = self.workdir
         self.make_dirs()
+        for copy in expressed.files if expressed else []:
+            write_beneath(self.root, f"{self.work}/{copy.target}", copy.source.read_bytes(),
+                          copy.source.stat().st_mode & 0o777, self.owner)
+
+    def describe(self) -> dict[str, Any]:
+        return self.applied.record
 
     def tmpdir(self) -> str:
         return "/tmp"
@@ -155,8 +180,16 @@ class SandboxSession(HostDirSession):
         # of a bind 0700 otherwise, closed to the unprivileged user), holding only the binds below.
         args += ["--perms", "0755", "--dir", str(self.root)]
         private = [self.scratch] if caller is not Caller.agent else []
-        for directory in (self.workdir, self.home, self.commands_dir, *private):
+        for directory in (self.home, self.commands_dir, *private):
             args += ["--bind", directory, directory]
+        shown = visible_dirs(self.task_dirs, caller)
+        # The parents of the task's own paths (/logs of /logs/verifier), open like the session's directory.
+        for parent in sorted({str(p) for path in [self.workdir, *(d.path for d in shown)]
+                              for p in Path(path).parents if str(p) != "/"} - {str(self.root), *map(str, self.root.parents)}):
+            args += ["--perms", "0755", "--dir", parent]
+        args += ["--bind", self.work, self.workdir]
+        for task_dir in shown:
+            args += ["--bind", self.mounts[task_dir.path], task_dir.path]
         args += ["--remount-ro", "/", "--chdir", cwd, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                  "--die-with-parent", "--new-session"]
         if self.policy is NetworkPolicy.none:
@@ -171,13 +204,14 @@ class SandboxSession(HostDirSession):
         return [*args, "bash", "-c", lifeline + command]
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
+                   caller: Caller = Caller.agent, label: str | None = None,
+                   env: Mapping[str, str] | None = None) -> ExecResult:
         # The command's lifeline (argv): its write end closes when the command has ended, or when this
         # process dies, however; its read end goes to the child (child_fds, in this task's context).
         read_end, write_end = os.pipe()
         token = _LIFELINE.set(read_end)
         try:
-            result = await super().exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
+            result = await super().exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label, env=env)
         finally:
             _LIFELINE.reset(token)
             os.close(read_end)
@@ -191,8 +225,9 @@ class SandboxSession(HostDirSession):
 
     def _limits_hit(self) -> list[str]:
         hits = self.cgroup.limits_hit() if self.cgroup is not None else []
-        if self.params.disk_mb is not None and _full(self.root):
-            hits.append(f"disk_mb={self.params.disk_mb}: the task's files filled all {self.params.disk_mb} MB")
+        disk = self.applied.disk_mb
+        if disk is not None and _full(self.root):
+            hits.append(f"disk_mb={disk}: the task's files filled all {disk} MB")
         if self.params.max_files is not None and os.statvfs(self.root).f_favail == 0:
             hits.append(f"max_files={self.params.max_files}: the task made all {self.params.max_files} files it may")
         if self.host_tmp and _full(self.root / "tmp"):
@@ -301,10 +336,31 @@ class SandboxEnvironment(Environment):
             limits.append(f"{self.params.max_files} files")
         return f"sandbox: bubblewrap, commands as {who}; limits enforced: {', '.join(limits)}"
 
-    async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
-        return await asyncio.to_thread(self._create, plan.baseline_network_policy)
+    def refusal(self, task: TaskSpec) -> str | None:
+        """A task whose environment the sandbox can give it: no image of its own, or a Dockerfile it can
+        express (dockerfile.py), and paths that do not lie over the host's system directories."""
+        asks = task.environment
+        if asks is None:
+            return None
+        if asks.image is not None:
+            return f"needs its own image {asks.image!r} ([environment] docker_image): run it in docker"
+        workdir = asks.workdir
+        if asks.build_context is not None:
+            try:
+                workdir = workdir or express(asks.build_context, asks.dockerfile).workdir
+            except (Unsupported, OSError, UnicodeDecodeError) as exc:
+                return f"needs its own image (environment/{asks.dockerfile}: {exc}): run it in docker"
+        # What every command sees of the host (and where the sessions lie): no task path may cover it.
+        taken = {*SYSTEM_DIRS, "tmp", "proc", "dev", self.params.root_dir.parts[1]}
+        for path in [workdir, *(d.path for d in asks.dirs)]:
+            if path is not None and (path == "/" or path.split("/")[1] in taken):
+                return f"needs {path}, which lies over the host's /{path.split('/')[1]} here: run it in docker"
+        return None
 
-    def _create(self, policy: NetworkPolicy) -> SandboxSession:
+    async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
+        return await asyncio.to_thread(self._create, plan.baseline_network_policy, task.environment)
+
+    def _create(self, policy: NetworkPolicy, asks: TaskEnvironment | None) -> SandboxSession:
         params = self.params
         root_dir = params.root_dir
         root_dir.mkdir(parents=True, exist_ok=True)
@@ -314,23 +370,54 @@ class SandboxEnvironment(Environment):
         root.mkdir(mode=0o711)
         image: Path | None = None
         cgroup: Cgroup | None = None
+        expressed = express(asks.build_context, asks.dockerfile) if asks and asks.build_context else None
+        applied = self._applied(asks, expressed)
         try:
-            if params.disk_mb is not None:
+            if applied.disk_mb is not None:
                 image = root_dir / f"{name}.img"
-                _mount_image(image, root, params.disk_mb, params.max_files)
+                _mount_image(image, root, applied.disk_mb, params.max_files)
                 os.chmod(root, 0o711)
             if _privileged():
                 (root / "tmp").mkdir()
                 _run(["mount", "-t", "tmpfs", "-o",
                       f"size={params.tmp_mb}m,mode=1777,nosuid,nodev", "tmpfs", str(root / "tmp")])
-            if params.memory_mb is not None or params.max_processes is not None:
-                cgroup = Cgroup.create(OWNER, name, params.memory_mb, params.max_processes)
-            return SandboxSession(root, self.config, params, policy, cgroup, _privileged(), image)
+            if applied.memory_mb is not None or params.max_processes is not None:
+                try:
+                    cgroup = Cgroup.create(OWNER, name, applied.memory_mb, params.max_processes)
+                except CgroupUnavailable as exc:
+                    if params.memory_mb is not None or params.max_processes is not None:
+                        raise  # the sweep's own limit, which validate_plan found enforceable
+                    applied.record["memory_mb"] = f"{applied.memory_mb} asked by the task, not enforced here: {exc}"
+            return SandboxSession(root, self.config, params, policy, cgroup, _privileged(), image, applied, asks,
+                                  expressed)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
             _release_root(root, image)
             raise
+
+    def _applied(self, asks: TaskEnvironment | None, expressed: Expressed | None) -> Applied:
+        """The limits of a session: the task's asks where it makes them (its memory, its storage), else
+        the sweep's; and the record of where each came from and what the sandbox could not enforce."""
+        params = self.params
+        if asks is None:
+            return Applied(memory_mb=params.memory_mb, disk_mb=params.disk_mb)
+        record: dict[str, Any] = {}
+        memory = asks.memory_mb or params.memory_mb
+        if memory is not None:
+            record["memory_mb"] = f"{memory} ({'the task' if asks.memory_mb else 'the sweep'})"
+        disk = asks.storage_mb or params.disk_mb
+        if asks.storage_mb is not None and params.disk_mb is None and not (_privileged() and shutil.which("mkfs.ext4")):
+            record["storage_mb"] = f"{asks.storage_mb} asked by the task, not enforced here (it takes root and mkfs.ext4)"
+            disk = None
+        elif disk is not None:
+            record["storage_mb"] = f"{disk} ({'the task' if asks.storage_mb else 'the sweep'}, an ext4 image)"
+        if asks.cpus is not None:
+            record["cpus"] = f"{asks.cpus:g} asked by the task, not enforced here (the sandbox bounds no CPU time)"
+        if expressed is not None:
+            record["base_image"] = (f"{expressed.base}: the host's system stands in for it (the sandbox builds no "
+                                    "image; its Dockerfile's WORKDIR, ENV and COPY are applied)")
+        return Applied(memory_mb=memory, disk_mb=disk, record=record)
 
 
 def _mount_image(image: Path, target: Path, size_mb: int, max_files: int | None) -> None:

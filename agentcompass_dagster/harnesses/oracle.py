@@ -25,12 +25,19 @@ async def run_reference(prepared: PreparedTask, env: EnvironmentSession, benchma
     if solution is None:
         return RunResult(status="error", error=f"benchmark {benchmark.id!r} has no reference solution")
     trajectory = []
-    if solution.script is not None:
-        path = f"{env.scratch}/solution-{file_stem(prepared.task.id)}.sh"
-        await env.write_file(path, solution.script.encode(), 0o755)
-        command = f"{SCRATCH_VARIABLE}={shlex.quote(env.scratch)} bash {shlex.quote(path)}"
+    if solution.script is not None or solution.path is not None:
+        if solution.path is not None:
+            if solution.upload_from is not None and solution.upload_to is not None:
+                await env.upload_dir(solution.upload_from, solution.upload_to)
+            # A program of the task's own (Harbor's /solution/solve.sh), run as it is, with its shebang.
+            command = f"chmod +x {shlex.quote(solution.path)} && {shlex.quote(solution.path)}"
+        else:
+            path = f"{env.scratch}/solution-{file_stem(prepared.task.id)}.sh"
+            await env.write_file(path, (solution.script or "").encode(), 0o755)
+            command = f"bash {shlex.quote(path)}"
         # The reference sees the framework's private files (a solution's data); no agent ever does.
-        outcome = await env.exec(command, timeout_s=SOLUTION_TIMEOUT_S, caller=Caller.reference)
+        outcome = await env.exec(command, timeout_s=SOLUTION_TIMEOUT_S, caller=Caller.reference,
+                                 env={SCRATCH_VARIABLE: env.scratch, **solution.env})
         trajectory.append(
             {"type": "command", "command": command, "exit_code": outcome.exit_code, "output": outcome.output[-4000:]}
         )

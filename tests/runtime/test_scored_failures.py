@@ -73,7 +73,7 @@ def test_failing_on_purpose_does_not_raise_accuracy(tmp_path: Path) -> None:
 @needs_bwrap
 def test_a_verifier_the_agent_hung_is_a_scored_failure(tmp_path: Path) -> None:
     """A Harbor verifier that reads fib.txt hangs on the FIFO the agent left there until its timeout, and
-    writes no reward: the attempt scores 0 with the reason, in the denominator (it was an error)."""
+    gives no verdict: the attempt scores 0 with the reason, in the denominator (it was an error)."""
     tasks = tmp_path / "tasks"
     harbor_task(tasks, "fifo", 'if [ "$(cat fib.txt)" = 55 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt')
     sweep = write_sweep(tmp_path, name="fifo", environment="sandbox",
@@ -82,7 +82,7 @@ def test_a_verifier_the_agent_hung_is_a_scored_failure(tmp_path: Path) -> None:
     result = run(sweep)
     detail = open_run_dir(Path(result.run_dir)).load_all_details()["fifo"]
     assert not detail.is_error and detail.score == 0.0
-    assert detail.failure is not None and "no usable reward" in detail.failure
+    assert detail.failure is not None and "the verifier timed out after 2s" in detail.failure
     assert result.metrics.metrics["accuracy"] == 0.0 and result.metrics.counts.error == 0
 
 

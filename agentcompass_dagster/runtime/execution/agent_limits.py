@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -194,11 +194,17 @@ class LimitedEnvironment(DelegatingSession):
         self.limits = limits
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
+                   caller: Caller = Caller.agent, label: str | None = None,
+                   env: Mapping[str, str] | None = None) -> ExecResult:
         left = await self.limits.admit(call=False)
-        if left is not None:
-            timeout_s = left if timeout_s is None else min(timeout_s, left)
-        return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label)
+        cut = left is not None and (timeout_s is None or left < timeout_s)
+        if cut:
+            timeout_s = left
+        result = await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label, env=env)
+        if cut and result.timed_out:
+            # The wall time, not the command's own timeout, ended it: the attempt's limit is reached.
+            self.limits.overrun()
+        return result
 
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
         raise PermissionError("the runtime sets each phase's network policy (execution.network); a harness may not")

@@ -16,7 +16,7 @@ import re
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -30,7 +30,7 @@ from agentcompass_dagster.runtime.results.analysis import analyze_attempt
 from agentcompass_dagster.runtime.execution.agent_limits import AttemptLimits, LimitedEnvironment, limited_harness
 from agentcompass_dagster.runtime.execution.budget import BudgetExhausted, check_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins
-from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource, open_session
+from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource, TaskRefused, open_session
 from agentcompass_dagster.runtime.execution.plan import Planner
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_files import copy_durable
@@ -41,7 +41,9 @@ from agentcompass_dagster.contracts.records import (
     ExecutionPlan,
     PreparedTask,
     RunResult,
+    StepOutcome,
     TaskSpec,
+    TaskStep,
     utcnow,
 )
 from agentcompass_dagster.runtime.store.records import Strategy, TaskDetail
@@ -132,6 +134,41 @@ def build_detail(task: TaskSpec, k: int, strategy: Strategy, attempts: dict[int,
     )
 
 
+@dataclass
+class _Try:
+    """What one try of an attempt has come to so far, and the phase it is in (where an error happened)."""
+
+    plan: ExecutionPlan
+    phase: str = "environment"
+    session: EnvironmentSession | None = None
+    result: RunResult | None = None
+    evaluation: Evaluation | None = None
+    error: str | None = None
+    failure: str | None = None
+    site: str | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+
+def _step_plan(plan: ExecutionPlan, step: TaskStep) -> ExecutionPlan:
+    """The plan of one step's run: the agent's wall time bounded by the step's own timeout too."""
+    wall = plan.agent_limits.max_wall_s
+    if step.agent_timeout_s is None or (wall is not None and wall <= step.agent_timeout_s):
+        return plan
+    return plan.model_copy(update={"agent_limits": plan.agent_limits.model_copy(update={"max_wall_s": step.agent_timeout_s})})
+
+
+def _joined(before: RunResult, step: RunResult, name: str) -> RunResult:
+    """The runs of a multi-step task's steps so far as one: their trajectories in order, each after a
+    step marker, usage and time added up, the last step's outcome."""
+    return step.model_copy(update={
+        "trajectory": [*before.trajectory, {"type": "step", "name": name}, *step.trajectory],
+        "usage": before.usage + step.usage,
+        "duration_s": before.duration_s + step.duration_s,
+        "artifacts": {**before.artifacts, **({name: step.artifacts} if step.artifacts else {})},
+    })
+
+
 class TaskRunner:
     """Runs the attempts of one request's tasks; one instance per request, shared by the workers."""
 
@@ -185,7 +222,7 @@ class TaskRunner:
                 return attempt
             await self._discard(task, plan, retries.used, site or "general", "attempt", matched, attempt.error,
                                 attempt.model_dump(mode="json"))
-            await asyncio.to_thread(self.run_dir.set_durable_dir_aside, task.id, plan.attempt)
+            await asyncio.to_thread(self.run_dir.set_attempt_aside, task, plan.attempt)
 
     async def _discard(
         self, task: TaskSpec, plan: ExecutionPlan, retry: int, phase: str, scope: str, matched: str,
@@ -210,60 +247,118 @@ class TaskRunner:
             if earlier:
                 started_at = datetime.fromtimestamp(earlier[0].at, timezone.utc).isoformat(timespec="milliseconds")
                 started -= earlier[-1].elapsed_s
+        plan = plan.model_copy(update={"artifacts_dir": self.run_dir.artifacts_dir(task.id, plan.attempt)})
         benchmark = self.plugins.benchmark
-        session: EnvironmentSession | None = None
-        result: RunResult | None = None
-        evaluation: Evaluation | None = None
-        error: str | None = None
-        failure: str | None = None
-        site: str | None = None
-        phase = "environment"
+        tried = _Try(plan)
         try:
-            session = await open_session(self.plugins.environment, plan, task)
-            phase = "prepare"
-            prepared = await benchmark.prepare_task(task, session, self.request, plan.benchmark_plan)
-            phase = "inference"
-            result = await self._run(prepared, session, plan)
-            failure = _agent_failure(result)
-            if result.error is None and failure is None:
-                phase = "artifact"
-                result = await benchmark.collect_artifacts(prepared, result, session)
-            if result.error is not None:
-                site = phase
-            elif failure is None:
-                phase = "evaluation"
-                mode = plan.evaluation_environment_mode
-                if mode is EvaluationMode.reuse:
-                    evaluation = await self._evaluate_reuse(prepared, result, session, plan)
-                else:
-                    if not plan.keep_environment:
-                        closing, session = session, None
-                        await self._close_quietly(closing, "task environment")
-                    if mode is EvaluationMode.none:
-                        evaluation = await self._evaluate_in_driver(task, prepared, result, plan, retries)
-                    else:
-                        evaluation = await self._evaluate_fresh(task, prepared, result, plan, retries)
-                if evaluation.error is not None:
-                    site = "evaluation"
-                failure = evaluation.failure
+            tried.session = await open_session(self.plugins.environment, plan, task)
+            tried.environment = tried.session.describe()
+            tried.phase = "prepare"
+            prepared = await benchmark.prepare_task(task, tried.session, self.request, plan.benchmark_plan)
+            if task.steps:
+                await self._steps(tried, prepared, retries)
+            else:
+                await self._once(tried, task, prepared, retries)
         except EnvironmentLimitExceeded as exc:
             # What the agent did (or left for the verifier) hit a declared limit: its failure, scored.
-            failure = _failure(exc)
+            tried.failure = _failure(exc)
         except BudgetExhausted:
             # The sweep's budget, not the agent, stopped the attempt: no outcome of the task, no retry.
             raise
+        except TaskRefused as exc:
+            # The environment cannot run this task as it asks: no try would change that.
+            tried.error, tried.site = str(exc), "refused"
         except Exception as exc:
-            error, site = _failure(exc), phase
+            tried.error, tried.site = _failure(exc), tried.phase
         finally:
-            if session is not None and not plan.keep_environment:
-                await self._close_quietly(session, "task environment")
-        return self._evaluated(plan, started_at, started, result, evaluation, error, failure, site), site
+            if tried.session is not None and not plan.keep_environment:
+                await self._close_quietly(tried.session, "task environment")
+        return self._evaluated(plan, started_at, started, tried), tried.site
 
-    def _evaluated(self, plan: ExecutionPlan, started_at: str, started: float, result: RunResult | None,
-                   evaluation: Evaluation | None, error: str | None, failure: str | None,
-                   site: str | None) -> EvaluatedAttempt:
+    async def _once(self, tried: _Try, task: TaskSpec, prepared: PreparedTask, retries: RetryAllowance) -> None:
+        """Run, collect and evaluate a task of one step, in the plan's evaluation mode."""
+        plan, benchmark = tried.plan, self.plugins.benchmark
+        assert tried.session is not None
+        tried.phase = "inference"
+        result = tried.result = await self._run(prepared, tried.session, plan)
+        tried.failure = _agent_failure(result)
+        if result.error is None and tried.failure is None:
+            tried.phase = "artifact"
+            result = tried.result = await benchmark.collect_artifacts(prepared, result, tried.session)
+        if result.error is not None:
+            tried.site = tried.phase
+            return
+        if tried.failure is not None:
+            return
+        tried.phase = "evaluation"
+        mode = plan.evaluation_environment_mode
+        if mode is EvaluationMode.reuse:
+            evaluation = await self._evaluate_reuse(prepared, result, tried.session, plan)
+        else:
+            if not plan.keep_environment:
+                closing, tried.session = tried.session, None
+                await self._close_quietly(closing, "task environment")
+            if mode is EvaluationMode.none:
+                evaluation = await self._evaluate_in_driver(task, prepared, result, plan, retries)
+            else:
+                evaluation = await self._evaluate_fresh(task, prepared, result, plan, retries)
+        await self._judged(tried, evaluation)
+
+    async def _steps(self, tried: _Try, prepared: PreparedTask, retries: RetryAllowance) -> None:
+        """A multi-step task: each step prepared by the benchmark in the environment the earlier ones left,
+        run by a harness session of its own within the step's time, verified in place; then the attempt's
+        evaluation from the steps'. An agent's failure or an error in a step ends the attempt there."""
+        plan, benchmark = tried.plan, self.plugins.benchmark
+        session = tried.session
+        assert session is not None
+        if plan.evaluation_environment_mode is not EvaluationMode.reuse:
+            raise TaskRefused(f"task {prepared.task.id!r} has steps, each verified in the environment the next "
+                              "step goes on in: declare execution.evaluation_environment_mode: reuse")
+        done: list[StepOutcome] = []
+        tried.result = RunResult()
+        for step in prepared.task.steps:
+            tried.phase = "prepare"
+            step_prepared = await benchmark.prepare_step(prepared, step, session, done)
+            if step_prepared is None:
+                break
+            tried.phase = "inference"
+            result = await self._run(step_prepared, session, _step_plan(plan, step), step.name)
+            failure = _agent_failure(result)
+            if result.error is None and failure is None:
+                tried.phase = "artifact"
+                result = await benchmark.collect_artifacts(step_prepared, result, session)
+            tried.result = _joined(tried.result, result, step.name)
+            if result.error is not None:
+                tried.site = tried.phase
+                return
+            if failure is not None:
+                tried.failure = f"step {step.name!r}: {failure}"
+                return
+            tried.phase = "evaluation"
+            evaluation = await self._evaluate_reuse(step_prepared, result, session, plan)
+            if evaluation.error is not None:
+                await self._judged(tried, evaluation)
+                return
+            tried.files += await asyncio.to_thread(self._keep_files, plan, evaluation)
+            done.append(StepOutcome(name=step.name, evaluation=evaluation, status=result.status,
+                                    failure=evaluation.failure))
+        await self._judged(tried, benchmark.combine_steps(prepared, done))
+
+    async def _judged(self, tried: _Try, evaluation: Evaluation) -> None:
+        """The evaluation of the try, its files kept beside the attempt's detail."""
+        tried.evaluation = evaluation
+        if evaluation.error is not None:
+            tried.site = "evaluation"
+        tried.failure = evaluation.failure
+        tried.files += await asyncio.to_thread(self._keep_files, tried.plan, evaluation)
+
+    def _keep_files(self, plan: ExecutionPlan, evaluation: Evaluation) -> list[str]:
+        return self.run_dir.save_attempt_files(plan.task_id, plan.attempt, evaluation.files) if evaluation.files else []
+
+    def _evaluated(self, plan: ExecutionPlan, started_at: str, started: float, tried: _Try) -> EvaluatedAttempt:
         """The record of one try: the run's outcome, the evaluation's score, and where it failed."""
-        result = result or RunResult(status="failed" if failure else "error")
+        error, failure, site, evaluation = tried.error, tried.failure, tried.site, tried.evaluation
+        result = tried.result or RunResult(status="failed" if failure else "error")
         scored = evaluation is not None and evaluation.error is None and failure is None
         return EvaluatedAttempt(
             attempt=plan.attempt,
@@ -276,6 +371,7 @@ class TaskRunner:
             eval_error=(evaluation.error if evaluation else None) or (error if site == "evaluation" else None),
             failure=failure,
             benchmark_fields=evaluation.fields if evaluation else {},
+            rewards=evaluation.rewards if scored and evaluation else {},
             trajectory=result.trajectory,
             artifacts=result.artifacts,
             usage=result.usage,
@@ -285,17 +381,20 @@ class TaskRunner:
             finished_at=utcnow(),
             meta={"resolved_execution_plan": self.planner.persisted(plan).view,
                   **({"failure_site": site} if site else {}),
+                  **({"environment": tried.environment} if tried.environment else {}),
+                  **({"files": tried.files} if tried.files else {}),
                   **({"lineage": self.request.lineage.model_dump(mode="json")} if self.request.lineage else {})},
         )
 
-    async def _run(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan) -> RunResult:
+    async def _run(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan,
+                   step: str | None = None) -> RunResult:
         """R-ATT-2: the harness path (a harness-free benchmark's own run through harness ``none``), under
-        the run policy."""
+        the run policy; one step's run, in a multi-step task."""
         harness = self.plugins.harness
         benchmark = self.plugins.benchmark
         prepared = harness.adapt_input(prepared)
         if harness.durable:
-            durable = self.run_dir.durable_dir(prepared.task.id, plan.attempt)
+            durable = self.run_dir.durable_dir(prepared.task.id, plan.attempt, step)
             seed = self.request.durable_seed
             if seed is not None and not durable.exists():
                 # A fork starts from its parent's history and checkpoints (R-FORK-1).

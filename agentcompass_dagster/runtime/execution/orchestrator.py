@@ -48,7 +48,7 @@ from agentcompass_dagster.runtime.store.layout import run_root
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
 from agentcompass_dagster.runtime.store.run_store import RunStore
-from agentcompass_dagster.contracts.records import TaskSpec, utcnow
+from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec, utcnow
 from agentcompass_dagster.runtime.store.records import (
     BudgetOutcome,
     OrchestrationResult,
@@ -70,6 +70,8 @@ class RequestState:
     store: RunStore
     root: Path
     tasks: list[TaskSpec]
+    # The benchmark's tasks it could not load: listed in run_info.json and the summary, never run.
+    not_loaded: list[NotLoaded] = field(default_factory=list)
     reuse_source: ReuseSource | None = None
     run_dir: RunDir | None = None
     runner: TaskRunner | None = None
@@ -115,6 +117,7 @@ class ResolvedRequest:
 
     plugins: Plugins
     tasks: list[TaskSpec]
+    not_loaded: list[NotLoaded] = field(default_factory=list)
 
 
 class Orchestrator:
@@ -158,12 +161,13 @@ class Orchestrator:
             check_analyzer_names(request)
             resolved = self.resolved.get(request.name)
             plugins = resolved.plugins if resolved else resolve_plugins(request)
-            selected = resolved.tasks if resolved else load_selected_tasks(request, plugins.benchmark)
+            selected, not_loaded = (resolved.tasks, resolved.not_loaded) if resolved else load_selected_tasks(
+                request, plugins.benchmark)
             Planner(request, plugins).preflight(selected[0])
             store = RunStore(request.output.results_dir)
             root = run_root(request.output, request.benchmark.id, request.model.id)
             store.check_run_id_free(root, request.output.run_id)
-            states.append(RequestState(request, plugins, select_analyzers(request), store, root, selected))
+            states.append(RequestState(request, plugins, select_analyzers(request), store, root, selected, not_loaded))
         # Last, as it creates the results directory: a later request's mistake must leave nothing behind.
         for state in states:
             state.store.check_writable()
@@ -262,7 +266,7 @@ class Orchestrator:
         request = state.request
         run_dir = state.store.reserve(state.root, request.output.run_id)
         state.run_dir = run_dir
-        run_dir.write_run_info(request, [t.id for t in state.tasks])
+        run_dir.write_run_info(request, [t.id for t in state.tasks], state.not_loaded)
         run_dir.write_params(request)
         scores = state.scores
         if state.reuse_source is not None:

@@ -18,6 +18,7 @@ from typing import AsyncIterator, Protocol
 
 from agentcompass_dagster.contracts.environment import Environment, EnvironmentSession
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
+from agentcompass_dagster.errors import UserError
 
 
 class Capacity:
@@ -109,9 +110,23 @@ def open_rate_for(provider_id: str, qps: float) -> OpenRate | None:
         return rate
 
 
+class TaskRefused(Exception):
+    """The environment cannot run the task as it asks (``Environment.refusal``, or a network the task
+    narrowed that the provider cannot hold): each attempt of the task ends with this line as its error,
+    which no retry changes."""
+
+
 async def open_session(environment: Environment, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
     """The provider's ``open``, at no more than its declared rate (R-LIMIT-1): every opening of a session
-    goes through here, so no provider can skip the limit."""
+    goes through here, so no provider can skip the limit, nor open a session for a task it refuses."""
+    refusal = environment.refusal(task)
+    if refusal is not None:
+        raise TaskRefused(f"task {task.id!r}: {refusal}")
+    if task.environment is not None and task.environment.network is not None:
+        try:
+            environment.validate_plan(plan)
+        except UserError as exc:
+            raise TaskRefused(f"task {task.id!r} may reach no network: {exc}") from None
     rate = open_rate_for(environment.config.provider_id, environment.config.open_qps)
     if rate is not None:
         await rate.wait()

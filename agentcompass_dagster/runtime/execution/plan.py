@@ -10,7 +10,7 @@ from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.errors import field_error
 from agentcompass_dagster.runtime.execution.budget import sweep_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins
-from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
+from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
 
 class PersistedPlan(NamedTuple):
@@ -34,12 +34,27 @@ class Planner:
 
     def plan(self, task: TaskSpec, attempt: int) -> ExecutionPlan:
         return self._template.model_copy(update={"task_id": task.id, "attempt": attempt,
-                                                 "benchmark_plan": self.plugins.benchmark.plan(task)})
+                                                 "benchmark_plan": self.plugins.benchmark.plan(task),
+                                                 **self.task_asks(task)})
+
+    def task_asks(self, task: TaskSpec) -> dict[str, Any]:
+        """What the task narrows of the sweep's plan: no network in any phase where it may reach none
+        (the narrower wins), and the agent's wall time bounded by the task's own timeout (the sweep may
+        cap it, never extend it)."""
+        asks: dict[str, Any] = {}
+        if task.environment is not None and task.environment.network is NetworkPolicy.none:
+            asks.update(baseline_network_policy=NetworkPolicy.none, run_network_policy=NetworkPolicy.none,
+                        evaluation_network_policy=NetworkPolicy.none)
+        limits = self._template.agent_limits
+        if task.agent_timeout_s is not None and (limits.max_wall_s is None or task.agent_timeout_s < limits.max_wall_s):
+            asks["agent_limits"] = limits.model_copy(update={"max_wall_s": task.agent_timeout_s})
+        return asks
 
     def persisted(self, plan: ExecutionPlan) -> PersistedPlan:
         """The plan's persisted view and digest, made once per distinct plan of this request (plans
-        differ only in their benchmark plan, most of them in nothing)."""
-        key = json.dumps(plan.benchmark_plan, sort_keys=True, default=str) if plan.benchmark_plan else ""
+        differ only in their benchmark plan and what a task narrows, most of them in nothing)."""
+        key = json.dumps([plan.benchmark_plan, plan.baseline_network_policy, plan.run_network_policy,
+                          plan.evaluation_network_policy, plan.agent_limits.max_wall_s], sort_keys=True, default=str)
         found = self._persisted.get(key)
         if found is None:
             view = plan.persisted_view()

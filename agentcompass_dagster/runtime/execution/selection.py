@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import difflib
+from typing import NamedTuple
 
 from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.contracts.benchmark import Benchmark
 from agentcompass_dagster.errors import UserError, field_error
 from agentcompass_dagster.runtime.store.naming import task_id_problem
-from agentcompass_dagster.contracts.records import TaskSpec
+from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec
 
 
 def validate_task_ids(benchmark_id: str, tasks: list[TaskSpec]) -> None:
@@ -24,11 +25,19 @@ def validate_task_ids(benchmark_id: str, tasks: list[TaskSpec]) -> None:
         seen.add(task.id)
 
 
-def check_declared_tasks(request: EvalRequest, tasks: list[TaskSpec]) -> None:
-    """Every task id the request declares is one of the benchmark's; the first that is not is refused
-    with the nearest id when one is close."""
+class Selection(NamedTuple):
+    """A request's selected tasks, in order, and the tasks its benchmark could not load (the run lists
+    them; the others run)."""
+
+    tasks: list[TaskSpec]
+    not_loaded: list[NotLoaded]
+
+
+def check_declared_tasks(request: EvalRequest, tasks: list[TaskSpec], not_loaded: list[NotLoaded]) -> None:
+    """Every task id the request declares is one of the benchmark's (loaded or not); the first that is
+    not is refused with the nearest id when one is close."""
     known = [task.id for task in tasks]
-    ids = set(known)
+    ids = set(known) | {task.id for task in not_loaded}
     unknown = next((task_id for task_id in request.benchmark.tasks or [] if task_id not in ids), None)
     if unknown is None:
         return
@@ -38,12 +47,17 @@ def check_declared_tasks(request: EvalRequest, tasks: list[TaskSpec]) -> None:
                       f"no such task in benchmark {request.benchmark.id!r}{hint}")
 
 
-def load_selected_tasks(request: EvalRequest, benchmark: Benchmark) -> list[TaskSpec]:
-    """Load the benchmark's tasks, validate their ids and apply the declared selection."""
+def load_selected_tasks(request: EvalRequest, benchmark: Benchmark) -> Selection:
+    """Load the benchmark's tasks, validate their ids and apply the declared selection; the tasks it
+    could not load are left out (those the request declares, or all where it declares none)."""
     tasks = benchmark.load_tasks()
+    failed = benchmark.not_loaded()
     validate_task_ids(request.benchmark.id, tasks)
-    check_declared_tasks(request, tasks)
+    check_declared_tasks(request, tasks, failed)
+    declared = set(request.benchmark.tasks) if request.benchmark.tasks is not None else None
+    not_loaded = [task for task in failed if declared is None or task.id in declared]
     selected = benchmark.select_tasks(tasks)
     if not selected:
-        raise field_error(request.benchmark_field("tasks"), request.benchmark.tasks, "selects no task")
-    return selected
+        reasons = "".join(f"; {task.id}: {task.reason}" for task in not_loaded[:3])
+        raise field_error(request.benchmark_field("tasks"), request.benchmark.tasks, "selects no task" + reasons)
+    return Selection(selected, not_loaded)

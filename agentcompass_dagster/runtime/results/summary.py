@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -117,9 +118,10 @@ def _attempts_line(counts: SummaryCounts) -> list[str]:
 
 
 def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: list[tuple[str, str]],
-           failures: list[tuple[str, str]]) -> str:
+           failures: list[tuple[str, str]], not_loaded: Sequence[tuple[str, str]] = ()) -> str:
     """``errors``: (task id, first line of its error) of the tasks that ended in an infrastructure error
-    (left out of accuracy, run again); ``failures``: those the agent failed on its own (scored 0)."""
+    (left out of accuracy, run again); ``failures``: those the agent failed on its own (scored 0);
+    ``not_loaded``: (task id, why) of the benchmark's tasks it could not load (left out of the run)."""
     lines = [
         f"# {title}",
         "",
@@ -153,10 +155,11 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
                                       for name, c in counts.categories.items()])]
     lines += _listed("Failed by the agent (scored 0: a limit, a timeout, no verdict)", failures)
     lines += _listed("Errors (the infrastructure's: left out of accuracy, run again by a re-run)", errors)
+    lines += _listed("Not loaded (the benchmark could not read these tasks: not selected, not run)", not_loaded)
     return "\n".join(lines) + "\n"
 
 
-def _listed(heading: str, entries: list[tuple[str, str]]) -> list[str]:
+def _listed(heading: str, entries: Sequence[tuple[str, str]]) -> list[str]:
     if not entries:
         return []
     lines = ["", f"## {heading}", ""]

@@ -3,7 +3,7 @@
 ``<results_dir>/<run_name>/<benchmark_id>/<model_id>/<run_id>/`` holds ``run_info.json``, ``params.json``,
 ``details/<task>[_<category>].json``, ``details/_error_<task>[_<category>].json``, ``retry_details/``,
 ``summary.md``, ``.summary_counts.json``, ``run.log``, ``metrics.parquet``, ``task_results.parquet``,
-``regression.json`` and ``replays/``. The root of a benchmark x model is derived here only, for the
+``regression.json``, ``replays/`` and ``artifacts/``. The root of a benchmark x model is derived here only, for the
 runtime and the Dagster layer alike. The names are defined here only (tests/test_house.py checks that
 no other module spells one).
 """
@@ -25,6 +25,9 @@ RETRY_DETAILS = "retry_details"
 # The k>1 tasks' finished attempts (R-RETRY-4); the directory keeps its old name for old runs.
 FINISHED_ATTEMPTS_DIR = ".attempt_checkpoints"
 DURABLE = ".durable"
+# Each attempt's files beside its detail (<task>@<attempt>/): a task image's build log, what the verifier
+# left in /logs/verifier.
+ARTIFACTS = "artifacts"
 SUMMARY = "summary.md"
 SUMMARY_COUNTS = ".summary_counts.json"
 RUN_LOG = "run.log"

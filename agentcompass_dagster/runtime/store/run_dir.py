@@ -24,6 +24,7 @@ from agentcompass_dagster.runtime.store.atomic import (
 )
 from agentcompass_dagster.runtime.store.detail_writer import DetailWriter
 from agentcompass_dagster.runtime.store.layout import (
+    ARTIFACTS,
     ANALYSIS_JSON,
     ANALYSIS_MD,
     FINISHED_ATTEMPTS_DIR,
@@ -53,7 +54,7 @@ from agentcompass_dagster.runtime.store.run_records import (
 )
 from agentcompass_dagster.runtime.results.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.results.summary import SummaryCounts
-from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec, utcnow
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, NotLoaded, TaskSpec, utcnow
 from agentcompass_dagster.runtime.store.records import BudgetOutcome, TaskDetail, TerminalStatus
 
 if TYPE_CHECKING:
@@ -103,13 +104,14 @@ class RunDir:
 
     # run_info.json and params.json
 
-    def write_run_info(self, request: EvalRequest, selected: list[str]) -> None:
+    def write_run_info(self, request: EvalRequest, selected: list[str], not_loaded: list[NotLoaded] | None = None) -> None:
         self.info = RunInfo(
             run_id=self.run_id,
             request_name=request.name,
             request=request.to_task_payload(),
             selected_tasks=selected,
             paths=self.paths,
+            not_loaded=not_loaded or [],
         )
         self._flush_info()
         atomic_write_bytes(self.path / OWNER, str(ProcessId.this()).encode())
@@ -348,13 +350,39 @@ class RunDir:
                 linked += 1
         return linked
 
-    def durable_dir(self, task_id: str, attempt: int) -> Path:
-        """Where an agent attempt keeps its activity log and checkpoints."""
-        return self.path / DURABLE / f"{file_stem(task_id)}@{attempt}"
+    def durable_dir(self, task_id: str, attempt: int, step: str | None = None) -> Path:
+        """Where an agent attempt (one step's run, in a multi-step task) keeps its activity log and
+        checkpoints."""
+        name = f"{file_stem(task_id)}@{attempt}"
+        return self.path / DURABLE / (f"{name}.{file_stem(step)}" if step is not None else name)
 
-    def set_durable_dir_aside(self, task_id: str, attempt: int) -> None:
-        """A discarded try's log must not be resumed by the next try: keep it beside, as ``.tryN``."""
-        set_aside(self.durable_dir(task_id, attempt))
+    def artifacts_dir(self, task_id: str, attempt: int) -> Path:
+        """Where an attempt's files go beside its detail (made on first use)."""
+        return self.path / ARTIFACTS / f"{file_stem(task_id)}@{attempt}"
+
+    def save_attempt_files(self, task_id: str, attempt: int, files: dict[str, bytes]) -> list[str]:
+        """An attempt's files (a verifier's output) beside its detail, each redacted and replaced
+        atomically, under the relative name it was given; the names written. Without fsync: they are
+        evidence for a reader, the verdict is the detail's, which is fsynced."""
+        root = self.artifacts_dir(task_id, attempt)
+        written = []
+        for name, data in files.items():
+            parts = [part for part in name.split("/") if part not in ("", ".")]
+            if not parts or ".." in parts or any(not part.isprintable() for part in parts):
+                raise ValueError(f"attempt file {name!r}: not a relative path below the attempt's directory")
+            path = root.joinpath(*parts)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Latin-1 maps every byte to one character and back: text is redacted, binary kept as it is.
+            atomic_write_bytes(path, redact_text(data.decode("latin-1")).encode("latin-1"), durable=False)
+            written.append("/".join(parts))
+        return written
+
+    def set_attempt_aside(self, task: TaskSpec, attempt: int) -> None:
+        """A discarded try's logs must not be resumed by the next try, and its files (a failed build's
+        log) stay for a reader: each kept beside, as ``.tryN``."""
+        for step in [None, *(s.name for s in task.steps)]:
+            set_aside(self.durable_dir(task.id, attempt, step))
+        set_aside(self.artifacts_dir(task.id, attempt))
 
     def load_detail(self, task: TaskSpec, include_errors: bool = False) -> TaskDetail | None:
         names = detail_names(task.id, task.category)
@@ -394,6 +422,8 @@ class RunDir:
         every ``_error_`` file are ignored; the source directory is only read. Returns how many were
         reused."""
         source_details = Path(source.path) / DETAILS
+        # Most benchmarks leave no attempt files: one look, not one per task.
+        has_artifacts = (Path(source.path) / ARTIFACTS).is_dir()
         reused = 0
         for position, task in enumerate(scores.tasks):
             if scores.holds(position):
@@ -409,10 +439,22 @@ class RunDir:
                     break
                 scores.add(position, detail, reused=True)
                 reused += 1
+                if has_artifacts:
+                    self._link_artifacts(source, task.id, detail.attempts_tried)
                 break
         if reused:
             fsync_dir(self.details_dir)
         return reused
+
+    def _link_artifacts(self, source: ReuseSource, task_id: str, attempts: int) -> None:
+        """A reused detail's attempt files, hard-linked beside it (they are never rewritten)."""
+        for attempt in range(1, attempts + 1):
+            origin = Path(source.path) / ARTIFACTS / f"{file_stem(task_id)}@{attempt}"
+            for directory, _, files in os.walk(origin):
+                target = self.artifacts_dir(task_id, attempt) / Path(directory).relative_to(origin)
+                target.mkdir(parents=True, exist_ok=True)
+                for name in files:
+                    link_or_copy(Path(directory) / name, target / name)
 
     # summary and analysis
 

@@ -13,7 +13,7 @@ from pydantic import Field, ValidationError, model_validator
 from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.runtime.store.layout import PARAMS, RUN_INFO
 from agentcompass_dagster.runtime.results.scores import DetailView
-from agentcompass_dagster.contracts.records import SCHEMA_VERSION, StoredRecord, utcnow
+from agentcompass_dagster.contracts.records import SCHEMA_VERSION, NotLoaded, StoredRecord, utcnow
 from agentcompass_dagster.runtime.store.records import BudgetOutcome, Lineage, RunDirStatus, TaskDetail, lift_metadata
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,8 @@ class RunInfo(StoredRecord):
     paths: dict[str, str] = Field(default_factory=dict)
     # The sweep's budget as this run ended, and the tasks it could not run for it.
     budget: BudgetOutcome | None = None
+    # The benchmark's tasks it could not load, with why: left out of the run.
+    not_loaded: list[NotLoaded] = Field(default_factory=list)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

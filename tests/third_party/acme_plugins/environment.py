@@ -13,10 +13,10 @@ class TempDirSession(EnvironmentSession):
         self.workdir, self.scratch, self.commands_dir = (tempfile.mkdtemp(dir=self.root.name) for _ in range(3))
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
+                   caller: Caller = Caller.agent, label: str | None = None, env: dict | None = None) -> ExecResult:
         with tempfile.TemporaryFile(dir=self.commands_dir) as out, tempfile.TemporaryFile(dir=self.commands_dir) as err:
             proc = await asyncio.create_subprocess_exec("bash", "-c", command, cwd=cwd or self.workdir, stdout=out,
-                                                        stderr=err, start_new_session=True)  # files: any size
+                                                        stderr=err, start_new_session=True, env={**os.environ, **(env or {})})
             done, _ = await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=timeout_s)
             if not done:  # timed out: the command's whole process group goes, not only bash
                 os.killpg(proc.pid, signal.SIGKILL)
