@@ -156,7 +156,9 @@ class AttemptLimits:
         if self.hit is not None:
             result.limit = self.hit
             if result.error is not None:
-                result.failure, result.error = result.error, None
+                # What the harness said of its end may not name the limit (a command killed at it).
+                failure = result.error if self.hit.limit in result.error else f"{self.hit.message}: {result.error}"
+                result.failure, result.error = failure, None
             result.status = "failed" if result.failure is not None else "completed"
 
 

@@ -50,6 +50,7 @@ def standard_metrics(scores: TaskScores, total: int) -> MetricResult:
             if only_k and j != k:
                 continue
             per_task[f"pass@{j}"] = _pass_at_each(tried, solved, j)
+    per_task.update(_reward_means(scores, evaluated))
     metrics: dict[str, float | None] = {name: float(values.mean()) if len(values) else None
                                         for name, values in per_task.items()}
     metrics["error_rate"] = errors / total if total else None
@@ -63,6 +64,27 @@ def standard_metrics(scores: TaskScores, total: int) -> MetricResult:
         counts=MetricCounts(total=total, evaluated=len(evaluated), error=errors),
         details={"per_category": per_category, "correct": int(correct.sum()), "k": k, "uncertainty": uncertainty},
     )
+
+
+def _reward_means(scores: TaskScores, evaluated: np.ndarray) -> dict[str, np.ndarray]:
+    """``reward.<name>`` of each evaluated task, for each name an attempt rewarded: the mean over the
+    task's attempts, an attempt without that reward counting 0 (no verdict, or another name)."""
+    if not scores.attempt_rewards:
+        return {}
+    names = sorted({name for rewards in scores.attempt_rewards.values() for name in rewards})
+    position = {int(task): index for index, task in enumerate(evaluated)}
+    sums = np.zeros((len(names), len(evaluated)))
+    counts = np.zeros(len(evaluated))
+    attempt_task = scores.column("attempt_task")
+    for row in range(len(attempt_task)):
+        index = position.get(int(attempt_task[row]))
+        if index is None:
+            continue
+        counts[index] += 1
+        for n, name in enumerate(names):
+            sums[n, index] += scores.attempt_rewards.get(row, {}).get(name, 0.0)
+    counts[counts == 0] = 1
+    return {f"reward.{name}": sums[n] / counts for n, name in enumerate(names)}
 
 
 def _by_category(scores: TaskScores, rows: np.ndarray) -> list[tuple[str, np.ndarray]]:

@@ -52,6 +52,8 @@ def task_results_schema() -> pa.Schema:
         ("error", pa.string()), ("failure", pa.string()), ("reused", pa.bool_()), ("started_at", pa.timestamp("us", tz="UTC")),
         # The limit the attempt hit (LimitHit.message), null where it hit none.
         ("limit", pa.string()),
+        # The attempt's named rewards (Harbor's reward.json), null where its benchmark gave none.
+        ("rewards", pa.map_(pa.string(), pa.float64())),
         # The analyzers' figures (agentcompass_dagster.analyzers.columns), null where one did not run.
         ("loop_max_repeats", pa.int64()), ("no_progress_streak", pa.int64()), ("tool_error_rate", pa.float64()),
         ("malformed_call_rate", pa.float64()), ("token_outlier", pa.bool_()), ("cost_outlier", pa.bool_()),
@@ -125,6 +127,19 @@ def _column(values: list[object] | np.ndarray, type_: pa.DataType) -> pa.Array:
     return _fixed(np.asarray(numbers), type_, missing)
 
 
+def _rewards(values: list[dict[str, float] | None]) -> pa.Array:
+    """A map column of named rewards, null where an attempt has none."""
+    import pyarrow as pa
+
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum([len(value or {}) for value in values], out=offsets[1:])
+    keys = _strings([name for value in values for name in (value or {})])
+    items = _fixed(np.array([v for value in values for v in (value or {}).values()], dtype=np.float64), pa.float64())
+    missing = np.fromiter((not value for value in values), dtype=bool, count=len(values))
+    return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)]),
+                                   keys, items, mask=_fixed(missing, pa.bool_()) if missing.any() else None)
+
+
 def _repeated(value: object, type_: pa.DataType, n: int) -> pa.Array:
     import pyarrow as pa
 
@@ -179,6 +194,7 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
         "error": _strings([scores.attempt_errors.get(int(row)) for row in rows]),
         "failure": _strings([scores.attempt_failures.get(int(row)) for row in rows]),
         "limit": _strings([scores.attempt_limits.get(int(row)) for row in rows]),
+        "rewards": _rewards([scores.attempt_rewards.get(int(row)) for row in rows]),
         "reused": _column(scores.column("reused")[task_rows], schema.field("reused").type),
         **{name: _column(scores.column(name)[rows], schema.field(name).type)
            for name in ("attempt", "input_tokens", "output_tokens", "cost_usd", "duration_s")},

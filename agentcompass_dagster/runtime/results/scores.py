@@ -49,6 +49,7 @@ class AttemptView(StoredRecord):
     eval_error: str | None = None
     failure: str | None = None
     limit: LimitHit | None = None
+    rewards: dict[str, float] = Field(default_factory=dict)
     analysis_result: dict[str, Any] | None = None
     usage: UsageView = Field(default_factory=UsageView)
     duration_s: float = 0.0
@@ -129,6 +130,8 @@ class TaskScores:
         self.attempt_failures: dict[int, str] = {}
         # The limit an attempt hit (LimitHit.message): few do, so by attempt row like the texts above.
         self.attempt_limits: dict[int, str] = {}
+        # An attempt's named rewards (Evaluation.rewards), by attempt row: only some benchmarks give them.
+        self.attempt_rewards: dict[int, dict[str, float]] = {}
         self.analysis: list[bytes | None] = []
         self.analysis_failures = 0
         # Analyzer results repeat (a category, a count): one copy of each distinct encoding.
@@ -162,6 +165,8 @@ class TaskScores:
         if not attempts:
             self._add_attempt(row, 0, False, 0.0, 0, 0, math.nan, 0.0, detail.error, None, None, None)
         for a in attempts:
+            if a.rewards:
+                self.attempt_rewards[len(self.attempt)] = a.rewards
             self._add_attempt(row, a.attempt, a.correct and a.error is None, a.score, a.usage.input_tokens,
                               a.usage.output_tokens, math.nan if a.usage.cost_usd is None else a.usage.cost_usd,
                               a.duration_s, a.error, a.failure, a.limit, a.analysis_result)

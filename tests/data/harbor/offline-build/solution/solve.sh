@@ -1,0 +1,2 @@
+#!/bin/bash
+cp /opt/tool/VERSION /app/version.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+a=0; b=1
+for _ in $(seq 12); do echo $a; t=$((a + b)); a=$b; b=$t; done > fib.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cat /app/seed.txt >> /app/log.txt
