@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentcompass_dagster.runtime.results.parquet import metrics_schema, task_results_schema
+from agentcompass_dagster.runtime.results.parquet import conform, metrics_schema, task_results_schema
 from agentcompass_dagster.runtime.store.layout import ALERTS_FILE, COMPARISON_FILE, METRICS_FILE, RUN_INFO, TASK_RESULTS_FILE
 from agentcompass_dagster.runtime.results.regression import read_verdict
 from agentcompass_dagster.runtime.store.run_records import read_params
@@ -37,15 +37,8 @@ def _is_fork(run_dir: Path) -> bool:
     return params is not None and params.lineage is not None
 
 
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """The table in the current schema; columns added since it was written are null (R-COMPAT-1)."""
-    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
-               for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
 def _load(results_dir: str | Path, name: str, schema: pa.Schema, include_forks: bool = False) -> pd.DataFrame:
-    tables = [_conform(pq.read_table(path), schema) for path in _run_files(Path(results_dir), name, include_forks)]
+    tables = [conform(pq.read_table(path), schema) for path in _run_files(Path(results_dir), name, include_forks)]
     return pa.concat_tables(tables).to_pandas() if tables else schema.empty_table().to_pandas()
 
 
@@ -93,7 +86,7 @@ def _run_cost(run_dir: Path) -> float:
 
 
 def _history_row(metrics_path: Path) -> dict[str, object] | None:
-    metrics = _conform(pq.read_table(metrics_path), metrics_schema()).to_pandas()
+    metrics = conform(pq.read_table(metrics_path), metrics_schema()).to_pandas()
     if metrics.empty:
         return None
     accuracy = metrics[metrics["metric"] == "accuracy"]

@@ -22,6 +22,7 @@ from lifecycle import Lifecycle, recording
 
 from agentcompass_dagster.cli import main
 from agentcompass_dagster.contracts.environment import Environment, EnvironmentSession
+from agentcompass_dagster.contracts.records import TaskSpec
 
 REPO = Path(__file__).resolve().parent.parent
 # The Docker test image `.ci/docker.sh` imports into the engine at DOCKER_HOST.
@@ -228,14 +229,16 @@ def instance_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 
 
 @contextmanager
-def opened_session(environment: Environment) -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
-    """A session of ``environment`` for one task, on an event loop of its own; closed after."""
-    from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
+def opened_session(environment: Environment, task: TaskSpec | None = None,
+                   ) -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
+    """A session of ``environment`` for ``task`` (one that asks nothing of it by default), on an event
+    loop of its own; closed after."""
+    from agentcompass_dagster.contracts.records import ExecutionPlan
 
     loop = asyncio.new_event_loop()
     plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h",
                          environment_id=environment.config.id, model_id="m")
-    session = loop.run_until_complete(environment.open(plan, TaskSpec(id="t")))
+    session = loop.run_until_complete(environment.open(plan, task or TaskSpec(id="t")))
     try:
         yield session, loop
     finally:

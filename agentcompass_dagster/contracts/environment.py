@@ -282,11 +282,19 @@ class Environment(ABC):
         paths), in one line saying where it can run; None when it can. The runtime asks before opening a
         session and ends each attempt of a refused task with that line, as an error of the setup (not
         scored, never retried): a provider never runs a task in a silently different environment. This
-        default refuses every task that asks anything of its environment."""
-        if task.environment is None:
+        default refuses every task that asks anything of its environment but a narrower network."""
+        asks = task.environment
+        if asks is None:
             return None
-        return (f"environment {self.config.id!r} ({self.config.provider_id}) cannot give the task the environment "
-                "it asks for (its image, working directory or directories): run it in docker")
+        wanted = [*(["its own image"] if asks.has_image else []),
+                  *([f"the working directory {asks.workdir}"] if asks.workdir else []),
+                  *([", ".join(d.path for d in asks.dirs) + " at absolute paths"] if asks.dirs else []),
+                  *(["its own variables"] if asks.env else []),
+                  *(["its own resources"] if asks.cpus or asks.memory_mb or asks.storage_mb else [])]
+        if not wanted:
+            return None  # a narrower network is the plan's, which validate_plan checks
+        return (f"needs {' and '.join(wanted)}, which environment {self.config.id!r} ({self.config.provider_id}) "
+                "cannot give: run it in sandbox or docker")
 
     def validate_plan(self, plan: ExecutionPlan) -> None:
         """Refuse a plan this provider cannot enforce (R-NET-1): it never grants wider access silently."""

@@ -49,7 +49,13 @@ from agentcompass_dagster.runtime.execution.orchestration_thread import Orchestr
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.store.layout import (COMPARISON_FILE, COMPARISON_MD, METRICS_FILE, SUMMARY,
                                                  TASK_RESULTS_FILE, TASKS_FILE)
-from agentcompass_dagster.runtime.results.parquet import read_task_scores
+from agentcompass_dagster.runtime.results.parquet import (
+    conform,
+    metrics_schema,
+    read_task_scores,
+    task_results_schema,
+    write_table,
+)
 from agentcompass_dagster.runtime.results.regression import finished_scores
 from agentcompass_dagster.report_data import COMPARISON_COLUMNS
 from agentcompass_dagster.runtime.results.stats import paired_comparison
@@ -207,7 +213,8 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
 def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
     """Each model's newest run made complete (consolidated, when runs overlapped), then the metrics of
     the benchmark from those runs: Parquet, summary.md, plots."""
-    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     with sweep_lock(sweep_benchmark):
         for model in sweep_benchmark.sweep.models:
@@ -216,17 +223,18 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
             consolidate(request, plugins, select_analyzers(request), sweep_benchmark.tasks, sweep_benchmark.store,
                         sweep_benchmark.root(model.id))
         newest = sweep_benchmark.newest_runs(METRICS_FILE)
-        frames: dict[str, list[Any]] = {name: [] for name in (METRICS_FILE, TASK_RESULTS_FILE)}
-        for source in newest.values():
-            for name, parts in frames.items():
-                if (Path(source.path) / name).is_file():
-                    parts.append(pd.read_parquet(Path(source.path) / name))
-        metric_rows = pd.concat(frames[METRICS_FILE], ignore_index=True) if frames[METRICS_FILE] else pd.DataFrame()
-        task_rows = pd.concat(frames[TASK_RESULTS_FILE], ignore_index=True) if frames[TASK_RESULTS_FILE] else pd.DataFrame()
-        table = _markdown_table(metric_rows)
         sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
-        write_frame(sweep_benchmark.benchmark_dir / METRICS_FILE, metric_rows)
-        write_frame(sweep_benchmark.benchmark_dir / TASK_RESULTS_FILE, task_rows)
+        rows: dict[str, Any] = {}
+        # In the files' own schemas (a pandas round trip cannot write their map column back), older
+        # runs' files conformed to them.
+        for name, schema in ((METRICS_FILE, metrics_schema()), (TASK_RESULTS_FILE, task_results_schema())):
+            tables = [conform(pq.read_table(Path(source.path) / name), schema) for source in newest.values()
+                      if (Path(source.path) / name).is_file()]
+            table = pa.concat_tables(tables) if tables else schema.empty_table()
+            write_table(sweep_benchmark.benchmark_dir / name, table)
+            rows[name] = table.to_pandas()
+        metric_rows, task_rows = rows[METRICS_FILE], rows[TASK_RESULTS_FILE]
+        table = _markdown_table(metric_rows)
         atomic_write_text(sweep_benchmark.benchmark_dir / SUMMARY,
                           f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}\n\n{table}\n")
         plots = {"accuracy per model": accuracy_with_ci(metric_rows),

@@ -32,8 +32,8 @@ import socket
 import tarfile
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import PurePosixPath
+from collections.abc import Iterator, Mapping
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -50,6 +50,7 @@ from agentcompass_dagster.contracts.environment import (
     verifier_env,
 )
 from agentcompass_dagster.environments.cgroups import Cgroup
+from agentcompass_dagster.environments.images import BuiltImage, ensure_image, prebuilt_image
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.contracts.capture import READ_CHUNK, Capture
 from agentcompass_dagster.runtime.execution.processes import process_alive
@@ -57,6 +58,10 @@ from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy,
 
 LABEL = "agentcompass"
 WORKDIR, SCRATCH, HOME, COMMANDS = "/work", "/scratch", "/home/agent", "/commands"
+# The working directory of a task whose image sets none: Harbor's tasks' own convention.
+DEFAULT_TASK_WORKDIR = "/app"
+# A task image's build log, in the attempt's files.
+BUILD_LOG = "build.log"
 # The verifier's user and group: neither root (a file the agent planted, run by the check, would run as
 # root) nor the agent's (which would open /scratch to it).
 VERIFIER_UID = VERIFIER_GID = 65533
@@ -79,7 +84,10 @@ class Mount(BaseModel):
 class DockerParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    image: str
+    # The image of tasks that name none of their own (a task's environment/Dockerfile or docker_image wins).
+    image: str | None = None
+    # Whether a task's docker_image missing on the engine may be pulled from its registry.
+    pull: bool = False
     memory_mb: int | None = Field(default=None, ge=16)
     max_processes: int | None = Field(default=None, ge=8)
     disk_mb: int | None = Field(default=None, ge=16)
@@ -102,31 +110,50 @@ def _client() -> Any:
     return docker.from_env()
 
 
+class Layout(BaseModel):
+    """Where a session's commands work and what the host may write there: the working directory, and
+    each directory the host writes into with the owner its files get (the longest that holds a path)."""
+
+    workdir: str
+    owners: dict[str, tuple[int, int]]
+    verifier_path: str = VERIFIER_PATH
+
+
 class DockerSession(EnvironmentSession):
-    workdir = WORKDIR
     scratch = SCRATCH
     commands_dir = COMMANDS
 
-    def __init__(self, container: Any, env: dict[str, str], params: DockerParams) -> None:
+    def __init__(self, container: Any, env: dict[str, str], params: DockerParams, layout: Layout,
+                 record: dict[str, Any] | None = None, memory_mb: int | None = None) -> None:
         self.container = container
         self.params = params
+        self.layout = layout
+        self.workdir = layout.workdir
         self.env = {"HOME": HOME, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **env}
+        self.record = record or {}
         self._closed = False
-        self._cgroup = _container_cgroup(container, params)
+        self._cgroup = _container_cgroup(container, memory_mb, params.max_processes)
+
+    def describe(self) -> dict[str, Any]:
+        return self.record
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None) -> ExecResult:
+                   caller: Caller = Caller.agent, label: str | None = None,
+                   env: Mapping[str, str] | None = None) -> ExecResult:
         started = time.monotonic()
         script = f"timeout -s KILL {timeout_s} bash -c {shlex.quote(command)}" if timeout_s else command
-        env = self.env
+        variables = {**self.env, **env} if env else self.env
         if caller is Caller.verifier:
             fresh = f"{SCRATCH}/verifier-{secrets.token_hex(6)}"
             # Made by the verifier's own command (it owns /scratch): no extra trip to the engine.
             script = f"mkdir -m 0700 {fresh} {fresh}/home {fresh}/tmp && {script}"
-            env = verifier_env({**self.env, "PATH": VERIFIER_PATH}, f"{fresh}/home", f"{fresh}/tmp")
+            # The task's own verifier variables may set its PATH; nothing the agent could have written does.
+            path = env["PATH"] if env and "PATH" in env else self.layout.verifier_path
+            variables = verifier_env({**variables, "PATH": path}, f"{fresh}/home", f"{fresh}/tmp")
         user = {Caller.agent: f"{self.params.uid}:{self.params.gid}", Caller.reference: "0:0",
                 Caller.verifier: f"{VERIFIER_UID}:{VERIFIER_GID}"}[caller]
-        exit_code, stdout, stderr = await asyncio.to_thread(self._run, ["bash", "-c", script], user, cwd or WORKDIR, env)
+        exit_code, stdout, stderr = await asyncio.to_thread(self._run, ["bash", "-c", script], user,
+                                                            cwd or self.workdir, variables)
         timed_out = bool(timeout_s) and exit_code == 137 and time.monotonic() - started >= timeout_s
         hits = await asyncio.to_thread(self._limits_hit)
         if hits:
@@ -156,7 +183,7 @@ class DockerSession(EnvironmentSession):
 
     def _limits_hit(self) -> list[str]:
         hits = self._cgroup.limits_hit() if self._cgroup is not None else []
-        if self.params.disk_mb is not None:
+        if self.params.disk_mb is not None and self.workdir == WORKDIR:
             free = self.container.exec_run(["df", "-Pk", WORKDIR], user="0:0").output.decode().split()
             if len(free) >= 4 and free[-3].isdigit() and int(free[-3]) < 1024:
                 hits.append(f"disk_mb={self.params.disk_mb}: the task's files filled all {self.params.disk_mb} MB")
@@ -172,16 +199,17 @@ class DockerSession(EnvironmentSession):
                                f"{(result.output or b'').decode(errors='replace').strip()[:300]}")
 
     def _absolute(self, path: str) -> PurePosixPath:
-        return PurePosixPath(path) if path.startswith("/") else PurePosixPath(WORKDIR) / path
+        return PurePosixPath(path) if path.startswith("/") else PurePosixPath(self.workdir) / path
 
     async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         target = self._absolute(path)
-        volume = next((v for v in (WORKDIR, SCRATCH, HOME, COMMANDS) if target.is_relative_to(v)), None)
-        if volume is None:
-            raise PermissionError(f"{path}: only files under {WORKDIR}, {SCRATCH}, {HOME} or {COMMANDS} can be written")
-        owner = (VERIFIER_UID, VERIFIER_GID) if volume == SCRATCH else (self.params.uid, self.params.gid)
+        roots = [root for root in self.layout.owners if target.is_relative_to(root) and target != PurePosixPath(root)]
+        if not roots:
+            raise PermissionError(f"{path}: only files under {', '.join(sorted(self.layout.owners))} can be written")
+        root = max(roots, key=len)
+        owner = self.layout.owners[root]
         buffer = io.BytesIO()
-        relative = target.relative_to(volume)
+        relative = target.relative_to(root)
         with tarfile.open(fileobj=buffer, mode="w") as archive:
             for parent in reversed(relative.parents[:-1]):
                 directory = tarfile.TarInfo(str(parent))
@@ -192,10 +220,15 @@ class DockerSession(EnvironmentSession):
             info.size, info.mode, info.mtime = len(data), mode, int(time.time())
             info.uid, info.gid = owner
             archive.addfile(info, io.BytesIO(data))
-        await asyncio.to_thread(self.container.put_archive, volume, buffer.getvalue())
+        await asyncio.to_thread(self.container.put_archive, root, buffer.getvalue())
 
     async def read_file(self, path: str) -> bytes:
-        stream, _ = await asyncio.to_thread(self.container.get_archive, str(self._absolute(path)))
+        import docker.errors
+
+        try:
+            stream, _ = await asyncio.to_thread(self.container.get_archive, str(self._absolute(path)))
+        except docker.errors.NotFound:
+            raise FileNotFoundError(path) from None
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
             member = archive.next()
             extracted = archive.extractfile(member) if member is not None else None
@@ -208,7 +241,12 @@ class DockerSession(EnvironmentSession):
 
     def _read_output(self, path: str) -> Capture:
         """The file's ends, its archive read as the engine streams it (a link is no file: refused)."""
-        chunks, _ = self.container.get_archive(path)
+        import docker.errors
+
+        try:
+            chunks, _ = self.container.get_archive(path)
+        except docker.errors.NotFound:
+            raise FileNotFoundError(path) from None
         with tarfile.open(fileobj=io.BufferedReader(_Chunks(chunks)), mode="r|") as archive:
             member = archive.next()
             extracted = archive.extractfile(member) if member is not None else None
@@ -248,17 +286,17 @@ class _Chunks(io.RawIOBase):
         return count
 
 
-def _container_cgroup(container: Any, params: DockerParams) -> Cgroup | None:
+def _container_cgroup(container: Any, memory_mb: int | None, max_processes: int | None) -> Cgroup | None:
     """The container's cgroup, found through its init process on this host (None when the engine runs
     elsewhere): its counters say which limit a command hit."""
-    if params.memory_mb is None and params.max_processes is None:
+    if memory_mb is None and max_processes is None:
         return None
     try:
         container.reload()
         pid = int(container.attrs["State"]["Pid"])
     except (KeyError, ValueError, TypeError):
         return None
-    return Cgroup.of_process(pid, container.name, params.memory_mb, params.max_processes)
+    return Cgroup.of_process(pid, container.name, memory_mb, max_processes)
 
 
 def _remove(container: Any) -> None:
@@ -275,12 +313,19 @@ _sweep_lock = threading.Lock()
 
 
 def remove_stale_containers(client: Any) -> int:
-    """Remove containers of this host whose owning process is gone (SIGKILLed runs)."""
+    """Remove containers of this host whose owning process is gone (SIGKILLed runs). Listed with their
+    labels in one call: the SDK's list inspects each container after, and one another process removed in
+    between failed the attempt that happened to sweep."""
+    import docker.errors
+
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}.host={socket.gethostname()}"}):
-        pid = container.labels.get(f"{LABEL}.pid", "")
+    for container in client.api.containers(all=True, filters={"label": f"{LABEL}.host={socket.gethostname()}"}):
+        pid = (container.get("Labels") or {}).get(f"{LABEL}.pid", "")
         if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
-            _remove(container)
+            try:
+                client.api.remove_container(container["Id"], force=True, v=True)
+            except docker.errors.NotFound:
+                continue
             removed += 1
     return removed
 
@@ -293,6 +338,7 @@ class DockerEnvironment(Environment):
         super().__init__(config)
         self.params = validate_declaration(DockerParams, config.params, config.file, "environment.params")
         self._docker: Any = None
+        self._cpus: int | None = None
 
     @property
     def client(self) -> Any:
@@ -303,53 +349,187 @@ class DockerEnvironment(Environment):
 
     def validate_plan(self, plan: ExecutionPlan) -> None:
         super().validate_plan(plan)
+        engine = os.environ.get("DOCKER_HOST", "the default socket")
+        try:
+            self.client.ping()
+        except Exception as exc:
+            raise UserError(f"environment.id={self.config.id!r}: no Docker engine answers at {engine}: "
+                            f"{_first_line(exc)}") from None
+        if self.params.image is None:
+            return
         try:
             self.client.images.get(self.params.image)
         except Exception as exc:
             raise UserError(f"environment.params.image={self.params.image!r}: not usable on the Docker engine at "
-                            f"{os.environ.get('DOCKER_HOST', 'the default socket')}: {str(exc).splitlines()[0]}") from None
+                            f"{engine}: {_first_line(exc)}") from None
+
+    def refusal(self, task: TaskSpec) -> str | None:
+        """Every task runs here: in its own image (built from its Dockerfile, or the one it names), else
+        in the sweep's ``image``, which a task without one of its own needs."""
+        if self.params.image is None and (task.environment is None or not task.environment.has_image):
+            return (f"has no image of its own and environment {self.config.id!r} declares none "
+                    "(environment.params.image)")
+        return None
 
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
-        return await asyncio.to_thread(self._start, plan.baseline_network_policy)
+        return await asyncio.to_thread(self._start, plan, task)
 
-    def _start(self, policy: NetworkPolicy) -> DockerSession:
+    def _start(self, plan: ExecutionPlan, task: TaskSpec) -> DockerSession:
         global _swept
         client = self.client
         with _sweep_lock:
             if not _swept:
                 _swept = True
                 remove_stale_containers(client)
+        setup = self._task_setup(plan, task) if task.environment is not None else self._plain_setup()
         params = self.params
         name = f"agentcompass-{os.getpid()}-{secrets.token_hex(4)}"
         container = None
         try:
-            container = client.containers.create(
-                params.image,
-                command=["sleep", "infinity"],
-                name=name,
-                network_mode=policy.value,
-                labels={LABEL: "1", f"{LABEL}.host": socket.gethostname(), f"{LABEL}.pid": str(os.getpid()),
-                        f"{LABEL}.environment": self.config.id},
-                mem_limit=f"{params.memory_mb}m" if params.memory_mb else None,
-                memswap_limit=f"{params.memory_mb}m" if params.memory_mb else None,
-                nano_cpus=int(params.cpus * 1e9) if params.cpus else None,
-                pids_limit=params.max_processes,
-                # The image's files stay read-only; the task writes only its own volumes and a private /tmp.
-                read_only=True,
-                volumes=[SCRATCH, COMMANDS, HOME, *([] if params.disk_mb else [WORKDIR]),
-                         *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}" for m in params.mounts)],
-                tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777",
-                       **({WORKDIR: f"size={params.disk_mb}m,uid={params.uid},gid={params.gid},mode=0755"}
-                          if params.disk_mb else {})},
-                working_dir=WORKDIR,
-                environment=self.config.env,
-            )
+            container = self._create(setup, name, plan.baseline_network_policy)
             container.start()
-            owner = f"{params.uid}:{params.gid}"
-            container.exec_run(["sh", "-c", f"chown {owner} {WORKDIR} {HOME} {COMMANDS} && "
-                                f"chown {VERIFIER_UID}:{VERIFIER_GID} {SCRATCH} && chmod 0700 {SCRATCH}"], user="0:0")
-            return DockerSession(container, self.config.env, params)
+            container.exec_run(["sh", "-c", setup.prepare], user="0:0")
+            return DockerSession(container, setup.env, params, setup.layout, setup.record, setup.memory_mb)
         except BaseException:
             if container is not None:
                 _remove(container)
             raise
+
+    def _create(self, setup: Setup, name: str, policy: NetworkPolicy) -> Any:
+        """The container of a session; a storage bound the engine cannot hold (only some storage drivers
+        can) is recorded as not enforced instead of failing the task."""
+        import docker.errors
+
+        params = self.params
+        options: dict[str, Any] = dict(
+            command=["sleep", "infinity"],
+            name=name,
+            network_mode=policy.value,
+            labels={LABEL: "1", f"{LABEL}.host": socket.gethostname(), f"{LABEL}.pid": str(os.getpid()),
+                    f"{LABEL}.environment": self.config.id},
+            mem_limit=f"{setup.memory_mb}m" if setup.memory_mb else None,
+            memswap_limit=f"{setup.memory_mb}m" if setup.memory_mb else None,
+            nano_cpus=int(setup.cpus * 1e9) if setup.cpus else None,
+            pids_limit=params.max_processes,
+            read_only=setup.read_only,
+            volumes=[*setup.volumes, *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}" for m in params.mounts)],
+            tmpfs=setup.tmpfs,
+            working_dir=setup.layout.workdir,
+            environment=setup.env,
+        )
+        if setup.storage_mb is None:
+            return self.client.containers.create(setup.image, **options)
+        try:
+            return self.client.containers.create(setup.image, storage_opt={"size": f"{setup.storage_mb}M"}, **options)
+        except docker.errors.APIError as exc:
+            if "storage" not in str(exc).lower():
+                raise
+            setup.record["storage_mb"] = (f"{setup.storage_mb} asked, not enforced: this engine's storage driver "
+                                          f"cannot bound a container's disk ({_first_line(exc)})")
+            return self.client.containers.create(setup.image, **options)
+
+    def _plain_setup(self) -> Setup:
+        """A task that asks nothing of its environment: the sweep's image, read-only, and the task's files in
+        volumes of their own (/work, a tmpfs of ``disk_mb`` where declared)."""
+        params = self.params
+        assert params.image is not None
+        agent = (params.uid, params.gid)
+        return Setup(
+            image=params.image, memory_mb=params.memory_mb, cpus=params.cpus, read_only=True,
+            volumes=[SCRATCH, COMMANDS, HOME, *([] if params.disk_mb else [WORKDIR])],
+            tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777",
+                   **({WORKDIR: f"size={params.disk_mb}m,uid={params.uid},gid={params.gid},mode=0755"}
+                      if params.disk_mb else {})},
+            env=dict(self.config.env),
+            layout=Layout(workdir=WORKDIR, owners={WORKDIR: agent, HOME: agent, COMMANDS: agent,
+                                                   SCRATCH: (VERIFIER_UID, VERIFIER_GID)}),
+            prepare=_owned([(WORKDIR, agent, None), (HOME, agent, None), (COMMANDS, agent, None),
+                            (SCRATCH, (VERIFIER_UID, VERIFIER_GID), "0700")]),
+        )
+
+    def _task_setup(self, plan: ExecutionPlan, task: TaskSpec) -> Setup:
+        """A task in the environment it asks for: its own image (built once per build context), its
+        working directory (declared, else the image's WORKDIR, else /app) given to the agent, a writable
+        filesystem as under Harbor, its directories owned by whom they are for, its resources (the
+        task's ask wins over the sweep's; CPUs up to the engine's), its variables."""
+        asks = task.environment
+        assert asks is not None
+        params = self.params
+        image = self._image(plan, task)
+        workdir = asks.workdir or image.workdir or DEFAULT_TASK_WORKDIR
+        agent, verifier = (params.uid, params.gid), (VERIFIER_UID, VERIFIER_GID)
+        owners = {"agent": agent, "verifier": verifier, "reference": (0, 0)}
+        dirs = [(d.path, owners[d.visible_to], "0755" if d.visible_to == "agent" else "0700") for d in asks.dirs]
+        record: dict[str, Any] = {"image": image.tag, "image_id": image.id, "built": image.built, "workdir": workdir}
+        if image.digest is not None:
+            record["build_log"] = BUILD_LOG
+        cpus = asks.cpus or params.cpus
+        if cpus is not None and cpus > self._engine_cpus():
+            record["cpus"] = f"{cpus:g} asked, {self._engine_cpus()} given: the engine has no more"
+            cpus = float(self._engine_cpus())
+        elif cpus is not None:
+            record["cpus"] = f"{cpus:g} ({'the task' if asks.cpus else 'the sweep'})"
+        memory = asks.memory_mb or params.memory_mb
+        if memory is not None:
+            record["memory_mb"] = f"{memory} ({'the task' if asks.memory_mb else 'the sweep'})"
+        if asks.storage_mb is not None:
+            record["storage_mb"] = f"{asks.storage_mb} (the task)"
+        if params.disk_mb is not None:
+            record["disk_mb"] = (f"{params.disk_mb}: not applied, it bounds /work of tasks without their own "
+                                 "environment; a task's files stay in its image's working directory")
+        return Setup(
+            image=image.id, memory_mb=memory, cpus=cpus, storage_mb=asks.storage_mb, read_only=False,
+            volumes=[SCRATCH, COMMANDS, HOME], tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777"},
+            env={**self.config.env, **asks.env},
+            layout=Layout(workdir=workdir, owners={workdir: agent, HOME: agent, COMMANDS: agent, SCRATCH: verifier,
+                                                   **{path: owner for path, owner, _ in dirs}},
+                          verifier_path=image.env.get("PATH") or VERIFIER_PATH),
+            # The task's files in its working directory become the agent's, as they are its root's under Harbor.
+            prepare=f"mkdir -p {shlex.quote(workdir)} && chown -R {agent[0]}:{agent[1]} {shlex.quote(workdir)} && "
+                    + _owned([(HOME, agent, None), (COMMANDS, agent, None), (SCRATCH, verifier, "0700"), *dirs]),
+            record=record,
+        )
+
+    def _image(self, plan: ExecutionPlan, task: TaskSpec) -> BuiltImage:
+        asks = task.environment
+        assert asks is not None
+        if asks.build_context is not None:
+            log = plan.artifacts_dir / BUILD_LOG if plan.artifacts_dir is not None else Path(os.devnull)
+            return ensure_image(self.client, asks.build_context, dockerfile=asks.dockerfile,
+                                timeout_s=asks.build_timeout_s, log_path=log, name=task.id)
+        ref = asks.image or self.params.image
+        assert ref is not None
+        return prebuilt_image(self.client, ref, pull=self.params.pull and asks.image is not None)
+
+    def _engine_cpus(self) -> int:
+        if self._cpus is None:
+            self._cpus = int(self.client.info().get("NCPU") or os.cpu_count() or 1)
+        return self._cpus
+
+
+class Setup(BaseModel):
+    """How a session's container is made: its image, limits, filesystem and what runs (as root) once it
+    has started; the record of what was applied."""
+
+    image: str
+    memory_mb: int | None = None
+    cpus: float | None = None
+    storage_mb: int | None = None
+    read_only: bool
+    volumes: list[str]
+    tmpfs: dict[str, str]
+    env: dict[str, str]
+    layout: Layout
+    prepare: str
+    record: dict[str, Any] = Field(default_factory=dict)
+
+
+def _owned(paths: list[tuple[str, tuple[int, int], str | None]]) -> str:
+    """A shell line making each directory, with its owner and mode."""
+    return " && ".join(f"mkdir -p {shlex.quote(path)} && chown {uid}:{gid} {shlex.quote(path)}"
+                       + (f" && chmod {mode} {shlex.quote(path)}" if mode else "")
+                       for path, (uid, gid), mode in paths)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:200]

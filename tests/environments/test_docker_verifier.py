@@ -26,7 +26,7 @@ DOCKER = {"id": "docker", "params": {"image": IMAGE}}
 AGENT_UID = 65534
 # Code that, once the check's Python loads it, rewrites the reward as that Python exits; in docker the
 # reward's path is always the same.
-FORGE = 'import atexit\natexit.register(lambda: open("/scratch/logs/verifier/reward.txt", "w").write("1"))\n'
+FORGE = 'import atexit\natexit.register(lambda: open("/logs/verifier/reward.txt", "w").write("1"))\n'
 PROBES: dict[str, tuple[str, str]] = {
     # probe: (the verifier of test_verifier_context, what the agent plants besides its wrong answer)
     "a .pth file in the user site-packages": (
@@ -105,7 +105,7 @@ def test_code_the_agent_planted_never_runs_in_the_docker_verifier(tmp_path: Path
                                                                         for t, c in commands.items()}}})
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
-    rewards = {task: detail["attempts"]["1"]["benchmark_fields"].get("reward")
+    rewards = {task: detail["attempts"]["1"]["rewards"].get("reward")
                for task, detail in details_by_task(Path(outcome.result.run_dir)).items()}
     names = list(PROBES)
     assert {names[int(t[-1])]: r for t, r in rewards.items() if t.startswith("forge")} == dict.fromkeys(PROBES, 0.0)

@@ -224,8 +224,9 @@ def test_a_timed_out_command_cannot_swap_its_output_for_a_host_file(tmp_path: Pa
 @pytest.mark.parametrize("environment", ["local", pytest.param("sandbox", marks=needs_bwrap)])
 def test_a_symlink_planted_as_the_harbor_tests_directory_changes_no_host_directory(tmp_path: Path,
                                                                                   environment: str) -> None:
-    """The Harbor verifier's tests are copied into scratch/tests at evaluation; a symlink there to a host
-    directory is refused (an evaluation error), the host directory stays empty."""
+    """The Harbor verifier's tests are uploaded to /tests at evaluation, a directory only the verifier's
+    commands see: a symlink planted where the old layout kept them (scratch/tests) changes no host
+    directory. `local`, which cannot give a task its own directories, refuses the task instead."""
     host_dir = tmp_path / "host-dir"
     host_dir.mkdir()
     plant = f"mkdir -p ../scratch && rm -rf ../scratch/tests && ln -s {host_dir} ../scratch/tests; true"
@@ -233,8 +234,8 @@ def test_a_symlink_planted_as_the_harbor_tests_directory_changes_no_host_directo
                         benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(HARBOR_TASKS)}, "tasks": ["json-config"]}])
     detail = details_by_task(run_sweep(sweep))["json-config"]
     assert list(host_dir.iterdir()) == []
-    if environment == "local":  # the agent reached scratch: the copy is refused, nothing scores
-        assert not detail["correct"] and detail["attempts"]["1"]["eval_error"], detail
+    if environment == "local":  # refused before anything ran: an error naming where it can run
+        assert not detail["correct"] and "run it in" in detail["attempts"]["1"]["run_error"], detail
     else:  # scratch is out of the agent's sight: the plant failed and the task scored on its merits
         assert detail["correct"]
 

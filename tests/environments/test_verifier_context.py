@@ -22,11 +22,12 @@ from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-ENVIRONMENTS = [pytest.param("sandbox", marks=needs_bwrap), "local"]
+# Harbor's tasks need their directories at absolute paths, which `local` cannot give (it refuses them:
+# test_local_refuses_a_harbor_task); the docker verifier has its own probes (test_docker_verifier.py).
+ENVIRONMENTS = [pytest.param("sandbox", marks=needs_bwrap)]
 
 # What the forging code does when it runs inside the verifier: the reward file is the one the verifier
-# writes (its path is in the verifier's script, /logs/verifier mapped onto scratch), found through the
-# verifier's own command line.
+# writes, found through the verifier's own command line.
 FORGE = textwrap.dedent("""\
     import atexit, glob, os
     def _forge():
@@ -101,7 +102,7 @@ def test_code_the_agent_planted_for_the_verifier_never_runs_in_it(tmp_path: Path
         harbor_task(tasks, f"solved-{index}", verifier)
         commands[f"solved-{index}"] = "echo 42 > answer.json"
     details = run_agent(tmp_path, environment, tasks, commands)
-    rewards = {task: detail.attempts["1"].benchmark_fields.get("reward") for task, detail in details.items()}
+    rewards = {task: detail.attempts["1"].rewards.get("reward") for task, detail in details.items()}
     names = list(PROBES)
     assert {names[int(t[-1])]: r for t, r in rewards.items() if t.startswith("forge")} == dict.fromkeys(PROBES, 0.0)
     assert {t: r for t, r in rewards.items() if t.startswith("solved")} == {f"solved-{i}": 1.0 for i in range(len(PROBES))}

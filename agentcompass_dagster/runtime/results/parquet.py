@@ -62,12 +62,22 @@ def task_results_schema() -> pa.Schema:
     ])
 
 
-def _write(path: Path, table: pa.Table) -> None:
+def write_table(path: Path, table: pa.Table) -> None:
+    """An Arrow table as Parquet, written atomically."""
     import pyarrow.parquet as pq
 
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The table in the current schema; columns added since it was written are null (R-COMPAT-1)."""
+    import pyarrow as pa
+
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 # Columns are built from their buffers: pa.array() and pa.scalar() import pandas on first use, 50 MB
@@ -179,7 +189,7 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
     }
     columns = {name: _column(values, schema.field(name).type) for name, values in per_metric.items()}
     columns |= {name: _repeated(value, schema.field(name).type, len(names)) for name, value in identity.items()}
-    _write(run_dir / METRICS_FILE, _table(columns, schema))
+    write_table(run_dir / METRICS_FILE, _table(columns, schema))
 
     rows = scores.attempt_rows()
     schema = task_results_schema()
@@ -203,7 +213,7 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
     for name, values in analysis_columns(scores.decoded_analysis(rows)):
         type_ = schema.field(name).type
         columns[name] = _nulls(type_, len(rows)) if values is None else _column(values, type_)
-    _write(run_dir / TASK_RESULTS_FILE, _table(columns, schema))
+    write_table(run_dir / TASK_RESULTS_FILE, _table(columns, schema))
 
 
 def read_task_scores(run_dir: Path) -> dict[str, float | None]:
