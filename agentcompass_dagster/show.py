@@ -138,7 +138,7 @@ def _task(run_dir: RunDir, task_id: str, detail: DetailView | None, k: int,
     attempts = []
     for index in range(1, k + 1):
         durable = run_dir.durable_dir(task_id, index)
-        checkpointed = run_dir.finished_attempt_file(task_id, index).is_file()
+        checkpointed = run_dir.finished.file(task_id, index).is_file()
         if checkpointed or durable.is_dir():
             outcome = "checkpointed" if checkpointed else "interrupted"
             attempts.append(AttemptOverview(attempt=index, outcome=outcome, **attempt_activity(durable)))

@@ -49,6 +49,24 @@ def _docker_problem() -> str | None:
 
 DOCKER_PROBLEM = _docker_problem()
 needs_docker = pytest.mark.skipif(DOCKER_PROBLEM is not None, reason=DOCKER_PROBLEM or "")
+# The base the Harbor fixture tasks' Dockerfiles name (tests/data/harbor): an image of its own made from
+# IMAGE, so that no test changes what IMAGE is called.
+FIXTURE_BASE = "agentcompass-fixture:bookworm"
+
+
+def fixture_base() -> str:
+    """FIXTURE_BASE on the engine, made once (no registry is reached)."""
+    import io
+
+    import docker
+
+    client = docker.from_env()
+    try:
+        client.images.get(FIXTURE_BASE)
+    except docker.errors.ImageNotFound:
+        dockerfile = f"FROM {IMAGE}\nLABEL agentcompass.fixture=base\n".encode()
+        client.images.build(fileobj=io.BytesIO(dockerfile), tag=FIXTURE_BASE, pull=False, rm=True)
+    return FIXTURE_BASE
 
 
 def write_sweep(directory: Path, name: str = "sweep", **fields: Any) -> Path:

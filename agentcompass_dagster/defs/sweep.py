@@ -127,8 +127,7 @@ class SweepBenchmark:
             return self._plugins[request.model.id]
 
     def resolved(self, requests: list[EvalRequest], resources: SweepResources | None = None) -> dict[str, ResolvedRequest]:
-        return {request.name: ResolvedRequest(self.plugins(request, resources), self.tasks, self.selection.not_loaded)
-                for request in requests}
+        return {request.name: ResolvedRequest(self.plugins(request, resources), self.selection) for request in requests}
 
     # results
 

@@ -3,22 +3,29 @@
     environment:
       id: docker
       params: {image: "python:3.12-slim", memory_mb: 2048, max_processes: 256, disk_mb: 4096, tmp_mb: 512,
-               cpus: 2, mounts: [{source: /data/x, target: /data, read_only: true}]}
+               cpus: 2, pull: false, mounts: [{source: /data/x, target: /data, read_only: true}]}
+
+A task that asks for its own environment (``TaskSpec.environment``: Harbor's tasks) runs in its own image,
+built by the engine from its build context once per digest (environments/images.py) or the prebuilt one it
+names, with the image's WORKDIR (or the task's) as the working directory, given to the agent, a writable
+filesystem as under Harbor, its directories at their paths owned by whom they are for, its resources over
+the declared ones; what was applied is the session's record (``describe``). Any other task runs in the
+declared ``image``, read-only, its files in the /work volume (a tmpfs of ``disk_mb``). How each container
+is laid out is docker_setup.py's.
 
 The container runs with the plan's baseline network (`none`, or `host`); a running container cannot
 change network, so a plan whose phases differ is refused (R-NET-1). The agent's commands run as ``uid``
-(default 65534) in /work; the framework's private /scratch (checks, tests, solutions, rewards) belongs to
+(default 65534); the framework's private /scratch (checks, solutions, the verifier's homes) belongs to
 the verifier's own user (VERIFIER_UID, never root nor the agent's) with mode 0700, and only commands run
 for the reference (as root) or the verifier see it. A verifier's command gets a HOME and TMPDIR made new
-for it in /scratch, a PATH of system directories and Python without user site-packages: nothing the
-agent planted in its home runs in the check, and nothing it runs there runs as root. Every command's
-output is read as it comes, its head and tail kept (contracts/capture.py). The limits are the
-sandbox's: ``memory_mb`` and ``max_processes`` become the container's memory and pids limits,
-``disk_mb`` bounds /work (a tmpfs of that size, counted in the memory too), ``tmp_mb`` bounds /tmp; a
-command that hits one ends the attempt with an error naming it (read from the container's cgroup where
-this machine runs the engine). Containers carry labels naming this process; at the first open,
-containers left by a process that no longer runs (a killed run) are removed. Close removes the container
-and is idempotent, also after a failed start.
+for it in /scratch, a PATH of system directories (the task's image's own, where it has one) and Python
+without user site-packages: nothing the agent planted in its home runs in the check, and nothing it runs
+there runs as root. Every command's output is read as it comes, its head and tail kept
+(contracts/capture.py). ``memory_mb`` and ``max_processes`` become the container's memory and pids
+limits, ``tmp_mb`` bounds /tmp; a command that hits one ends the attempt with an error naming it (read
+from the container's cgroup where this machine runs the engine). Containers carry labels naming this
+process; at the first open, containers left by a process that no longer runs (a killed run) are removed.
+Close removes the container and is idempotent, also after a failed start.
 """
 
 from __future__ import annotations
@@ -36,12 +43,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.environment import (
-    VERIFIER_PATH,
     Caller,
     Environment,
     EnvironmentLimitExceeded,
@@ -50,6 +54,20 @@ from agentcompass_dagster.contracts.environment import (
     verifier_env,
 )
 from agentcompass_dagster.environments.cgroups import Cgroup
+from agentcompass_dagster.environments.docker_setup import (
+    BUILD_LOG,
+    COMMANDS,
+    HOME,
+    SCRATCH,
+    WORKDIR,
+    DockerParams,
+    Layout,
+    Setup,
+    VERIFIER_GID,
+    VERIFIER_UID,
+    plain_setup,
+    task_setup,
+)
 from agentcompass_dagster.environments.images import BuiltImage, ensure_image, prebuilt_image
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.contracts.capture import READ_CHUNK, Capture
@@ -57,14 +75,6 @@ from agentcompass_dagster.runtime.execution.processes import process_alive
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
 LABEL = "agentcompass"
-WORKDIR, SCRATCH, HOME, COMMANDS = "/work", "/scratch", "/home/agent", "/commands"
-# The working directory of a task whose image sets none: Harbor's tasks' own convention.
-DEFAULT_TASK_WORKDIR = "/app"
-# A task image's build log, in the attempt's files.
-BUILD_LOG = "build.log"
-# The verifier's user and group: neither root (a file the agent planted, run by the check, would run as
-# root) nor the agent's (which would open /scratch to it).
-VERIFIER_UID = VERIFIER_GID = 65533
 # Kill every process but pid 1 and this shell, then wait (up to 5 s) until none but zombies is left.
 STOP_PROCESSES = (
     "kill -9 -1 2>/dev/null; for _ in $(seq 100); do left=; for p in /proc/[0-9]*; do n=${p#/proc/}; "
@@ -73,50 +83,10 @@ STOP_PROCESSES = (
 )
 
 
-class Mount(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    source: str
-    target: str
-    read_only: bool = True
-
-
-class DockerParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    # The image of tasks that name none of their own (a task's environment/Dockerfile or docker_image wins).
-    image: str | None = None
-    # Whether a task's docker_image missing on the engine may be pulled from its registry.
-    pull: bool = False
-    memory_mb: int | None = Field(default=None, ge=16)
-    max_processes: int | None = Field(default=None, ge=8)
-    disk_mb: int | None = Field(default=None, ge=16)
-    tmp_mb: int = Field(default=512, ge=1)
-    cpus: float | None = Field(default=None, gt=0)
-    uid: int = Field(default=65534, ge=1)
-    gid: int = Field(default=65534, ge=1)
-    mounts: list[Mount] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _not_the_verifiers(self) -> DockerParams:
-        if self.uid == VERIFIER_UID or self.gid == VERIFIER_GID:
-            raise ValueError(f"uid and gid: {VERIFIER_UID} is the verifier's, which the agent must not share")
-        return self
-
-
 def _client() -> Any:
     import docker
 
     return docker.from_env()
-
-
-class Layout(BaseModel):
-    """Where a session's commands work and what the host may write there: the working directory, and
-    each directory the host writes into with the owner its files get (the longest that holds a path)."""
-
-    workdir: str
-    owners: dict[str, tuple[int, int]]
-    verifier_path: str = VERIFIER_PATH
 
 
 class DockerSession(EnvironmentSession):
@@ -381,7 +351,8 @@ class DockerEnvironment(Environment):
             if not _swept:
                 _swept = True
                 remove_stale_containers(client)
-        setup = self._task_setup(plan, task) if task.environment is not None else self._plain_setup()
+        setup = (task_setup(self.params, self.config.env, task.environment, self._image(plan, task), self._engine_cpus())
+                 if task.environment is not None else plain_setup(self.params, self.config.env))
         params = self.params
         name = f"agentcompass-{os.getpid()}-{secrets.token_hex(4)}"
         container = None
@@ -428,68 +399,6 @@ class DockerEnvironment(Environment):
                                           f"cannot bound a container's disk ({_first_line(exc)})")
             return self.client.containers.create(setup.image, **options)
 
-    def _plain_setup(self) -> Setup:
-        """A task that asks nothing of its environment: the sweep's image, read-only, and the task's files in
-        volumes of their own (/work, a tmpfs of ``disk_mb`` where declared)."""
-        params = self.params
-        assert params.image is not None
-        agent = (params.uid, params.gid)
-        return Setup(
-            image=params.image, memory_mb=params.memory_mb, cpus=params.cpus, read_only=True,
-            volumes=[SCRATCH, COMMANDS, HOME, *([] if params.disk_mb else [WORKDIR])],
-            tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777",
-                   **({WORKDIR: f"size={params.disk_mb}m,uid={params.uid},gid={params.gid},mode=0755"}
-                      if params.disk_mb else {})},
-            env=dict(self.config.env),
-            layout=Layout(workdir=WORKDIR, owners={WORKDIR: agent, HOME: agent, COMMANDS: agent,
-                                                   SCRATCH: (VERIFIER_UID, VERIFIER_GID)}),
-            prepare=_owned([(WORKDIR, agent, None), (HOME, agent, None), (COMMANDS, agent, None),
-                            (SCRATCH, (VERIFIER_UID, VERIFIER_GID), "0700")]),
-        )
-
-    def _task_setup(self, plan: ExecutionPlan, task: TaskSpec) -> Setup:
-        """A task in the environment it asks for: its own image (built once per build context), its
-        working directory (declared, else the image's WORKDIR, else /app) given to the agent, a writable
-        filesystem as under Harbor, its directories owned by whom they are for, its resources (the
-        task's ask wins over the sweep's; CPUs up to the engine's), its variables."""
-        asks = task.environment
-        assert asks is not None
-        params = self.params
-        image = self._image(plan, task)
-        workdir = asks.workdir or image.workdir or DEFAULT_TASK_WORKDIR
-        agent, verifier = (params.uid, params.gid), (VERIFIER_UID, VERIFIER_GID)
-        owners = {"agent": agent, "verifier": verifier, "reference": (0, 0)}
-        dirs = [(d.path, owners[d.visible_to], "0755" if d.visible_to == "agent" else "0700") for d in asks.dirs]
-        record: dict[str, Any] = {"image": image.tag, "image_id": image.id, "built": image.built, "workdir": workdir}
-        if image.digest is not None:
-            record["build_log"] = BUILD_LOG
-        cpus = asks.cpus or params.cpus
-        if cpus is not None and cpus > self._engine_cpus():
-            record["cpus"] = f"{cpus:g} asked, {self._engine_cpus()} given: the engine has no more"
-            cpus = float(self._engine_cpus())
-        elif cpus is not None:
-            record["cpus"] = f"{cpus:g} ({'the task' if asks.cpus else 'the sweep'})"
-        memory = asks.memory_mb or params.memory_mb
-        if memory is not None:
-            record["memory_mb"] = f"{memory} ({'the task' if asks.memory_mb else 'the sweep'})"
-        if asks.storage_mb is not None:
-            record["storage_mb"] = f"{asks.storage_mb} (the task)"
-        if params.disk_mb is not None:
-            record["disk_mb"] = (f"{params.disk_mb}: not applied, it bounds /work of tasks without their own "
-                                 "environment; a task's files stay in its image's working directory")
-        return Setup(
-            image=image.id, memory_mb=memory, cpus=cpus, storage_mb=asks.storage_mb, read_only=False,
-            volumes=[SCRATCH, COMMANDS, HOME], tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777"},
-            env={**self.config.env, **asks.env},
-            layout=Layout(workdir=workdir, owners={workdir: agent, HOME: agent, COMMANDS: agent, SCRATCH: verifier,
-                                                   **{path: owner for path, owner, _ in dirs}},
-                          verifier_path=image.env.get("PATH") or VERIFIER_PATH),
-            # The task's files in its working directory become the agent's, as they are its root's under Harbor.
-            prepare=f"mkdir -p {shlex.quote(workdir)} && chown -R {agent[0]}:{agent[1]} {shlex.quote(workdir)} && "
-                    + _owned([(HOME, agent, None), (COMMANDS, agent, None), (SCRATCH, verifier, "0700"), *dirs]),
-            record=record,
-        )
-
     def _image(self, plan: ExecutionPlan, task: TaskSpec) -> BuiltImage:
         asks = task.environment
         assert asks is not None
@@ -505,30 +414,6 @@ class DockerEnvironment(Environment):
         if self._cpus is None:
             self._cpus = int(self.client.info().get("NCPU") or os.cpu_count() or 1)
         return self._cpus
-
-
-class Setup(BaseModel):
-    """How a session's container is made: its image, limits, filesystem and what runs (as root) once it
-    has started; the record of what was applied."""
-
-    image: str
-    memory_mb: int | None = None
-    cpus: float | None = None
-    storage_mb: int | None = None
-    read_only: bool
-    volumes: list[str]
-    tmpfs: dict[str, str]
-    env: dict[str, str]
-    layout: Layout
-    prepare: str
-    record: dict[str, Any] = Field(default_factory=dict)
-
-
-def _owned(paths: list[tuple[str, tuple[int, int], str | None]]) -> str:
-    """A shell line making each directory, with its owner and mode."""
-    return " && ".join(f"mkdir -p {shlex.quote(path)} && chown {uid}:{gid} {shlex.quote(path)}"
-                       + (f" && chmod {mode} {shlex.quote(path)}" if mode else "")
-                       for path, (uid, gid), mode in paths)
 
 
 def _first_line(exc: BaseException) -> str:

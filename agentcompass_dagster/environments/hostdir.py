@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import logging
 import os
 import secrets
 import signal
@@ -25,9 +24,9 @@ from typing import Any
 
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession, ExecResult, verifier_env
 from agentcompass_dagster.contracts.records import TaskDir
-from agentcompass_dagster.environments.cgroups import Cgroup, stale
+from agentcompass_dagster.environments.cgroups import Cgroup
 from agentcompass_dagster.contracts.capture import READ_CHUNK, Capture, capture_file
-from agentcompass_dagster.runtime.execution.processes import ProcessId, proc_stat, process_alive
+from agentcompass_dagster.runtime.execution.processes import ProcessId, proc_stat
 from agentcompass_dagster.runtime.store.safe_fs import (
     makedirs_beneath,
     open_regular_beneath,
@@ -37,8 +36,6 @@ from agentcompass_dagster.runtime.store.safe_fs import (
     write_beneath,
 )
 
-log = logging.getLogger(__name__)
-
 IDENTITY_FILE = ".identity"
 MANAGED = ("work", "home")
 # Below the session's directory: the task's own directories (TaskEnvironment.dirs), one per index.
@@ -46,9 +43,6 @@ TASK_DIRS = "dirs"
 PROCESSES = "processes"
 # How long a timed-out command's pipes are still read once its process group is killed.
 DRAIN_AFTER_KILL_S = 2.0
-# How long the directory of a session that died with its process stays for a resume to attach to
-# (R-RESUME-1); the next run's sweep removes it after that.
-KEEP_FOR_RESUME_S = 24 * 3600
 
 
 class HostDirSession(EnvironmentSession):
@@ -349,57 +343,6 @@ def _group_alive(pgid: int) -> bool:
         if fields is not None and len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
             return True
     return False
-
-
-_swept: set[Path] = set()
-_sweep_lock = threading.Lock()
-
-
-def sweep_dead_sessions(directory: Path, prefix: str, owner: str, release: Callable[[Path], list[str]]) -> None:
-    """Once per process and directory: what processes that died without closing their sessions
-    (SIGKILL) left in ``directory`` (entries named <prefix><pid>-..., each given to ``release``) and
-    their cgroups of kind ``owner``; except the sessions a resume may still attach to."""
-    with _sweep_lock:
-        if directory in _swept:
-            return
-        _swept.add(directory)
-    kept, released = set(), set()
-    for entry in directory.iterdir() if directory.is_dir() else []:
-        name = entry.name[len(prefix):] if entry.name.startswith(prefix) else ""
-        pid = name.partition("-")[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
-            continue
-        if awaits_resume(entry):
-            kept.add(name)
-            continue
-        released.add(name)
-        # Another process's leftovers: whatever they hold (a tree too odd to remove, a mount still busy),
-        # they must not fail the attempt that happens to find them.
-        try:
-            problems = release(entry)
-        except Exception as exc:
-            problems = [f"{type(exc).__name__}: {exc}"]
-        if problems:
-            log.warning("could not remove what a dead session left at %s: %s", entry, "; ".join(problems[:3]))
-    for group in stale(owner):
-        # A group whose session is not in this directory (another TMPDIR, another root) may hold the command
-        # a resume of that session waits for, which only a sweep of its directory can tell: of those, only
-        # groups nothing runs in go (a process with another TMPDIR killed a resumable session's command).
-        if group.name in kept or (group.name not in released and group.pids()):
-            continue
-        try:
-            group.remove()
-        except Exception as exc:
-            log.warning("could not remove the cgroup of a dead session %s: %s", group.name, exc)
-
-
-def awaits_resume(root: Path) -> bool:
-    """Whether the dead session at ``root`` recorded itself for a resume (handle()) recently enough to
-    keep its directory: a resume of that run may still attach to it."""
-    try:
-        return time.time() - os.lstat(root / IDENTITY_FILE).st_mtime < KEEP_FOR_RESUME_S
-    except OSError:
-        return False
 
 
 def probe_hostdir(handle: dict[str, Any]) -> bool:

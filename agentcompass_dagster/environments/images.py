@@ -75,7 +75,8 @@ def ensure_image(client: Any, context: Path, *, dockerfile: str = "Dockerfile", 
     when its turn comes). Raises ImageBuildError for an unusable context, a failed step or the time
     limit."""
     try:
-        digest = context_digest(context, dockerfile)
+        sent = context_digest(context, dockerfile)
+        digest = _with_bases(client, sent, context / dockerfile)
     except ImageBuildError as exc:
         raise ImageBuildError(f"task {name}: {exc}") from exc
     tag = f"{REPOSITORY}:{digest[:24]}"
@@ -84,8 +85,36 @@ def ensure_image(client: Any, context: Path, *, dockerfile: str = "Dockerfile", 
         if image is not None:
             _note(log_path, f"# {tag} for task {name}: on the engine already, not built\n")
             return _described(image, tag, digest, built=False)
-        return _described(_build(client, context, dockerfile, tag, digest, timeout_s, log_path, name),
+        return _described(_build(client, context, dockerfile, tag, (digest, sent), timeout_s, log_path, name),
                           tag, digest, built=True)
+
+
+def image_digest(client: Any, context: Path, dockerfile: str = "Dockerfile") -> str:
+    """What an image of ``context`` is tagged and labelled by: its context's digest and its bases' ids."""
+    return _with_bases(client, context_digest(context, dockerfile), context / dockerfile)
+
+
+def _with_bases(client: Any, digest: str, dockerfile: Path) -> str:
+    """The context's digest joined with the engine's id of each image the Dockerfile starts FROM: an
+    image built on a base that has since changed (a newer python:3.11-slim pulled, a tag moved) is not
+    the one this context builds now."""
+    import docker.errors
+
+    stages: set[str] = set()
+    bases = []
+    for line in dockerfile.read_text(errors="replace").splitlines():
+        words = line.split()
+        if len(words) < 2 or words[0].upper() != "FROM":
+            continue
+        ref = next((w for w in words[1:] if not w.startswith("--")), "")
+        if ref.lower() not in stages:
+            try:
+                bases.append(client.images.get(ref).id)
+            except (docker.errors.ImageNotFound, docker.errors.APIError):
+                bases.append(ref)  # the build pulls it, or fails saying so
+        if len(words) >= 4 and words[-2].upper() == "AS":
+            stages.add(words[-1].lower())
+    return hashlib.sha256(" ".join([digest, *bases]).encode()).hexdigest()
 
 
 def prebuilt_image(client: Any, ref: str, *, pull: bool = False) -> BuiltImage:
@@ -139,8 +168,11 @@ def _note(log_path: Path, text: str) -> None:
         log.write(text)
 
 
-def _build(client: Any, context: Path, dockerfile: str, tag: str, digest: str, timeout_s: float,
+def _build(client: Any, context: Path, dockerfile: str, tag: str, digests: tuple[str, str], timeout_s: float,
            log_path: Path, name: str) -> Any:
+    """``digests``: the image's (its label) and the context's as it was read for it (what is sent must
+    still be that)."""
+    digest, sent = digests
     deadline = time.monotonic() + timeout_s
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("a", encoding="utf-8") as log, tempfile.TemporaryFile() as body:
@@ -151,7 +183,7 @@ def _build(client: Any, context: Path, dockerfile: str, tag: str, digest: str, t
                 packed = _pack(context, dockerfile, archive)
         except ImageBuildError as exc:
             raise ImageBuildError(f"task {name}: {exc}") from exc
-        if packed != digest:
+        if packed != sent:
             raise ImageBuildError(f"task {name}: the build context {context} changed while it was read")
         body.seek(0)
         failure, fired = _stream(client, body, dockerfile, tag, {DIGEST_LABEL: digest, TASK_LABEL: name},

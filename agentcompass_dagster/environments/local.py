@@ -20,10 +20,8 @@ from pathlib import Path
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.contracts.environment import Environment, EnvironmentSession
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
-from agentcompass_dagster.environments.hostdir import (
-    HostDirSession,
-    sweep_dead_sessions,
-)
+from agentcompass_dagster.environments.hostdir import HostDirSession
+from agentcompass_dagster.environments.leftovers import sweep_dead_sessions
 from agentcompass_dagster.runtime.store.safe_fs import remove_tree
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 

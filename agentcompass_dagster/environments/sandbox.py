@@ -57,10 +57,8 @@ from agentcompass_dagster.contracts.environment import (
 from agentcompass_dagster.environments import seccomp
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
 from agentcompass_dagster.environments.dockerfile import Expressed, Unsupported, express
-from agentcompass_dagster.environments.hostdir import (
-    HostDirSession,
-    sweep_dead_sessions,
-)
+from agentcompass_dagster.environments.hostdir import HostDirSession
+from agentcompass_dagster.environments.leftovers import sweep_dead_sessions
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.store.safe_fs import remove_tree, write_beneath
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskEnvironment, TaskSpec

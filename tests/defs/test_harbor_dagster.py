@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from conftest import IMAGE, needs_docker, run_cli, write_sweep
+from conftest import fixture_base, needs_docker, run_cli, write_sweep
 
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.results import load_metrics
@@ -20,9 +20,7 @@ GOOD = ["env-tables", "offline-build", "python-verifier", "slow-solution", "sum-
 
 
 def harbor_sweep(tmp_path: Path, harness: str) -> Path:
-    import docker
-
-    docker.from_env().images.get(IMAGE).tag("agentcompass-fixture", "bookworm")
+    fixture_base()
     sweep = write_sweep(tmp_path, name=f"tb-{harness}", harness=harness, environment={"id": "docker", "params": {}},
                         benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(TASKS)}}])
     assert run_cli("run", str(sweep)) == 0

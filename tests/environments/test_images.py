@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import io
 import secrets
 import shutil
 import threading
@@ -155,7 +156,8 @@ def test_copied_files_workdir_and_user_arrive_in_the_image(tmp_path: Path, clien
 
     built = ensure_image(client, context, timeout_s=50, log_path=log_path, name=task)
 
-    digest = context_digest(context)
+    digest = images.image_digest(client, context)
+    assert digest != context_digest(context)
     assert (built.tag, built.digest, built.built) == (f"agentcompass-task:{digest[:24]}", digest, True)
     assert (built.workdir, built.user, built.env["TASK_INPUT"]) == ("/app", "1234", "/app/input.txt")
     assert client.images.get(built.tag).labels == {images.DIGEST_LABEL: digest, images.TASK_LABEL: task}
@@ -186,6 +188,18 @@ def test_a_second_ensure_image_reuses_the_image_also_from_a_new_client(tmp_path:
     assert first.id == again.id == from_other.id
     assert again == from_other == first.model_copy(update={"built": False})
     assert "on the engine already, not built" in (tmp_path / "2.log").read_text()
+
+
+def test_a_context_whose_base_has_changed_is_built_again(tmp_path: Path, client: Any, task: str, base: str) -> None:
+    """#36: the same build context on a base that is now another image (a newer python:3.11-slim pulled,
+    a tag moved) is another image: built again, never the one made on the old base."""
+    context = write_context(tmp_path / "environment", f"FROM {base}\nCOPY token /token\n")
+    first = ensure_image(client, context, timeout_s=50, log_path=tmp_path / "1.log", name=task)
+    newer, _ = client.images.build(fileobj=io.BytesIO(f"FROM {IMAGE}\nLABEL newer={task}\n".encode()), pull=False,
+                                   rm=True, labels={images.TASK_LABEL: task})
+    newer.tag(*base.split(":"))
+    again = ensure_image(client, context, timeout_s=50, log_path=tmp_path / "2.log", name=task)
+    assert first.built and again.built and again.digest != first.digest and again.id != first.id
 
 
 def test_concurrent_callers_build_once(tmp_path: Path, client: Any, task: str, base: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import IMAGE, details_by_task, needs_docker, opened_session, write_sweep
+from conftest import FIXTURE_BASE, details_by_task, fixture_base, needs_docker, opened_session, write_sweep
 
 from agentcompass_dagster.benchmarks.harbor.loader import load_task
 from agentcompass_dagster.config import EnvironmentConfig, load_sweep
@@ -27,18 +27,13 @@ from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 pytestmark = needs_docker
 TASKS = Path(__file__).parent.parent / "data" / "harbor"
-# The base the fixtures' Dockerfiles name.
-BASE = ("agentcompass-fixture", "bookworm")
 DOCKER: dict[str, Any] = {"id": "docker", "params": {}}
 GOOD = ["env-tables", "offline-build", "python-verifier", "slow-solution", "sum-input", "two-metrics", "two-steps"]
 
 
-@pytest.fixture(scope="module")
-def fixture_base() -> Iterator[None]:
-    import docker
-
-    docker.from_env().images.get(IMAGE).tag(*BASE)
-    yield
+@pytest.fixture(scope="module", name="fixture_base")
+def base_image() -> None:
+    fixture_base()
 
 
 def run(tmp_path: Path, harness: str, tasks: Path = TASKS, **fields: Any) -> tuple[Any, Path]:
@@ -163,7 +158,7 @@ def test_a_failed_build_is_an_error_naming_the_task_the_step_and_the_log(tmp_pat
     tasks = tmp_path / "tasks"
     shutil.copytree(TASKS / "python-verifier", tasks / "broken")
     (tasks / "broken" / "environment" / "Dockerfile").write_text(
-        f"FROM {':'.join(BASE)}\nRUN echo building-{secrets.token_hex(4)} && echo no-such-package >&2 && exit 3\n")
+        f"FROM {FIXTURE_BASE}\nRUN echo building-{secrets.token_hex(4)} && echo no-such-package >&2 && exit 3\n")
     result, run_dir = run(tmp_path, "oracle", tasks)
     (detail,) = details_by_task(run_dir).values()
     error = detail["attempts"]["1"]["run_error"]

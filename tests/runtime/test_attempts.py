@@ -23,7 +23,7 @@ from agentcompass_dagster.config import (
 )
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.execution.attempt import STRATEGIES
+from agentcompass_dagster.runtime.execution.strategies import STRATEGIES
 from agentcompass_dagster.runtime.results.metrics import pass_at_k
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir

@@ -30,7 +30,6 @@ from agentcompass_dagster.benchmarks.harbor.loader import (
     SOLUTION,
     TESTS,
     VERIFIER_LOGS,
-    StepFacts,
     TaskFacts,
     load_task,
     task_dirs,
@@ -111,7 +110,7 @@ class HarborTasksBenchmark(Benchmark):
     def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
         known = facts(task)
         step = task.metadata.get("step")
-        task_dir = Path(known.dir)
+        task_dir = Path(task.metadata["dir"])
         directory = task_dir / "steps" / step / "solution" if step else None
         if directory is None or not (directory / "solve.sh").is_file():
             directory = task_dir / "solution"
@@ -132,7 +131,7 @@ class HarborTasksBenchmark(Benchmark):
             minimum = next(s for s in known.steps if s.name == before.name).min_reward
             if minimum is not None and harbor_rewards.short_of(before.evaluation.rewards, minimum) is not None:
                 return None
-        files = Path(known.dir) / "steps" / step.name / "workdir"
+        files = Path(prepared.task.metadata["dir"]) / "steps" / step.name / "workdir"
         if files.is_dir():
             await session.upload_dir(files, session.workdir)
             if (files / "setup.sh").is_file():
@@ -169,7 +168,7 @@ class HarborTasksBenchmark(Benchmark):
             files.update(await _collect(session, directory, f"{prefix}{name}"))
         for source in (step.artifacts if step else known.artifacts):
             files.update(await _collect(session, source, f"{prefix}artifacts{source}"))
-        script = await self._upload_tests(session, Path(known.dir), step_name)
+        script = await self._upload_tests(session, Path(prepared.task.metadata["dir"]), step_name)
         timeout = step.verifier_timeout_s if step else known.verifier_timeout_s
         outcome = await session.exec(
             f"({shlex.quote(script)}) > {VERIFIER_LOGS}/test-stdout.txt 2>&1", timeout_s=timeout,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,11 +43,11 @@ class StepFacts(BaseModel):
 
 
 class TaskFacts(BaseModel):
-    """What the benchmark needs of a task when it runs, beyond the TaskSpec: kept in its metadata."""
+    """What the benchmark needs of a task when it runs, beyond the TaskSpec: kept in its metadata (beside
+    ``dir``, the task's directory, which the reward-hacking analyzer reads too)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    dir: str
     verifier_timeout_s: float
     verifier_env: dict[str, str]
     solution_env: dict[str, str]
@@ -89,6 +89,38 @@ def load_task(task_dir: Path, max_verifier_timeout_s: float | None) -> TaskSpec 
 def _load(task_dir: Path, max_verifier_timeout_s: float | None) -> TaskSpec:
     config = validate_declaration(TaskConfig, tomllib.loads((task_dir / "task.toml").read_text()),
                                   str(task_dir / "task.toml"))
+    _check_supported(config, task_dir)
+
+    def capped(timeout: float | None) -> float:
+        wanted = timeout if timeout is not None else DEFAULT_VERIFIER_TIMEOUT_S
+        return min(wanted, max_verifier_timeout_s) if max_verifier_timeout_s is not None else wanted
+
+    steps, step_facts = _steps(config, task_dir, capped)
+    if not steps:
+        if not (task_dir / "instruction.md").is_file():
+            raise ValueError("instruction.md is missing")
+        if not (task_dir / "tests" / "test.sh").is_file():
+            raise ValueError("tests/test.sh is missing: the task has no verifier")
+    facts = TaskFacts(
+        verifier_timeout_s=capped(config.verifier.timeout_sec),
+        verifier_env=_resolved(config.verifier.env, "verifier.env"),
+        solution_env=_resolved(config.solution.env, "solution.env"), artifacts=_artifacts(config.artifacts),
+        steps=tuple(step_facts), reward_strategy=config.multi_step_reward_strategy or "mean",
+        not_applied=_not_applied(config))
+    category = config.metadata.get("category")
+    return TaskSpec(
+        id=task_dir.name,
+        category=str(category) if category is not None else None,
+        input="" if steps else instruction(task_dir / "instruction.md"),
+        metadata={"dir": str(task_dir), "harbor": facts.model_dump(mode="json")},
+        environment=_environment(config, task_dir),
+        agent_timeout_s=None if steps else config.agent.timeout_sec,
+        steps=tuple(steps),
+    )
+
+
+def _check_supported(config: TaskConfig, task_dir: Path) -> None:
+    """Refuse what no environment here gives a task (it is not loaded, with the reason)."""
     environment = config.environment
     if environment.os != "linux":
         raise ValueError(f"task.toml: environment.os={environment.os!r}: only linux environments run here")
@@ -102,22 +134,24 @@ def _load(task_dir: Path, max_verifier_timeout_s: float | None) -> TaskSpec:
         raise ValueError("task.toml: verifier.environment_mode='separate': a verifier in a container of its own "
                          "is not supported; the verifier runs in the task's environment")
 
-    def capped(timeout: float | None) -> float:
-        wanted = timeout if timeout is not None else DEFAULT_VERIFIER_TIMEOUT_S
-        return min(wanted, max_verifier_timeout_s) if max_verifier_timeout_s is not None else wanted
 
-    def resolved(table: dict[str, str], where: str) -> dict[str, str]:
-        try:
-            values = resolve_host_env(table)
-        except KeyError as exc:
-            raise ValueError(f"task.toml: [{where}] {exc.args[0]}") from None
-        for value in values.values():
-            # What runs gets the value; every record written from now on in this process gets [REDACTED].
-            register_secret(value)
-        return values
+def _resolved(table: dict[str, str], where: str) -> dict[str, str]:
+    """An env table with the host's values for its templates, each registered as a secret."""
+    try:
+        values = resolve_host_env(table)
+    except KeyError as exc:
+        raise ValueError(f"task.toml: [{where}] {exc.args[0]}") from None
+    for value in values.values():
+        # What runs gets the value; every record written from now on in this process gets [REDACTED].
+        register_secret(value)
+    return values
 
+
+def _steps(config: TaskConfig, task_dir: Path, capped: Callable[[float | None], float],
+           ) -> tuple[list[TaskStep], list[StepFacts]]:
+    """A multi-step task's steps (none for a task of one), each with its instruction and a test."""
     steps: list[TaskStep] = []
-    step_facts: list[StepFacts] = []
+    facts: list[StepFacts] = []
     for step in config.steps or []:
         step_dir = task_dir / "steps" / step.name
         if not (step_dir / "instruction.md").is_file():
@@ -127,21 +161,20 @@ def _load(task_dir: Path, max_verifier_timeout_s: float | None) -> TaskSpec:
                              "nor tests/test.sh exists")
         steps.append(TaskStep(name=step.name, input=instruction(step_dir / "instruction.md"),
                               agent_timeout_s=step.agent.timeout_sec or config.agent.timeout_sec))
-        step_facts.append(StepFacts(
+        facts.append(StepFacts(
             name=step.name, verifier_timeout_s=capped(step.verifier.timeout_sec or config.verifier.timeout_sec),
-            verifier_env=resolved({**config.verifier.env, **step.verifier.env}, f"steps.{step.name}.verifier.env"),
+            verifier_env=_resolved({**config.verifier.env, **step.verifier.env}, f"steps.{step.name}.verifier.env"),
             min_reward=step.min_reward, artifacts=_artifacts(step.artifacts)))
     if len({s.name for s in steps}) != len(steps):
         raise ValueError("task.toml: [[steps]] names are not unique")
-    if not steps:
-        if not (task_dir / "instruction.md").is_file():
-            raise ValueError("instruction.md is missing")
-        if not (task_dir / "tests" / "test.sh").is_file():
-            raise ValueError("tests/test.sh is missing: the task has no verifier")
+    return steps, facts
 
+
+def _environment(config: TaskConfig, task_dir: Path) -> TaskEnvironment:
+    environment = config.environment
     build_context = task_dir / "environment"
     has_dockerfile = (build_context / "Dockerfile").is_file()
-    task_environment = TaskEnvironment(
+    return TaskEnvironment(
         build_context=build_context if has_dockerfile and environment.docker_image is None else None,
         image=environment.docker_image,
         build_timeout_s=environment.build_timeout_sec,
@@ -150,24 +183,8 @@ def _load(task_dir: Path, max_verifier_timeout_s: float | None) -> TaskSpec:
         memory_mb=environment.memory_mb,
         storage_mb=environment.storage_mb,
         network=NetworkPolicy.none if environment.no_network else None,
-        env=resolved(environment.env, "environment.env"),
+        env=_resolved(environment.env, "environment.env"),
         dirs=DIRS,
-    )
-    not_applied = {name: why for name, why in _not_applied(config).items()}
-    facts = TaskFacts(
-        dir=str(task_dir), verifier_timeout_s=capped(config.verifier.timeout_sec),
-        verifier_env=resolved(config.verifier.env, "verifier.env"),
-        solution_env=resolved(config.solution.env, "solution.env"), artifacts=_artifacts(config.artifacts),
-        steps=tuple(step_facts), reward_strategy=config.multi_step_reward_strategy or "mean", not_applied=not_applied)
-    category = config.metadata.get("category")
-    return TaskSpec(
-        id=task_dir.name,
-        category=str(category) if category is not None else None,
-        input="" if steps else instruction(task_dir / "instruction.md"),
-        metadata={"harbor": facts.model_dump(mode="json")},
-        environment=task_environment,
-        agent_timeout_s=None if steps else config.agent.timeout_sec,
-        steps=tuple(steps),
     )
 
 
@@ -179,7 +196,7 @@ def _artifacts(entries: list[str | ArtifactEntry]) -> tuple[str, ...]:
     return sources
 
 
-def _not_applied(config: TaskConfig) -> dict[str, Any]:
+def _not_applied(config: TaskConfig) -> dict[str, str]:
     """The fields task.toml sets that this framework records and does not apply, with why."""
     found = {}
     users = [("agent.user", config.agent.user), ("verifier.user", config.verifier.user)]

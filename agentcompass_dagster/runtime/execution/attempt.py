@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -32,6 +31,9 @@ from agentcompass_dagster.runtime.execution.budget import BudgetExhausted, check
 from agentcompass_dagster.runtime.execution.plugins import Plugins
 from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource, TaskRefused, open_session
 from agentcompass_dagster.runtime.execution.plan import Planner
+from agentcompass_dagster.runtime.execution.retries import WHOLE_ATTEMPT_SITES, RetryAllowance
+from agentcompass_dagster.runtime.execution.strategies import STRATEGIES, build_detail
+from agentcompass_dagster.runtime.execution.steps import joined, step_plan
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_files import copy_durable
 from agentcompass_dagster.contracts.records import (
@@ -43,28 +45,11 @@ from agentcompass_dagster.contracts.records import (
     RunResult,
     StepOutcome,
     TaskSpec,
-    TaskStep,
     utcnow,
 )
-from agentcompass_dagster.runtime.store.records import Strategy, TaskDetail
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 log = logging.getLogger(__name__)
-
-
-def _avg_done(attempts: dict[int, EvaluatedAttempt]) -> bool:
-    return False
-
-
-def _pass_done(attempts: dict[int, EvaluatedAttempt]) -> bool:
-    return any(a.correct and a.error is None for a in attempts.values())
-
-
-# A strategy says, given the attempts so far, whether the remaining ones may be skipped (R-RETRY-1); the
-# declaration accepts only these (config.AttemptsConfig.strategy).
-STRATEGIES: dict[Strategy, Callable[[dict[int, EvaluatedAttempt]], bool]] = {"avg": _avg_done, "pass": _pass_done}
-
-# Failure sites whose retry reruns the whole attempt in a new environment with the same plan (R-RETRY-2).
-WHOLE_ATTEMPT_SITES = frozenset({"environment", "prepare", "inference", "artifact", "general"})
 
 
 def _failure(exc: BaseException) -> str:
@@ -86,54 +71,6 @@ def _agent_failure(result: RunResult) -> str | None:
     return result.failure
 
 
-def retry_matches(error: str | None, patterns: list[str] | None) -> str | None:
-    """R-RETRY-1: None matches any non-empty error, a list matches by regex, [] matches nothing.
-    Returns the matching pattern ("*" for None), or None when the error is not retryable."""
-    if not error:
-        return None
-    if patterns is None:
-        return "*"
-    return next((p for p in patterns if re.search(p, error)), None)
-
-
-@dataclass
-class RetryAllowance:
-    """max_retries for one semantic attempt, shared by all of its retryable phases."""
-
-    max_retries: int
-    patterns: list[str] | None
-    used: int = 0
-
-    def take(self, error: str | None) -> str | None:
-        if self.used >= self.max_retries:
-            return None
-        matched = retry_matches(error, self.patterns)
-        if matched is not None:
-            self.used += 1
-        return matched
-
-
-def build_detail(task: TaskSpec, k: int, strategy: Strategy, attempts: dict[int, EvaluatedAttempt]) -> TaskDetail:
-    first_correct = next((i for i in sorted(attempts) if attempts[i].correct and attempts[i].error is None), None)
-    error = next((a.error for a in attempts.values() if a.error), None)
-    failure = next((a.failure for a in attempts.values() if a.failure), None)
-    return TaskDetail(
-        task_id=task.id,
-        category=task.category,
-        k=k,
-        strategy=strategy,
-        attempts={str(i): attempts[i] for i in sorted(attempts)},
-        attempts_tried=len(attempts),
-        first_correct_attempt=first_correct,
-        correct=first_correct is not None,
-        score=sum(a.score for a in attempts.values()) / len(attempts) if attempts else 0.0,
-        retry_count=sum(a.retries for a in attempts.values()),
-        error=error,
-        failure=failure,
-        finished_at=utcnow(),
-    )
-
-
 @dataclass
 class _Try:
     """What one try of an attempt has come to so far, and the phase it is in (where an error happened)."""
@@ -148,25 +85,6 @@ class _Try:
     site: str | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
-
-
-def _step_plan(plan: ExecutionPlan, step: TaskStep) -> ExecutionPlan:
-    """The plan of one step's run: the agent's wall time bounded by the step's own timeout too."""
-    wall = plan.agent_limits.max_wall_s
-    if step.agent_timeout_s is None or (wall is not None and wall <= step.agent_timeout_s):
-        return plan
-    return plan.model_copy(update={"agent_limits": plan.agent_limits.model_copy(update={"max_wall_s": step.agent_timeout_s})})
-
-
-def _joined(before: RunResult, step: RunResult, name: str) -> RunResult:
-    """The runs of a multi-step task's steps so far as one: their trajectories in order, each after a
-    step marker, usage and time added up, the last step's outcome."""
-    return step.model_copy(update={
-        "trajectory": [*before.trajectory, {"type": "step", "name": name}, *step.trajectory],
-        "usage": before.usage + step.usage,
-        "duration_s": before.duration_s + step.duration_s,
-        "artifacts": {**before.artifacts, **({name: step.artifacts} if step.artifacts else {})},
-    })
 
 
 class TaskRunner:
@@ -186,8 +104,8 @@ class TaskRunner:
         with the same plan are restored, not run again (R-RETRY-4)."""
         config = self.request.execution.attempts
         done = STRATEGIES[config.strategy]
-        finished = (await asyncio.to_thread(self.run_dir.load_finished_attempts, task, config.k)
-                       if config.k > 1 and self.run_dir.may_hold_finished_attempts(task) else {})
+        finished = (await asyncio.to_thread(self.run_dir.finished.load, task, config.k)
+                       if config.k > 1 and self.run_dir.finished.may_hold(task) else {})
         attempts: dict[int, EvaluatedAttempt] = {}
         for index in range(1, config.k + 1):
             if done(attempts):
@@ -204,7 +122,7 @@ class TaskRunner:
                 await asyncio.to_thread(check_budget, self.planner.budget)
             attempts[index] = await self.run_attempt(task, plan)
             if config.k > 1:
-                await asyncio.to_thread(self.run_dir.save_finished_attempt, task, attempts[index])
+                await asyncio.to_thread(self.run_dir.finished.save, task, attempts[index])
         return build_detail(task, config.k, config.strategy, attempts)
 
     async def run_attempt(self, task: TaskSpec, plan: ExecutionPlan) -> EvaluatedAttempt:
@@ -247,7 +165,7 @@ class TaskRunner:
             if earlier:
                 started_at = datetime.fromtimestamp(earlier[0].at, timezone.utc).isoformat(timespec="milliseconds")
                 started -= earlier[-1].elapsed_s
-        plan = plan.model_copy(update={"artifacts_dir": self.run_dir.artifacts_dir(task.id, plan.attempt)})
+        plan = plan.model_copy(update={"artifacts_dir": self.run_dir.attempt_files.dir(task.id, plan.attempt)})
         benchmark = self.plugins.benchmark
         tried = _Try(plan)
         try:
@@ -322,12 +240,12 @@ class TaskRunner:
             if step_prepared is None:
                 break
             tried.phase = "inference"
-            result = await self._run(step_prepared, session, _step_plan(plan, step), step.name)
+            result = await self._run(step_prepared, session, step_plan(plan, step), step.name)
             failure = _agent_failure(result)
             if result.error is None and failure is None:
                 tried.phase = "artifact"
                 result = await benchmark.collect_artifacts(step_prepared, result, session)
-            tried.result = _joined(tried.result, result, step.name)
+            tried.result = joined(tried.result, result, step.name)
             if result.error is not None:
                 tried.site = tried.phase
                 return
@@ -353,7 +271,7 @@ class TaskRunner:
         tried.files += await asyncio.to_thread(self._keep_files, tried.plan, evaluation)
 
     def _keep_files(self, plan: ExecutionPlan, evaluation: Evaluation) -> list[str]:
-        return self.run_dir.save_attempt_files(plan.task_id, plan.attempt, evaluation.files) if evaluation.files else []
+        return self.run_dir.attempt_files.save(plan.task_id, plan.attempt, evaluation.files) if evaluation.files else []
 
     def _evaluated(self, plan: ExecutionPlan, started_at: str, started: float, tried: _Try) -> EvaluatedAttempt:
         """The record of one try: the run's outcome, the evaluation's score, and where it failed."""

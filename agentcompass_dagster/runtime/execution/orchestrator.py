@@ -43,7 +43,7 @@ from agentcompass_dagster.runtime.execution.finalize import finalize_request
 from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.execution.plan import Planner
 from agentcompass_dagster.runtime.results.scores import TaskScores
-from agentcompass_dagster.runtime.execution.selection import load_selected_tasks
+from agentcompass_dagster.runtime.execution.selection import Selection, load_selected_tasks
 from agentcompass_dagster.runtime.store.layout import run_root
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
@@ -70,7 +70,6 @@ class RequestState:
     store: RunStore
     root: Path
     tasks: list[TaskSpec]
-    # The benchmark's tasks it could not load: listed in run_info.json and the summary, never run.
     not_loaded: list[NotLoaded] = field(default_factory=list)
     reuse_source: ReuseSource | None = None
     run_dir: RunDir | None = None
@@ -116,8 +115,7 @@ class ResolvedRequest:
     sweep once per process), so preflight checks them without building or loading them again."""
 
     plugins: Plugins
-    tasks: list[TaskSpec]
-    not_loaded: list[NotLoaded] = field(default_factory=list)
+    selection: Selection
 
 
 class Orchestrator:
@@ -161,8 +159,7 @@ class Orchestrator:
             check_analyzer_names(request)
             resolved = self.resolved.get(request.name)
             plugins = resolved.plugins if resolved else resolve_plugins(request)
-            selected, not_loaded = (resolved.tasks, resolved.not_loaded) if resolved else load_selected_tasks(
-                request, plugins.benchmark)
+            selected, not_loaded = resolved.selection if resolved else load_selected_tasks(request, plugins.benchmark)
             Planner(request, plugins).preflight(selected[0])
             store = RunStore(request.output.results_dir)
             root = run_root(request.output, request.benchmark.id, request.model.id)
@@ -271,7 +268,7 @@ class Orchestrator:
         scores = state.scores
         if state.reuse_source is not None:
             reused = run_dir.link_reused_details(state.reuse_source, scores)
-            finished = run_dir.link_finished_attempts(
+            finished = run_dir.finished.link(
                 state.reuse_source, [t for position, t in enumerate(state.tasks) if not scores.holds(position)]
             )
             run_dir.set_reused_from(state.reuse_source,

@@ -98,7 +98,7 @@ class DetailWriter:
             for item in batch:
                 if item.detail.k > 1:
                     # The task's terminal detail is durable: its finished-attempt records are not needed (R-RETRY-4).
-                    self.run_dir.delete_finished_attempts(item.detail.task_id, item.detail.k)
+                    self.run_dir.finished.delete(item.detail.task_id, item.detail.k)
         except Exception as exc:  # every waiting task gets it, as a write of its own would have raised it
             results = exc
         by_loop: dict[asyncio.AbstractEventLoop, list[int]] = {}

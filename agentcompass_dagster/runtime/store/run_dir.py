@@ -22,12 +22,12 @@ from agentcompass_dagster.runtime.store.atomic import (
     rename_noreplace,
     to_json_bytes,
 )
+from agentcompass_dagster.runtime.store.attempt_files import AttemptFiles
 from agentcompass_dagster.runtime.store.detail_writer import DetailWriter
+from agentcompass_dagster.runtime.store.finished_attempts import FinishedAttempts
 from agentcompass_dagster.runtime.store.layout import (
-    ARTIFACTS,
     ANALYSIS_JSON,
     ANALYSIS_MD,
-    FINISHED_ATTEMPTS_DIR,
     DETAILS,
     DURABLE,
     ERROR_PREFIX,
@@ -43,7 +43,7 @@ from agentcompass_dagster.runtime.store.layout import (
 from agentcompass_dagster.runtime.store.naming import file_stem
 from agentcompass_dagster.runtime.execution.processes import ProcessId
 from agentcompass_dagster.runtime.store.redact import redact, redact_text
-from agentcompass_dagster.runtime.store.run_files import copy_durable, link_or_copy, set_aside
+from agentcompass_dagster.runtime.store.run_files import link_or_copy, set_aside
 from agentcompass_dagster.runtime.store.run_records import (
     DetailT,
     ReusedFrom,
@@ -54,7 +54,7 @@ from agentcompass_dagster.runtime.store.run_records import (
 )
 from agentcompass_dagster.runtime.results.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.results.summary import SummaryCounts
-from agentcompass_dagster.contracts.records import EvaluatedAttempt, NotLoaded, TaskSpec, utcnow
+from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec, utcnow
 from agentcompass_dagster.runtime.store.records import BudgetOutcome, TaskDetail, TerminalStatus
 
 if TYPE_CHECKING:
@@ -68,10 +68,9 @@ class RunDir:
         self.path = Path(path)
         self.details_dir = self.path / DETAILS
         self.retry_dir = self.path / RETRY_DETAILS
+        self.attempt_files = AttemptFiles(self.path)
+        self.finished = FinishedAttempts(self.path, restorable)
         self.info: RunInfo | None = None
-        # The file stems of tasks that may have finished-attempt records here: those linked from a reuse
-        # source, in a directory this process reserved (None: unknown, look for every task).
-        self.restorable = restorable
         # task -> its plan's digest when attempt 1 is its only recorded attempt (one shared string, not a
         # dict per task: 18 MB at 100,000 tasks), else attempt -> digest; written out as run_info's
         # task_plans.
@@ -288,7 +287,7 @@ class RunDir:
     def _persist_error(self, detail: TaskDetail) -> None:
         self.save_detail(detail)
         if detail.k > 1:
-            self.delete_finished_attempts(detail.task_id, detail.k)
+            self.finished.delete(detail.task_id, detail.k)
 
     def save_retry_detail(self, task_id: str, attempt: int, retry: int, record: dict[str, Any]) -> Path:
         """R-RETRY-3: a discarded runtime retry, kept outside details/ so it never counts."""
@@ -296,93 +295,18 @@ class RunDir:
         atomic_write_json(path, {"task_id": task_id, "attempt": attempt, "retry": retry, **record})
         return path
 
-    # finished-attempt records (R-RETRY-4): one flat file per evaluated attempt of an unfinished k>1 task,
-    # written without fsync: a record lost in a crash costs one attempt run again, never a result.
-
-    def finished_attempt_file(self, task_id: str, index: int) -> Path:
-        return self.path / FINISHED_ATTEMPTS_DIR / f"{file_stem(task_id)}@{index}.json"
-
-    def save_finished_attempt(self, task: TaskSpec, attempt: EvaluatedAttempt) -> None:
-        atomic_write_json(self.finished_attempt_file(task.id, attempt.attempt), attempt, durable=False)
-
-    def may_hold_finished_attempts(self, task: TaskSpec) -> bool:
-        return self.restorable is None or file_stem(task.id) in self.restorable
-
-    def load_finished_attempts(self, task: TaskSpec, k: int) -> dict[int, EvaluatedAttempt]:
-        """Error-free finished attempts of this task by index (an errored one runs again)."""
-        found: dict[int, EvaluatedAttempt] = {}
-        if not self.may_hold_finished_attempts(task):
-            return found
-        for index in range(1, k + 1):
-            try:
-                attempt = EvaluatedAttempt.model_validate_json(self.finished_attempt_file(task.id, index).read_bytes())
-            except (OSError, ValueError):
-                continue
-            if attempt.error is None and attempt.attempt == index:
-                found[index] = attempt
-        return found
-
-    def delete_finished_attempts(self, task_id: str, k: int) -> None:
-        for index in range(1, k + 1):
-            self.finished_attempt_file(task_id, index).unlink(missing_ok=True)
-
-    def link_finished_attempts(self, source: ReuseSource, tasks: list[TaskSpec]) -> int:
-        """Make an interrupted source run's finished-attempt records and durable attempt logs visible here,
-        so its unfinished tasks run only their missing attempts and unfinished agent attempts resume
-        (R-RESUME-3). The source is only read: immutable files are hard-linked, activity logs (which
-        the resumed attempt appends to) are copied."""
-        wanted = {file_stem(task.id) for task in tasks}
-        origin = Path(source.path) / FINISHED_ATTEMPTS_DIR
-        names = os.listdir(origin) if origin.is_dir() else []
-        linked = 0
-        for name in names:
-            stem = name.rpartition("@")[0]
-            if name.endswith(".json") and stem in wanted:
-                link_or_copy(origin / name, self.path / FINISHED_ATTEMPTS_DIR / name)
-                if self.restorable is not None:
-                    self.restorable.add(stem)
-                linked += 1
-        durable = Path(source.path) / DURABLE
-        for name in os.listdir(durable) if durable.is_dir() else []:
-            stem, _, attempt = name.rpartition("@")
-            if stem in wanted and attempt.isdigit():
-                copy_durable(durable / name, self.path / DURABLE / name)
-                linked += 1
-        return linked
-
     def durable_dir(self, task_id: str, attempt: int, step: str | None = None) -> Path:
         """Where an agent attempt (one step's run, in a multi-step task) keeps its activity log and
         checkpoints."""
         name = f"{file_stem(task_id)}@{attempt}"
         return self.path / DURABLE / (f"{name}.{file_stem(step)}" if step is not None else name)
 
-    def artifacts_dir(self, task_id: str, attempt: int) -> Path:
-        """Where an attempt's files go beside its detail (made on first use)."""
-        return self.path / ARTIFACTS / f"{file_stem(task_id)}@{attempt}"
-
-    def save_attempt_files(self, task_id: str, attempt: int, files: dict[str, bytes]) -> list[str]:
-        """An attempt's files (a verifier's output) beside its detail, each redacted and replaced
-        atomically, under the relative name it was given; the names written. Without fsync: they are
-        evidence for a reader, the verdict is the detail's, which is fsynced."""
-        root = self.artifacts_dir(task_id, attempt)
-        written = []
-        for name, data in files.items():
-            parts = [part for part in name.split("/") if part not in ("", ".")]
-            if not parts or ".." in parts or any(not part.isprintable() for part in parts):
-                raise ValueError(f"attempt file {name!r}: not a relative path below the attempt's directory")
-            path = root.joinpath(*parts)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Latin-1 maps every byte to one character and back: text is redacted, binary kept as it is.
-            atomic_write_bytes(path, redact_text(data.decode("latin-1")).encode("latin-1"), durable=False)
-            written.append("/".join(parts))
-        return written
-
     def set_attempt_aside(self, task: TaskSpec, attempt: int) -> None:
         """A discarded try's logs must not be resumed by the next try, and its files (a failed build's
         log) stay for a reader: each kept beside, as ``.tryN``."""
         for step in [None, *(s.name for s in task.steps)]:
             set_aside(self.durable_dir(task.id, attempt, step))
-        set_aside(self.artifacts_dir(task.id, attempt))
+        set_aside(self.attempt_files.dir(task.id, attempt))
 
     def load_detail(self, task: TaskSpec, include_errors: bool = False) -> TaskDetail | None:
         names = detail_names(task.id, task.category)
@@ -422,8 +346,9 @@ class RunDir:
         every ``_error_`` file are ignored; the source directory is only read. Returns how many were
         reused."""
         source_details = Path(source.path) / DETAILS
+        reused_files = AttemptFiles(Path(source.path))
         # Most benchmarks leave no attempt files: one look, not one per task.
-        has_artifacts = (Path(source.path) / ARTIFACTS).is_dir()
+        has_files = reused_files.root.is_dir()
         reused = 0
         for position, task in enumerate(scores.tasks):
             if scores.holds(position):
@@ -439,22 +364,12 @@ class RunDir:
                     break
                 scores.add(position, detail, reused=True)
                 reused += 1
-                if has_artifacts:
-                    self._link_artifacts(source, task.id, detail.attempts_tried)
+                if has_files:
+                    self.attempt_files.link(reused_files, task.id, detail.attempts_tried)
                 break
         if reused:
             fsync_dir(self.details_dir)
         return reused
-
-    def _link_artifacts(self, source: ReuseSource, task_id: str, attempts: int) -> None:
-        """A reused detail's attempt files, hard-linked beside it (they are never rewritten)."""
-        for attempt in range(1, attempts + 1):
-            origin = Path(source.path) / ARTIFACTS / f"{file_stem(task_id)}@{attempt}"
-            for directory, _, files in os.walk(origin):
-                target = self.artifacts_dir(task_id, attempt) / Path(directory).relative_to(origin)
-                target.mkdir(parents=True, exist_ok=True)
-                for name in files:
-                    link_or_copy(Path(directory) / name, target / name)
 
     # summary and analysis
 

@@ -1,0 +1,147 @@
+"""How the container of a docker session is made (environments/docker.py): for a task that asks nothing
+of its environment, the sweep's image read-only with the task's files in volumes; for a task that asks for
+its own, its image with its working directory and directories. The users: the agent's commands run as
+``uid``, the verifier's as VERIFIER_UID, the reference solution's as root."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentcompass_dagster.contracts.environment import VERIFIER_PATH
+from agentcompass_dagster.contracts.records import TaskEnvironment
+from agentcompass_dagster.environments.images import BuiltImage
+
+WORKDIR, SCRATCH, HOME, COMMANDS = "/work", "/scratch", "/home/agent", "/commands"
+# The working directory of a task whose image sets none: Harbor's tasks' own convention.
+DEFAULT_TASK_WORKDIR = "/app"
+# A task image's build log, in the attempt's files.
+BUILD_LOG = "build.log"
+# The verifier's user and group: neither root (a file the agent planted, run by the check, would run as
+# root) nor the agent's (which would open /scratch to it).
+VERIFIER_UID = VERIFIER_GID = 65533
+
+
+class Mount(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    target: str
+    read_only: bool = True
+
+
+class DockerParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # The image of tasks that name none of their own (a task's environment/Dockerfile or docker_image wins).
+    image: str | None = None
+    # Whether a task's docker_image missing on the engine may be pulled from its registry.
+    pull: bool = False
+    memory_mb: int | None = Field(default=None, ge=16)
+    max_processes: int | None = Field(default=None, ge=8)
+    disk_mb: int | None = Field(default=None, ge=16)
+    tmp_mb: int = Field(default=512, ge=1)
+    cpus: float | None = Field(default=None, gt=0)
+    uid: int = Field(default=65534, ge=1)
+    gid: int = Field(default=65534, ge=1)
+    mounts: list[Mount] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _not_the_verifiers(self) -> DockerParams:
+        if self.uid == VERIFIER_UID or self.gid == VERIFIER_GID:
+            raise ValueError(f"uid and gid: {VERIFIER_UID} is the verifier's, which the agent must not share")
+        return self
+
+
+class Layout(BaseModel):
+    """Where a session's commands work and what the host may write there: the working directory, and
+    each directory the host writes into with the owner its files get (the longest that holds a path)."""
+
+    workdir: str
+    owners: dict[str, tuple[int, int]]
+    verifier_path: str = VERIFIER_PATH
+
+
+class Setup(BaseModel):
+    """How a session's container is made: its image, limits, filesystem and what runs (as root) once it
+    has started; the record of what was applied."""
+
+    image: str
+    memory_mb: int | None = None
+    cpus: float | None = None
+    storage_mb: int | None = None
+    read_only: bool
+    volumes: list[str]
+    tmpfs: dict[str, str]
+    env: dict[str, str]
+    layout: Layout
+    prepare: str
+    record: dict[str, Any] = Field(default_factory=dict)
+
+
+def _owned(paths: list[tuple[str, tuple[int, int], str | None]]) -> str:
+    """A shell line making each directory, with its owner and mode."""
+    return " && ".join(f"mkdir -p {shlex.quote(path)} && chown {uid}:{gid} {shlex.quote(path)}"
+                       + (f" && chmod {mode} {shlex.quote(path)}" if mode else "")
+                       for path, (uid, gid), mode in paths)
+
+
+def plain_setup(params: DockerParams, env: dict[str, str]) -> Setup:
+    """A task that asks nothing of its environment: the sweep's image, read-only, and the task's files in
+    volumes of their own (/work, a tmpfs of ``disk_mb`` where declared)."""
+    assert params.image is not None
+    agent = (params.uid, params.gid)
+    return Setup(
+        image=params.image, memory_mb=params.memory_mb, cpus=params.cpus, read_only=True,
+        volumes=[SCRATCH, COMMANDS, HOME, *([] if params.disk_mb else [WORKDIR])],
+        tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777",
+               **({WORKDIR: f"size={params.disk_mb}m,uid={params.uid},gid={params.gid},mode=0755"}
+                  if params.disk_mb else {})},
+        env=dict(env),
+        layout=Layout(workdir=WORKDIR, owners={WORKDIR: agent, HOME: agent, COMMANDS: agent,
+                                               SCRATCH: (VERIFIER_UID, VERIFIER_GID)}),
+        prepare=_owned([(WORKDIR, agent, None), (HOME, agent, None), (COMMANDS, agent, None),
+                        (SCRATCH, (VERIFIER_UID, VERIFIER_GID), "0700")]),
+    )
+
+def task_setup(params: DockerParams, env: dict[str, str], asks: TaskEnvironment, image: BuiltImage,
+           engine_cpus: int) -> Setup:
+    """A task in the environment it asks for: its own ``image`` (built once per build context), its
+    working directory (declared, else the image's WORKDIR, else /app) given to the agent, a writable
+    filesystem as under Harbor, its directories owned by whom they are for, its resources (the
+    task's ask wins over the sweep's; CPUs up to the engine's ``engine_cpus``), its variables."""
+    workdir = asks.workdir or image.workdir or DEFAULT_TASK_WORKDIR
+    agent, verifier = (params.uid, params.gid), (VERIFIER_UID, VERIFIER_GID)
+    owners = {"agent": agent, "verifier": verifier, "reference": (0, 0)}
+    dirs = [(d.path, owners[d.visible_to], "0755" if d.visible_to == "agent" else "0700") for d in asks.dirs]
+    record: dict[str, Any] = {"image": image.tag, "image_id": image.id, "built": image.built, "workdir": workdir}
+    if image.digest is not None:
+        record["build_log"] = BUILD_LOG
+    cpus = asks.cpus or params.cpus
+    if cpus is not None and cpus > engine_cpus:
+        record["cpus"] = f"{cpus:g} asked, {engine_cpus} given: the engine has no more"
+        cpus = float(engine_cpus)
+    elif cpus is not None:
+        record["cpus"] = f"{cpus:g} ({'the task' if asks.cpus else 'the sweep'})"
+    memory = asks.memory_mb or params.memory_mb
+    if memory is not None:
+        record["memory_mb"] = f"{memory} ({'the task' if asks.memory_mb else 'the sweep'})"
+    if asks.storage_mb is not None:
+        record["storage_mb"] = f"{asks.storage_mb} (the task)"
+    if params.disk_mb is not None:
+        record["disk_mb"] = (f"{params.disk_mb}: not applied, it bounds /work of tasks without their own "
+                             "environment; a task's files stay in its image's working directory")
+    return Setup(
+        image=image.id, memory_mb=memory, cpus=cpus, storage_mb=asks.storage_mb, read_only=False,
+        volumes=[SCRATCH, COMMANDS, HOME], tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777"},
+        env={**env, **asks.env},
+        layout=Layout(workdir=workdir, owners={workdir: agent, HOME: agent, COMMANDS: agent, SCRATCH: verifier,
+                                               **{path: owner for path, owner, _ in dirs}},
+                      verifier_path=image.env.get("PATH") or VERIFIER_PATH),
+        # The task's files in its working directory become the agent's, as they are its root's under Harbor.
+        prepare=f"mkdir -p {shlex.quote(workdir)} && chown -R {agent[0]}:{agent[1]} {shlex.quote(workdir)} && "
+                + _owned([(HOME, agent, None), (COMMANDS, agent, None), (SCRATCH, verifier, "0700"), *dirs]),
+        record=record,
+    )
