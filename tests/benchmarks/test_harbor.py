@@ -1,4 +1,4 @@
-"""Tasks in the Harbor / Terminal-Bench layout (tests/data/harbor_tasks): the oracle passes all, nop
+"""Tasks in the Harbor / Terminal-Bench layout (resources/data/harbor_tasks): the oracle passes all, nop
 fails all, in the sandbox; the reward file becomes score and correctness."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 
-from conftest import write_sweep
+from conftest import REPO, write_sweep
 
-TASKS = Path(__file__).parent.parent / "data" / "harbor_tasks"
+TASKS = REPO / "resources" / "data" / "harbor_tasks"
 NO_NETWORK = {"baseline": "none", "run": "none", "evaluation": "none"}
 
 
