@@ -40,6 +40,16 @@ class PluginDeclaration(Declaration):
     def read_from(self, file: str) -> None:
         self._file = file
 
+    def resolve_path(self, path: str | Path) -> Path:
+        """A path one of its params names. A relative one is beside the file that declares it (the sweep, or
+        resources/<kind>/NAME.yaml), as docker-compose resolves its paths, so a declaration names the same
+        files from any working directory; an absolute one, or one read from no file (the launchpad's, a
+        plugin's built in code: relative to the working directory), stays as it is."""
+        path = Path(path)
+        if path.is_absolute() or self._file is None:
+            return path
+        return (Path(self._file).parent / path).resolve()
+
     def __eq__(self, other: object) -> bool:
         # Where a declaration was read from is not part of what it declares: a request read back from
         # run_info.json declares what the sweep's does (a fork compares the two).

@@ -51,6 +51,8 @@ class HarborTasksBenchmark(Benchmark):
     def __init__(self, config: Any) -> None:
         super().__init__(config)
         tasks_dir = self.config.params.get("tasks_dir")
+        if isinstance(tasks_dir, str):
+            tasks_dir = str(self.config.resolve_path(tasks_dir))
         if not isinstance(tasks_dir, str) or not Path(tasks_dir).is_dir():
             raise field_error("benchmark.params.tasks_dir", tasks_dir, "must be a directory of Harbor-format tasks",
                               self.config.file)
