@@ -98,15 +98,16 @@ def quiet_import() -> Iterator[None]:
 
 
 def load_config(spec: str, declaration: HarnessConfig) -> dict[str, Any]:
-    """mini's config ``spec``: a file beside the declaration (the rule for every path param), else one mini
-    finds itself (its shipped names, such as ``mini``)."""
+    """mini's config ``spec``. A bare name (``mini``) is one of mini's own, even where a file of that name
+    lies beside the declaration (a sweep named mini.yaml); a path (a folder in it, or a YAML suffix) is
+    beside the declaration, as every path param is, else where mini itself looks (its shipped
+    ``benchmarks/...``)."""
     from minisweagent.config import get_config_path
 
     try:
-        try:
-            path = get_config_path(declaration.resolve_path(spec))
-        except FileNotFoundError:
-            path = get_config_path(spec)
+        beside = declaration.resolve_path(spec)
+        is_path = "/" in spec or beside.suffix in (".yaml", ".yml")
+        path = beside if is_path and beside.is_file() else get_config_path(spec)
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise field_error("harness.params.config", spec, str(exc), declaration.file) from None
