@@ -10,10 +10,12 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidatorFunctionWrapHandler, field_validator,
+                      model_validator)
 
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.references import check_plugin_ids, load_yaml, resolve_reference
+from agentcompass_dagster.references import (DECLARATION_FILES, check_plugin_ids, declaration_files, load_yaml,
+                                             read_declaration_files, resolve_reference, split_declaration_files)
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.records import AgentLimits, BudgetConfig, EvaluationMode, NetworkPolicy
 from agentcompass_dagster.runtime.store.records import Lineage, Strategy, lift_metadata
@@ -39,6 +41,16 @@ class PluginDeclaration(Declaration):
 
     def read_from(self, file: str) -> None:
         self._file = file
+
+    def resolve_path(self, path: str | Path) -> Path:
+        """A path one of its params names. A relative one is beside the file that declares it (the sweep, or
+        resources/<kind>/NAME.yaml), as docker-compose resolves its paths, so a declaration names the same
+        files from any working directory; an absolute one, or one read from no file (the launchpad's, a
+        plugin's built in code: relative to the working directory), stays as it is."""
+        path = Path(path)
+        if path.is_absolute() or self._file is None:
+            return path
+        return (Path(self._file).parent / path).resolve()
 
     def __eq__(self, other: object) -> bool:
         # Where a declaration was read from is not part of what it declares: a request read back from
@@ -288,16 +300,18 @@ class SweepConfig(Declaration):
             raise ValueError(f"alerts.baseline_model {baseline!r} is not one of the sweep's models")
         return self
 
-    def read_from(self, file: str, declaration_files: dict[str, str]) -> None:
+    def declarations(self) -> dict[str, PluginDeclaration]:
+        """Each plugin declaration, by its field."""
+        return {**{f"benchmarks[{i}]": benchmark for i, benchmark in enumerate(self.benchmarks)},
+                **{f"models[{i}]": model for i, model in enumerate(self.models)},
+                "harness": self.harness, "environment": self.environment}
+
+    def read_from(self, file: str, files: dict[str, str]) -> None:
         """Note the file the sweep was read from, and each plugin declaration's: the file a name in its field
-        resolved to (``declaration_files``, by field), else the sweep's."""
+        resolved to (``files``, by field), else the sweep's."""
         self._file = file
-        declarations: list[tuple[str, PluginDeclaration]] = [
-            *((f"benchmarks[{i}]", benchmark) for i, benchmark in enumerate(self.benchmarks)),
-            *((f"models[{i}]", model) for i, model in enumerate(self.models)),
-            ("harness", self.harness), ("environment", self.environment)]
-        for field, declaration in declarations:
-            declaration.read_from(declaration_files.get(field, file))
+        for field, declaration in self.declarations().items():
+            declaration.read_from(files.get(field, file))
 
     def requests(self) -> list[EvalRequest]:
         """Every benchmark x model, with the declared output (the runtime alone: a new run directory each)."""
@@ -363,12 +377,26 @@ class EvalRequest(Declaration):
     # Older run_info.json files keep the lineage, seed and Dagster run id in ``metadata`` (R-COMPAT-1).
     _lift_metadata = model_validator(mode="before")(lift_metadata)
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _read_declaration_files(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> EvalRequest:
+        """A request read back from run_info.json: its declarations note the files they were read from
+        again, so that a resume, fork, replay or summary resolves their relative paths as the run did."""
+        request: EvalRequest = read_declaration_files(data, handler, "request")
+        return request
+
+    def declarations(self) -> dict[str, PluginDeclaration]:
+        """Each plugin declaration, by its field."""
+        return {"benchmark": self.benchmark, "model": self.model, "harness": self.harness,
+                "environment": self.environment}
+
     def to_task_payload(self) -> dict[str, Any]:
         """The whole request; run_info.json keeps its redacted form (unset optional fields left out, as
-        older versions wrote it)."""
+        older versions wrote it), with the file each declaration was read from."""
         empty = {name for name in ("run_only", "lineage", "durable_seed", "dagster_run_id", "budget")
                  if not getattr(self, name)}
-        return self.model_dump(mode="json", exclude=empty)
+        files = declaration_files(self.declarations())
+        return {**self.model_dump(mode="json", exclude=empty), DECLARATION_FILES: files}
 
     def benchmark_field(self, name: str) -> str:
         """A field of the request's benchmark as its declaration names it."""
@@ -397,9 +425,9 @@ def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
     where = str(path)
     if not isinstance(data, dict):
         raise UserError(f"{where}: expected a mapping of sweep fields, got {type(data).__name__}")
-    data = dict(data)
+    # field -> the declaration file its name resolved to, or that a sweep as run names
+    data, files = split_declaration_files(data, where)
     data.setdefault("name", path.stem)
-    files: dict[str, str] = {}  # field -> the declaration file its name resolved to
     if isinstance(data.get("models"), list):
         models = [resolve_reference(roots, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])]
         data["models"] = [declared for declared, _ in models]

@@ -1,9 +1,11 @@
 """What a declaration refers to: its YAML file, read with one-line errors; a name in a sweep, resolved to
-the declaration file of that name or to a plugin; the plugins a sweep names, checked against the registries."""
+the declaration file of that name or to a plugin; the plugins a sweep names, checked against the registries;
+the files a declaration written out by the framework was read from."""
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +14,7 @@ import yaml
 from agentcompass_dagster.errors import UserError
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.config import SweepConfig
+    from agentcompass_dagster.config import PluginDeclaration, SweepConfig
 
 
 def load_yaml(path: Path) -> Any:
@@ -29,6 +31,39 @@ def load_yaml(path: Path) -> Any:
         at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UserError(f"{path}{at}: invalid YAML: {problem}") from None
+
+
+# Where a declaration the framework writes out (a request in run_info.json, a sweep as run) keeps the file
+# each of its plugin declarations was read from, by field: their relative paths are resolved beside those
+# files, not beside the copy.
+DECLARATION_FILES = "declaration_files"
+
+
+def declaration_files(declarations: dict[str, PluginDeclaration]) -> dict[str, str]:
+    """The file of each declaration read from one, by field, absolute: the copy may be read from elsewhere."""
+    return {field: str(Path(declaration.file).absolute())
+            for field, declaration in declarations.items() if declaration.file is not None}
+
+
+def split_declaration_files(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A declaration without its DECLARATION_FILES, and those files (none when it names none)."""
+    files = data.get(DECLARATION_FILES, {})
+    if not isinstance(files, dict) or not all(isinstance(file, str) for file in files.values()):
+        raise UserError(f"{where}: {DECLARATION_FILES}={files!r}: must map fields to the files that declare them")
+    return {key: value for key, value in data.items() if key != DECLARATION_FILES}, files
+
+
+def read_declaration_files(data: Any, validate: Callable[[Any], Any], where: str) -> Any:
+    """``data`` validated (a written-out declaration whose ``declarations()`` are plugin declarations),
+    each of its plugin declarations noting again the file DECLARATION_FILES says it was read from."""
+    if not isinstance(data, dict):
+        return validate(data)
+    data, files = split_declaration_files(data, where)
+    declared = validate(data)
+    for field, declaration in declared.declarations().items():
+        if field in files:
+            declaration.read_from(files[field])
+    return declared
 
 
 def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str, where: str) -> tuple[Any, str | None]:

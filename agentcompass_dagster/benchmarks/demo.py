@@ -37,7 +37,7 @@ class DemoBenchmark(Benchmark):
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
-        self.tasks_dir = Path(self.config.params.get("tasks_dir", TASKS_DIR))
+        self.tasks_dir = self.config.resolve_path(self.config.params.get("tasks_dir", TASKS_DIR))
 
     def load_tasks(self) -> list[TaskSpec]:
         if not self.tasks_dir.is_dir():

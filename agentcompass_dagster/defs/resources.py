@@ -10,7 +10,7 @@ Fields are typed as in the declarations, so the launchpad shows them as structur
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
 
@@ -19,6 +19,20 @@ from agentcompass_dagster.contracts import Environment, Harness, Model
 from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.runtime.execution.plugins import Plugins, build_environment, build_harness, resolve_plugins
 from agentcompass_dagster.validation import validate_declaration
+
+
+D = TypeVar("D", HarnessConfig, EnvironmentConfig)
+
+
+def with_file_of(config: D, declared: D | None) -> D:
+    """``config`` read from the file of ``declared`` (the sweep's declaration) when it declares the same: a
+    run that left the resource as the sweep declares it resolves the relative paths of its params beside
+    that file, as the sweep does. A resource configured otherwise (in the launchpad) was read from no
+    file: its paths are relative to the working directory. Dagster rebuilds a resource from its config
+    for each run, so the file cannot travel with the resource itself."""
+    if declared is not None and declared.file is not None and config == declared:
+        config.read_from(declared.file)
+    return config
 
 
 class HarnessResource(dg.ConfigurableResource):
@@ -31,12 +45,15 @@ class HarnessResource(dg.ConfigurableResource):
     def declared(cls, config: HarnessConfig) -> HarnessResource:
         return cls(id=config.id, params=config.params)
 
-    def config(self) -> HarnessConfig:
-        return validate_declaration(HarnessConfig, {"id": self.id, "params": self.params}, "harness resource")
+    def config(self, declared: HarnessConfig | None = None) -> HarnessConfig:
+        """The harness this resource is configured with; read from ``declared``'s file when it declares the
+        same (see with_file_of)."""
+        config = validate_declaration(HarnessConfig, {"id": self.id, "params": self.params}, "harness resource")
+        return with_file_of(config, declared)
 
-    def build(self, model: Model) -> Harness:
+    def build(self, model: Model, declared: HarnessConfig | None = None) -> Harness:
         """The harness plugin of this id and params, driving ``model``."""
-        return build_harness(self.config(), model)
+        return build_harness(self.config(declared), model)
 
 
 class EnvironmentResource(dg.ConfigurableResource):
@@ -54,15 +71,17 @@ class EnvironmentResource(dg.ConfigurableResource):
         return cls(id=config.id, provider=config.provider, params=config.params, env=config.env,
                    capacity=config.capacity, open_qps=config.open_qps)
 
-    def config(self) -> EnvironmentConfig:
+    def config(self, declared: EnvironmentConfig | None = None) -> EnvironmentConfig:
+        """The environment this resource is configured with; read from ``declared``'s file when it declares
+        the same (see with_file_of)."""
         data = {"id": self.id, "provider": self.provider, "params": self.params, "env": self.env,
                 "capacity": self.capacity, "open_qps": self.open_qps}
-        return validate_declaration(EnvironmentConfig, data, "environment resource")
+        return with_file_of(validate_declaration(EnvironmentConfig, data, "environment resource"), declared)
 
-    def open_provider(self) -> Environment:
+    def open_provider(self, declared: EnvironmentConfig | None = None) -> Environment:
         """The environment provider plugin this resource names, built with its params and limits; the
         runtime opens a session of it per attempt."""
-        return build_environment(self.config())
+        return build_environment(self.config(declared))
 
 
 @dataclass(frozen=True)
@@ -101,4 +120,5 @@ class SweepResources:
 
     def plugins(self, request: EvalRequest) -> Plugins:
         """The plugins of a request whose harness and environment are these resources' configs."""
-        return resolve_plugins(request, harness=self.harness.build, environment=self.environment.open_provider)
+        return resolve_plugins(request, harness=lambda model: self.harness.build(model, request.harness),
+                               environment=lambda: self.environment.open_provider(request.environment))

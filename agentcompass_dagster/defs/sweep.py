@@ -198,7 +198,8 @@ class SweepBenchmark:
         that started then (round_output)."""
         model = next(m for m in self.sweep.models if m.id == model_id)
         output = self.output if fresh_since is None else self.round_output(model_id, fresh_since)
-        harness, environment = (resources.harness.config(), resources.environment.config()) if resources else (None, None)
+        harness, environment = ((resources.harness.config(self.sweep.harness),
+                                 resources.environment.config(self.sweep.environment)) if resources else (None, None))
         return self.sweep.request(self.benchmark, model, output, harness=harness, environment=environment,
                                   run_only=run_only, dagster_run_id=dagster_run_id)
 

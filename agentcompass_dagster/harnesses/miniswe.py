@@ -8,10 +8,11 @@
 
 mini-swe-agent is an optional dependency (``pip install 'agentcompass-dagster[miniswe]'``), imported
 only when an attempt runs. Its templates come from one of its tool-call configs (``config``: a shipped
-config name such as ``mini``, or a path). Its limits are the execution spec's, the same for every agent
-harness and enforced by the framework (the session's model and environment), so mini's own
-(``step_limit``, ``cost_limit``, ``wall_time_limit_seconds``) are switched off: the ``LimitExceeded`` a
-model call raises becomes mini's ``LimitsExceeded`` exit, named as tool_agent names it.
+config name such as ``mini``, or a path, a relative one beside the file that declares the harness). Its
+limits are the execution spec's, the same for every agent harness and enforced by the framework (the
+session's model and environment), so mini's own (``step_limit``, ``cost_limit``,
+``wall_time_limit_seconds``) are switched off: the ``LimitExceeded`` a model call raises becomes mini's
+``LimitsExceeded`` exit, named as tool_agent names it.
 
 mini's loop is synchronous, so it runs in a worker thread; its model calls and commands run as
 coroutines on the attempt's event loop, so cancelling the attempt (a timeout, Ctrl-C) cancels the call
@@ -40,6 +41,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
+from agentcompass_dagster.config import HarnessConfig
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.model import LimitExceeded, ModelError
 from agentcompass_dagster.durable.activity import ActivityRecord, open_durations
@@ -95,15 +97,23 @@ def quiet_import() -> Iterator[None]:
             os.environ.pop("MSWEA_GLOBAL_CONFIG_DIR", None)
 
 
-def load_config(spec: str) -> dict[str, Any]:
+def load_config(spec: str, declaration: HarnessConfig) -> dict[str, Any]:
+    """mini's config ``spec``. A bare name (``mini``) is one of mini's own, even where a file of that name
+    lies beside the declaration (a sweep named mini.yaml); a path (a folder in it, or a YAML suffix) is
+    beside the declaration, as every path param is, else where mini itself looks (its shipped
+    ``benchmarks/...``)."""
     from minisweagent.config import get_config_path
 
     try:
-        data = yaml.safe_load(get_config_path(spec).read_text(encoding="utf-8"))
+        beside = declaration.resolve_path(spec)
+        is_path = "/" in spec or beside.suffix in (".yaml", ".yml")
+        path = beside if is_path and beside.is_file() else get_config_path(spec)
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise field_error("harness.params.config", spec, str(exc)) from None
+        raise field_error("harness.params.config", spec, str(exc), declaration.file) from None
     if not isinstance(data, dict):
-        raise field_error("harness.params.config", spec, "not a mapping of agent/environment/model sections")
+        raise field_error("harness.params.config", spec, "not a mapping of agent/environment/model sections",
+                          declaration.file)
     return data
 
 
@@ -181,7 +191,7 @@ class MiniSweSession(DurableAgentSession):
         harness, plan, env = self.harness, self.plan, self.env
         params = harness.params
         spec = params.config or DEFAULT_CONFIG
-        data = load_config(spec)
+        data = load_config(spec, harness.config)
         where = f"harness.params.config={spec!r}"
         model_config = validate_declaration(MiniModelConfig, {**(data.get("model") or {}),
                                                               "model_name": self.model.id}, f"{where} model")

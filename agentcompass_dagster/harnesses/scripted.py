@@ -17,7 +17,8 @@ as it needs), then ``command`` (run in the environment), then the outcome:
 ``raise`` (an exception), ``error`` (a returned error), ``oracle`` (the benchmark's reference solution)
 or ``answer``. ``succeed_on: n`` makes tries before the n-th (of that task and attempt, counting runtime
 retries) return the error ``error`` (default "scripted failure"). ``start_raises`` / ``close_raises``
-make the harness session's start or close raise.
+make the harness session's start or close raise. A relative ``record`` or ``gate`` is beside the file
+that declares the harness.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class ScriptedHarness(Harness):
         if self.params.record is None:
             return
         line = json.dumps({"time": time.time(), **event}) + "\n"
-        with self._lock, open(self.params.record, "a") as out:
+        with self._lock, open(self.config.resolve_path(self.params.record), "a") as out:
             out.write(line)
 
     async def start_session(
@@ -110,7 +111,8 @@ class ScriptedHarness(Harness):
     ) -> RunResult:
         if step.sleep:
             await asyncio.sleep(step.sleep)
-        while step.gate is not None and not step.gate.exists():
+        gate = None if step.gate is None else self.config.resolve_path(step.gate)
+        while gate is not None and not gate.exists():
             await asyncio.sleep(0.01)
         trajectory = list(step.trajectory)
         if step.command is not None:

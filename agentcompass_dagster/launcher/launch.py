@@ -24,6 +24,7 @@ from pathlib import Path
 import dagster as dg
 
 from agentcompass_dagster.config import SweepConfig, load_sweep
+from agentcompass_dagster.references import DECLARATION_FILES, declaration_files
 from agentcompass_dagster.defs.code_location import set_sweep_files
 from agentcompass_dagster.defs.coordination import sweep_lock
 from agentcompass_dagster.defs.dagster_internals import daemon_healthy
@@ -120,12 +121,14 @@ def check_shared_storage(sweep_benchmark: SweepBenchmark, sweep_file: Path) -> N
 def location_file(sweep: SweepConfig, sweep_file: Path) -> tuple[Path, str | None]:
     """The file the code location loads the sweep from: its own file, or, when the command line changed
     the declaration (--results-dir), the declaration as run, beside its results (where step containers
-    and pods see it too), so every process of the launch runs the same sweep. Returns the path and, for
+    and pods see it too), so every process of the launch runs the same sweep; it names the files its
+    declarations were read from, which their relative paths are resolved beside. Returns the path and, for
     a declaration as run, the text to write there once the sweep has passed preflight."""
     if load_sweep(sweep_file) == sweep:
         return sweep_file, None
     data = sweep.model_dump(mode="json")
     data["output"]["results_dir"] = str(Path(sweep.output.results_dir).resolve())
+    data[DECLARATION_FILES] = declaration_files(sweep.declarations())
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     path = (Path(sweep.output.results_dir).resolve() / AS_RUN_DIR /
             f"{dagster_name(sweep.name)}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.json")

@@ -17,7 +17,8 @@ Turn ``n`` of an attempt always gets the script's ``n``-th response, so a resume
 an interrupted call gets the same answer. ``arguments`` given as a mapping are sent as JSON; given as a
 string they are sent verbatim (malformed JSON included). A turn may ``sleep`` first, wait until a ``gate``
 file exists (a test holds a call in flight for as long as it needs, whatever the machine's load), or
-``fail`` with a ModelError. Past the end of its script a model fails.
+``fail`` with a ModelError. Past the end of its script a model fails. A relative ``record`` or ``gate`` is
+beside the file that declares the model.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ class ScriptedModel(Model):
         turn = script[context.turn]
         if turn.sleep:
             await asyncio.sleep(turn.sleep)
-        while turn.gate is not None and not turn.gate.exists():
+        gate = None if turn.gate is None else self.config.resolve_path(turn.gate)
+        while gate is not None and not gate.exists():
             await asyncio.sleep(0.01)
         if turn.fail is not None:
             raise ModelError(turn.fail)
@@ -108,7 +110,7 @@ class ScriptedModel(Model):
             return
         line = json.dumps({"model": self.id, **context.model_dump(), "pid": os.getpid(), "at": time.time()})
         # O_APPEND keeps lines whole across processes; the record counts calls, it is not a result.
-        fd = os.open(self.params.record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(self.config.resolve_path(self.params.record), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, (line + "\n").encode())
         finally:

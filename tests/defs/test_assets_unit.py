@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from conftest import write_sweep
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, load_sweep
 from agentcompass_dagster.contracts import Environment, Harness, Model
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.partitions import partition_key
@@ -30,9 +30,9 @@ TASKS = ["create-hello", "count-errors"]
 class Lab:
     """The sweep `lab` (demo tasks, oracle harness, local environment) as Dagster sees it."""
 
-    def __init__(self, tmp_path: Path, models: list[str]) -> None:
+    def __init__(self, tmp_path: Path, models: list[str], **fields: Any) -> None:
         path = write_sweep(tmp_path, name="lab", benchmarks=[{"id": "demo", "tasks": TASKS}],
-                           models=[{"id": m, "provider": "none"} for m in models])
+                           models=[{"id": m, "provider": "none"} for m in models], **fields)
         self.sweep = load_sweep(path)
         (self.benchmark,) = sweep_benchmarks(self.sweep)
         self.defs = sweep_definitions(self.sweep)
@@ -148,17 +148,17 @@ BUILT: list[str] = []
 class RecordingHarness(HarnessResource):
     """The declared harness resource, noting each model it builds the harness for."""
 
-    def build(self, model: Model) -> Harness:
+    def build(self, model: Model, declared: HarnessConfig | None = None) -> Harness:
         BUILT.append(f"harness for {model.config.id}")
-        return super().build(model)
+        return super().build(model, declared)
 
 
 class RecordingEnvironment(EnvironmentResource):
     """The declared environment resource, noting each provider it opens."""
 
-    def open_provider(self) -> Environment:
+    def open_provider(self, declared: EnvironmentConfig | None = None) -> Environment:
         BUILT.append(f"environment {self.id}")
-        return super().open_provider()
+        return super().open_provider(declared)
 
 
 def test_the_evaluation_step_runs_with_what_its_resources_build(lab: Lab) -> None:
@@ -194,3 +194,28 @@ def test_a_launchpad_environment_is_what_the_run_uses_and_records(lab: Lab) -> N
     recorded = json.loads((run_dir / "run_info.json").read_text())["request"]["environment"]
     assert (recorded["id"], recorded["provider"], recorded["env"]) == ("from-launchpad", "local", {"LAUNCHPAD": "1"})
     assert lab.sweep.environment.id == "local"
+
+
+def test_a_harness_left_as_declared_resolves_its_paths_beside_the_sweep_and_a_launchpad_one_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #36: Dagster rebuilds the harness resource from its config for each run, which names no file.
+    Left as the sweep declares it, the harness still resolves a relative param (the scripted harness's
+    ``record``) beside the sweep file, as the sweep does; configured in the launchpad, it was read from no
+    file, so the path is the working directory's."""
+    project, cwd = tmp_path / "project", tmp_path / "cwd"
+    project.mkdir()
+    cwd.mkdir()
+    harness = {"id": "scripted", "params": {"default": {"oracle": True}, "record": "calls.jsonl"}}
+    lab = Lab(project, ["m1"], harness=harness)
+    monkeypatch.chdir(cwd)
+    lab.invoke("tasks")
+    lab.materialize("attempts", "m1|create-hello")
+    assert (project / "calls.jsonl").is_file() and not (cwd / "calls.jsonl").exists()
+
+    harness_key, _ = SweepResources.keys("lab")
+    launchpad = {"id": "scripted", "params": {**harness["params"], "record": "launchpad.jsonl"}}
+    result = dg.materialize([lab.asset("attempts")], selection=[lab.benchmark.key("attempts")],
+                            partition_key="m1|count-errors", instance=lab.instance, resources=lab.defs.resources,
+                            run_config={"resources": {harness_key: {"config": launchpad}}})
+    assert result.success and (cwd / "launchpad.jsonl").is_file() and not (project / "launchpad.jsonl").exists()

@@ -30,7 +30,7 @@ from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable
 from agentcompass_dagster.environments.sandbox import SandboxEnvironment
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
-HARBOR_TASKS = Path(__file__).parent.parent / "data" / "harbor_tasks"
+HARBOR_TASKS = REPO / "resources" / "data" / "harbor_tasks"
 SECRET = "TOPSECRET-4f1c9a"
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")

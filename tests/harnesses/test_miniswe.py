@@ -173,3 +173,25 @@ def test_a_failed_model_call_is_in_the_trajectory_with_its_time(tmp_path: Path, 
 
     split = TimeSplitAnalyzer().analyze(TaskSpec(id="count-errors", input=""), EvaluatedAttempt.model_validate(attempt))
     assert split["model_s"] >= 1.0 and split["framework_s"] < attempt["duration_s"] - 1.0
+
+
+def test_a_config_path_is_beside_the_declaration_and_a_bare_name_is_minis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #36: a ``config`` that is a path is read beside the file that declares the harness, whatever
+    the working directory holds; a bare name is one of mini-swe-agent's own configs, even beside a sweep
+    named after it (mini.yaml)."""
+    from agentcompass_dagster.config import HarnessConfig
+    from agentcompass_dagster.harnesses.miniswe import load_config
+
+    project, cwd = tmp_path / "project", tmp_path / "cwd"
+    for folder in (project, cwd):
+        (folder / "config").mkdir(parents=True)
+        (folder / "config" / "agent.yaml").write_text(f"agent: {{from: {folder.name}}}\n")
+    (project / "mini.yaml").write_text("name: mini\n")
+    declaration = HarnessConfig(id="miniswe", params={"config": "config/agent.yaml"})
+    declaration.read_from(str(project / "mini.yaml"))
+    monkeypatch.chdir(cwd)
+
+    assert load_config("config/agent.yaml", declaration) == {"agent": {"from": "project"}}
+    assert "system_template" in load_config("mini", declaration)["agent"]

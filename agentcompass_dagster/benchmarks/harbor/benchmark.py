@@ -80,10 +80,10 @@ class HarborTasksBenchmark(Benchmark):
     def __init__(self, config: Any) -> None:
         super().__init__(config)
         self.params = validate_declaration(HarborParams, config.params, config.file, "benchmark.params")
-        tasks_dir = Path(self.params.tasks_dir)
+        tasks_dir = self.config.resolve_path(self.params.tasks_dir)
         if not tasks_dir.is_dir():
-            raise field_error("benchmark.params.tasks_dir", self.params.tasks_dir,
-                              "must be a directory of Harbor-format tasks (or one task)", self.config.file)
+            raise field_error("benchmark.params.tasks_dir", str(tasks_dir),
+                              "must be a directory of Harbor-format tasks", self.config.file)
         self.tasks_dir = tasks_dir
         self._not_loaded: list[NotLoaded] = []
 
