@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_owner
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.store.atomic import atomic_write_json
+from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.store.layout import CLAIMS_DIR, LOCK_FILE
 from agentcompass_dagster.runtime.execution.processes import ProcessId
 
@@ -95,8 +95,10 @@ def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, e
 def write_claim(sweep_benchmark: SweepBenchmark, run_id: str, partitions: list[str]) -> None:
     directory = _claims_dir(sweep_benchmark)
     directory.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(directory / f"{run_id}.json",
-                      Claim(run_id=run_id, worker=str(ProcessId.this()), partitions=partitions), durable=False)
+    claim = Claim(run_id=run_id, worker=str(ProcessId.this()), partitions=partitions)
+    # Not atomic_write_json: its redaction would rewrite a partition key holding a registered secret (a
+    # task id with an env value in it), and the claim would no longer hold that partition (#36).
+    atomic_write_bytes(directory / f"{run_id}.json", claim.model_dump_json().encode(), durable=False)
 
 
 def drop_claim(sweep_benchmark: SweepBenchmark, run_id: str) -> None:
