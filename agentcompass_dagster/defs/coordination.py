@@ -3,8 +3,8 @@
 Both live in the results directory, which every process, container and host that runs the sweep
 shares (its results must land there): a sweep lock (``flock``, released by the kernel when its holder
 dies) around deciding what to run, and one claim file per Dagster run listing the partitions it is
-evaluating. A run claims, under the lock, the partitions of its range that are neither materialized (a
-fresh round's run evaluates those again) nor claimed by a live run; it evaluates only those and removes
+evaluating. A run claims, under the lock, the partitions of its range that neither have a result in its
+results directory (a fresh round's run evaluates those again) nor are claimed by a live run; it evaluates only those and removes
 its claim when it ends. A claim of a run that has ended, or whose worker process is gone, is void.
 """
 
@@ -107,10 +107,12 @@ def drop_claim(sweep_benchmark: SweepBenchmark, run_id: str) -> None:
 
 def claim_partitions(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run_id: str,
                      wanted: list[str], fresh: bool = False) -> list[str]:
-    """Of ``wanted``, the partitions this run may evaluate: not claimed by a live run, and not
-    materialized unless the run is ``fresh``. They are claimed for this run before the lock is released."""
+    """Of ``wanted``, the partitions this run may evaluate: not claimed by a live run, and, unless the run
+    is ``fresh``, without a result in its results directory. They are claimed for this run before the
+    lock is released."""
     with sweep_lock(sweep_benchmark):
-        done = set() if fresh else set(instance.get_materialized_partitions(sweep_benchmark.key("attempts")))
+        done = set() if fresh else sweep_benchmark.with_result(
+            set(instance.get_materialized_partitions(sweep_benchmark.key("attempts"))) & set(wanted))
         busy = live_claims(sweep_benchmark, instance, exclude=run_id)
         mine = [key for key in wanted if key not in done and key not in busy]
         write_claim(sweep_benchmark, run_id, mine)

@@ -171,9 +171,9 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
 
 
 def _without_result(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance) -> int:
-    done = instance.get_materialized_partitions(sweep_benchmark.key("attempts"))
+    materialized = instance.get_materialized_partitions(sweep_benchmark.key("attempts"))
     wanted = {f"{model}|{task}" for model in sweep_benchmark.model_keys for task in sweep_benchmark.task_keys}
-    return len(wanted - set(done))
+    return len(wanted - sweep_benchmark.with_result(wanted & set(materialized)))
 
 
 def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,

@@ -28,7 +28,7 @@ from agentcompass_dagster.results import load_metrics, load_task_results
 from agentcompass_dagster.runtime.execution.processes import ProcessId
 from agentcompass_dagster.runtime.store.redact import register_secret
 
-from conftest import REPO, run_cli, write_sweep, write_task
+from conftest import REPO, run_cli, tree_snapshot, write_sweep, write_task
 
 ATTEMPTS = dg.AssetKey(["lab", "demo", "attempts"])
 
@@ -401,3 +401,31 @@ def test_a_claim_holds_a_partition_whose_key_holds_a_registered_secret(tmp_path:
         assert claim_partitions(demo, instance, run.run_id, [key]) == [key]
         assert claim_partitions(demo, instance, "another-run", [key]) == []
 
+
+
+def test_a_new_results_dir_is_a_new_place_to_evaluate_into(tmp_path: Path, dagster_home: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """#36: after a run into the sweep's results directory, `agentcompass run --results-dir OTHER` evaluates
+    every task into OTHER (what has a result in another results directory is not done there) and leaves
+    the first directory as it was; run again into OTHER, or into the first, it launches nothing."""
+    tasks = tmp_path / "tasks"
+    for name in ("alpha", "beta"):
+        write_task(tasks, name, solution="echo ok > out.txt", check="grep -qx ok out.txt")
+    sweep = lab_sweep(tmp_path, ["m1"], tasks)
+    assert run_cli("run", sweep) == 0
+    first = tree_snapshot(tmp_path / "results")
+    other = tmp_path / "other"
+    capsys.readouterr()
+    assert run_cli("run", sweep, "--results-dir", other) == 0
+    assert "Nothing to run" not in capsys.readouterr().out
+    (run_dir,) = (other / "lab" / "demo" / "m1").iterdir()
+    counts = json.loads((run_dir / ".summary_counts.json").read_text())
+    assert (counts["new"], counts["reused"], counts["correct"], counts["total"]) == (2, 0, 2, 2)
+    metrics = load_metrics(other)
+    assert metrics[metrics["metric"] == "accuracy"]["value"].tolist() == [1.0]
+    assert tree_snapshot(tmp_path / "results") == first
+    runs = run_count()
+    for again in (["--results-dir", other], []):
+        assert run_cli("run", sweep, *again) == 0
+        assert "Nothing to run" in capsys.readouterr().out
+        assert run_count() == runs
