@@ -4,8 +4,9 @@ Both live in the results directory, which every process, container and host that
 shares (its results must land there): a sweep lock (``flock``, released by the kernel when its holder
 dies) around deciding what to run, and one claim file per Dagster run listing the partitions it is
 evaluating. A run claims, under the lock, the partitions of its range that neither have a result in its
-results directory (a fresh round's run evaluates those again) nor are claimed by a live run; it evaluates only those and removes
-its claim when it ends. A claim of a run that has ended, or whose worker process is gone, is void.
+results directory (a fresh round's run evaluates those again) nor are claimed by a live run; it
+evaluates only those and removes its claim when it ends. A claim of a run that has ended, or whose
+worker process is gone, is void.
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ class SweepBenchmark:
         `agentcompass run --results-dir`) is not a result here, so its task is still to evaluate here
         (#36). A partition of a task or model this process does not know is taken as materialized."""
         known: dict[str, dict[str, TaskSpec]] = {}
-        kept = set()
+        kept: set[str] = set()
         for key in partitions:
             model_key, task_key = split_key(key)
             if model_key in self.model_keys and task_key in self.task_keys:
