@@ -15,7 +15,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidatorFuncti
 
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.references import (DECLARATION_FILES, check_plugin_ids, declaration_files, load_yaml,
-                                             read_declaration_files, resolve_reference, split_declaration_files)
+                                             read_declaration_files, resolve_reference)
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.records import AgentLimits, BudgetConfig, EvaluationMode, NetworkPolicy
 from agentcompass_dagster.runtime.store.records import Lineage, Strategy, lift_metadata
@@ -425,8 +425,8 @@ def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
     where = str(path)
     if not isinstance(data, dict):
         raise UserError(f"{where}: expected a mapping of sweep fields, got {type(data).__name__}")
-    # field -> the declaration file its name resolved to, or that a sweep as run names
-    data, files = split_declaration_files(data, where)
+    # field -> the declaration file its name resolved to
+    files: dict[str, str] = {}
     data.setdefault("name", path.stem)
     if isinstance(data.get("models"), list):
         models = [resolve_reference(roots, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])]

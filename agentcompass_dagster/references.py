@@ -33,7 +33,7 @@ def load_yaml(path: Path) -> Any:
         raise UserError(f"{path}{at}: invalid YAML: {problem}") from None
 
 
-# Where a declaration the framework writes out (a request in run_info.json, a sweep as run) keeps the file
+# Where a declaration the framework writes out (a request in run_info.json) keeps the file
 # each of its plugin declarations was read from, by field: their relative paths are resolved beside those
 # files, not beside the copy.
 DECLARATION_FILES = "declaration_files"

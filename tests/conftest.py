@@ -162,8 +162,10 @@ def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own DAGSTER_HOME, so nothing touches the project's .dagster/."""
     home = tmp_path / "dagster_home"
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    # `agentcompass run` points the code location at its sweep for the processes it starts.
+    # `agentcompass run` points the code location at its sweep (and results directory) for the processes
+    # it starts.
     monkeypatch.delenv("AGENTCOMPASS_SWEEPS", raising=False)
+    monkeypatch.delenv("AGENTCOMPASS_RESULTS_DIR", raising=False)
     return home
 
 

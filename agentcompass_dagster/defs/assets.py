@@ -148,7 +148,7 @@ def _reused(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark,
     counts a partition done only when a run of its own materializes it, and would otherwise end
     failed without running the metrics and what follows them."""
     attempts = sweep_benchmark.key("attempts")
-    done = set(context.instance.get_materialized_partitions(attempts)) & set(skipped)
+    done = sweep_benchmark.with_result(set(context.instance.get_materialized_partitions(attempts)) & set(skipped))
     if not done:
         return
     latest: dict[str, Any] = {}

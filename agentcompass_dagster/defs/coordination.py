@@ -3,9 +3,10 @@
 Both live in the results directory, which every process, container and host that runs the sweep
 shares (its results must land there): a sweep lock (``flock``, released by the kernel when its holder
 dies) around deciding what to run, and one claim file per Dagster run listing the partitions it is
-evaluating. A run claims, under the lock, the partitions of its range that are neither materialized (a
-fresh round's run evaluates those again) nor claimed by a live run; it evaluates only those and removes
-its claim when it ends. A claim of a run that has ended, or whose worker process is gone, is void.
+evaluating. A run claims, under the lock, the partitions of its range that neither have a result in its
+results directory (a fresh round's run evaluates those again) nor are claimed by a live run; it
+evaluates only those and removes its claim when it ends. A claim of a run that has ended, or whose
+worker process is gone, is void.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pydantic import BaseModel
 
 from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_owner
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.store.atomic import atomic_write_json
+from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.store.layout import CLAIMS_DIR, LOCK_FILE
 from agentcompass_dagster.runtime.execution.processes import ProcessId
 
@@ -95,8 +96,10 @@ def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, e
 def write_claim(sweep_benchmark: SweepBenchmark, run_id: str, partitions: list[str]) -> None:
     directory = _claims_dir(sweep_benchmark)
     directory.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(directory / f"{run_id}.json",
-                      Claim(run_id=run_id, worker=str(ProcessId.this()), partitions=partitions), durable=False)
+    claim = Claim(run_id=run_id, worker=str(ProcessId.this()), partitions=partitions)
+    # Not atomic_write_json: its redaction would rewrite a partition key holding a registered secret (a
+    # task id with an env value in it), and the claim would no longer hold that partition (#36).
+    atomic_write_bytes(directory / f"{run_id}.json", claim.model_dump_json().encode(), durable=False)
 
 
 def drop_claim(sweep_benchmark: SweepBenchmark, run_id: str) -> None:
@@ -105,10 +108,12 @@ def drop_claim(sweep_benchmark: SweepBenchmark, run_id: str) -> None:
 
 def claim_partitions(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run_id: str,
                      wanted: list[str], fresh: bool = False) -> list[str]:
-    """Of ``wanted``, the partitions this run may evaluate: not claimed by a live run, and not
-    materialized unless the run is ``fresh``. They are claimed for this run before the lock is released."""
+    """Of ``wanted``, the partitions this run may evaluate: not claimed by a live run, and, unless the run
+    is ``fresh``, without a result in its results directory. They are claimed for this run before the
+    lock is released."""
     with sweep_lock(sweep_benchmark):
-        done = set() if fresh else set(instance.get_materialized_partitions(sweep_benchmark.key("attempts")))
+        done = set() if fresh else sweep_benchmark.with_result(
+            set(instance.get_materialized_partitions(sweep_benchmark.key("attempts"))) & set(wanted))
         busy = live_claims(sweep_benchmark, instance, exclude=run_id)
         mine = [key for key in wanted if key not in done and key not in busy]
         write_claim(sweep_benchmark, run_id, mine)

@@ -17,7 +17,7 @@ from agentcompass_dagster.config import SweepConfig, load_sweep
 from agentcompass_dagster.defs.alerts import regression_alert_sensor
 from agentcompass_dagster.defs.asset_checks import counts_check, regression_checks, secrets_check
 from agentcompass_dagster.defs.assets import comparison_asset, evaluation_asset, tasks_asset
-from agentcompass_dagster.defs.code_location import default_resources, sweep_files_from_env
+from agentcompass_dagster.defs.code_location import default_resources, results_dir_from_env, sweep_files_from_env
 from agentcompass_dagster.defs.jobs import sweep_automation, sweep_job
 from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.run_failures import run_failure_sensor
@@ -83,14 +83,19 @@ def broken_sweep(key: str, path: Path, error: str) -> dg.AssetSpec:
                         kinds={"agentcompass"})
 
 
-def sweep_files_definitions(paths: list[Path], resources: Path | None) -> dg.Definitions:
-    """Definitions of the sweeps of these files; a file that does not load (invalid YAML, an invalid
-    field, a name that clashes with an earlier file's sweep) becomes a broken_sweeps asset naming its
-    error, and the other sweeps load: one bad file must not take the whole code location down."""
+def sweep_files_definitions(paths: list[Path], resources: Path | None,
+                            results_dir: Path | None = None) -> dg.Definitions:
+    """Definitions of the sweeps of these files, run into ``results_dir`` when given; a file that does
+    not load (invalid YAML, an invalid field, a name that clashes with an earlier file's sweep) becomes a
+    broken_sweeps asset naming its error, and the other sweeps load: one bad file must not take the whole
+    code location down."""
     parts, groups, broken, executors = [], {}, [], set()
     for path in paths:
         try:
             sweep = load_sweep(path, resources)
+            if results_dir is not None:
+                output = sweep.output.model_copy(update={"results_dir": results_dir})
+                sweep = sweep.model_copy(update={"output": output})
             group = dagster_name(sweep.name)
             if group in groups:
                 raise UserError(f"{path}: name={sweep.name!r} clashes with the sweep of {groups[group]}")
@@ -117,9 +122,9 @@ def build_definitions(resources: Path) -> dg.Definitions:
 
 
 def location_definitions() -> dg.Definitions:
-    """The code location of defs/code_location.py: the sweeps it was pointed at, else those of the
-    default resources."""
+    """The code location of defs/code_location.py: the sweeps it was pointed at (with the results
+    directory it was given), else those of the default resources."""
     files = sweep_files_from_env()
     if files is None:
         return build_definitions(default_resources())
-    return sweep_files_definitions(files, None)
+    return sweep_files_definitions(files, None, results_dir_from_env())

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.runtime.store.atomic import atomic_write_text
+from agentcompass_dagster.runtime.store.atomic import atomic_write_config
 
 log = logging.getLogger(__name__)
 
@@ -126,14 +126,14 @@ def ensure_dagster_home(home: Path | None = None) -> Path:
         if not (chosen / INITIALIZED).exists():
             config = chosen / "dagster.yaml"
             if not config.exists():
-                atomic_write_text(config, generated_config(chosen))
+                atomic_write_config(config, generated_config(chosen))
             import dagster as dg
 
             # Creating the storage (tables, migrations) once, under the lock: two processes doing it
             # at once leave SQLite with two alembic heads, and every later opening fails.
             with dg.DagsterInstance.from_config(str(chosen)):
                 pass
-            atomic_write_text(chosen / INITIALIZED, "")
+            atomic_write_config(chosen / INITIALIZED, "")
     finally:
         os.close(fd)
     return chosen

@@ -1,7 +1,10 @@
 """Which runs a benchmark of a sweep needs now: the one answer that `agentcompass run`, the schedule
 and the sensor all use.
 
-A (model, task) partition is busy when it is materialized (but in a fresh round), targeted by a run
+A (model, task) partition is busy when it has a result in the sweep's results directory (but in a
+fresh round): it is materialized and its task's normal detail is in a run directory there, for Dagster's
+one materialization state per partition does not say which results directory the run that made it wrote
+into (`agentcompass run --results-dir` runs into another one). It is busy too when targeted by a run
 that has not finished (queued ones too) of any job that selects the sweep's attempts (the sweep's job,
 or the asset job of a backfill or `dagster asset materialize`), targeted by an asset backfill still in
 progress (whose next runs are not launched yet), or claimed by a live run; every other partition is
@@ -117,19 +120,20 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     call under the sweep lock."""
     flying = in_flight_runs(sweep_benchmark, instance)
     attempts = sweep_benchmark.key("attempts")
+    models = list(sweep_benchmark.model_keys)
+    wanted = {f"{m}|{t}" for m in models for t in task_keys}
     busy = live_claims(sweep_benchmark, instance)
     if not fresh:
-        busy |= set(instance.get_materialized_partitions(attempts))
+        busy |= sweep_benchmark.with_result(wanted & set(instance.get_materialized_partitions(attempts)))
     order = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
     for run in flying:
         busy |= targeted(run, sweep_benchmark, order)
     backfills = backfill_targets(instance, _assets(sweep_benchmark), attempts)
     for _, partitions in backfills:
         busy |= partitions
-    models = list(sweep_benchmark.model_keys)
     budget = sweep_benchmark.budget
     plan = LaunchPlan(missing_ranges(models, task_keys, busy, sweep_benchmark.sweep.dagster.max_partitions_per_run),
-                missing={f"{m}|{t}" for m in models for t in task_keys} - busy,
+                missing=wanted - busy,
                 in_flight=[run.run_id for run in flying],
                 fresh_in_flight=[run.run_id for run in flying if FRESH_TAG in run.tags],
                 budget=budget_status(budget) if budget is not None else None,

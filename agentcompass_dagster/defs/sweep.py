@@ -18,6 +18,7 @@ from agentcompass_dagster.defs.partitions import (
     attempts_partitions,
     dagster_name,
     partition_key,
+    split_key,
     tasks_partitions_name,
 )
 from agentcompass_dagster.defs.resources import SweepResources
@@ -173,6 +174,25 @@ class SweepBenchmark:
     def report_dir(self) -> Path:
         """The sweep's directory, where its metrics step writes the sweep's report and trajectory pages."""
         return self.benchmark_dir.parent
+
+    def with_result(self, partitions: set[str]) -> set[str]:
+        """Of these (model, task) partitions, materialized ones, those whose task has a normal detail in
+        this sweep's results directory. Dagster keeps one materialization state per partition, whichever
+        results directory the run that materialized it wrote into; a result in another one (a run with
+        `agentcompass run --results-dir`) is not a result here, so its task is still to evaluate here
+        (#36). A partition of a task or model this process does not know is taken as materialized."""
+        known: dict[str, dict[str, TaskSpec]] = {}
+        kept: set[str] = set()
+        for key in partitions:
+            model_key, task_key = split_key(key)
+            if model_key in self.model_keys and task_key in self.task_keys:
+                known.setdefault(self.model_keys[model_key], {})[key] = self.task_keys[task_key]
+            else:
+                kept.add(key)
+        for model_id, tasks in known.items():
+            finished = self.store.finished(self.root(model_id), list(tasks.values()))
+            kept.update(key for key, task in tasks.items() if task.id in finished)
+        return kept
 
     def newest_runs(self, have: str) -> dict[str, ReuseSource]:
         """Model id -> its newest run directory holding ``have`` (a file such as summary.md); models that

@@ -12,8 +12,6 @@ nothing; a fresh launch (`--fresh`) evaluates every partition not in a run in fl
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import signal
 import sys
@@ -24,14 +22,12 @@ from pathlib import Path
 import dagster as dg
 
 from agentcompass_dagster.config import SweepConfig, load_sweep
-from agentcompass_dagster.references import DECLARATION_FILES, declaration_files
 from agentcompass_dagster.defs.code_location import set_sweep_files
 from agentcompass_dagster.defs.coordination import sweep_lock
 from agentcompass_dagster.defs.dagster_internals import daemon_healthy
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
 from agentcompass_dagster.defs.jobs import mounted, same_path_mounts, shared_paths
-from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.planning import LaunchPlan, fail_run, plan_benchmark
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
@@ -39,7 +35,6 @@ from agentcompass_dagster.launcher.follow import RunFollower
 from agentcompass_dagster.launcher.runs import RunFactory
 from agentcompass_dagster.launcher.workers import RunWorkers
 from agentcompass_dagster.progress import ProgressBoard
-from agentcompass_dagster.runtime.store.atomic import atomic_write_text
 from agentcompass_dagster.runtime.execution.budget import budget_status
 from agentcompass_dagster.runtime.execution.interrupts import Interrupts
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
@@ -47,7 +42,6 @@ from agentcompass_dagster.runtime.store.layout import SUMMARY
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
 from agentcompass_dagster.runtime.store.records import BudgetStatus
 
-AS_RUN_DIR = ".agentcompass/sweeps"
 POLL_S = 0.2
 QUIET_POLL_S = 1.0
 STOP_SLACK_S = 10.0
@@ -118,35 +112,25 @@ def check_shared_storage(sweep_benchmark: SweepBenchmark, sweep_file: Path) -> N
                             f"volume they share with this host, mounted at {path}")
 
 
-def location_file(sweep: SweepConfig, sweep_file: Path) -> tuple[Path, str | None]:
-    """The file the code location loads the sweep from: its own file, or, when the command line changed
-    the declaration (--results-dir), the declaration as run, beside its results (where step containers
-    and pods see it too), so every process of the launch runs the same sweep; it names the files its
-    declarations were read from, which their relative paths are resolved beside. Returns the path and, for
-    a declaration as run, the text to write there once the sweep has passed preflight."""
-    if load_sweep(sweep_file) == sweep:
-        return sweep_file, None
-    data = sweep.model_dump(mode="json")
-    data["output"]["results_dir"] = str(Path(sweep.output.results_dir).resolve())
-    data[DECLARATION_FILES] = declaration_files(sweep.declarations())
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    path = (Path(sweep.output.results_dir).resolve() / AS_RUN_DIR /
-            f"{dagster_name(sweep.name)}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.json")
-    return path, text
+def location_results_dir(sweep: SweepConfig, sweep_file: Path) -> Path | None:
+    """The results directory the code location runs the sweep's file into, when the command line changed
+    it (--results-dir). The location gets it through its environment rather than a copy of the sweep
+    written beside the results: such a copy holds the environment's env values, which would sit there in
+    plain text, or, redacted like every file written there, run as ``[REDACTED]`` (#36)."""
+    declared = load_sweep(sweep_file).output.results_dir
+    if Path(declared).resolve() == Path(sweep.output.results_dir).resolve():
+        return None
+    return Path(sweep.output.results_dir).resolve()
 
 
 def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, board: ProgressBoard | None = None,
                  home: Path | None = None, fresh: bool = False) -> SweepLaunch:
-    location, as_run = location_file(sweep, sweep_file)
-    set_sweep_files([location])
+    set_sweep_files([sweep_file], location_results_dir(sweep, sweep_file))
     dagster_home(home)
     sweep_benchmark_list = sweep_benchmarks(sweep)
     for sweep_benchmark in sweep_benchmark_list:
         check_shared_storage(sweep_benchmark, sweep_file)
     preflight(sweep_benchmark_list)
-    if as_run is not None:
-        location.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(location, as_run)
     home = ensure_dagster_home(home)
     launch = SweepLaunch(home, fresh=fresh)
     with dg.DagsterInstance.get() as instance:
@@ -187,9 +171,9 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
 
 
 def _without_result(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance) -> int:
-    done = instance.get_materialized_partitions(sweep_benchmark.key("attempts"))
+    materialized = instance.get_materialized_partitions(sweep_benchmark.key("attempts"))
     wanted = {f"{model}|{task}" for model in sweep_benchmark.model_keys for task in sweep_benchmark.task_keys}
-    return len(wanted - set(done))
+    return len(wanted - sweep_benchmark.with_result(wanted & set(materialized)))
 
 
 def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,

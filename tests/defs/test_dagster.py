@@ -18,13 +18,17 @@ import yaml
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.code_location import LOCATION_MODULE, LOCATION_NAME, SWEEPS_ENV, write_workspace
+from agentcompass_dagster.defs.coordination import claim_partitions
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.partitions import missing_ranges, partition_key
+from agentcompass_dagster.defs.run_owners import record_owner
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.results import load_metrics, load_task_results
+from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.redact import register_secret
 
-from conftest import REPO, run_cli, write_sweep, write_task
+from conftest import REPO, run_cli, tree_snapshot, write_sweep, write_task
 
 ATTEMPTS = dg.AssetKey(["lab", "demo", "attempts"])
 
@@ -344,3 +348,84 @@ def test_comparison_asset_compares_every_pair_of_models(tmp_path: Path, dagster_
     with dg.DagsterInstance.get() as instance:
         event = instance.get_latest_materialization_event(dg.AssetKey(["pair", "synthetic", "comparison"]))
         assert event is not None and "strong better" in event.asset_materialization.metadata["comparisons"].value
+
+
+def test_environment_env_values_run_as_declared_and_are_written_redacted(tmp_path: Path) -> None:
+    """#36: a Dagster run executes with the environment's env values as declared, on a new instance and
+    into the results directory the command line gave: a token, the project's directory (which DAGSTER_HOME
+    and the results directory lie in) and a path built on it, each compared by the task's check with its
+    literal value (accuracy 1.0). What is written stays redacted: no run_info.json, params.json or detail
+    holds any of them, and no file of the results directory holds the token."""
+    token, project, lib = "s3cr3t-Value-42", str(tmp_path), str(tmp_path / "lib")
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "sees-env", solution='echo "token $EXPECTED_VALUE"\necho ok > out.txt',
+               check=f'test "$EXPECTED_VALUE" = {token} && test "$PROJECT_DIR" = {project} && test "$LIB_DIR" = {lib}')
+    sweep = lab_sweep(tmp_path, ["m1"], tasks, environment={
+        "id": "local", "env": {"EXPECTED_VALUE": token, "PROJECT_DIR": project, "LIB_DIR": lib}})
+    results = tmp_path / "elsewhere"
+    assert run_cli("run", sweep, "--results-dir", results) == 0
+    metrics = load_metrics(results)
+    assert metrics[metrics["metric"] == "accuracy"]["value"].tolist() == [1.0]
+    files = [path for path in results.rglob("*") if path.is_file()]
+    records = [path for path in files if path.name in ("run_info.json", "params.json") or path.parent.name == "details"]
+    assert {path.name for path in records} == {"run_info.json", "params.json", "sees-env_files.json"}
+    for path in records:
+        text = path.read_text()
+        assert [value for value in (token, project, lib) if value in text] == [], path
+    for path in files:
+        assert token.encode() not in path.read_bytes(), path
+
+
+@dg.op
+def _noop() -> None:
+    pass
+
+
+@dg.job
+def _tiny() -> None:
+    _noop()
+
+
+def test_a_claim_holds_a_partition_whose_key_holds_a_registered_secret(tmp_path: Path) -> None:
+    """#36: a run's claim is what keeps a second run off its partitions, not a record: a partition whose
+    task id holds a registered secret (an environment's env value) stays claimed, and another run that
+    wants it does not get it."""
+    token = "s3cr3t-Value-42"
+    register_secret(token)
+    (demo,) = sweep_benchmarks(load_sweep(lab_sweep(tmp_path, ["m1"])))
+    key = f"m1|check-{token}"
+    ensure_dagster_home(None)
+    with dg.DagsterInstance.get() as instance:
+        run = instance.create_run_for_job(_tiny, status=dg.DagsterRunStatus.STARTED)
+        record_owner(instance, run.run_id, "worker", ProcessId.this())
+        assert claim_partitions(demo, instance, run.run_id, [key]) == [key]
+        assert claim_partitions(demo, instance, "another-run", [key]) == []
+
+
+
+def test_a_new_results_dir_is_a_new_place_to_evaluate_into(tmp_path: Path, dagster_home: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """#36: after a run into the sweep's results directory, `agentcompass run --results-dir OTHER` evaluates
+    every task into OTHER (what has a result in another results directory is not done there) and leaves
+    the first directory as it was; run again into OTHER, or into the first, it launches nothing."""
+    tasks = tmp_path / "tasks"
+    for name in ("alpha", "beta"):
+        write_task(tasks, name, solution="echo ok > out.txt", check="grep -qx ok out.txt")
+    sweep = lab_sweep(tmp_path, ["m1"], tasks)
+    assert run_cli("run", sweep) == 0
+    first = tree_snapshot(tmp_path / "results")
+    other = tmp_path / "other"
+    capsys.readouterr()
+    assert run_cli("run", sweep, "--results-dir", other) == 0
+    assert "Nothing to run" not in capsys.readouterr().out
+    (run_dir,) = (other / "lab" / "demo" / "m1").iterdir()
+    counts = json.loads((run_dir / ".summary_counts.json").read_text())
+    assert (counts["new"], counts["reused"], counts["correct"], counts["total"]) == (2, 0, 2, 2)
+    metrics = load_metrics(other)
+    assert metrics[metrics["metric"] == "accuracy"]["value"].tolist() == [1.0]
+    assert tree_snapshot(tmp_path / "results") == first
+    runs = run_count()
+    for again in (["--results-dir", other], []):
+        assert run_cli("run", sweep, *again) == 0
+        assert "Nothing to run" in capsys.readouterr().out
+        assert run_count() == runs

