@@ -84,6 +84,10 @@ class TaskEnvironment(StoredRecord):
     # Every command's environment variables, as the task declares them (values are secrets in records).
     env: dict[str, str] = Field(default_factory=dict)
     dirs: tuple[TaskDir, ...] = ()
+    # Users of the task's own image its agent (and its reference solution) and its verifier run as (a name
+    # or uid[:gid]); None: the image's USER. A provider never runs the agent as root, nor as the verifier.
+    agent_user: str | None = None
+    verifier_user: str | None = None
 
     @field_validator("workdir")
     @classmethod

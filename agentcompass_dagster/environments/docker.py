@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 import secrets
 import shlex
 import socket
@@ -63,8 +64,6 @@ from agentcompass_dagster.environments.docker_setup import (
     DockerParams,
     Layout,
     Setup,
-    VERIFIER_GID,
-    VERIFIER_UID,
     plain_setup,
     task_setup,
 )
@@ -75,6 +74,7 @@ from agentcompass_dagster.runtime.execution.processes import process_alive
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
 LABEL = "agentcompass"
+CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"]
 # Kill every process but pid 1 and this shell, then wait (up to 5 s) until none but zombies is left.
 STOP_PROCESSES = (
     "kill -9 -1 2>/dev/null; for _ in $(seq 100); do left=; for p in /proc/[0-9]*; do n=${p#/proc/}; "
@@ -120,9 +120,8 @@ class DockerSession(EnvironmentSession):
             # The task's own verifier variables may set its PATH; nothing the agent could have written does.
             path = env["PATH"] if env and "PATH" in env else self.layout.verifier_path
             variables = verifier_env({**variables, "PATH": path}, f"{fresh}/home", f"{fresh}/tmp")
-        user = {Caller.agent: f"{self.params.uid}:{self.params.gid}", Caller.reference: "0:0",
-                Caller.verifier: f"{VERIFIER_UID}:{VERIFIER_GID}"}[caller]
-        exit_code, stdout, stderr = await asyncio.to_thread(self._run, ["bash", "-c", script], user,
+        exit_code, stdout, stderr = await asyncio.to_thread(self._run, ["bash", "-c", script],
+                                                            self.layout.users.of(caller.value),
                                                             cwd or self.workdir, variables)
         timed_out = bool(timeout_s) and exit_code == 137 and time.monotonic() - started >= timeout_s
         hits = await asyncio.to_thread(self._limits_hit)
@@ -359,8 +358,13 @@ class DockerEnvironment(Environment):
         try:
             container = self._create(setup, name, plan.baseline_network_policy)
             container.start()
-            container.exec_run(["sh", "-c", setup.prepare], user="0:0")
-            return DockerSession(container, setup.env, params, setup.layout, setup.record, setup.memory_mb)
+            prepared = container.exec_run(["sh", "-c", setup.prepare], user="0:0")
+            if prepared.exit_code != 0:
+                raise RuntimeError(f"the container of task {task.id!r} could not be set up: "
+                                   f"{(prepared.output or b'').decode(errors='replace').strip()[:300]}")
+            layout = Layout(workdir=setup.workdir, users=setup.users, verifier_path=setup.verifier_path,
+                            owners={path: _ids(container, setup.users.of(caller)) for path, caller in setup.owners.items()})
+            return DockerSession(container, setup.env, params, layout, setup.record, setup.memory_mb)
         except BaseException:
             if container is not None:
                 _remove(container)
@@ -383,9 +387,12 @@ class DockerEnvironment(Environment):
             nano_cpus=int(setup.cpus * 1e9) if setup.cpus else None,
             pids_limit=params.max_processes,
             read_only=setup.read_only,
+            # What root in the container may do: own, read and write any file, run as another user (package
+            # managers drop to theirs), kill, bind a low port; nothing more, and nothing gained by exec.
+            cap_drop=["ALL"], cap_add=CAPABILITIES, security_opt=["no-new-privileges"],
             volumes=[*setup.volumes, *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}" for m in params.mounts)],
             tmpfs=setup.tmpfs,
-            working_dir=setup.layout.workdir,
+            working_dir=setup.workdir,
             environment=setup.env,
         )
         if setup.storage_mb is None:
@@ -414,6 +421,18 @@ class DockerEnvironment(Environment):
         if self._cpus is None:
             self._cpus = int(self.client.info().get("NCPU") or os.cpu_count() or 1)
         return self._cpus
+
+
+def _ids(container: Any, user: str) -> tuple[int, int]:
+    """The uid and gid of a user of the container (its name, or uid:gid)."""
+    if re.fullmatch(r"\d+:\d+", user):
+        uid, gid = user.split(":")
+        return int(uid), int(gid)
+    found = container.exec_run(["sh", "-c", 'id -u "$0" && id -g "$0"', user], user="0:0")
+    numbers = (found.output or b"").decode(errors="replace").split()
+    if found.exit_code != 0 or len(numbers) != 2 or not all(n.isdigit() for n in numbers):
+        raise RuntimeError(f"user {user!r} of the task is not a user of its image")
+    return int(numbers[0]), int(numbers[1])
 
 
 def _first_line(exc: BaseException) -> str:

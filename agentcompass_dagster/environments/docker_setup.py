@@ -55,18 +55,32 @@ class DockerParams(BaseModel):
         return self
 
 
+class Users(BaseModel):
+    """Whom each caller's commands run as: users of the image, a name or ``uid:gid``."""
+
+    agent: str
+    reference: str
+    verifier: str
+
+    def of(self, caller: str) -> str:
+        user: str = getattr(self, caller)
+        return user
+
+
 class Layout(BaseModel):
-    """Where a session's commands work and what the host may write there: the working directory, and
-    each directory the host writes into with the owner its files get (the longest that holds a path)."""
+    """Where a session's commands work, as whom, and what the host may write there: each directory the
+    host writes into with the owner its files get (the longest that holds a path)."""
 
     workdir: str
+    users: Users
     owners: dict[str, tuple[int, int]]
     verifier_path: str = VERIFIER_PATH
 
 
 class Setup(BaseModel):
-    """How a session's container is made: its image, limits, filesystem and what runs (as root) once it
-    has started; the record of what was applied."""
+    """How a session's container is made: its image, limits, filesystem, users and what runs (as root)
+    once it has started; the record of what was applied. ``owners`` names each directory's owner by the
+    caller whose user it is."""
 
     image: str
     memory_mb: int | None = None
@@ -76,49 +90,78 @@ class Setup(BaseModel):
     volumes: list[str]
     tmpfs: dict[str, str]
     env: dict[str, str]
-    layout: Layout
+    workdir: str
+    users: Users
+    owners: dict[str, str]
+    verifier_path: str = VERIFIER_PATH
     prepare: str
     record: dict[str, Any] = Field(default_factory=dict)
 
 
-def _owned(paths: list[tuple[str, tuple[int, int], str | None]]) -> str:
-    """A shell line making each directory, with its owner and mode."""
-    return " && ".join(f"mkdir -p {shlex.quote(path)} && chown {uid}:{gid} {shlex.quote(path)}"
+ROOT = "0:0"
+# What a root user may be called in an image.
+ROOT_NAMES = frozenset({"", "root", "0", "0:0"})
+
+
+def _owner(user: str) -> str:
+    """``user`` as chown takes it: a name with its login group, or uid:gid."""
+    return shlex.quote(user if ":" in user else f"{user}:")
+
+
+def _owned(users: Users, paths: list[tuple[str, str, str | None]]) -> str:
+    """A shell line making each directory, owned by the user of the caller given, with its mode."""
+    return " && ".join(f"mkdir -p {shlex.quote(path)} && chown {_owner(users.of(caller))} {shlex.quote(path)}"
                        + (f" && chmod {mode} {shlex.quote(path)}" if mode else "")
-                       for path, (uid, gid), mode in paths)
+                       for path, caller, mode in paths)
 
 
 def plain_setup(params: DockerParams, env: dict[str, str]) -> Setup:
     """A task that asks nothing of its environment: the sweep's image, read-only, and the task's files in
     volumes of their own (/work, a tmpfs of ``disk_mb`` where declared)."""
     assert params.image is not None
-    agent = (params.uid, params.gid)
+    users = Users(agent=f"{params.uid}:{params.gid}", reference=ROOT, verifier=f"{VERIFIER_UID}:{VERIFIER_GID}")
     return Setup(
         image=params.image, memory_mb=params.memory_mb, cpus=params.cpus, read_only=True,
         volumes=[SCRATCH, COMMANDS, HOME, *([] if params.disk_mb else [WORKDIR])],
         tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777",
                **({WORKDIR: f"size={params.disk_mb}m,uid={params.uid},gid={params.gid},mode=0755"}
                   if params.disk_mb else {})},
-        env=dict(env),
-        layout=Layout(workdir=WORKDIR, owners={WORKDIR: agent, HOME: agent, COMMANDS: agent,
-                                               SCRATCH: (VERIFIER_UID, VERIFIER_GID)}),
-        prepare=_owned([(WORKDIR, agent, None), (HOME, agent, None), (COMMANDS, agent, None),
-                        (SCRATCH, (VERIFIER_UID, VERIFIER_GID), "0700")]),
-    )
+        env=dict(env), workdir=WORKDIR, users=users,
+        owners={WORKDIR: "agent", HOME: "agent", COMMANDS: "agent", SCRATCH: "verifier"},
+        prepare=_owned(users, [(WORKDIR, "agent", None), (HOME, "agent", None), (COMMANDS, "agent", None),
+                               (SCRATCH, "verifier", "0700")]))
+
+
+def task_users(params: DockerParams, asks: TaskEnvironment, image: BuiltImage, record: dict[str, Any]) -> Users:
+    """Harbor's users where they keep the agent apart: the agent runs as the task's [agent] user or the
+    image's USER when that is not root, else as the sweep's unprivileged ``uid`` (under Harbor it would be
+    root, and could then change every tool its verifier runs); its reference solution as the task's agent
+    user, else root (as Harbor's oracle runs); the verifier as the task's [verifier] user or the image's
+    USER, else root (Harbor's default), and never as the agent."""
+    declared = asks.agent_user or image.user
+    agent = declared if declared not in ROOT_NAMES else f"{params.uid}:{params.gid}"
+    if declared in ROOT_NAMES and asks.agent_user is not None:
+        record["agent_user"] = f"{asks.agent_user!r} asked: not applied, the agent never runs as root"
+    verifier = asks.verifier_user or image.user or ROOT
+    if verifier == agent:
+        record["verifier_user"] = f"{verifier!r} is the agent's user: the verifier runs as root instead"
+        verifier = ROOT
+    return Users(agent=agent, reference=declared or ROOT, verifier=ROOT if verifier in ROOT_NAMES else verifier)
+
 
 def task_setup(params: DockerParams, env: dict[str, str], asks: TaskEnvironment, image: BuiltImage,
-           engine_cpus: int) -> Setup:
+               engine_cpus: int) -> Setup:
     """A task in the environment it asks for: its own ``image`` (built once per build context), its
     working directory (declared, else the image's WORKDIR, else /app) given to the agent, a writable
-    filesystem as under Harbor, its directories owned by whom they are for, its resources (the
-    task's ask wins over the sweep's; CPUs up to the engine's ``engine_cpus``), its variables."""
+    filesystem as under Harbor, its users (task_users), its directories owned by whom they are for, its
+    resources (the task's ask wins over the sweep's; CPUs up to the engine's ``engine_cpus``), its
+    variables."""
     workdir = asks.workdir or image.workdir or DEFAULT_TASK_WORKDIR
-    agent, verifier = (params.uid, params.gid), (VERIFIER_UID, VERIFIER_GID)
-    owners = {"agent": agent, "verifier": verifier, "reference": (0, 0)}
-    dirs = [(d.path, owners[d.visible_to], "0755" if d.visible_to == "agent" else "0700") for d in asks.dirs]
     record: dict[str, Any] = {"image": image.tag, "image_id": image.id, "built": image.built, "workdir": workdir}
     if image.digest is not None:
         record["build_log"] = BUILD_LOG
+    users = task_users(params, asks, image, record)
+    record["users"] = users.model_dump()
     cpus = asks.cpus or params.cpus
     if cpus is not None and cpus > engine_cpus:
         record["cpus"] = f"{cpus:g} asked, {engine_cpus} given: the engine has no more"
@@ -133,15 +176,15 @@ def task_setup(params: DockerParams, env: dict[str, str], asks: TaskEnvironment,
     if params.disk_mb is not None:
         record["disk_mb"] = (f"{params.disk_mb}: not applied, it bounds /work of tasks without their own "
                              "environment; a task's files stay in its image's working directory")
+    dirs = [(d.path, d.visible_to, "0755" if d.visible_to == "agent" else "0700") for d in asks.dirs]
     return Setup(
         image=image.id, memory_mb=memory, cpus=cpus, storage_mb=asks.storage_mb, read_only=False,
         volumes=[SCRATCH, COMMANDS, HOME], tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777"},
-        env={**env, **asks.env},
-        layout=Layout(workdir=workdir, owners={workdir: agent, HOME: agent, COMMANDS: agent, SCRATCH: verifier,
-                                               **{path: owner for path, owner, _ in dirs}},
-                      verifier_path=image.env.get("PATH") or VERIFIER_PATH),
-        # The task's files in its working directory become the agent's, as they are its root's under Harbor.
-        prepare=f"mkdir -p {shlex.quote(workdir)} && chown -R {agent[0]}:{agent[1]} {shlex.quote(workdir)} && "
-                + _owned([(HOME, agent, None), (COMMANDS, agent, None), (SCRATCH, verifier, "0700"), *dirs]),
-        record=record,
-    )
+        env={**env, **asks.env}, workdir=workdir, users=users,
+        owners={workdir: "agent", HOME: "agent", COMMANDS: "agent", SCRATCH: "verifier",
+                **{path: caller for path, caller, _ in dirs}},
+        verifier_path=image.env.get("PATH") or VERIFIER_PATH, record=record,
+        # The task's files in its working directory become the agent's, as they are its user's under Harbor.
+        prepare=f"mkdir -p {shlex.quote(workdir)} && chown -R {_owner(users.agent)} {shlex.quote(workdir)} && "
+                + _owned(users, [(HOME, "agent", None), (COMMANDS, "agent", None), (SCRATCH, "verifier", "0700"),
+                                 *dirs]))

@@ -412,6 +412,9 @@ class SandboxEnvironment(Environment):
             record["storage_mb"] = f"{disk} ({'the task' if asks.storage_mb else 'the sweep'}, an ext4 image)"
         if asks.cpus is not None:
             record["cpus"] = f"{asks.cpus:g} asked by the task, not enforced here (the sandbox bounds no CPU time)"
+        if asks.agent_user is not None or asks.verifier_user is not None:
+            record["users"] = (f"the task's {asks.agent_user!r} and {asks.verifier_user!r} not applied: every command "
+                               f"runs as the sandbox's uid {params.uid}")
         if expressed is not None:
             record["base_image"] = (f"{expressed.base}: the host's system stands in for it (the sandbox builds no "
                                     "image; its Dockerfile's WORKDIR, ENV and COPY are applied)")

@@ -21,7 +21,7 @@ from conftest import FIXTURE_BASE, details_by_task, fixture_base, needs_docker, 
 from agentcompass_dagster.benchmarks.harbor.loader import load_task
 from agentcompass_dagster.config import EnvironmentConfig, load_sweep
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession
-from agentcompass_dagster.contracts.records import TaskSpec
+from agentcompass_dagster.contracts.records import TaskEnvironment, TaskSpec
 from agentcompass_dagster.environments.docker import DockerEnvironment
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
@@ -104,9 +104,11 @@ def task_session(fixture_base: None) -> Iterator[tuple[EnvironmentSession, async
 def test_a_task_gets_its_image_its_working_directory_its_directories_and_its_resources(
         task_session: tuple[EnvironmentSession, asyncio.AbstractEventLoop]) -> None:
     """#36: the container is the task's image with its WORKDIR (/app) as the agent's working directory,
-    its COPYed files the agent's to change, a writable filesystem; /tests and /logs/verifier the
-    verifier's alone, /solution the reference's, /logs/agent everyone's; the task's memory and CPUs (its
-    ask wins over the sweep's 2048 MB), and the record says where each came from."""
+    its COPYed files the agent's to change, a writable filesystem where the agent, unprivileged, changes
+    nothing of the system its verifier runs (which runs as root, as under Harbor, and gains nothing from a
+    set-user-ID file); /tests, /logs/verifier and /solution out of the agent's reach, /logs/agent
+    everyone's; the task's memory and CPUs (its ask wins over the sweep's 2048 MB), and the record says
+    where each came from."""
     session, loop = task_session
 
     def run_as(command: str, caller: Caller) -> tuple[int, str]:
@@ -118,15 +120,39 @@ def test_a_task_gets_its_image_its_working_directory_its_directories_and_its_res
                   Caller.agent) == (0, "/app\n5\n")
     code, out = run_as("ls /tests; ls /logs/verifier; ls /solution; touch /logs/agent/note", Caller.agent)
     assert out.count("Permission denied") == 3 and code == 0, out
-    assert run_as("touch /logs/verifier/x /tests/x && ls /logs/agent", Caller.verifier) == (0, "note\n")
-    assert run_as("ls /solution", Caller.verifier)[0] != 0
-    assert run_as("touch /solution/x /usr/local/bin/tool", Caller.reference)[0] == 0
+    assert run_as("touch /usr/local/bin/tool /etc/x", Caller.agent)[1].count("Permission denied") == 2
+    # Harbor's verifier and oracle run as the image's user, here root: test.sh may install what it needs.
+    assert run_as("touch /logs/verifier/x /tests/x && ls /logs/agent && id -u", Caller.verifier) == (0, "note\n0\n")
+    assert run_as("touch /solution/x /usr/local/bin/tool && id -u", Caller.reference) == (0, "0\n")
+    assert run_as("id -u", Caller.agent) == (0, "65534\n")
+    # A set-user-ID root shell gives the agent nothing: no exec gains privileges in the container.
+    assert run_as("cp /bin/bash /usr/local/bin/rootbash && chmod 4755 /usr/local/bin/rootbash", Caller.reference)[0] == 0
+    assert run_as("/usr/local/bin/rootbash -p -c 'id -u; id -u -r'", Caller.agent) == (0, "65534\n65534\n")
+    assert session.describe()["users"] == {"agent": "65534:65534", "reference": "0:0", "verifier": "0:0"}
     container = session.container  # type: ignore[attr-defined]
     container.reload()
     host = container.attrs["HostConfig"]
     assert host["Memory"] == 300 * 2**20 and host["NanoCpus"] == 10**9 and not host["ReadonlyRootfs"]
     record = session.describe()
     assert record["memory_mb"] == "300 (the task)" and record["cpus"] == "1 (the task)"
+
+
+def test_a_task_runs_its_agent_and_oracle_as_the_user_it_names(tmp_path: Path, fixture_base: None) -> None:
+    """#36: a task whose image makes a user and whose [agent] user names it (Harbor's hello-user) runs its
+    agent and its oracle as that user, owning the working directory; its verifier runs as root, the
+    image's default; an [agent] user of root is not applied (the agent never runs as root)."""
+    context = tmp_path / "environment"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {FIXTURE_BASE}\nRUN useradd --create-home agent\nWORKDIR /app\n")
+    for agent_user, expected in (("agent", "agent"), ("root", "nobody")):
+        task = TaskSpec(id="user", environment=TaskEnvironment(build_context=context, agent_user=agent_user))
+        environment = DockerEnvironment(EnvironmentConfig(id="docker", params={}))
+        with opened_session(environment, task) as (session, loop):
+            def who(caller: Caller) -> str:
+                return loop.run_until_complete(session.exec("id -un; stat -c %U .", caller=caller)).stdout
+            assert who(Caller.agent) == f"{expected}\n{expected}\n"
+            assert who(Caller.reference) == f"{agent_user}\n{expected}\n"
+            assert who(Caller.verifier) == f"root\n{expected}\n"
 
 
 def test_a_task_image_is_built_once_for_k_attempts_and_later_runs(tmp_path: Path, fixture_base: None) -> None:

@@ -185,6 +185,8 @@ def _environment(config: TaskConfig, task_dir: Path) -> TaskEnvironment:
         network=NetworkPolicy.none if environment.no_network else None,
         env=_resolved(environment.env, "environment.env"),
         dirs=DIRS,
+        agent_user=None if config.agent.user is None else str(config.agent.user),
+        verifier_user=None if config.verifier.user is None else str(config.verifier.user),
     )
 
 
@@ -199,11 +201,6 @@ def _artifacts(entries: list[str | ArtifactEntry]) -> tuple[str, ...]:
 def _not_applied(config: TaskConfig) -> dict[str, str]:
     """The fields task.toml sets that this framework records and does not apply, with why."""
     found = {}
-    users = [("agent.user", config.agent.user), ("verifier.user", config.verifier.user)]
-    for field, user in users:
-        if user is not None:
-            found[field] = (f"{user!r}: the sweep's environment runs the agent as its own unprivileged user and "
-                            "the verifier as another, never root beside code the agent wrote")
     if config.environment.healthcheck is not None:
         found["environment.healthcheck"] = "no readiness check is run before the agent starts"
     if config.environment.mcp_servers:

@@ -19,7 +19,6 @@ class _Section(BaseModel):
 
 class AgentSection(_Section):
     timeout_sec: float | None = Field(default=None, gt=0)
-    # Recorded, not applied: the sweep's environment decides the agent's user (never root beside its verifier).
     user: str | int | None = None
 
 
