@@ -69,6 +69,12 @@ def test_the_oracle_passes_every_task_in_its_own_image_and_nop_none(tmp_path: Pa
 
     files = run_dir / "artifacts"
     assert (files / "sum-input@1" / "verifier" / "test-stdout.txt").read_text() == "expected 50, got 50\n"
+    # The task's declared artifacts, a file and a directory, as the agent left them.
+    assert (files / "sum-input@1" / "artifacts" / "app" / "total.txt").read_text() == "50\n"
+    assert (files / "sum-input@1" / "artifacts" / "app" / "data" / "numbers.csv").read_text().startswith("3\n5\n")
+    # The env tables' values ran (the check passed) and no record holds them.
+    written = b"".join(p.read_bytes() for p in run_dir.rglob("*") if p.is_file())
+    assert not any(value in written for value in (b"forty-two", b"fixture-mode", b"open-sesame-42"))
     assert json.loads((files / "two-metrics@1" / "verifier" / "reward.json").read_text())["correctness"] == 1
     stdout = (files / "env-tables@1" / "verifier" / "test-stdout.txt").read_text()
     assert stdout == "answer matches; phrase [REDACTED]\n"
