@@ -402,9 +402,7 @@ def test_a_claim_holds_a_partition_whose_key_holds_a_registered_secret(tmp_path:
         assert claim_partitions(demo, instance, "another-run", [key]) == []
 
 
-
-def test_a_new_results_dir_is_a_new_place_to_evaluate_into(tmp_path: Path, dagster_home: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_new_results_dir_is_a_new_place_to_evaluate_into(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """#36: after a run into the sweep's results directory, `agentcompass run --results-dir OTHER` evaluates
     every task into OTHER (what has a result in another results directory is not done there) and leaves
     the first directory as it was; run again into OTHER, or into the first, it launches nothing."""
