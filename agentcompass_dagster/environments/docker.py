@@ -59,6 +59,7 @@ from agentcompass_dagster.environments.docker_setup import (
     BUILD_LOG,
     COMMANDS,
     HOME,
+    Users,
     SCRATCH,
     WORKDIR,
     DockerParams,
@@ -112,14 +113,15 @@ class DockerSession(EnvironmentSession):
                    env: Mapping[str, str] | None = None) -> ExecResult:
         started = time.monotonic()
         script = f"timeout -s KILL {timeout_s} bash -c {shlex.quote(command)}" if timeout_s else command
-        variables = {**self.env, **env} if env else self.env
+        home = self.layout.homes.get(caller.value)
+        variables = {**self.env, **({"HOME": home} if home else {}), **(env or {})}
         if caller is Caller.verifier:
             fresh = f"{SCRATCH}/verifier-{secrets.token_hex(6)}"
             # Made by the verifier's own command (it owns /scratch): no extra trip to the engine.
             script = f"mkdir -m 0700 {fresh} {fresh}/home {fresh}/tmp && {script}"
             # The task's own verifier variables may set its PATH; nothing the agent could have written does.
             path = env["PATH"] if env and "PATH" in env else self.layout.verifier_path
-            variables = verifier_env({**variables, "PATH": path}, f"{fresh}/home", f"{fresh}/tmp")
+            variables = verifier_env({**variables, "PATH": path}, home or f"{fresh}/home", f"{fresh}/tmp")
         exit_code, stdout, stderr = await asyncio.to_thread(self._run, ["bash", "-c", script],
                                                             self.layout.users.of(caller.value),
                                                             cwd or self.workdir, variables)
@@ -363,7 +365,10 @@ class DockerEnvironment(Environment):
                 raise RuntimeError(f"the container of task {task.id!r} could not be set up: "
                                    f"{(prepared.output or b'').decode(errors='replace').strip()[:300]}")
             layout = Layout(workdir=setup.workdir, users=setup.users, verifier_path=setup.verifier_path,
-                            owners={path: _ids(container, setup.users.of(caller)) for path, caller in setup.owners.items()})
+                            owners={path: _ids(container, setup.users.of(caller)) for path, caller in setup.owners.items()},
+                            homes=_homes(container, setup.users) if task.environment is not None else {})
+            if layout.homes:
+                setup.record["homes"] = layout.homes
             return DockerSession(container, setup.env, params, layout, setup.record, setup.memory_mb)
         except BaseException:
             if container is not None:
@@ -421,6 +426,33 @@ class DockerEnvironment(Environment):
         if self._cpus is None:
             self._cpus = int(self.client.info().get("NCPU") or os.cpu_count() or 1)
         return self._cpus
+
+
+# The home of each user of a task's image, and whether the agent's user may write it: HOME is the user's
+# own, as under Harbor (a verifier that sources $HOME/.local/bin/env finds what the image installed there),
+# except the verifier's where the agent could have planted something in it.
+HOMES = ('for u in "$@"; do h=$(getent passwd "${u%%:*}" | cut -d: -f6); '
+         'w=$(setpriv --reuid="$AGENT_UID" --regid="$AGENT_GID" --clear-groups '
+         'sh -c \'if test -w "$0"; then echo w; else echo r; fi\' "$h" 2>/dev/null); echo "$u ${h:--} ${w:-?}"; done')
+
+
+def _homes(container: Any, users: Users) -> dict[str, str]:
+    """caller -> the HOME its commands get: its user's home in the image (the agent's own only where the
+    image has one for it); none for the verifier where the agent's user may write it, or for a user the
+    image has no home for."""
+    agent_uid, agent_gid = _ids(container, users.agent)
+    found = container.exec_run(["bash", "-c", HOMES, "homes", *users.model_dump().values()], user="0:0",
+                               environment={"AGENT_UID": str(agent_uid), "AGENT_GID": str(agent_gid)})
+    lines = (found.output or b"").decode(errors="replace").splitlines()
+    by_user = {parts[0]: (parts[1], parts[2]) for parts in map(str.split, lines) if len(parts) == 3}
+    homes = {}
+    for caller, user in users.model_dump().items():
+        home, writable = by_user.get(user, ("-", "?"))
+        # Unknown (an image without setpriv) is as good as writable.
+        if home in ("-", "/", "/nonexistent") or (caller == "verifier" and writable != "r"):
+            continue
+        homes[caller] = home
+    return homes
 
 
 def _ids(container: Any, user: str) -> tuple[int, int]:

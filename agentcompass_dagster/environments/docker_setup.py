@@ -75,6 +75,8 @@ class Layout(BaseModel):
     users: Users
     owners: dict[str, tuple[int, int]]
     verifier_path: str = VERIFIER_PATH
+    # caller -> its user's home in a task's own image (HOME of its commands)
+    homes: dict[str, str] = Field(default_factory=dict)
 
 
 class Setup(BaseModel):

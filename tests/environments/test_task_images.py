@@ -161,6 +161,23 @@ def test_a_task_runs_its_agent_and_oracle_as_the_user_it_names(tmp_path: Path, f
             assert who(Caller.verifier) == f"root\n{expected}\n"
 
 
+def test_the_verifier_gets_its_users_home_unless_the_agent_could_write_it(tmp_path: Path, fixture_base: None) -> None:
+    """#36: as under Harbor, a task's verifier and oracle run with their user's own HOME in the image
+    (/root: a test.sh that sources what the image installed in $HOME/.local/bin finds it); where the
+    image lets the agent write the verifier's home, the verifier gets a fresh HOME instead, so nothing the
+    agent planted there runs in the check."""
+    for mode, verifier_home in (("0700", "/root"), ("0777", "/scratch/")):
+        context = tmp_path / mode / "environment"
+        context.mkdir(parents=True)
+        (context / "Dockerfile").write_text(f"FROM {FIXTURE_BASE}\nRUN chmod {mode} /root\nWORKDIR /app\n")
+        task = TaskSpec(id="home", environment=TaskEnvironment(build_context=context))
+        with opened_session(DockerEnvironment(EnvironmentConfig(id="docker", params={})), task) as (session, loop):
+            def home(caller: Caller) -> str:
+                return loop.run_until_complete(session.exec("echo $HOME", caller=caller)).stdout.strip()
+            assert home(Caller.verifier).startswith(verifier_home) and home(Caller.reference) == "/root"
+            assert home(Caller.agent) == "/home/agent"
+
+
 def test_a_task_image_is_built_once_for_k_attempts_and_later_runs(tmp_path: Path, fixture_base: None) -> None:
     """#36: an image is built once per build context: k=3 attempts and a second run of the task (fresh,
     no reuse) all use the one image the first attempt built; the build log is in that attempt's files."""
