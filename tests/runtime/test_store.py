@@ -361,3 +361,25 @@ def test_appending_lines_leaves_no_file_descriptor_open(tmp_path: Path) -> None:
     assert open_fds() == before
     assert len((tmp_path / "log.jsonl").read_bytes().splitlines()) == 50
     assert len((tmp_path / "sub" / "alerts.jsonl").read_bytes().splitlines()) == 50
+
+
+def test_a_run_read_back_runs_with_the_values_redaction_hid(tmp_path: Path) -> None:
+    """#36: run_info.json holds the request redacted; resume, fork and replay read it back and must run
+    what the run ran: each hidden value comes back from the file it was declared in (an inline sweep
+    declaration here), and a value that file no longer declares stays hidden."""
+    from agentcompass_dagster.runtime.store.run_store import load_run_request
+
+    token = "tok-" + "9f3b1c77e2d54a08"
+    sweep = write_sweep(tmp_path, environment={"id": "local", "env": {"API_TOKEN": token, "MODE": "plain"}})
+    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
+    assert outcome.result is not None
+    run_path = Path(outcome.result.run_dir)
+    assert token not in (run_path / "run_info.json").read_text()
+    _, request, _ = load_run_request(run_path)
+    assert request.environment.env == {"API_TOKEN": token, "MODE": "plain"}
+    sweep.write_text(sweep.read_text().replace(token, "tok-rotated-0000000"))
+    _, request, _ = load_run_request(run_path)
+    assert request.environment.env["API_TOKEN"] == "tok-rotated-0000000"
+    sweep.unlink()
+    _, request, _ = load_run_request(run_path)
+    assert request.environment.env["API_TOKEN"] == "[REDACTED]"

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from agentcompass_dagster.config import OutputConfig, EvalRequest
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.store.atomic import TMP_SUFFIX, fsync_dir
+from agentcompass_dagster.runtime.store.declared import unredacted
 from agentcompass_dagster.runtime.store.layout import (
     FINISHED_ATTEMPTS_DIR,
     DETAILS,
@@ -159,12 +160,13 @@ def open_run_dir(path: Path) -> RunDir:
 
 
 def load_run_request(path: Path) -> tuple[RunDir, EvalRequest, Path]:
-    """An existing run directory, the request it ran (from run_info.json) and its results_dir, so the
-    run can be resumed, forked or replayed with the configuration it was made with."""
+    """An existing run directory, the request it ran (from run_info.json, what redaction hid there taken
+    from the files it was declared in) and its results_dir, so the run can be resumed, forked or
+    replayed with the configuration it was made with."""
     run_dir = open_run_dir(path)
     assert run_dir.info is not None
     try:
-        request = EvalRequest.model_validate(run_dir.info.request)
+        request = unredacted(EvalRequest.model_validate(run_dir.info.request))
     except ValidationError as exc:
         raise UserError(f"RUN_DIR={str(path)!r}: its run_info.json request cannot be read back: "
                         f"{exc.errors(include_url=False)[0]['msg']}") from None
