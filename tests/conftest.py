@@ -85,6 +85,27 @@ def write_sweep(directory: Path, name: str = "sweep", **fields: Any) -> Path:
     return path
 
 
+# The Harbor-format fixture tasks (tests/data/harbor), and those of them that load (not the malformed ones).
+HARBOR_TASKS = REPO / "tests" / "data" / "harbor"
+HARBOR_LOADED = ["env-tables", "offline-build", "python-verifier", "slow-solution", "sum-input", "two-metrics",
+                 "two-steps"]
+
+
+def run_harbor(directory: Path, harness: str, environment: Any, tasks: Path = HARBOR_TASKS,
+               **fields: Any) -> tuple[Any, Path]:
+    """A sweep of the harbor benchmark over ``tasks`` run to its end in this process: its result and run
+    directory."""
+    from agentcompass_dagster.config import load_sweep
+    from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
+
+    directory.mkdir(parents=True, exist_ok=True)
+    sweep = write_sweep(directory, name=f"harbor-{harness}", harness=harness, environment=environment,
+                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}], **fields)
+    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
+    assert outcome.result is not None, outcome.error
+    return outcome.result, Path(outcome.result.run_dir)
+
+
 def write_task(
     tasks_dir: Path, task_id: str, solution: str = "true", check: str = "true", category: str = "files",
     dirname: str | None = None,

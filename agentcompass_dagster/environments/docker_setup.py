@@ -5,6 +5,7 @@ its own, its image with its working directory and directories. The users: the ag
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -190,3 +191,50 @@ def task_setup(params: DockerParams, env: dict[str, str], asks: TaskEnvironment,
         prepare=f"mkdir -p {shlex.quote(workdir)} && chown -R {_owner(users.agent)} {shlex.quote(workdir)} && "
                 + _owned(users, [(HOME, "agent", None), (COMMANDS, "agent", None), (SCRATCH, "verifier", "0700"),
                                  *dirs]))
+
+
+def started_layout(container: Any, setup: Setup, homes: bool) -> Layout:
+    """The layout of a started container: its users' ids for what the host writes, and (``homes``, for a
+    task's own image) their homes."""
+    return Layout(workdir=setup.workdir, users=setup.users, verifier_path=setup.verifier_path,
+                  owners={path: _ids(container, setup.users.of(caller)) for path, caller in setup.owners.items()},
+                  homes=_homes(container, setup.users) if homes else {})
+
+
+# The home of each user of a task's image, and whether the agent's user may write it: HOME is the user's
+# own, as under Harbor (a verifier that sources $HOME/.local/bin/env finds what the image installed there),
+# except the verifier's where the agent could have planted something in it.
+HOMES = ('for u in "$@"; do h=$(getent passwd "${u%%:*}" | cut -d: -f6); '
+         'w=$(setpriv --reuid="$AGENT_UID" --regid="$AGENT_GID" --clear-groups '
+         'sh -c \'if test -w "$0"; then echo w; else echo r; fi\' "$h" 2>/dev/null); echo "$u ${h:--} ${w:-?}"; done')
+
+
+def _homes(container: Any, users: Users) -> dict[str, str]:
+    """caller -> the HOME its commands get: its user's home in the image (the agent's own only where the
+    image has one for it); none for the verifier where the agent's user may write it, or for a user the
+    image has no home for."""
+    agent_uid, agent_gid = _ids(container, users.agent)
+    found = container.exec_run(["bash", "-c", HOMES, "homes", *users.model_dump().values()], user="0:0",
+                               environment={"AGENT_UID": str(agent_uid), "AGENT_GID": str(agent_gid)})
+    lines = (found.output or b"").decode(errors="replace").splitlines()
+    by_user = {parts[0]: (parts[1], parts[2]) for parts in map(str.split, lines) if len(parts) == 3}
+    homes = {}
+    for caller, user in users.model_dump().items():
+        home, writable = by_user.get(user, ("-", "?"))
+        # Unknown (an image without setpriv) is as good as writable.
+        if home in ("-", "/", "/nonexistent") or (caller == "verifier" and writable != "r"):
+            continue
+        homes[caller] = home
+    return homes
+
+
+def _ids(container: Any, user: str) -> tuple[int, int]:
+    """The uid and gid of a user of the container (its name, or uid:gid)."""
+    if re.fullmatch(r"\d+:\d+", user):
+        uid, gid = user.split(":")
+        return int(uid), int(gid)
+    found = container.exec_run(["sh", "-c", 'id -u "$0" && id -g "$0"', user], user="0:0")
+    numbers = (found.output or b"").decode(errors="replace").split()
+    if found.exit_code != 0 or len(numbers) != 2 or not all(n.isdigit() for n in numbers):
+        raise RuntimeError(f"user {user!r} of the task is not a user of its image")
+    return int(numbers[0]), int(numbers[1])

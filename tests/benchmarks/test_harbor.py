@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,10 +25,8 @@ from agentcompass_dagster.contracts.records import NetworkPolicy, NotLoaded, Tas
 from agentcompass_dagster.environments.dockerfile import Unsupported, express
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
-from conftest import details_by_task, write_sweep
+from conftest import HARBOR_LOADED as GOOD, HARBOR_TASKS as TASKS, details_by_task, run_harbor, write_sweep
 
-TASKS = Path(__file__).parent.parent / "data" / "harbor"
-GOOD = ["env-tables", "offline-build", "python-verifier", "slow-solution", "sum-input", "two-metrics", "two-steps"]
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 
 
@@ -59,8 +56,8 @@ def test_task_toml_is_read_field_by_field(monkeypatch: pytest.MonkeyPatch) -> No
     tables = loaded("env-tables")
     assert tables.environment is not None
     assert tables.environment.env == {"APP_MODE": "fixture-mode", "SECRET_PHRASE": "open-sesame-42"}
-    assert tables.metadata["harbor"]["verifier_env"] == {"EXPECTED": "forty-two"}
-    assert tables.metadata["harbor"]["solution_env"] == {"ANSWER": "forty-two"}
+    assert tables.metadata["harbor"]["verifier_env"] == {"EXPECTED": "forty-two-7f3a"}
+    assert tables.metadata["harbor"]["solution_env"] == {"ANSWER": "forty-two-7f3a"}
     monkeypatch.setenv("AGENTCOMPASS_FIXTURE_PHRASE", "from-the-host-7")
     tables = loaded("env-tables")
     assert tables.environment is not None and tables.environment.env["SECRET_PHRASE"] == "from-the-host-7"
@@ -153,22 +150,13 @@ def test_which_dockerfiles_the_sandbox_expresses(tmp_path: Path) -> None:
             express(context)
 
 
-def run(tmp_path: Path, harness: str, environment: Any, **fields: Any) -> tuple[Any, Path]:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    sweep = write_sweep(tmp_path, name=f"harbor-{harness}", harness=harness, environment=environment,
-                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(TASKS)}}], **fields)
-    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
-    assert outcome.result is not None, outcome.error
-    return outcome.result, Path(outcome.result.run_dir)
-
-
 @needs_bwrap
 def test_the_sandbox_runs_what_it_can_express_and_refuses_the_rest(tmp_path: Path) -> None:
     """#36: in the sandbox, at Harbor's absolute paths (/app, /tests, /logs/verifier), the oracle passes
     every task whose environment the sandbox can give; the task whose Dockerfile RUNs a command is refused
     with one line saying to run it in docker (an error, not a score); the solution that outruns its
     [agent] timeout_sec fails at that limit; the malformed tasks are listed, the others run."""
-    result, run_dir = run(tmp_path, "oracle", "sandbox")
+    result, run_dir = run_harbor(tmp_path, "oracle", "sandbox")
     details = details_by_task(run_dir)
     assert sorted(details) == GOOD
     correct = {task for task, detail in details.items() if detail["correct"]}
@@ -190,7 +178,7 @@ def test_the_sandbox_runs_what_it_can_express_and_refuses_the_rest(tmp_path: Pat
     assert (run_dir / "artifacts" / "sum-input@1" / "verifier" / "test-stdout.txt").read_text() == (
         "expected 50, got 50\n")
 
-    nop, nop_dir = run(tmp_path / "nop", "nop", "sandbox")
+    nop, nop_dir = run_harbor(tmp_path / "nop", "nop", "sandbox")
     assert nop.metrics.metrics["accuracy"] == 0.0
     assert {t for t, d in details_by_task(nop_dir).items() if not d["error"]} == set(GOOD) - {"offline-build"}
 

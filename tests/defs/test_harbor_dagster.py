@@ -9,14 +9,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from conftest import fixture_base, needs_docker, run_cli, write_sweep
+from conftest import HARBOR_LOADED as GOOD, HARBOR_TASKS as TASKS, fixture_base, needs_docker, run_cli, write_sweep
 
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.results import load_metrics
 
 pytestmark = [needs_docker, pytest.mark.slow]
-TASKS = Path(__file__).parent.parent / "data" / "harbor"
-GOOD = ["env-tables", "offline-build", "python-verifier", "slow-solution", "sum-input", "two-metrics", "two-steps"]
+
 
 
 def harbor_sweep(tmp_path: Path, harness: str) -> Path:

@@ -16,19 +16,17 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import FIXTURE_BASE, details_by_task, fixture_base, needs_docker, opened_session, write_sweep
+from conftest import HARBOR_LOADED as GOOD
+from conftest import FIXTURE_BASE, HARBOR_TASKS, details_by_task, fixture_base, needs_docker, opened_session, run_harbor
 
 from agentcompass_dagster.benchmarks.harbor.loader import load_task
-from agentcompass_dagster.config import EnvironmentConfig, load_sweep
+from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession
 from agentcompass_dagster.contracts.records import TaskEnvironment, TaskSpec
 from agentcompass_dagster.environments.docker import DockerEnvironment
-from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 pytestmark = needs_docker
-TASKS = Path(__file__).parent.parent / "data" / "harbor"
 DOCKER: dict[str, Any] = {"id": "docker", "params": {}}
-GOOD = ["env-tables", "offline-build", "python-verifier", "slow-solution", "sum-input", "two-metrics", "two-steps"]
 
 
 @pytest.fixture(scope="module", name="fixture_base")
@@ -36,13 +34,8 @@ def base_image() -> None:
     fixture_base()
 
 
-def run(tmp_path: Path, harness: str, tasks: Path = TASKS, **fields: Any) -> tuple[Any, Path]:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    sweep = write_sweep(tmp_path, name=f"images-{harness}", harness=harness, environment=DOCKER,
-                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}], **fields)
-    (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
-    assert outcome.result is not None, outcome.error
-    return outcome.result, Path(outcome.result.run_dir)
+def run(tmp_path: Path, harness: str, tasks: Path = HARBOR_TASKS, **fields: Any) -> tuple[Any, Path]:
+    return run_harbor(tmp_path, harness, DOCKER, tasks, **fields)
 
 
 def test_the_oracle_passes_every_task_in_its_own_image_and_nop_none(tmp_path: Path, fixture_base: None) -> None:
@@ -74,7 +67,7 @@ def test_the_oracle_passes_every_task_in_its_own_image_and_nop_none(tmp_path: Pa
     assert (files / "sum-input@1" / "artifacts" / "app" / "data" / "numbers.csv").read_text().startswith("3\n5\n")
     # The env tables' values ran (the check passed) and no record holds them.
     written = b"".join(p.read_bytes() for p in run_dir.rglob("*") if p.is_file())
-    assert not any(value in written for value in (b"forty-two", b"fixture-mode", b"open-sesame-42"))
+    assert not any(value in written for value in (b"forty-two-7f3a", b"fixture-mode", b"open-sesame-42"))
     assert json.loads((files / "two-metrics@1" / "verifier" / "reward.json").read_text())["correctness"] == 1
     stdout = (files / "env-tables@1" / "verifier" / "test-stdout.txt").read_text()
     assert stdout == "answer matches; phrase [REDACTED]\n"
@@ -99,7 +92,7 @@ def test_the_oracle_passes_every_task_in_its_own_image_and_nop_none(tmp_path: Pa
 
 @pytest.fixture
 def task_session(fixture_base: None) -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
-    task = load_task(TASKS / "sum-input", None)
+    task = load_task(HARBOR_TASKS / "sum-input", None)
     assert isinstance(task, TaskSpec) and task.environment is not None
     task.environment = task.environment.model_copy(update={"memory_mb": 300, "cpus": 1.0})
     environment = DockerEnvironment(EnvironmentConfig(id="docker", params={"memory_mb": 2048}))
@@ -184,7 +177,7 @@ def test_a_task_image_is_built_once_for_k_attempts_and_later_runs(tmp_path: Path
     import docker
 
     tasks = tmp_path / "tasks"
-    shutil.copytree(TASKS / "sum-input", tasks / "sum-input")
+    shutil.copytree(HARBOR_TASKS / "sum-input", tasks / "sum-input")
     # A build context no earlier test built: this test's image is new to the engine.
     (tasks / "sum-input" / "environment" / "token.txt").write_text(secrets.token_hex(16))
     runs = [run(tmp_path / f"run{n}", "oracle", tasks, execution={"attempts": {"k": 3}},
@@ -205,7 +198,7 @@ def test_a_failed_build_is_an_error_naming_the_task_the_step_and_the_log(tmp_pat
     """#36: a Dockerfile whose step fails is an infrastructure error of that task (not scored), naming
     the task, the failing step and the build log in the run directory, which holds the step's output."""
     tasks = tmp_path / "tasks"
-    shutil.copytree(TASKS / "python-verifier", tasks / "broken")
+    shutil.copytree(HARBOR_TASKS / "python-verifier", tasks / "broken")
     (tasks / "broken" / "environment" / "Dockerfile").write_text(
         f"FROM {FIXTURE_BASE}\nRUN echo building-{secrets.token_hex(4)} && echo no-such-package >&2 && exit 3\n")
     result, run_dir = run(tmp_path, "oracle", tasks)
