@@ -12,7 +12,9 @@ model can answer deterministically and a resumed attempt gets the same answer fo
 from __future__ import annotations
 
 import json
+import time
 from abc import ABC, abstractmethod
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,6 +53,20 @@ class ModelTry(BaseModel):
     status: int | None = None
     error: str | None = None
     duration_s: float = 0.0
+
+
+class CallWatch(BaseModel):
+    """One model call as the runtime follows it: ``answered`` once the endpoint began a response (an HTTP
+    status line below 500 arrived; a 5xx is the server failing, not an answer). The runtime sets it in
+    ``CALL_WATCH`` around each call; a plugin that talks HTTP marks it. An attempt cut while a call is
+    unanswered asks the model whether its endpoint answers at all (``Model.unresponsive``)."""
+
+    started: float = Field(default_factory=time.monotonic)
+    answered: bool = False
+
+
+# The call in flight in this task (None outside a call).
+CALL_WATCH: ContextVar[CallWatch | None] = ContextVar("agentcompass_model_call", default=None)
 
 
 class ModelTurn(BaseModel):
@@ -132,3 +148,10 @@ class Model(ABC):
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
     ) -> ModelTurn: ...
+
+    async def unresponsive(self, waited_s: float) -> str | None:
+        """Asked when an attempt's time ran out while a call of this model had waited ``waited_s`` with no
+        response: why its endpoint is at fault (it does not answer a probe either), an error naming the
+        endpoint; None when the endpoint answers (the model is still at work: the agent's time) or when
+        there is no endpoint to ask."""
+        return None

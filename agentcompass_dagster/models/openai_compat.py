@@ -22,7 +22,10 @@ The key read is registered for redaction, so an endpoint or an agent that echoes
 
 Calls go through the SDK's asyncio client, so cancelling the attempt closes the connection of a call in
 flight at once. An HTTP 400 that says the context is too long is a ``ContextOverflow``, which a harness
-that can compact its context recovers from.
+that can compact its context recovers from. An attempt whose time ran out while a call had no response
+asks the endpoint for ``GET /models``: no answer to that either (within PROBE_S) makes the attempt an
+infrastructure error naming the endpoint; an answer means the model was still generating (a
+non-streamed completion has its status line only once it is whole), and the time stays the agent's.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ if TYPE_CHECKING:
 PLACEHOLDER_KEY = "no-key"
 # Long error bodies (a proxy's HTML page) would bury the status line.
 MAX_DETAIL = 500
+# How long an endpoint has to answer GET /models once a call of an attempt cut by its time had no response.
+PROBE_S = 5.0
 # How OpenAI, vLLM, llama.cpp, Ollama and proxies word a 400 for a conversation longer than the context.
 OVERFLOW = re.compile(r"context[ _-](length|window|size)|maximum context|too many tokens|prompt is too long|"
                       r"exceeds? the (available )?context", re.IGNORECASE)
@@ -174,6 +179,26 @@ class OpenAICompatModel(Model):
             duration_s=duration,
             tries=tries,
         )
+
+    async def unresponsive(self, waited_s: float) -> str | None:
+        import openai
+
+        try:
+            await self._client().with_options(timeout=PROBE_S, max_retries=0).models.list()
+        except openai.APIStatusError as exc:
+            if exc.status_code < 500:
+                return None  # a 404 from a server without the route is an answer all the same
+            outcome = f"HTTP {exc.status_code}"
+        except openai.APITimeoutError:
+            outcome = f"no response within {PROBE_S:g}s"
+        except openai.APIConnectionError:
+            outcome = "cannot connect"
+        except (openai.OpenAIError, ValueError):
+            return None  # it answered, with a body the SDK cannot read
+        else:
+            return None
+        return (f"model endpoint {self.base_url} gave no response in {waited_s:.1f}s, when the attempt's time ran "
+                f"out (model {self.id!r}, {self.config.model}); GET /models: {outcome}")
 
     def _tool_call(self, call: ChatCompletionMessageToolCallUnion, index: int, context: CallContext) -> ToolCall:
         function = getattr(call, "function", None)

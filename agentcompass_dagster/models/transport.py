@@ -1,5 +1,6 @@
 """The HTTP transport of the openai_compat model's client: it records every request the SDK sends for a
-call (its retries included) as a ModelTry, so a call reports each try, its status or error and duration.
+call (its retries included) as a ModelTry, so a call reports each try, its status or error and duration,
+and marks the runtime's watch of the call answered when a status line arrives (``CallWatch``).
 Imported with the SDK, not with the plugin. The SDK sends through httpx2 (its own fork of httpx), whose
 transport this wraps."""
 
@@ -10,7 +11,7 @@ from contextvars import ContextVar
 
 import httpx2
 
-from agentcompass_dagster.contracts.model import ModelTry
+from agentcompass_dagster.contracts.model import CALL_WATCH, ModelTry
 
 # The tries of the model call running in this task (the call sets a list; the transport appends to it).
 TRIES: ContextVar[list[ModelTry] | None] = ContextVar("agentcompass_model_tries", default=None)
@@ -33,6 +34,10 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
             raise
         if tries is not None:
             tries.append(ModelTry(status=response.status_code, duration_s=time.monotonic() - started))
+        # httpx returns once the status line and headers are in: the body may still be on its way.
+        watch = CALL_WATCH.get()
+        if watch is not None and response.status_code < 500:
+            watch.answered = True
         return response
 
     async def aclose(self) -> None:
