@@ -77,10 +77,13 @@ def completion(
 
 
 class FakeOpenAI:
-    """Serves pushed replies in order on 127.0.0.1; with none left it answers 500 and says so."""
+    """Serves pushed replies in order on 127.0.0.1; with none left it answers 500 and says so. ``GET
+    /models`` is answered at once, apart from the queue (the runtime asks it of an endpoint that left a
+    call without a response: a server that is alive answers it while it generates)."""
 
     def __init__(self) -> None:
         self.requests: list[Request] = []
+        self.model_listings = 0
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         # Set on close so a delayed reply stops sleeping instead of outliving the test.
@@ -127,6 +130,11 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    with fake._lock:
+                        fake.model_listings += 1
+                    self._send(Reply(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+                    return
                 self._answer(None)
 
             def do_POST(self) -> None:
@@ -142,6 +150,9 @@ class FakeOpenAI:
                 reply = fake._next(Request(self.path, headers, body))
                 if reply.delay_s and fake._closed.wait(reply.delay_s):
                     return
+                self._send(reply)
+
+            def _send(self, reply: Reply) -> None:
                 data = (reply.body if isinstance(reply.body, str) else json.dumps(reply.body)).encode()
                 try:
                     self.send_response(reply.status)

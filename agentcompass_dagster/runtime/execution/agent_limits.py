@@ -5,7 +5,7 @@ checks it or not:
 - ``LimitedModel``, the session's model (and its harness's): before each ``complete`` the limits are
   checked over every call the attempt made, in this process and in the processes that worked on it
   before, and a call past a limit is refused with ``LimitExceeded``; ``max_wall_s`` cuts a call in
-  flight; after each call its usage counts.
+  flight; after each call its usage counts. Each call is watched while in flight (``calls``).
 - ``LimitedEnvironment``, the session's environment: a command's timeout is capped at the wall time
   left, and no command runs once a limit is reached.
 - ``AttemptLimits.guard``: the runtime's stop of the session's ``run`` at ``max_wall_s``, and GRACE_S after
@@ -26,6 +26,7 @@ from agentcompass_dagster.contracts.harness import Harness
 from agentcompass_dagster.contracts.model import CallContext, LimitExceeded, Model, ModelTurn
 from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, NetworkPolicy, RunResult, Usage
 from agentcompass_dagster.durable.activity import read_activity
+from agentcompass_dagster.runtime.execution.model_calls import CallsInFlight
 from agentcompass_dagster.models.usage import turn_usage, usage_totals
 
 T = TypeVar("T")
@@ -50,6 +51,7 @@ class AttemptLimits:
         self.hit: LimitHit | None = None
         # Every completed model call's usage: the earlier processes' first, once read, then this one's.
         self.usages: list[Usage] = []
+        self.calls = CallsInFlight()
         self._started_at = time.time()
         self._started = time.monotonic()
         self._before: float | None = None
@@ -177,7 +179,8 @@ class LimitedModel(Model):
         left = await self.limits.admit(call=True)
         try:
             async with asyncio.timeout(left) as cut:
-                turn = await self.inner.complete(messages, tools, context)
+                with self.limits.calls.watching(self.inner):
+                    turn = await self.inner.complete(messages, tools, context)
         except TimeoutError:
             if not cut.expired():
                 raise  # the model's own, not the limits'

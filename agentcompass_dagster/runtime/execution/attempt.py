@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 import traceback
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -22,8 +21,6 @@ from typing import Any
 from agentcompass_dagster.config import EvalRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded, EnvironmentSession
-from agentcompass_dagster.contracts.harness import HarnessSession
-from agentcompass_dagster.contracts.model import LimitExceeded
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog
 from agentcompass_dagster.runtime.results.analysis import analyze_attempt
 from agentcompass_dagster.runtime.execution.agent_limits import AttemptLimits, LimitedEnvironment, limited_harness
@@ -33,6 +30,7 @@ from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, Perm
 from agentcompass_dagster.runtime.execution.plan import Planner
 from agentcompass_dagster.runtime.execution.retries import WHOLE_ATTEMPT_SITES, RetryAllowance
 from agentcompass_dagster.runtime.execution.strategies import STRATEGIES, build_detail
+from agentcompass_dagster.runtime.execution.timed_run import timed_run
 from agentcompass_dagster.runtime.execution.steps import joined, step_plan
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_files import copy_durable
@@ -324,33 +322,9 @@ class TaskRunner:
             prepared, LimitedEnvironment(session, limits), benchmark, plan)
         try:
             await session.set_network_policy(plan.run_network_policy)
-            return await self._timed(harness_session.run(), plan, harness_session, limits)
+            return await timed_run(harness_session.run(), plan, harness_session, limits)
         finally:
             await self._close_quietly(harness_session, "harness session")
-
-    @staticmethod
-    async def _timed(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession,
-                     limits: AttemptLimits) -> RunResult:
-        """``run`` under the attempt timeout and the agent's limits; what the harness recorded until it was
-        stopped (its trajectory) stays in the result, and the limit hit is recorded on it."""
-        started = time.monotonic()
-        try:
-            result = await limits.guard(run, plan.attempt_timeout_s)
-        except LimitExceeded:
-            if limits.hit is None:
-                raise  # not the limits': the harness's own exception
-            # The harness let the limits' refusal end its run.
-            result = session.stopped(limits.hit.message) or RunResult(error=limits.hit.message)
-        except TimeoutError:
-            hit = limits.overrun()
-            error = hit.message if hit is not None else (
-                f"attempt timed out after {plan.attempt_timeout_s:g}s (execution.limits.attempt_timeout_s)")
-            result = session.stopped(error) or RunResult(error=error)
-            result.status = "timeout"
-        limits.settle(result)
-        if not result.duration_s:
-            result.duration_s = time.monotonic() - started
-        return result
 
     async def _evaluate_reuse(
         self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession, plan: ExecutionPlan
