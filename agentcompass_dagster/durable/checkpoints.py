@@ -18,11 +18,12 @@ mtime_ns, inode and ctime_ns all identical is not seen. ctime cannot be set from
 clock tampering or writing to the block device. A change within the same filesystem clock tick as the
 capture that read the file is caught by the racy-git rule (Manifest.clock_ns).
 
-Managed files are the regular files below a root minus credential paths. Symlinks and special files are
-never followed or read (Manifest.skipped); credential paths are never read (Manifest.excluded); text in
-redacted roots (the agent's home by default) is stored redacted, so it is restored redacted. Restore
-replaces the managed files of each root with the checkpoint's, keeps unmanaged entries, and swaps the
-rebuilt tree in with one rename per root.
+Managed files are the regular files below a root minus credential paths, and minus paths that name a secret
+(a directory called after a password: its name must not reach a manifest, and a name written redacted could
+not be restored). Symlinks and special files are never followed or read (Manifest.skipped); credential paths
+are never read (Manifest.excluded); text in redacted roots (the agent's home by default) is stored redacted,
+so it is restored redacted. Restore replaces the managed files of each root with the checkpoint's, keeps
+unmanaged entries, and swaps the rebuilt tree in with one rename per root.
 
 Other limits: kept per file are content, permission bits and mtime, and per directory its mode (so empty
 directories come back); ownership, xattrs, ACLs, hard-link identity and directory mtimes are not. Restore
@@ -86,7 +87,7 @@ class Manifest(StoredRecord):
     roots: dict[str, dict[str, FileEntry]]  # root name -> path relative to the root -> file
     dirs: dict[str, dict[str, int]] = Field(default_factory=dict)  # root name -> relative path -> mode
     redacted_roots: list[str] = Field(default_factory=list)
-    excluded: int = 0  # credential paths left out (an excluded directory counts once)
+    excluded: int = 0  # credential paths and paths naming a secret left out (a directory counts once)
     skipped: int = 0  # symlinks, special files and non-UTF-8 names left out
     too_large: list[str] = Field(default_factory=list)  # files with more than MAX_FILE_BYTES of data, left out
     # The store's filesystem clock once every file was read. A file whose ctime is not older may have

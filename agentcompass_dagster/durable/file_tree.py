@@ -140,8 +140,9 @@ def walk(root: str) -> Iterator[tuple[str, int, os.DirEntry[str], Kind]]:
     """Every entry below ``root`` as (path relative to root, descriptor of its directory, entry, kind),
     parents before children.
 
-    "file" is a managed regular file, "excluded" a credential path (an excluded directory is not
-    entered), "skipped" a symlink, special file, non-UTF-8 name or a directory below MAX_DEPTH.
+    "file" is a managed regular file, "excluded" a credential path or one that names a secret (an
+    excluded directory is not entered), "skipped" a symlink, special file, non-UTF-8 name or a directory
+    below MAX_DEPTH.
     Directories are opened from their parent's descriptor without following symlinks, so a directory
     swapped for a symlink while the walk runs leads nowhere.
     """
@@ -181,12 +182,19 @@ def _kind(entry: os.DirEntry[str], rel: str, depth: int) -> Kind:
     if not is_utf8(entry.name):
         return "skipped"
     if entry.is_dir(follow_symlinks=False):
-        if _CREDENTIAL_DIR.search(rel):
+        if _CREDENTIAL_DIR.search(rel) or names_a_secret(rel):
             return "excluded"
         return "dir" if depth < MAX_DEPTH else "skipped"
     if entry.is_file(follow_symlinks=False):
-        return "excluded" if _CREDENTIAL_FILE.search(rel) else "file"
+        return "excluded" if _CREDENTIAL_FILE.search(rel) or names_a_secret(rel) else "file"
     return "skipped"
+
+
+def names_a_secret(rel: str) -> bool:
+    """Whether a path holds a secret redaction scrubs (a directory named after a password): its name must
+    not reach a manifest, and a name written redacted could not be restored, so it is left out of
+    checkpoints like a credential path."""
+    return redact_text(rel) != rel
 
 
 def link_tree(source_fd: int, dest: str) -> None:

@@ -31,7 +31,7 @@ from agentcompass_dagster.runtime.store.redact import (
 def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     """Registered secrets are process-wide: each test here starts from none and leaves none behind."""
     monkeypatch.setattr(redact_module, "_known", set())
-    monkeypatch.setattr(redact_module, "_known_pattern", None)
+    monkeypatch.setattr(redact_module, "_known_forms", None)
 
 
 def _blobs_with_sk_inside(count: int, urlsafe: bool) -> list[str]:

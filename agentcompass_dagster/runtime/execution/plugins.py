@@ -12,7 +12,7 @@ from agentcompass_dagster import registry
 from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, EvalRequest
 from agentcompass_dagster.contracts import Benchmark, Environment, Harness, HarnessFreeBenchmark, Model
 from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.runtime.store.redact import register_secret, register_url_passwords
+from agentcompass_dagster.runtime.store.redact import register_host_secrets, register_secret, register_url_passwords
 
 P = TypeVar("P")
 # What builds a request's harness (for its model) and its environment provider in place of its
@@ -40,8 +40,10 @@ def construct_plugin(kind: str, cls: Callable[..., P], *args: Any) -> P:
 
 def register_declared_secrets(env: dict[str, str], *declarations: BaseModel) -> None:
     """R-STORE-4: what a request hands the runtime to pass on, an environment's env values and the
-    passwords of its URLs, is scrubbed from everything written, wherever an agent or an endpoint echoes it.
+    passwords of its URLs, is scrubbed from everything written, wherever an agent or an endpoint echoes it;
+    so are the host's secret-named variables, which reach no command but a model or a plugin may echo.
     Registered before any plugin is built, so that a plugin's own error is scrubbed too."""
+    register_host_secrets()
     for value in env.values():
         register_secret(value)
     for declaration in declarations:

@@ -4,31 +4,39 @@ Secrets are recognised three ways: by the name that holds them (a record's key s
 assignment in text such as ``password: ...``, ``TOKEN=...``, ``"secret": "..."``), by the shape of the value
 (API-key prefixes, bearer and basic credentials, private keys, passwords inside URLs), and by value once
 registered. The runtime registers the secrets it holds itself (the model's key, an environment's env values,
-URL passwords); a registered value is scrubbed from every string written afterwards in this process. A value
-found under a secret-looking key is scrubbed from its own record only: registering it would let an ordinary
-value under a key that merely looks secret vanish from every later write.
+URL passwords, the values of the host's variables whose name looks secret); a registered value is scrubbed
+from every string written afterwards in this process, in every form it takes (``secret_forms``: reversed,
+hex, base64, URL-encoded, spaced out or folded over lines). A value found under a secret-looking key is
+scrubbed from its own record only: registering it would let an ordinary value under a key that merely looks
+secret vanish from every later write.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import threading
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
+
+from agentcompass_dagster.runtime.store import secret_forms
 
 REDACTED = "[REDACTED]"
 
 # Where a name starts: not inside a word ("oauth", "fortunecookie"), but after "_" or "-"
-# (aws_secret_access_key, x-api-key) and at a camelCase hump (accessToken).
-_NAME_START = r"(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])))"
+# (aws_secret_access_key, x-api-key), at a camelCase hump (accessToken) and after a line break or tab as
+# escaped text writes it ("...\\npassword: ...", whose "n" is no part of the name).
+_ESCAPED_BREAK = r"(?<=\\[nrt])"
+_NAME_START = r"(?:(?<![A-Za-z0-9])|" + _ESCAPED_BREAK + r"|(?-i:(?<=[a-z0-9])(?=[A-Z])))"
 # Whole names only, so tokenizer, token_type, max_tokens, secretary, pwd and api_key_env are not secrets.
 _NAMES = (r"(?:(?:api|access|secret|session|private|signing|encryption)[ _-]?key|apikey|secrets?|passw(?:or)?ds?"
           r"|passphrase|token|auth|authorization|auth[ _-]?header|cookies?|credentials?|bearer)")
 _SECRET_KEY = re.compile(_NAME_START + _NAMES + r"\Z", re.IGNORECASE)
 # A secret shape starts at a boundary of its own, never inside a word or a base64url run ("disk-usage").
 _SECRET_VALUE = re.compile(
-    r"(?<![\w-])(?:sk-(?=[\w-]*[0-9A-Z])[\w-]{16,}"
+    r"(?:(?<![\w-])|" + _ESCAPED_BREAK + r")(?:sk-(?=[\w-]*[0-9A-Z])[\w-]{16,}"
     r"|sk_(?:live|test)_[A-Za-z0-9]{16,}"
     r"|gh[pousr]_[A-Za-z0-9]{20,}"
     r"|github_pat_\w{20,}"
@@ -67,27 +75,46 @@ _URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:
 _MIN_SECRET = 6
 # Every pattern above needs one of these somewhere in the text (a secret name, a key prefix, an HTTP
 # scheme, a URL): text without any, most of what a result holds (ids, timestamps, statuses), skips them.
+# Searched in lower-cased text: a case-insensitive pattern cannot skip ahead to a possible first character,
+# and this search runs on every string written.
 _TRIGGER = re.compile(
     r"://|sk[-_]|gh[pousr]_|github_pat_|xox[abposr]-|akia|hf_|aiza|eyj|-----begin|bearer|basic|key|secret|passw"
-    r"|passphrase|token|auth|cookie|credential",
-    re.IGNORECASE,
+    r"|passphrase|token|auth|cookie|credential"
 )
+# The letters the patterns' IGNORECASE takes for "s" and "i" that str.lower leaves as they are.
+_FOLD = str.maketrans({"\u017f": "s", "\u0131": "i"})
+
+# A host variable whose name has a secret word among its parts, not only at its end (is_secret_key):
+# SECRET_KEY_BASE, GITHUB_TOKEN_READONLY, or ends in _KEY (STRIPE_KEY); TOKENIZERS_PARALLELISM has none.
+_SECRET_VARIABLE = re.compile(r"(?:^|_)(?:API_?KEY|TOKEN|SECRETS?|PASSW(?:OR)?DS?|PASSPHRASE)(?:_|$)|(?:^|_)KEY$",
+                              re.IGNORECASE)
 
 _known: set[str] = set()
-_known_pattern: re.Pattern[str] | None = None
+_known_forms: secret_forms.FormFinder | None = None
 _lock = threading.Lock()
 
 
 def register_secret(value: str) -> None:
-    """Scrub this exact value from everything written from now on in this process."""
-    global _known_pattern
+    """Scrub this value, in every form it takes (``secret_forms``), from everything written from now on in
+    this process."""
+    global _known_forms
     if not isinstance(value, str) or len(value) < _MIN_SECRET or value == REDACTED:
         return
     with _lock:
         if value in _known:
             return
         _known.add(value)
-        _known_pattern = _alternation(_known)
+        _known_forms = secret_forms.FormFinder(_known, _MIN_SECRET)
+
+
+def register_host_secrets(environ: Mapping[str, str] = os.environ) -> None:
+    """Register the values of the host's variables whose name looks secret (OPENAI_API_KEY, GITHUB_TOKEN,
+    SECRET_KEY_BASE, DB_PASSWORD, STRIPE_KEY): a model, a tool or a plugin may echo one, by a route no
+    declaration names. Other variables are not secrets: registering PATH or HOME would scrub them from every
+    page."""
+    for name, value in environ.items():
+        if is_secret_key(name) or _SECRET_VARIABLE.search(name):
+            register_secret(value)
 
 
 def register_url_passwords(value: Any) -> None:
@@ -111,13 +138,14 @@ def is_secret_key(key: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    if _TRIGGER.search(text) is None:
-        return _known_pattern.sub(REDACTED, text) if _known_pattern is not None else text
+    folded = text.lower()
+    if _TRIGGER.search(folded if folded.isascii() else folded.translate(_FOLD)) is None:
+        return _known_forms.scrub(text, REDACTED) if _known_forms is not None else text
     # URL passwords first: a registered env value that is such a URL keeps its user and host visible.
     if "://" in text:
         text = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
-    if _known_pattern is not None:
-        text = _known_pattern.sub(REDACTED, text)
+    if _known_forms is not None:
+        text = _known_forms.scrub(text, REDACTED)
     text = _SECRET_VALUE.sub(REDACTED, text)
     text = _ASSIGNMENT.sub(_assigned, text)
     return _SCHEME.sub(lambda m: f"{m.group(1) or m.group(2)} {REDACTED}", text)
