@@ -55,7 +55,7 @@ from agentcompass_dagster.contracts.environment import (
     verifier_env,
 )
 from agentcompass_dagster.environments.cgroups import Cgroup
-from agentcompass_dagster.environments.docker_limits import CLEAR, full_mounts, stop_command
+from agentcompass_dagster.environments.docker_limits import CLEAR, KEEPER, full_mounts, stop
 from agentcompass_dagster.environments.docker_setup import (
     BUILD_LOG,
     COMMANDS,
@@ -75,8 +75,8 @@ from agentcompass_dagster.contracts.capture import READ_CHUNK, Capture
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
 CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"]
-# After the setup: the container's own command, the one child of its init.
-MAIN_PID = "cat /proc/1/task/1/children"
+# After the setup: the container's own command (docker_limits.KEEPER), the one child of its init.
+KEEPER_PID = "cat /proc/1/task/1/children"
 
 
 def _client() -> Any:
@@ -89,14 +89,14 @@ class DockerSession(EnvironmentSession):
     scratch = SCRATCH
     commands_dir = COMMANDS
 
-    def __init__(self, container: Any, setup: Setup, params: DockerParams, layout: Layout, main_pid: int) -> None:
+    def __init__(self, container: Any, setup: Setup, params: DockerParams, layout: Layout, keeper: int) -> None:
         self.container = container
         self.params = params
         self.layout = layout
         self.workdir = layout.workdir
         self.env = {"HOME": HOME, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **setup.env}
         self.record = setup.record
-        self.main_pid = main_pid
+        self.keeper = keeper
         self.clear_shared = setup.clear_shared
         # Mounts the agent can fill -> the limit that bounds them.
         self.watched = {**dict.fromkeys(setup.tmpfs, "tmp_mb"), **dict.fromkeys(setup.bounded, "disk_mb")}
@@ -155,12 +155,12 @@ class DockerSession(EnvironmentSession):
         return hits + full_mounts(self.container, self.watched, self.params)
 
     async def stop_processes(self) -> None:
-        """Everything but the container's init and command, killed from inside with bash's builtins (an
-        image need not have a kill binary: with none, the agent's processes lived on while its work was
+        """Everything but the container's init and keeper, killed with bash's builtins (docker_limits.py;
+        an image need not have a kill binary: with none, the agent's processes lived on while its work was
         checked); a limit they hit since the agent's last command named (its failure); then /tmp and
         /dev/shm emptied where the verifier would share them with the agent. A process still alive, with
         no limit hit, is an error of the infrastructure."""
-        stopped = await asyncio.to_thread(self.container.exec_run, stop_command(self.main_pid), user="0:0")
+        stopped = await asyncio.to_thread(stop, self.container, self.keeper)
         hits = await asyncio.to_thread(self._limits_hit)
         if hits:
             raise EnvironmentLimitExceeded("; ".join(hits))
@@ -349,7 +349,7 @@ class DockerEnvironment(Environment):
         try:
             container = self._create(setup, name, plan.baseline_network_policy)
             container.start()
-            prepared = container.exec_run(["sh", "-c", f"{setup.prepare} && {MAIN_PID}"], user="0:0")
+            prepared = container.exec_run(["sh", "-c", f"{setup.prepare} && {KEEPER_PID}"], user="0:0")
             output = (prepared.output or b"").decode(errors="replace").strip()
             if prepared.exit_code != 0 or not output.rpartition("\n")[2].isdigit():
                 raise RuntimeError(f"the container of task {task.id!r} could not be set up: {output[:300]}")
@@ -370,9 +370,8 @@ class DockerEnvironment(Environment):
 
         params = self.params
         options: dict[str, Any] = dict(
-            command=["sleep", "infinity"],
-            # The engine's init as PID 1: it reaps the agent's orphans (`sleep` never did, and their zombies
-            # filled max_processes until not even the framework's stop could start).
+            # Under the engine's init, which reaps the agent's orphans (docker_limits.py).
+            command=KEEPER,
             init=True,
             name=name,
             network_mode=policy.value,

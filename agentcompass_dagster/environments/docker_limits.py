@@ -2,43 +2,61 @@
 which has to work when they hold every process slot of the container, and the fullness of the mounts it
 writes, each named as the sandbox names its limits.
 
-The stop starts one process, the engine's exec (which joins the container's cgroup by moving there, a move
-no process limit refuses), and that process forks nothing: bash builtins only, no `seq`, no `sleep`. A
-container left full of processes, or of zombies the agent's orphans became (which the engine's init, PID 1
-of every container, reaps), no longer makes the framework's own step fail the attempt as an error.
+A command run in the container (the engine's exec) needs a process slot of its own, and more for the
+engine's helper that starts it: with every slot taken, it fails now and then (`read init-p: connection
+reset by peer`), and the framework's stop failed the attempt as an error. So the container's own command
+is a keeper (KEEPER) that the engine signals from outside (SIGUSR1, through its init, PID 1): it kills
+every other process with bash builtins, forking nothing. The exec that follows (STOP, fork-free as well)
+checks that none is left, zombies included, and kills what was started in between. The engine's init
+reaps the zombies the agent's orphans become (`sleep infinity` never did, and they filled the limit).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from agentcompass_dagster.environments.docker_setup import DockerParams
 
 # A mount with less than this free is full: the agent wrote all it may.
 FULL_BYTES = 1 << 20
+# How long the exec checking the stop is tried again while the engine cannot start it.
+RETRY_S = 10.0
 
-# Kill every process but PID 1 (the engine's init), the container's command ($1) and this shell, until none
-# but zombies is left (5 s at most). The state of a process is read after the last ") " of its stat: its
-# name, which the agent sets, may hold spaces and parentheses.
-STOP = r"""keep=$1 end=$((SECONDS + 5))
-while :; do
-  left=
-  for p in /proc/[0-9]*; do
-    n=${p#/proc/}
-    [ "$n" = 1 ] || [ "$n" = "$keep" ] || [ "$n" = $$ ] || ! read -r stat 2>/dev/null < "$p/stat" ||
-      { s=${stat##*") "}; [ "${s%% *}" = Z ] || left="$left $n"; }
+# Kill every process but PID 1 (the engine's init), $1 and this shell, until none is left (5 s at most),
+# zombies included: each holds a process slot until the init has reaped it, and the verifier's first fork
+# would fail (and name max_processes) while one is left.
+KILL = r"""stop() {
+  local end=$((SECONDS + 5)) left p n
+  while :; do
+    left=
+    for p in /proc/[0-9]*; do
+      n=${p#/proc/}
+      [ "$n" = 1 ] || [ "$n" = "$1" ] || [ "$n" = $$ ] || left="$left $n"
+    done
+    [ -z "$left" ] && return 0
+    ((SECONDS < end)) || { echo "still running:$left"; return 1; }
+    kill -9 $left 2>/dev/null
   done
-  [ -z "$left" ] && exit 0
-  ((SECONDS < end)) || { echo "still running:$left"; exit 1; }
-  kill -9 $left 2>/dev/null
-done"""
+}"""
+# The container's command: it waits on a pipe it holds both ends of (no `sleep` to fork), and stops every
+# other process on SIGUSR1, which only root in the container, or the engine, can send it.
+KEEPER = ["bash", "-c", KILL + '\ntrap "stop $$" USR1\nexec {hold}<> <(:)\nwhile :; do read -r -u "$hold" _; done']
 # What the agent left in /tmp and /dev/shm, once nothing of it runs (find -delete follows no link).
 CLEAR = ["find", "/tmp", "/dev/shm", "-xdev", "-mindepth", "1", "-delete"]
 
 
-def stop_command(keep: int) -> list[str]:
-    """The stop (STOP) of a container whose own command is ``keep``."""
-    return ["bash", "-c", STOP, "stop", str(keep)]
+def stop(container: Any, keeper: int) -> Any:
+    """Signal the ``keeper`` (the container's command, whose pid it is) to stop every other process, then
+    check in the container that none is left: the check's result (exit code 0 when none is)."""
+    container.kill(signal="SIGUSR1")
+    deadline = time.monotonic() + RETRY_S
+    while True:
+        result = container.exec_run(["bash", "-c", KILL + '\nstop "$1"', "stop", str(keeper)], user="0:0")
+        # 126: the engine could not start it, the keeper not done yet.
+        if result.exit_code != 126 or time.monotonic() > deadline:
+            return result
+        time.sleep(0.05)
 
 
 def full_mounts(container: Any, watched: dict[str, str], params: DockerParams) -> list[str]:
