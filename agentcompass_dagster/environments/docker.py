@@ -2,16 +2,16 @@
 
     environment:
       id: docker
-      params: {image: "python:3.12-slim", memory_mb: 2048, max_processes: 256, disk_mb: 4096, tmp_mb: 512,
-               cpus: 2, pull: false, mounts: [{source: /data/x, target: /data, read_only: true}]}
+      params: {image: "python:3.12-slim", memory_mb: 2048, max_processes: 256, disk_mb: 4096, max_files: 200000,
+               tmp_mb: 512, cpus: 2, pull: false, mounts: [{source: /data/x, target: /data, read_only: true}]}
 
 A task that asks for its own environment (``TaskSpec.environment``: Harbor's tasks) runs in its own image,
 built by the engine from its build context once per digest (environments/images.py) or the prebuilt one it
 names, with the image's WORKDIR (or the task's) as the working directory, given to the agent, a writable
 filesystem as under Harbor, its directories at their paths owned by whom they are for, its resources over
 the declared ones; what was applied is the session's record (``describe``). Any other task runs in the
-declared ``image``, read-only, its files in the /work volume (a tmpfs of ``disk_mb``). How each container
-is laid out is docker_setup.py's.
+declared ``image``, read-only, its files in the /work volume. How each container is laid out, and what
+bounds the directories the agent writes, is docker_setup.py's.
 
 The container runs with the plan's baseline network (`none`, or `host`); a running container cannot
 change network, so a plan whose phases differ is refused (R-NET-1). The agent's commands run as ``uid``
@@ -22,10 +22,12 @@ for it in /scratch, a PATH of system directories (the task's image's own, where 
 without user site-packages: nothing the agent planted in its home runs in the check, and nothing it runs
 there runs as root. Every command's output is read as it comes, its head and tail kept
 (contracts/capture.py). ``memory_mb`` and ``max_processes`` become the container's memory and pids
-limits, ``tmp_mb`` bounds /tmp; a command that hits one ends the attempt with an error naming it (read
-from the container's cgroup where this machine runs the engine). Containers carry labels naming this
-process; at the first open, containers left by a process that no longer runs (a killed run) are removed.
-Close removes the container and is idempotent, also after a failed start.
+limits; a command that hits one, or fills a bounded directory, ends the attempt with a failure naming the
+limit (memory and processes read from the container's cgroup where this machine runs the engine). PID 1
+is the engine's init, which reaps the agent's orphans; what the agent leaves is stopped as
+docker_limits.py says. Containers carry labels naming this process; at the first open, containers left
+by a process that no longer runs (a killed run) are removed. Close removes the container and is
+idempotent, also after a failed start.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ import secrets
 import shlex
 import socket
 import tarfile
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
@@ -54,33 +55,28 @@ from agentcompass_dagster.contracts.environment import (
     verifier_env,
 )
 from agentcompass_dagster.environments.cgroups import Cgroup
+from agentcompass_dagster.environments.docker_limits import CLEAR, KEEPER, full_mounts, stop
 from agentcompass_dagster.environments.docker_setup import (
     BUILD_LOG,
     COMMANDS,
     HOME,
     started_layout,
     SCRATCH,
-    WORKDIR,
     DockerParams,
     Layout,
     Setup,
     plain_setup,
     task_setup,
 )
+from agentcompass_dagster.environments.leftovers import LABEL, sweep_dead_containers
 from agentcompass_dagster.environments.images import BuiltImage, ensure_image, prebuilt_image
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.contracts.capture import READ_CHUNK, Capture
-from agentcompass_dagster.runtime.execution.processes import process_alive
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
-LABEL = "agentcompass"
 CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"]
-# Kill every process but pid 1 and this shell, then wait (up to 5 s) until none but zombies is left.
-STOP_PROCESSES = (
-    "kill -9 -1 2>/dev/null; for _ in $(seq 100); do left=; for p in /proc/[0-9]*; do n=${p#/proc/}; "
-    '[ "$n" = 1 ] || [ "$n" = $$ ] || { read -r _ _ s _ < "$p/stat" 2>/dev/null && [ "$s" != Z ] && left="$left $n"; }; '
-    'done; [ -z "$left" ] && exit 0; kill -9 $left 2>/dev/null; sleep 0.05; done; echo "still running:$left"; exit 1'
-)
+# After the setup: the container's own command (docker_limits.KEEPER), the one child of its init.
+KEEPER_PID = "cat /proc/1/task/1/children"
 
 
 def _client() -> Any:
@@ -93,16 +89,19 @@ class DockerSession(EnvironmentSession):
     scratch = SCRATCH
     commands_dir = COMMANDS
 
-    def __init__(self, container: Any, env: dict[str, str], params: DockerParams, layout: Layout,
-                 record: dict[str, Any] | None = None, memory_mb: int | None = None) -> None:
+    def __init__(self, container: Any, setup: Setup, params: DockerParams, layout: Layout, keeper: int) -> None:
         self.container = container
         self.params = params
         self.layout = layout
         self.workdir = layout.workdir
-        self.env = {"HOME": HOME, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **env}
-        self.record = record or {}
+        self.env = {"HOME": HOME, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **setup.env}
+        self.record = setup.record
+        self.keeper = keeper
+        self.clear_shared = setup.clear_shared
+        # Mounts the agent can fill -> the limit that bounds them.
+        self.watched = {**dict.fromkeys(setup.tmpfs, "tmp_mb"), **dict.fromkeys(setup.bounded, "disk_mb")}
         self._closed = False
-        self._cgroup = _container_cgroup(container, memory_mb, params.max_processes)
+        self._cgroup = _container_cgroup(container, setup.memory_mb, params.max_processes)
 
     def describe(self) -> dict[str, Any]:
         return self.record
@@ -153,25 +152,29 @@ class DockerSession(EnvironmentSession):
 
     def _limits_hit(self) -> list[str]:
         hits = self._cgroup.limits_hit() if self._cgroup is not None else []
-        if self.params.disk_mb is not None and self.workdir == WORKDIR:
-            free = self.container.exec_run(["df", "-Pk", WORKDIR], user="0:0").output.decode().split()
-            if len(free) >= 4 and free[-3].isdigit() and int(free[-3]) < 1024:
-                hits.append(f"disk_mb={self.params.disk_mb}: the task's files filled all {self.params.disk_mb} MB")
-        return hits
+        return hits + full_mounts(self.container, self.watched, self.params)
 
     async def stop_processes(self) -> None:
-        """Everything but the container's own pid 1, killed from inside with bash's builtin kill (an image
-        need not have a kill binary: with none, the agent's processes lived on while its work was
-        checked); fails, as an error of the infrastructure, when one is still alive."""
-        result = await asyncio.to_thread(self.container.exec_run, ["bash", "-c", STOP_PROCESSES], user="0:0")
-        if result.exit_code != 0:
-            raise RuntimeError(f"the agent's processes in container {self.container.name} could not be stopped: "
-                               f"{(result.output or b'').decode(errors='replace').strip()[:300]}")
+        """Everything but the container's init and keeper, killed with bash's builtins (docker_limits.py;
+        an image need not have a kill binary: with none, the agent's processes lived on while its work was
+        checked); a limit they hit since the agent's last command named (its failure); then /tmp and
+        /dev/shm emptied where the verifier would share them with the agent. A process still alive, with
+        no limit hit, is an error of the infrastructure."""
+        stopped = await asyncio.to_thread(stop, self.container, self.keeper)
+        hits = await asyncio.to_thread(self._limits_hit)
+        if hits:
+            raise EnvironmentLimitExceeded("; ".join(hits))
+        _succeeded(stopped, self.container, "stopped")
+        if self.clear_shared:
+            _succeeded(await asyncio.to_thread(self.container.exec_run, CLEAR, user="0:0"), self.container,
+                       "cleared of what they left in /tmp and /dev/shm")
 
     def _absolute(self, path: str) -> PurePosixPath:
         return PurePosixPath(path) if path.startswith("/") else PurePosixPath(self.workdir) / path
 
     async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        import docker.errors
+
         target = self._absolute(path)
         roots = [root for root in self.layout.owners if target.is_relative_to(root) and target != PurePosixPath(root)]
         if not roots:
@@ -190,7 +193,14 @@ class DockerSession(EnvironmentSession):
             info.size, info.mode, info.mtime = len(data), mode, int(time.time())
             info.uid, info.gid = owner
             archive.addfile(info, io.BytesIO(data))
-        await asyncio.to_thread(self.container.put_archive, root, buffer.getvalue())
+        try:
+            await asyncio.to_thread(self.container.put_archive, root, buffer.getvalue())
+        except docker.errors.APIError:
+            # What the agent left filled the directory: its failure, not the framework's.
+            hits = await asyncio.to_thread(self._limits_hit)
+            if hits:
+                raise EnvironmentLimitExceeded("; ".join(hits)) from None
+            raise
 
     async def read_file(self, path: str) -> bytes:
         import docker.errors
@@ -269,6 +279,12 @@ def _container_cgroup(container: Any, memory_mb: int | None, max_processes: int 
     return Cgroup.of_process(pid, container.name, memory_mb, max_processes)
 
 
+def _succeeded(result: Any, container: Any, what: str) -> None:
+    if result.exit_code != 0:
+        raise RuntimeError(f"the agent's processes in container {container.name} could not be {what}: "
+                           f"{(result.output or b'').decode(errors='replace').strip()[:300]}")
+
+
 def _remove(container: Any) -> None:
     import docker.errors
 
@@ -276,28 +292,6 @@ def _remove(container: Any) -> None:
         container.remove(force=True, v=True)
     except docker.errors.NotFound:
         pass
-
-
-_swept = False
-_sweep_lock = threading.Lock()
-
-
-def remove_stale_containers(client: Any) -> int:
-    """Remove containers of this host whose owning process is gone (SIGKILLed runs). Listed with their
-    labels in one call: the SDK's list inspects each container after, and one another process removed in
-    between failed the attempt that happened to sweep."""
-    import docker.errors
-
-    removed = 0
-    for container in client.api.containers(all=True, filters={"label": f"{LABEL}.host={socket.gethostname()}"}):
-        pid = (container.get("Labels") or {}).get(f"{LABEL}.pid", "")
-        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
-            try:
-                client.api.remove_container(container["Id"], force=True, v=True)
-            except docker.errors.NotFound:
-                continue
-            removed += 1
-    return removed
 
 
 class DockerEnvironment(Environment):
@@ -345,12 +339,8 @@ class DockerEnvironment(Environment):
         return await asyncio.to_thread(self._start, plan, task)
 
     def _start(self, plan: ExecutionPlan, task: TaskSpec) -> DockerSession:
-        global _swept
         client = self.client
-        with _sweep_lock:
-            if not _swept:
-                _swept = True
-                remove_stale_containers(client)
+        sweep_dead_containers(client)
         setup = (task_setup(self.params, self.config.env, task.environment, self._image(plan, task), self._engine_cpus())
                  if task.environment is not None else plain_setup(self.params, self.config.env))
         params = self.params
@@ -359,14 +349,14 @@ class DockerEnvironment(Environment):
         try:
             container = self._create(setup, name, plan.baseline_network_policy)
             container.start()
-            prepared = container.exec_run(["sh", "-c", setup.prepare], user="0:0")
-            if prepared.exit_code != 0:
-                raise RuntimeError(f"the container of task {task.id!r} could not be set up: "
-                                   f"{(prepared.output or b'').decode(errors='replace').strip()[:300]}")
+            prepared = container.exec_run(["sh", "-c", f"{setup.prepare} && {KEEPER_PID}"], user="0:0")
+            output = (prepared.output or b"").decode(errors="replace").strip()
+            if prepared.exit_code != 0 or not output.rpartition("\n")[2].isdigit():
+                raise RuntimeError(f"the container of task {task.id!r} could not be set up: {output[:300]}")
             layout = started_layout(container, setup, homes=task.environment is not None)
             if layout.homes:
                 setup.record["homes"] = layout.homes
-            return DockerSession(container, setup.env, params, layout, setup.record, setup.memory_mb)
+            return DockerSession(container, setup, params, layout, int(output.rpartition("\n")[2]))
         except BaseException:
             if container is not None:
                 _remove(container)
@@ -376,10 +366,13 @@ class DockerEnvironment(Environment):
         """The container of a session; a storage bound the engine cannot hold (only some storage drivers
         can) is recorded as not enforced instead of failing the task."""
         import docker.errors
+        from docker.types import DriverConfig, Mount
 
         params = self.params
         options: dict[str, Any] = dict(
-            command=["sleep", "infinity"],
+            # Under the engine's init, which reaps the agent's orphans (docker_limits.py).
+            command=KEEPER,
+            init=True,
             name=name,
             network_mode=policy.value,
             labels={LABEL: "1", f"{LABEL}.host": socket.gethostname(), f"{LABEL}.pid": str(os.getpid()),
@@ -393,6 +386,8 @@ class DockerEnvironment(Environment):
             # managers drop to theirs), kill, bind a low port; nothing more, and nothing gained by exec.
             cap_drop=["ALL"], cap_add=CAPABILITIES, security_opt=["no-new-privileges"],
             volumes=[*setup.volumes, *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}" for m in params.mounts)],
+            mounts=[Mount(path, None, type="volume", driver_config=DriverConfig("local", {
+                "type": "tmpfs", "device": "tmpfs", "o": options})) for path, options in setup.bounded.items()],
             tmpfs=setup.tmpfs,
             working_dir=setup.workdir,
             environment=setup.env,
@@ -404,8 +399,9 @@ class DockerEnvironment(Environment):
         except docker.errors.APIError as exc:
             if "storage" not in str(exc).lower():
                 raise
-            setup.record["storage_mb"] = (f"{setup.storage_mb} asked, not enforced: this engine's storage driver "
-                                          f"cannot bound a container's disk ({_first_line(exc)})")
+            asked = setup.record.get("storage_mb", setup.storage_mb)
+            setup.record["storage_mb"] = (f"{asked} asked, not enforced: this engine's storage driver cannot bound "
+                                          f"a container's disk ({_first_line(exc)})")
             return self.client.containers.create(setup.image, **options)
 
     def _image(self, plan: ExecutionPlan, task: TaskSpec) -> BuiltImage:

@@ -1,7 +1,12 @@
 """How the container of a docker session is made (environments/docker.py): for a task that asks nothing
 of its environment, the sweep's image read-only with the task's files in volumes; for a task that asks for
 its own, its image with its working directory and directories. The users: the agent's commands run as
-``uid``, the verifier's as VERIFIER_UID, the reference solution's as root."""
+``uid``, the verifier's as VERIFIER_UID, the reference solution's as root.
+
+Where the agent writes, and how much: /tmp and /dev/shm are tmpfs of ``tmp_mb`` each. With ``disk_mb``,
+each directory of a read-only container the agent writes (/work, its HOME, /commands) is a volume of its
+own, a tmpfs of ``disk_mb`` with at most ``max_files`` files: a volume, not a tmpfs of the container,
+because the engine copies files (the task's setup/) only into volumes and its rootfs, read-only here."""
 
 from __future__ import annotations
 
@@ -43,6 +48,8 @@ class DockerParams(BaseModel):
     memory_mb: int | None = Field(default=None, ge=16)
     max_processes: int | None = Field(default=None, ge=8)
     disk_mb: int | None = Field(default=None, ge=16)
+    # Files (inodes) in each directory disk_mb bounds, and in /tmp and /dev/shm: empty files take no bytes.
+    max_files: int | None = Field(default=None, ge=64)
     tmp_mb: int = Field(default=512, ge=1)
     cpus: float | None = Field(default=None, gt=0)
     uid: int = Field(default=65534, ge=1)
@@ -53,6 +60,8 @@ class DockerParams(BaseModel):
     def _not_the_verifiers(self) -> DockerParams:
         if self.uid == VERIFIER_UID or self.gid == VERIFIER_GID:
             raise ValueError(f"uid and gid: {VERIFIER_UID} is the verifier's, which the agent must not share")
+        if self.max_files is not None and self.disk_mb is None:
+            raise ValueError("max_files bounds the files of the directories disk_mb bounds; declare disk_mb too")
         return self
 
 
@@ -91,7 +100,12 @@ class Setup(BaseModel):
     storage_mb: int | None = None
     read_only: bool
     volumes: list[str]
+    # Volumes that are a tmpfs each: path -> its options (size, files); their limit is disk_mb.
+    bounded: dict[str, str] = Field(default_factory=dict)
+    # path -> options; their limit is tmp_mb.
     tmpfs: dict[str, str]
+    # Whether /tmp and /dev/shm are emptied once the agent's processes are gone, before the verifier runs.
+    clear_shared: bool = False
     env: dict[str, str]
     workdir: str
     users: Users
@@ -119,20 +133,31 @@ def _owned(users: Users, paths: list[tuple[str, str, str | None]]) -> str:
 
 
 def plain_setup(params: DockerParams, env: dict[str, str]) -> Setup:
-    """A task that asks nothing of its environment: the sweep's image, read-only, and the task's files in
-    volumes of their own (/work, a tmpfs of ``disk_mb`` where declared)."""
+    """A task that asks nothing of its environment: the sweep's image, read-only, the directories the agent
+    writes in volumes of their own (each a tmpfs of ``disk_mb`` where declared), and /tmp and /dev/shm
+    emptied before its work is checked: the verifier's are not the ones the agent wrote (as in the
+    sandbox, where each verifier's command gets a /tmp of its own)."""
     assert params.image is not None
     users = Users(agent=f"{params.uid}:{params.gid}", reference=ROOT, verifier=f"{VERIFIER_UID}:{VERIFIER_GID}")
+    writable = [WORKDIR, HOME, COMMANDS]
+    bounded = dict.fromkeys(writable, _tmpfs(params.disk_mb, "0755", params.max_files)) if params.disk_mb else {}
     return Setup(
         image=params.image, memory_mb=params.memory_mb, cpus=params.cpus, read_only=True,
-        volumes=[SCRATCH, COMMANDS, HOME, *([] if params.disk_mb else [WORKDIR])],
-        tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777",
-               **({WORKDIR: f"size={params.disk_mb}m,uid={params.uid},gid={params.gid},mode=0755"}
-                  if params.disk_mb else {})},
+        volumes=[SCRATCH, *(path for path in writable if path not in bounded)], bounded=bounded,
+        tmpfs=shared_tmpfs(params), clear_shared=True,
         env=dict(env), workdir=WORKDIR, users=users,
         owners={WORKDIR: "agent", HOME: "agent", COMMANDS: "agent", SCRATCH: "verifier"},
         prepare=_owned(users, [(WORKDIR, "agent", None), (HOME, "agent", None), (COMMANDS, "agent", None),
                                (SCRATCH, "verifier", "0700")]))
+
+
+def shared_tmpfs(params: DockerParams) -> dict[str, str]:
+    """/tmp and /dev/shm (which would be the engine's own 64 MB otherwise), each of ``tmp_mb``."""
+    return dict.fromkeys(["/tmp", "/dev/shm"], _tmpfs(params.tmp_mb, "1777", params.max_files))
+
+
+def _tmpfs(size_mb: int, mode: str, files: int | None) -> str:
+    return f"size={size_mb}m,mode={mode}" + (f",nr_inodes={files}" if files is not None else "")
 
 
 def task_users(params: DockerParams, asks: TaskEnvironment, image: BuiltImage, record: dict[str, Any]) -> Users:
@@ -174,15 +199,18 @@ def task_setup(params: DockerParams, env: dict[str, str], asks: TaskEnvironment,
     memory = asks.memory_mb or params.memory_mb
     if memory is not None:
         record["memory_mb"] = f"{memory} ({'the task' if asks.memory_mb else 'the sweep'})"
-    if asks.storage_mb is not None:
-        record["storage_mb"] = f"{asks.storage_mb} (the task)"
-    if params.disk_mb is not None:
-        record["disk_mb"] = (f"{params.disk_mb}: not applied, it bounds /work of tasks without their own "
-                             "environment; a task's files stay in its image's working directory")
+    # The writable filesystem's size, where the engine's storage driver can bound it (docker.py records
+    # when it cannot): the task's ask, else the sweep's disk_mb.
+    storage = asks.storage_mb or params.disk_mb
+    if storage is not None:
+        record["storage_mb"] = f"{storage} ({'the task' if asks.storage_mb else 'the sweep, disk_mb'})"
+    if params.max_files is not None:
+        record["max_files"] = f"{params.max_files}: of /tmp and /dev/shm only, the image's filesystem has no such bound"
     dirs = [(d.path, d.visible_to, "0755" if d.visible_to == "agent" else "0700") for d in asks.dirs]
     return Setup(
-        image=image.id, memory_mb=memory, cpus=cpus, storage_mb=asks.storage_mb, read_only=False,
-        volumes=[SCRATCH, COMMANDS, HOME], tmpfs={"/tmp": f"size={params.tmp_mb}m,mode=1777"},
+        image=image.id, memory_mb=memory, cpus=cpus, storage_mb=storage, read_only=False,
+        # Not emptied for the verifier: under Harbor it shares the agent's /tmp (a task may hand over there).
+        volumes=[SCRATCH, COMMANDS, HOME], tmpfs=shared_tmpfs(params),
         env={**env, **asks.env}, workdir=workdir, users=users,
         owners={workdir: "agent", HOME: "agent", COMMANDS: "agent", SCRATCH: "verifier",
                 **{path: caller for path, caller, _ in dirs}},

@@ -1,15 +1,17 @@
 """What sessions of processes that died without closing them (SIGKILL) left on this machine: their
 directories and cgroups, removed by the next process that opens a session there, except those a resume
-may still attach to (R-RESUME-1)."""
+may still attach to (R-RESUME-1); and their containers (with their volumes) on a Docker engine."""
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agentcompass_dagster.environments.cgroups import stale
 from agentcompass_dagster.environments.hostdir import IDENTITY_FILE
@@ -20,20 +22,29 @@ log = logging.getLogger(__name__)
 # How long the directory of a session that died with its process stays for a resume to attach to
 # (R-RESUME-1); the next run's sweep removes it after that.
 KEEP_FOR_RESUME_S = 24 * 3600
+# The label of the docker environment's containers (with .host, .pid and .environment: whose they are).
+LABEL = "agentcompass"
 
 
-_swept: set[Path] = set()
+_swept: set[Path | str] = set()
 _sweep_lock = threading.Lock()
+
+
+def _first(key: Path | str) -> bool:
+    """Whether this is the process's first sweep of ``key``."""
+    with _sweep_lock:
+        if key in _swept:
+            return False
+        _swept.add(key)
+        return True
 
 
 def sweep_dead_sessions(directory: Path, prefix: str, owner: str, release: Callable[[Path], list[str]]) -> None:
     """Once per process and directory: what processes that died without closing their sessions
     (SIGKILL) left in ``directory`` (entries named <prefix><pid>-..., each given to ``release``) and
     their cgroups of kind ``owner``; except the sessions a resume may still attach to."""
-    with _sweep_lock:
-        if directory in _swept:
-            return
-        _swept.add(directory)
+    if not _first(directory):
+        return
     kept, released = set(), set()
     for entry in directory.iterdir() if directory.is_dir() else []:
         name = entry.name[len(prefix):] if entry.name.startswith(prefix) else ""
@@ -71,3 +82,23 @@ def awaits_resume(root: Path) -> bool:
         return time.time() - os.lstat(root / IDENTITY_FILE).st_mtime < KEEP_FOR_RESUME_S
     except OSError:
         return False
+
+
+def sweep_dead_containers(client: Any) -> int:
+    """Once per process: remove the containers of this host whose owning process is gone (SIGKILLed runs),
+    with their volumes. Listed with their labels in one call: the SDK's list inspects each container after,
+    and one another process removed in between failed the attempt that happened to sweep."""
+    import docker.errors
+
+    if not _first("docker"):
+        return 0
+    removed = 0
+    for container in client.api.containers(all=True, filters={"label": f"{LABEL}.host={socket.gethostname()}"}):
+        pid = (container.get("Labels") or {}).get(f"{LABEL}.pid", "")
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
+            try:
+                client.api.remove_container(container["Id"], force=True, v=True)
+            except docker.errors.NotFound:
+                continue
+            removed += 1
+    return removed
