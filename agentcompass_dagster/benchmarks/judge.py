@@ -6,6 +6,7 @@ private scratch and runs it with the environment's ``python3 -I``:
 
     python3 -I judge.py humaneval TOKEN PAYLOAD  # PAYLOAD: JSON of prompt, completion, test, entry_point
     python3 -I judge.py check TOKEN CMD...       # runs CMD (a task's check), JUDGE_DIR=this file's directory
+    python3 -I judge.py harbor TOKEN OUTPUT CMD... # a Harbor verifier: CMD confined, its output to OUTPUT
 
 It reads the token and unlinks it before any tested code starts, and makes itself undumpable, so no
 process of the same user reads its memory, its environment or its open files (``/proc/PID/mem``, ``fd``).
@@ -19,7 +20,16 @@ fails the test.
 
 A task's check (``check`` mode) passes when it exits 0; one that calls the agent's Python code loads it
 with ``isolated_module(path)`` (``sys.path.insert(0, os.environ["JUDGE_DIR"])`` first), so an exit of
-that code cannot end the check with 0.
+that code cannot end the check with 0; one that runs the agent's program runs it confined:
+
+    python3 -I "$JUDGE_DIR/judge.py" confine CMD...
+
+Confined (``confine()``, every tested child): in a Landlock domain of its own, which the kernel keeps
+from tracing, writing the memory of (``/proc/PID/mem``) or, from ABI 6, signalling any process outside
+it, so the check's shell and the judge run their course ("unconfined" in the verdict without Landlock).
+Harbor's tests run the agent's code in their own processes, so all of CMD is confined; the judge, the
+subreaper of what it starts, passes it only when it ended by itself and left no process running, and
+kills what it left before it answers, so the rewards are read once every verifier process is gone.
 """
 
 from __future__ import annotations
@@ -39,12 +49,22 @@ if TYPE_CHECKING:
     from typing import IO
 
 VERDICT = "AGENTCOMPASS-VERDICT"
+EXIT_CODE = "verifier exit code"
 JUDGE_DIR_ENV = "JUDGE_DIR"
 CHECK_OUTPUT_KEPT = 4000
 MAX_DEPTH = 100
 MAX_MESSAGE = 64 << 20
 PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
 SIGKILL = 9
+# landlock_create_ruleset, landlock_restrict_self: the same numbers on every architecture.
+LANDLOCK_CREATE_RULESET, LANDLOCK_RESTRICT_SELF = 444, 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+# Making character and block devices: rights no verifier uses, handled so that the ruleset handles
+# something on every ABI (a domain with rights left is what the kernel's tracing rule needs).
+LANDLOCK_ACCESS_FS_MAKE_DEVICES = (1 << 6) | (1 << 11)
+LANDLOCK_SCOPE_SIGNAL = 1 << 1
 
 Plain = None | bool | int | float | complex | str | bytes | list["Plain"] | tuple["Plain", ...] | dict[
     "Plain", "Plain"] | set["Plain"] | frozenset["Plain"]
@@ -127,6 +147,32 @@ def undumpable() -> None:
     """No process of the same user may read or write this one's memory, environment or open files."""
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+def confine() -> bool:
+    """Put this process and whatever it starts in a Landlock domain of their own (see the module's
+    docstring); False when the kernel has no Landlock, and the process runs as it did."""
+    libc, abi = landlock()
+    if abi < 1:
+        return False
+    fields = [LANDLOCK_ACCESS_FS_MAKE_DEVICES] + ([0, LANDLOCK_SCOPE_SIGNAL] if abi >= 6 else [])
+    attributes = struct.pack(f"{len(fields)}Q", *fields)
+    ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.c_char_p(attributes), ctypes.c_size_t(len(attributes)), 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    try:
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    finally:
+        os.close(ruleset)
+    return True
+
+
+def landlock() -> tuple[ctypes.CDLL, int]:
+    """The C library and the kernel's Landlock ABI (below 1: none)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc, libc.syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION)
 
 
 class Candidate:
@@ -236,6 +282,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
+    confine()
     load = receive(requests)
     if load is None:
         return
@@ -313,14 +360,88 @@ def run_check(command: list[str]) -> str | None:
     return None if code == 0 else f"the check exited with {code}"
 
 
+def run_verifier(output: str, command: list[str]) -> str | None:
+    """A Harbor verifier (``harbor`` mode): ``command`` confined, its output into ``output``; None when
+    it ended by itself and left nothing running, else why not."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    # The environment's own (a sandbox's watcher, started before its command became this judge).
+    before = set(children())
+    pid = os.fork()
+    if pid == 0:
+        try:
+            confine()
+            written = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            os.dup2(written, 1)
+            os.dup2(written, 2)
+            os.execvp(command[0], command)
+        except BaseException as error:  # noqa: BLE001 - whatever stops the start is the verifier's failure
+            os.write(2, f"the verifier could not start: {error!r}\n".encode())
+        finally:
+            os._exit(127)
+    _, status = os.waitpid(pid, 0)
+    left = reap_left(before)
+    sys.stdout.write(f"{EXIT_CODE} {os.waitstatus_to_exitcode(status)}\n")
+    if os.WIFSIGNALED(status):
+        return f"the verifier was killed by signal {os.WTERMSIG(status)}"
+    if left:
+        return f"the verifier left {left} process{'es' if left > 1 else ''} running after it ended"
+    return None
+
+
+def reap_left(before: set[int]) -> int:
+    """Kill and reap every process the verifier left, ended or not (each, orphaned, is this subreaper's
+    child; ``before``'s are not the verifier's); how many there were."""
+    left: set[int] = set()
+    while True:
+        current = set(children()) - before
+        if not current:
+            return len(left)
+        for pid in current:
+            left.add(pid)
+            try:
+                os.kill(pid, SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in current:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def children() -> list[int]:
+    """This process's children, from every process's stat (no /proc/PID/task/TID/children needed)."""
+    me, found = os.getpid(), []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                fields = file.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.append(int(name))
+    return found
+
+
 def main(argv: list[str]) -> int:
+    if argv[1] == "confine":
+        confine()
+        os.execvp(argv[2], argv[2:])
     candidate = Candidate() if argv[1] == "humaneval" else None
     with open(argv[2]) as file:
         token = file.read().strip()
     os.unlink(argv[2])
     undumpable()
-    failure = judge_humaneval(candidate, argv[3]) if candidate is not None else run_check(argv[3:])
-    sys.stdout.write(f"\n{VERDICT} {token} {'passed' if failure is None else 'failed: ' + failure}\n")
+    if argv[1] == "harbor":
+        failure = run_verifier(argv[3], argv[4:])
+    elif candidate is not None:
+        failure = judge_humaneval(candidate, argv[3])
+    else:
+        failure = run_check(argv[3:])
+    confined = "confined" if landlock()[1] >= 1 else "unconfined"
+    sys.stdout.write(f"\n{VERDICT} {token} {confined} {'passed' if failure is None else 'failed: ' + failure}\n")
     return 0
 
 

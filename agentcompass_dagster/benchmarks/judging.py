@@ -26,6 +26,8 @@ class Verdict(BaseModel):
     reason: str
     # What the judge printed before its verdict (a check's own output, at most its last 4,000 characters).
     output: str
+    # Whether the tested code ran in a Landlock domain of its own (judge.py): False on a kernel without.
+    confined: bool = False
 
 
 @cache
@@ -34,9 +36,9 @@ def judge_source() -> bytes:
 
 
 async def run_judge(session: EnvironmentSession, task_id: str, mode: str, arguments: list[str], timeout_s: float,
-                    payload: dict[str, str] | None = None) -> Verdict:
+                    payload: dict[str, str] | None = None, env: dict[str, str] | None = None) -> Verdict:
     """Run ``judge.py MODE TOKEN ARGUMENTS...`` (after the payload's file when there is one) as the
-    verifier, within ``timeout_s``."""
+    verifier, with ``env`` added, within ``timeout_s``."""
     stem = f"{session.scratch}/judge-{file_stem(task_id)}-{secrets.token_hex(4)}"
     token = secrets.token_hex(16)
     judge = f"{session.scratch}/judge.py"
@@ -46,7 +48,7 @@ async def run_judge(session: EnvironmentSession, task_id: str, mode: str, argume
         await session.write_file(f"{stem}.json", json.dumps(payload).encode())
         arguments = [f"{stem}.json", *arguments]
     command = shlex.join(["python3", "-I", judge, mode, f"{stem}.token", *arguments])
-    outcome = await session.exec(f"exec {command}", timeout_s=timeout_s, caller=Caller.verifier)
+    outcome = await session.exec(f"exec {command}", timeout_s=timeout_s, caller=Caller.verifier, env=env)
     before, _, last = outcome.stdout.rstrip().rpartition("\n")
     prefix = f"{judge_module.VERDICT} {token} "
     if outcome.timed_out:
@@ -55,5 +57,5 @@ async def run_judge(session: EnvironmentSession, task_id: str, mode: str, argume
         told = outcome.output.strip()[-500:]
         return Verdict(passed=False, output=outcome.output,
                        reason=f"the judge gave no verdict (exit code {outcome.exit_code})" + (f": {told}" if told else ""))
-    verdict = last[len(prefix):]
-    return Verdict(passed=verdict == "passed", reason=verdict, output=before)
+    confinement, _, verdict = last[len(prefix):].partition(" ")
+    return Verdict(passed=verdict == "passed", reason=verdict, output=before, confined=confinement == "confined")

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcompass_dagster.benchmarks.harbor import rewards as harbor_rewards
+from agentcompass_dagster.benchmarks.harbor.verifier import run_tests
 from agentcompass_dagster.benchmarks.harbor.loader import (
     AGENT_LOGS,
     ARTIFACT_LOGS,
@@ -170,18 +171,22 @@ class HarborTasksBenchmark(Benchmark):
             files.update(await _collect(session, source, f"{prefix}artifacts{source}"))
         script = await self._upload_tests(session, Path(prepared.task.metadata["dir"]), step_name)
         timeout = step.verifier_timeout_s if step else known.verifier_timeout_s
-        outcome = await session.exec(
-            f"({shlex.quote(script)}) > {VERIFIER_LOGS}/test-stdout.txt 2>&1", timeout_s=timeout,
-            caller=Caller.verifier, env=step.verifier_env if step else known.verifier_env)
+        run = await run_tests(session, prepared.task.id, script, f"{VERIFIER_LOGS}/test-stdout.txt", timeout,
+                              step.verifier_env if step else known.verifier_env)
         read = await _rewards(session)
         kept = await _collect(session, VERIFIER_LOGS, f"{prefix}verifier")
         files.update(kept)
         output = kept.get(f"{prefix}verifier/test-stdout.txt", b"").decode(errors="replace")
-        fields: dict[str, Any] = {"verifier_exit_code": outcome.exit_code, "output": output[-2000:]}
-        if outcome.timed_out:
+        fields: dict[str, Any] = {"verifier_exit_code": run.exit_code, "verifier_confined": run.confined,
+                                  "output": output[-2000:]}
+        if run.timed_out:
             # The verifier ran out of its time on what the agent left: no verdict, the agent's failure.
             return Evaluation(failure=f"the verifier timed out after {timeout:g}s ([verifier] timeout_sec)",
                               fields={**fields, "rewards": None}, files=files)
+        if run.problem is not None:
+            # The agent's code, run by the tests, ended the verifier or outlived it: whatever reward is
+            # there may be its own. No verdict, the agent's failure.
+            return Evaluation(failure=f"{run.problem}: no verdict", fields={**fields, "rewards": read[0]}, files=files)
         rewards, problem = read
         if rewards is None:
             # What the agent left gave the verifier no verdict (it crashed, or found a planted link): the

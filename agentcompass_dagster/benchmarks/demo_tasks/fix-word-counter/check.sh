@@ -10,7 +10,7 @@ printf '' > "$tmp/b.txt"
 printf '   leading and trailing   \n\n\n  spaces\t\t here \n' > "$tmp/c.txt"
 printf 'one' > "$tmp/d.txt"
 run() {  # run FILE EXPECTED
-  out="$(cd "$tmp" && python3 -I -B wordcount.py "$1" 2>&1)" || fail "wordcount.py $1 exited with an error: $out"
+  out="$(cd "$tmp" && python3 -I "$JUDGE_DIR/judge.py" confine python3 -I -B wordcount.py "$1" 2>&1)" || fail "wordcount.py $1 exited with an error: $out"
   [ "$(printf '%s' "$out" | tr -d '[:space:]')" = "$2" ] || fail "wordcount.py on test file $1 printed '$out', expected $2"
 }
 run a.txt 9
