@@ -71,11 +71,13 @@ from agentcompass_dagster.environments.docker_setup import (
 from agentcompass_dagster.environments.leftovers import LABEL, sweep_dead_containers
 from agentcompass_dagster.environments.images import BuiltImage, ensure_image, prebuilt_image
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.contracts.capture import READ_CHUNK, Capture
+from agentcompass_dagster.contracts.capture import OUTPUT_LIMIT, READ_CHUNK, Capture
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
 CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"]
 # After the setup: the container's own command (docker_limits.KEEPER), the one child of its init.
+# The most of one file streamed from the engine for read_output.
+STREAM_LIMIT = 16 * OUTPUT_LIMIT
 KEEPER_PID = "cat /proc/1/task/1/children"
 
 
@@ -233,8 +235,13 @@ class DockerSession(EnvironmentSession):
             if extracted is None:
                 raise FileNotFoundError(path)
             capture = Capture()
-            while chunk := extracted.read(READ_CHUNK):
+            while capture.total < STREAM_LIMIT and (chunk := extracted.read(READ_CHUNK)):
                 capture.add(chunk)
+            # The agent can make the file any size (a sparse terabyte costs it nothing): past the limit the
+            # rest is counted, not streamed, and its tail is not kept.
+            if member.size > capture.total:
+                capture.skip(member.size - capture.total)
+                chunks.close()
             return capture
 
     async def close(self) -> None:

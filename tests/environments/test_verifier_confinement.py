@@ -99,6 +99,13 @@ HACKS = {
             pid = parent
         print(0)
     '''),
+    # Issue 37 finding 4: a reward of a sparse gigabyte (no disk used), read as its size only.
+    "sparse-reward": textwrap.dedent('''
+        import os
+        with open("/logs/verifier/reward.txt", "w") as reward:
+            reward.truncate(1 << 30)
+        print(0)
+    '''),
     # Answers wrong and leaves a process that keeps writing 1 over the test's 0.
     "linger": textwrap.dedent('''
         import os, time
@@ -129,7 +136,9 @@ def harbor_tasks(root: Path) -> Path:
         (task / "environment" / "Dockerfile").write_text("FROM agentcompass-fixture:bookworm\nWORKDIR /app\n")
         (task / "task.toml").write_text('version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[agent]\ntimeout_sec = 60.0\n')
         (task / "instruction.md").write_text("Write /app/solve.py, which prints the answer.\n")
-        (task / "tests" / "test.sh").write_text(TEST_SH)
+        # The sparse reward's task lets the program write the reward, as tests that write it from pytest do.
+        (task / "tests" / "test.sh").write_text("#!/bin/bash\npython3 /app/solve.py\n" if name == "sparse-reward"
+                                                else TEST_SH)
     return root
 
 
@@ -138,7 +147,8 @@ def harbor_tasks(root: Path) -> Path:
                                          pytest.param({"id": "docker", "params": {}}, marks=needs_docker, id="docker")])
 def test_agent_code_a_harbor_verifier_runs_cannot_write_its_reward(tmp_path: Path, environment: dict[str, Any]) -> None:
     """Issue 37 finding 2: a solve.py that writes reward 1 and kills its ancestors, and one that answers
-    wrong but leaves a process rewriting reward.txt with 1, score 0 with the cause named (no verdict, the
+    wrong but leaves a process rewriting reward.txt with 1, and one that makes reward.txt a sparse gigabyte
+    (finding 4: read by its size, never held), score 0 with the cause named (no verdict, the
     agent's failure, not an error); the honest solve.py beside them scores 1 under the same judge."""
     if environment["id"] == "docker":
         fixture_base()
@@ -154,4 +164,6 @@ def test_agent_code_a_harbor_verifier_runs_cannot_write_its_reward(tmp_path: Pat
     assert "the verifier was killed by signal 9: no verdict" in killed["failure"], killed
     assert details["linger"]["correct"] is False and lingered["score"] == 0.0, lingered
     assert "the verifier left 1 process running after it ended: no verdict" in lingered["failure"], lingered
+    sparse = details["sparse-reward"]["attempts"]["1"]
+    assert sparse["score"] == 0.0 and "reward.txt is 1073741824 bytes, not a reward" in sparse["failure"], sparse
     assert result.metrics.counts.error == 0
