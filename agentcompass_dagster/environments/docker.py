@@ -75,9 +75,9 @@ from agentcompass_dagster.contracts.capture import OUTPUT_LIMIT, READ_CHUNK, Cap
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
 CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"]
+# The most of one file streamed from the engine for read_output (a sparse terabyte costs the agent nothing).
+STREAM_LIMIT = 256 * OUTPUT_LIMIT
 # After the setup: the container's own command (docker_limits.KEEPER), the one child of its init.
-# The most of one file streamed from the engine for read_output.
-STREAM_LIMIT = 16 * OUTPUT_LIMIT
 KEEPER_PID = "cat /proc/1/task/1/children"
 
 

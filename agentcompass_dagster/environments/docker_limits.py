@@ -41,7 +41,9 @@ KILL = r"""stop() {
 }"""
 # The container's command: it waits on a pipe it holds both ends of (no `sleep` to fork), and stops every
 # other process on SIGUSR1, which only root in the container, or the engine, can send it.
-KEEPER = ["bash", "-c", KILL + '\ntrap "stop $$" USR1\nexec {hold}<> <(:)\nwhile :; do read -r -u "$hold" _; done']
+# Each stop done is a line in the container's log, which only the keeper writes: the host waits for it
+# before anything else runs in the container, which the keeper's sweep would kill.
+KEEPER = ["bash", "-c", KILL + '\ntrap "stop $$; echo stopped" USR1\nexec {hold}<> <(:)\nwhile :; do read -r -u "$hold" _; done']
 # What the agent left in /tmp and /dev/shm, once nothing of it runs (find -delete follows no link).
 CLEAR = ["find", "/tmp", "/dev/shm", "-xdev", "-mindepth", "1", "-delete"]
 
@@ -49,14 +51,22 @@ CLEAR = ["find", "/tmp", "/dev/shm", "-xdev", "-mindepth", "1", "-delete"]
 def stop(container: Any, keeper: int) -> Any:
     """Signal the ``keeper`` (the container's command, whose pid it is) to stop every other process, then
     check in the container that none is left: the check's result (exit code 0 when none is)."""
+    done = _stops(container)
     container.kill(signal="SIGUSR1")
     deadline = time.monotonic() + RETRY_S
+    while _stops(container) == done and time.monotonic() < deadline:
+        time.sleep(0.02)
     while True:
         result = container.exec_run(["bash", "-c", KILL + '\nstop "$1"', "stop", str(keeper)], user="0:0")
-        # 126: the engine could not start it, the keeper not done yet.
-        if result.exit_code != 126 or time.monotonic() > deadline:
+        # 126: the engine could not start it; 137: the keeper's sweep, not yet logged, killed it.
+        if result.exit_code not in (126, 137) or time.monotonic() > deadline:
             return result
         time.sleep(0.05)
+
+
+def _stops(container: Any) -> int:
+    """How many stops the keeper has logged."""
+    return container.logs(stdout=True, stderr=False).count(b"stopped\n")
 
 
 def full_mounts(container: Any, watched: dict[str, str], params: DockerParams) -> list[str]:
