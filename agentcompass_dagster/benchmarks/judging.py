@@ -28,6 +28,7 @@ class Verdict(BaseModel):
     output: str
     # Whether the tested code ran in a Landlock domain of its own (judge.py): False on a kernel without.
     confined: bool = False
+    timed_out: bool = False
 
 
 @cache
@@ -52,7 +53,7 @@ async def run_judge(session: EnvironmentSession, task_id: str, mode: str, argume
     before, _, last = outcome.stdout.rstrip().rpartition("\n")
     prefix = f"{judge_module.VERDICT} {token} "
     if outcome.timed_out:
-        return Verdict(passed=False, reason="timed out", output=before)
+        return Verdict(passed=False, reason="timed out", output=before, timed_out=True)
     if not last.startswith(prefix):
         told = outcome.output.strip()[-500:]
         return Verdict(passed=False, output=outcome.output,

@@ -45,7 +45,7 @@ async def run_tests(session: EnvironmentSession, task_id: str, script: str, outp
     # Through bash, which runs a script without a #! line as a shell script, as `(script)` did.
     verdict = await run_judge(session, task_id, "harbor", [output, "bash", "-c", shlex.quote(script)], timeout_s,
                               env=env)
-    if verdict.reason == "timed out":
+    if verdict.timed_out:
         return TestRun(timed_out=True, confined=verdict.confined)
     exit_codes = [line.removeprefix(judge.EXIT_CODE).strip() for line in verdict.output.splitlines()
                   if line.startswith(judge.EXIT_CODE)]
