@@ -1,7 +1,6 @@
 """Pydantic models of every declaration (resources/*.yaml) and of the EvalRequest the runtime executes.
-
-Declarations forbid unknown fields, so a typo is an error that names the field instead of a silently
-ignored setting. Errors are turned into one line naming the file, the field and the value.
+Declarations forbid unknown fields (a typo is an error, not an ignored setting); errors are turned into
+one line naming the file, the field and the value.
 """
 
 from __future__ import annotations
@@ -76,22 +75,26 @@ class ModelConfig(PluginDeclaration):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class HarnessConfig(PluginDeclaration):
-    id: str = Field(min_length=1)
-    params: dict[str, Any] = Field(default_factory=dict)
+class ProvidedDeclaration(PluginDeclaration):
+    """A declaration whose plugin is its ``provider`` (each agent CLI a ``cli_agent``), else its id."""
 
-
-class EnvironmentConfig(PluginDeclaration):
     id: str = Field(min_length=1)
     provider: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
-    capacity: int = Field(default=0, ge=0)
-    open_qps: float = Field(default=0.0, ge=0)
 
     @property
     def provider_id(self) -> str:
         return self.provider or self.id
+
+
+class HarnessConfig(ProvidedDeclaration):
+    """An agent program's declaration (resources/harnesses)."""
+
+
+class EnvironmentConfig(ProvidedDeclaration):
+    env: dict[str, str] = Field(default_factory=dict)
+    capacity: int = Field(default=0, ge=0)
+    open_qps: float = Field(default=0.0, ge=0)
 
 
 class AttemptsConfig(Declaration):
@@ -114,8 +117,7 @@ class LimitsConfig(AgentLimits):
 
 
 class NetworkConfig(Declaration):
-    """The network of each phase; one left out takes the environment's default
-    (``Environment.default_policy``)."""
+    """The network of each phase; one left out takes ``Environment.default_policy``."""
 
     baseline: NetworkPolicy | None = None
     run: NetworkPolicy | None = None

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.model import Model
-from agentcompass_dagster.contracts.records import ExecutionPlan, PreparedTask, RunResult
+from agentcompass_dagster.contracts.records import ExecutionPlan, HostMount, PreparedTask, RunResult, TaskSpec
 
 if TYPE_CHECKING:
     from agentcompass_dagster.config import HarnessConfig
@@ -86,6 +86,14 @@ class Harness(ABC):
     @property
     def id(self) -> str:
         return self.config.id
+
+    def mounts(self, task: TaskSpec) -> list[HostMount]:
+        """Host directories an attempt of ``task`` needs inside its environment, asked before the
+        environment opens (``ExecutionPlan.mounts``); an environment that cannot mount refuses the plan."""
+        return []
+
+    async def close(self) -> None:
+        """Release what the attempts shared (a server they used), once the request's attempts are over."""
 
     def adapt_input(self, prepared: PreparedTask) -> PreparedTask:
         """Turn the benchmark's input into what this harness expects (R-ATT-2); unchanged by default."""

@@ -42,6 +42,25 @@ class EvaluationMode(str, Enum):
     fresh = "fresh"
 
 
+class HostMount(StoredRecord):
+    """A host directory a harness asks to find inside the task's environment at ``path`` (the model
+    gateway's socket, the agent program it installed): bound into every command run for the agent or the
+    reference, never into the verifier's; ``read_only`` unless the harness fills it from inside."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host_path: Path
+    path: str
+    read_only: bool = True
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, path: str) -> str:
+        if not path.startswith("/") or ".." in path.split("/") or path.rstrip("/") in ("", "/"):
+            raise ValueError(f"{path!r}: a mount is an absolute path below / without '..'")
+        return path
+
+
 class TaskDir(StoredRecord):
     """A directory a task's commands find at an absolute ``path`` (Harbor's ``/tests``, ``/logs/verifier``),
     empty when the session opens and seen only by the commands run for ``visible_to`` (``Caller``):
@@ -382,6 +401,9 @@ class ExecutionPlan(StoredRecord):
     # The sweep's budget, checked before each model call; set by the planner from the request and never
     # persisted: it says where this machine keeps the ledger, not how the attempt runs.
     budget: SweepBudget | None = Field(default=None, exclude=True)
+    # Host directories the harness asks for inside the environment (``Harness.mounts``): places on this
+    # machine, never persisted.
+    mounts: list[HostMount] = Field(default_factory=list, exclude=True)
 
     PERSISTED_FIELDS: ClassVar[tuple[str, ...]] = (
         "benchmark_id",

@@ -74,16 +74,14 @@ class RequestState:
     reuse_source: ReuseSource | None = None
     run_dir: RunDir | None = None
     runner: TaskRunner | None = None
-    # Positions in ``tasks`` of the tasks still to run.
-    pending: deque[int] = field(default_factory=deque)
+    pending: deque[int] = field(default_factory=deque)  # positions in ``tasks`` of the tasks still to run
     active: int = 0
     scores: TaskScores = field(init=False)
     status: RequestStatus = "pending"
     finalizing: bool = False
     error: str | None = None
     result: RequestResult | None = None
-    # Positions in ``tasks`` of the tasks left without a result because the sweep's budget was spent.
-    budget_stopped: list[int] = field(default_factory=list)
+    budget_stopped: list[int] = field(default_factory=list)  # positions of tasks the spent budget left out
 
     def __post_init__(self) -> None:
         self.scores = TaskScores(self.tasks)
@@ -218,6 +216,8 @@ class Orchestrator:
         except BaseException:
             await self._cancel_remaining("cancelled", "interrupted before all tasks finished")
             raise
+        finally:  # what a harness's attempts shared (the model gateway) ends with them
+            await asyncio.gather(*(s.plugins.harness.close() for s in self.states), return_exceptions=True)
         if status == "completed" and any(s.status != "completed" for s in self.states):
             status = "failed"
         outcomes = {

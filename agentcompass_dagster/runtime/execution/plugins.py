@@ -52,7 +52,7 @@ def register_declared_secrets(env: dict[str, str], *declarations: BaseModel) -> 
 
 def build_harness(config: HarnessConfig, model: Model) -> Harness:
     """The registered harness of this id, built with its params and the model it drives."""
-    harness_cls = registry.harnesses.get(config.id, "harness.id")
+    harness_cls = registry.harnesses.get(config.provider_id, "harness.provider" if config.provider else "harness.id")
     return construct_plugin(f"harness {config.id!r}", harness_cls, config, model)
 
 
@@ -74,7 +74,8 @@ def resolve_plugins(request: EvalRequest, harness: HarnessBuilder | None = None,
     benchmark_cls = registry.benchmarks.get(request.benchmark.id, "benchmark.id")
     registry.environments.get(request.environment.provider_id, "environment.provider")
     model_cls = registry.models.get(request.model.provider, "model.provider")
-    harness_cls = registry.harnesses.get(request.harness.id, "harness.id")
+    harness_cls = registry.harnesses.get(request.harness.provider_id,
+                                          "harness.provider" if request.harness.provider else "harness.id")
     runs_itself = issubclass(benchmark_cls, HarnessFreeBenchmark)
     if runs_itself != harness_cls.runs_the_benchmark:
         problem = "is harness-free: declare harness none" if runs_itself else "needs a harness"
