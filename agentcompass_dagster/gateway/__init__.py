@@ -1,0 +1,1 @@
+"""The model gateway: agent CLIs inside a task's environment reach the framework's model layer through it."""
