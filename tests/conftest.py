@@ -270,15 +270,15 @@ def instance_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 
 
 @contextmanager
-def opened_session(environment: Environment, task: TaskSpec | None = None,
+def opened_session(environment: Environment, task: TaskSpec | None = None, **plan_fields: Any,
                    ) -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
     """A session of ``environment`` for ``task`` (one that asks nothing of it by default), on an event
-    loop of its own; closed after."""
+    loop of its own, its plan given ``plan_fields`` (its mounts, its network); closed after."""
     from agentcompass_dagster.contracts.records import ExecutionPlan
 
     loop = asyncio.new_event_loop()
     plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h",
-                         environment_id=environment.config.id, model_id="m")
+                         environment_id=environment.config.id, model_id="m", **plan_fields)
     session = loop.run_until_complete(environment.open(plan, task or TaskSpec(id="t")))
     try:
         yield session, loop

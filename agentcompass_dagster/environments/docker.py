@@ -12,6 +12,8 @@ filesystem as under Harbor, its directories at their paths owned by whom they ar
 the declared ones; what was applied is the session's record (``describe``). Any other task runs in the
 declared ``image``, read-only, its files in the /work volume. How each container is laid out, and what
 bounds the directories the agent writes, is docker_setup.py's.
+The plan's mounts (a harness's gateway socket, its agent program) are binds of the
+container, hidden from the verifier's commands as docker_mounts.py says.
 
 The container runs with the plan's baseline network (`none`, or `host`); a running container cannot
 change network, so a plan whose phases differ is refused (R-NET-1). The agent's commands run as ``uid``
@@ -68,11 +70,13 @@ from agentcompass_dagster.environments.docker_setup import (
     plain_setup,
     task_setup,
 )
+from agentcompass_dagster.environments.docker_mounts import HiddenMounts
+from agentcompass_dagster.environments.host_mounts import give_writable
 from agentcompass_dagster.environments.leftovers import LABEL, sweep_dead_containers
 from agentcompass_dagster.environments.images import BuiltImage, ensure_image, prebuilt_image
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.contracts.capture import OUTPUT_LIMIT, READ_CHUNK, Capture
-from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
+from agentcompass_dagster.contracts.records import ExecutionPlan, HostMount, NetworkPolicy, TaskSpec
 
 CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"]
 # The most of one file streamed from the engine for read_output (a sparse terabyte costs the agent nothing).
@@ -91,8 +95,10 @@ class DockerSession(EnvironmentSession):
     scratch = SCRATCH
     commands_dir = COMMANDS
 
-    def __init__(self, container: Any, setup: Setup, params: DockerParams, layout: Layout, keeper: int) -> None:
+    def __init__(self, container: Any, setup: Setup, params: DockerParams, layout: Layout, keeper: int,
+                 mounts: HiddenMounts | None = None) -> None:
         self.container = container
+        self.mounts = mounts
         self.params = params
         self.layout = layout
         self.workdir = layout.workdir
@@ -112,6 +118,8 @@ class DockerSession(EnvironmentSession):
                    caller: Caller = Caller.agent, label: str | None = None,
                    env: Mapping[str, str] | None = None) -> ExecResult:
         started = time.monotonic()
+        if self.mounts is not None:
+            await asyncio.to_thread(self.mounts.show, caller is not Caller.verifier)
         script = f"timeout -s KILL {timeout_s} bash -c {shlex.quote(command)}" if timeout_s else command
         home = self.layout.homes.get(caller.value)
         variables = {**self.env, **({"HOME": home} if home else {}), **(env or {})}
@@ -321,6 +329,10 @@ class DockerEnvironment(Environment):
     def validate_plan(self, plan: ExecutionPlan) -> None:
         super().validate_plan(plan)
         engine = os.environ.get("DOCKER_HOST", "the default socket")
+        if plan.mounts and os.geteuid() != 0:
+            raise UserError(f"environment.id={self.config.id!r}: harness {plan.harness_id!r} mounts "
+                            f"{', '.join(m.path for m in plan.mounts)}, which the host hides from the verifier's "
+                            "commands as root (docker_mounts.py), and this process is not root: run it in sandbox")
         try:
             self.client.ping()
         except Exception as exc:
@@ -354,7 +366,7 @@ class DockerEnvironment(Environment):
         name = f"agentcompass-{os.getpid()}-{secrets.token_hex(4)}"
         container = None
         try:
-            container = self._create(setup, name, plan.baseline_network_policy)
+            container = self._create(setup, name, plan.baseline_network_policy, plan.mounts)
             container.start()
             prepared = container.exec_run(["sh", "-c", f"{setup.prepare} && {KEEPER_PID}"], user="0:0")
             output = (prepared.output or b"").decode(errors="replace").strip()
@@ -363,13 +375,15 @@ class DockerEnvironment(Environment):
             layout = started_layout(container, setup, homes=task.environment is not None)
             if layout.homes:
                 setup.record["homes"] = layout.homes
-            return DockerSession(container, setup, params, layout, int(output.rpartition("\n")[2]))
+            give_writable(plan.mounts, layout.owners[HOME])
+            return DockerSession(container, setup, params, layout, int(output.rpartition("\n")[2]),
+                                 HiddenMounts.of(container, plan.mounts))
         except BaseException:
             if container is not None:
                 _remove(container)
             raise
 
-    def _create(self, setup: Setup, name: str, policy: NetworkPolicy) -> Any:
+    def _create(self, setup: Setup, name: str, policy: NetworkPolicy, binds: list[HostMount]) -> Any:
         """The container of a session; a storage bound the engine cannot hold (only some storage drivers
         can) is recorded as not enforced instead of failing the task."""
         import docker.errors
@@ -393,8 +407,9 @@ class DockerEnvironment(Environment):
             # managers drop to theirs), kill, bind a low port; nothing more, and nothing gained by exec.
             cap_drop=["ALL"], cap_add=CAPABILITIES, security_opt=["no-new-privileges"],
             volumes=[*setup.volumes, *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}" for m in params.mounts)],
-            mounts=[Mount(path, None, type="volume", driver_config=DriverConfig("local", {
-                "type": "tmpfs", "device": "tmpfs", "o": options})) for path, options in setup.bounded.items()],
+            mounts=[*(Mount(path, None, type="volume", driver_config=DriverConfig("local", {
+                "type": "tmpfs", "device": "tmpfs", "o": options})) for path, options in setup.bounded.items()),
+                    *(Mount(m.path, str(m.host_path), type="bind", read_only=m.read_only) for m in binds)],
             tmpfs=setup.tmpfs,
             working_dir=setup.workdir,
             environment=setup.env,

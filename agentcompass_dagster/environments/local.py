@@ -22,6 +22,7 @@ from agentcompass_dagster.contracts.environment import Environment, EnvironmentS
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
 from agentcompass_dagster.environments.hostdir import HostDirSession
 from agentcompass_dagster.environments.leftovers import sweep_dead_sessions
+from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.store.safe_fs import remove_tree
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
@@ -63,6 +64,14 @@ def _release_dead(root: Path) -> list[str]:
 
 
 class LocalEnvironment(Environment):
+    def validate_plan(self, plan: ExecutionPlan) -> None:
+        """Also refuses a plan that binds host directories into the environment (a harness's gateway or
+        agent program): there is nothing to bind them into, and no verifier they could be hidden from."""
+        super().validate_plan(plan)
+        if plan.mounts:
+            raise UserError(f"environment {self.config.id!r} (local) cannot mount {', '.join(m.path for m in plan.mounts)} "
+                            f"that harness {plan.harness_id!r} needs: run it in sandbox or docker")
+
     def describe(self) -> str:
         return "local: a temp directory per task, commands as this user (no isolation beyond the files)"
 

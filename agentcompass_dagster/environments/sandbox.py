@@ -37,9 +37,8 @@ import secrets
 import shlex
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -57,11 +56,12 @@ from agentcompass_dagster.contracts.environment import (
 from agentcompass_dagster.environments import seccomp
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
 from agentcompass_dagster.environments.dockerfile import Expressed, Unsupported, express
+from agentcompass_dagster.environments.host_mounts import give_writable
 from agentcompass_dagster.environments.hostdir import HostDirSession
 from agentcompass_dagster.environments.leftovers import sweep_dead_sessions
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.store.safe_fs import remove_tree, write_beneath
-from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskEnvironment, TaskSpec
+from agentcompass_dagster.contracts.records import ExecutionPlan, HostMount, NetworkPolicy, TaskEnvironment, TaskSpec
 
 SYSTEM_DIRS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64")
 # A disk image left with less than this free is full: the task wrote all it may.
@@ -113,8 +113,11 @@ class Applied(BaseModel):
 class SandboxSession(HostDirSession):
     def __init__(self, root: Path, config: EnvironmentConfig, params: SandboxParams, policy: NetworkPolicy,
                  cgroup: Cgroup | None, host_tmp: bool, image: Path | None, applied: Applied,
-                 asks: TaskEnvironment | None = None, expressed: Expressed | None = None) -> None:
+                 asks: TaskEnvironment | None = None, expressed: Expressed | None = None,
+                 host_mounts: Sequence[HostMount] = ()) -> None:
         self.params = params
+        # The plan's host directories, bound into the agent's and the reference's commands only.
+        self.host_mounts = tuple(host_mounts)
         self.policy = policy
         # A tmpfs the host mounted at <root>/tmp (as root): the host sees it fill.
         self.host_tmp = host_tmp
@@ -126,6 +129,7 @@ class SandboxSession(HostDirSession):
             self.env.update({**(expressed.env if expressed else {}), **asks.env})
             applied.record["workdir"] = self.workdir
         self.make_dirs()
+        give_writable(self.host_mounts, self.owner)
         for copy in expressed.files if expressed else []:
             write_beneath(self.root, f"{self.work}/{copy.target}", copy.source.read_bytes(),
                           copy.source.stat().st_mode & 0o777, self.owner)
@@ -181,13 +185,16 @@ class SandboxSession(HostDirSession):
         for directory in (self.home, self.commands_dir, *private):
             args += ["--bind", directory, directory]
         shown = visible_dirs(self.task_dirs, caller)
-        # The parents of the task's own paths (/logs of /logs/verifier), open like the session's directory.
-        for parent in sorted({str(p) for path in [self.workdir, *(d.path for d in shown)]
+        mounts = self.host_mounts if caller is not Caller.verifier else ()
+        # The parents of the task's paths (/logs of /logs/verifier) and mounts, open like the session's directory.
+        for parent in sorted({str(p) for path in [self.workdir, *(d.path for d in shown), *(m.path for m in mounts)]
                               for p in Path(path).parents if str(p) != "/"} - {str(self.root), *map(str, self.root.parents)}):
             args += ["--perms", "0755", "--dir", parent]
         args += ["--bind", self.work, self.workdir]
         for task_dir in shown:
             args += ["--bind", self.mounts[task_dir.path], task_dir.path]
+        for mount in mounts:
+            args += ["--ro-bind" if mount.read_only else "--bind", str(mount.host_path), mount.path]
         args += ["--remount-ro", "/", "--chdir", cwd, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                  "--die-with-parent", "--new-session"]
         if self.policy is NetworkPolicy.none:
@@ -303,6 +310,9 @@ class SandboxEnvironment(Environment):
         if self.params.max_files is not None and self.params.disk_mb is None:
             raise UserError(f"environment.params.max_files={self.params.max_files!r}: bounds the files of the disk "
                             "image that disk_mb declares; declare disk_mb too")
+        for mount in plan.mounts:
+            if mount.path.split("/")[1] in self._taken():
+                raise UserError(f"mount {mount.path}: lies over the host's /{mount.path.split('/')[1]}; run it in docker")
         if self.params.disk_mb is not None and not (_privileged() and shutil.which("mkfs.ext4")):
             raise UserError(f"environment.params.disk_mb={self.params.disk_mb!r}: this machine cannot enforce it "
                             "(it takes root and mkfs.ext4 to mount a disk image per attempt)")
@@ -348,17 +358,20 @@ class SandboxEnvironment(Environment):
                 workdir = workdir or express(asks.build_context, asks.dockerfile).workdir
             except (Unsupported, OSError, UnicodeDecodeError) as exc:
                 return f"needs its own image (environment/{asks.dockerfile}: {exc}): run it in docker"
-        # What every command sees of the host (and where the sessions lie): no task path may cover it.
-        taken = {*SYSTEM_DIRS, "tmp", "proc", "dev", self.params.root_dir.parts[1]}
+        taken = self._taken()
         for path in [workdir, *(d.path for d in asks.dirs)]:
             if path is not None and (path == "/" or path.split("/")[1] in taken):
                 return f"needs {path}, which lies over the host's /{path.split('/')[1]} here: run it in docker"
         return None
 
-    async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
-        return await asyncio.to_thread(self._create, plan.baseline_network_policy, task.environment)
+    def _taken(self) -> set[str]:
+        """What every command sees of the host (and where the sessions lie): no task path nor mount covers it."""
+        return {*SYSTEM_DIRS, "tmp", "proc", "dev", self.params.root_dir.parts[1]}
 
-    def _create(self, policy: NetworkPolicy, asks: TaskEnvironment | None) -> SandboxSession:
+    async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
+        return await asyncio.to_thread(self._create, plan.baseline_network_policy, task.environment, plan.mounts)
+
+    def _create(self, policy: NetworkPolicy, asks: TaskEnvironment | None, mounts: Sequence[HostMount]) -> SandboxSession:
         params = self.params
         root_dir = params.root_dir
         root_dir.mkdir(parents=True, exist_ok=True)
@@ -387,7 +400,7 @@ class SandboxEnvironment(Environment):
                         raise  # the sweep's own limit, which validate_plan found enforceable
                     applied.record["memory_mb"] = f"{applied.memory_mb} asked by the task, not enforced here: {exc}"
             return SandboxSession(root, self.config, params, policy, cgroup, _privileged(), image, applied, asks,
-                                  expressed)
+                                  expressed, mounts)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
