@@ -19,6 +19,16 @@ from agentcompass_dagster.contracts.model import ModelTurn, ToolCall
 from agentcompass_dagster.gateway.calls import GatewayCall
 from agentcompass_dagster.gateway.server import ModelGateway
 
+# One bash tool, as each API family declares it.
+BASH_ARGS = '{"command": "ls -l"}'
+CHAT_TOOLS: list[Any] = [{"type": "function", "function": {
+    "name": "bash", "description": "run a command",
+    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
+RESPONSES_TOOLS: list[Any] = [{"type": "function", "name": "bash", "description": "run a command",
+                               "parameters": CHAT_TOOLS[0]["function"]["parameters"]}]
+ANTHROPIC_TOOLS: list[Any] = [{"name": "bash", "description": "run a command",
+                               "input_schema": CHAT_TOOLS[0]["function"]["parameters"]}]
+
 
 def turn(content: str | None = None, *calls: tuple[str, str], prompt: int = 11, completion: int = 7,
          stop: str | None = None) -> ModelTurn:

@@ -2,11 +2,13 @@
 as the SSE events that family's SDK parses (the whole turn is known before the first byte is sent, so
 the events go out as one body).
 
-The turn becomes a chat completion first, the format LiteLLM's adapters start from; the stream is
-LiteLLM's replay of a complete response as chunks (convert_to_streaming_response_async), fed to the
-adapters' stream translators (AnthropicStreamWrapper, LiteLLMCompletionStreamingIterator) without
-LiteLLM's CustomStreamWrapper: that one logs, prices and calls back per call, milliseconds of work the
-gateway does not need.
+The turn becomes a chat completion first, the format LiteLLM's adapters start from. Chat Completions
+and Anthropic streams are LiteLLM's replay of a complete response as chunks
+(convert_to_streaming_response_async), the latter through the adapter's AnthropicStreamWrapper, without
+LiteLLM's CustomStreamWrapper (which logs, prices and calls back per call: milliseconds the gateway does
+not need). A Responses stream is the complete Responses reply cut into its events by LiteLLM's
+build_synthetic_response_events, a third of the cost of its chunk-by-chunk translator, which rebuilds
+and prices the response it was handed whole.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 from agentcompass_dagster.contracts.model import ModelTurn
@@ -22,6 +23,7 @@ from agentcompass_dagster.gateway.translate import ReadRequest, litellm_parts, r
 from agentcompass_dagster.models.usage import turn_usage
 
 _DEFAULT_MODEL = "agentcompass"
+_ONE_DELTA = 1 << 30  # characters a text delta of a synthetic Responses stream may hold: all of them
 
 
 def chat_completion(turn: ModelTurn, model: str | None) -> dict[str, Any]:
@@ -51,11 +53,7 @@ def reply_body(request: ReadRequest, turn: ModelTurn) -> bytes:
     response = parts.model_response(**completion)
     if api == "anthropic_messages":
         return _json(parts.anthropic.translate_openai_response_to_anthropic(response, request.tool_names))
-    body = request.body
-    translated = parts.responses.transform_chat_completion_response_to_responses_api_response(
-        request_input=body["input"], responses_api_request=responses_options(body), chat_completion_response=response,
-    )
-    return translated.model_dump_json(by_alias=True).encode()
+    return _responses_reply(request, response).model_dump_json(by_alias=True).encode()
 
 
 async def reply_stream(request: ReadRequest, turn: ModelTurn) -> bytes:
@@ -68,34 +66,23 @@ async def reply_stream(request: ReadRequest, turn: ModelTurn) -> bytes:
                   async for frame in parts.stream_frames(completion)]
         return b"".join(chunks) + b"data: [DONE]\n\n"
     if api == "anthropic_messages":
-        wrapper = parts.anthropic_stream(completion_stream=_Frames(completion), model=completion["model"],
+        wrapper = parts.anthropic_stream(completion_stream=parts.stream_frames(completion), model=completion["model"],
                                          tool_name_mapping=request.tool_names)
         return b"".join([event async for event in wrapper.async_anthropic_sse_wrapper()])
-    events = parts.responses_stream(model=completion["model"], litellm_custom_stream_wrapper=_Frames(completion),
-                                    request_input=request.body["input"],
-                                    responses_api_request=responses_options(request.body))
-    return b"".join([_sse(event.type, event.model_dump_json(by_alias=True, exclude_none=True))
-                     async for event in events])
+    translated = _responses_reply(request, parts.model_response(**completion))
+    events = parts.responses_events(transformed=translated, logging_obj=None, chunk_size=_ONE_DELTA)
+    if translated.status == "incomplete":
+        # LiteLLM ends a synthetic stream with response.completed whatever the status; the API ends a
+        # cut response with response.incomplete, which is what agents check.
+        events[-1] = events[-1].model_copy(update={"type": "response.incomplete"})
+    return b"".join(_sse(event.type, event.model_dump_json(by_alias=True, exclude_none=True)) for event in events)
 
 
-class _Frames:
-    """The chunks of a complete chat completion, as the stream translators read an upstream stream.
-    ``logging_obj`` None: LiteLLMCompletionStreamingIterator then builds its final response without
-    LiteLLM's call logging."""
-
-    logging_obj = None
-
-    def __init__(self, completion: dict[str, Any]) -> None:
-        self._frames: AsyncIterator[Any] = litellm_parts().stream_frames(completion)
-
-    def __aiter__(self) -> _Frames:
-        return self
-
-    async def __anext__(self) -> Any:
-        return await self._frames.__anext__()
-
-    async def aclose(self) -> None:
-        await self._frames.aclose()  # type: ignore[attr-defined]
+def _responses_reply(request: ReadRequest, response: Any) -> Any:
+    return litellm_parts().responses.transform_chat_completion_response_to_responses_api_response(
+        request_input=request.body["input"], responses_api_request=responses_options(request.body),
+        chat_completion_response=response,
+    )
 
 
 def _sse(event: str, data: str) -> bytes:

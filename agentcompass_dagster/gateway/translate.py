@@ -49,18 +49,16 @@ def litellm_parts() -> SimpleNamespace:
     )
     from litellm.llms.anthropic.messages.adapters.streaming_iterator import AnthropicStreamWrapper
     from litellm.llms.anthropic.messages.adapters.transformation import LiteLLMAnthropicMessagesAdapter
-    from litellm.responses.litellm_completion_transformation.streaming_iterator import (
-        LiteLLMCompletionStreamingIterator,
-    )
     from litellm.responses.litellm_completion_transformation.transformation import (
         LiteLLMCompletionResponsesConfig,
     )
+    from litellm.responses.streaming_iterator import build_synthetic_response_events
 
     litellm.suppress_debug_info = True  # else an unknown model name prints LiteLLM's provider list
     return SimpleNamespace(
         anthropic=LiteLLMAnthropicMessagesAdapter(), responses=LiteLLMCompletionResponsesConfig,
         model_response=litellm.ModelResponse, stream_frames=convert_to_streaming_response_async,
-        anthropic_stream=AnthropicStreamWrapper, responses_stream=LiteLLMCompletionStreamingIterator,
+        anthropic_stream=AnthropicStreamWrapper, responses_events=build_synthetic_response_events,
         finish_reason=map_finish_reason, drop_tool_call_index=remove_index_from_tool_calls,
     )
 

@@ -9,16 +9,8 @@ import asyncio
 import json
 from typing import Any
 
-from scripted_gateway import Script, anthropic_client, openai_client, running_gateway, turn
-
-BASH_ARGS = '{"command": "ls -l"}'
-CHAT_TOOLS: list[Any] = [{"type": "function", "function": {
-    "name": "bash", "description": "run a command",
-    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
-RESPONSES_TOOLS: list[Any] = [{"type": "function", "name": "bash", "description": "run a command",
-                               "parameters": CHAT_TOOLS[0]["function"]["parameters"]}]
-ANTHROPIC_TOOLS: list[Any] = [{"name": "bash", "description": "run a command",
-                               "input_schema": CHAT_TOOLS[0]["function"]["parameters"]}]
+from scripted_gateway import (ANTHROPIC_TOOLS, BASH_ARGS, CHAT_TOOLS, RESPONSES_TOOLS, Script, anthropic_client,
+                              openai_client, running_gateway, turn)
 
 
 def test_chat_completions_stream_and_not() -> None:
@@ -121,7 +113,8 @@ def test_anthropic_messages_create_and_stream() -> None:
 
 def test_a_turn_cut_by_its_token_allowance_says_so_in_each_family() -> None:
     """Issue 38: a turn that stopped on the model's output allowance reads as ``finish_reason: length``,
-    ``stop_reason: max_tokens`` and an incomplete Responses status (the agent can tell a cut answer)."""
+    ``stop_reason: max_tokens`` and an incomplete Responses status, whose stream ends with
+    response.incomplete (the agent can tell a cut answer)."""
     async def scenario() -> None:
         script = Script([turn("half an ans", stop="length")])
         async with running_gateway() as gateway:
@@ -129,9 +122,12 @@ def test_a_turn_cut_by_its_token_allowance_says_so_in_each_family() -> None:
             chat = await openai_client(gateway, token).chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "x"}])
             response = await openai_client(gateway, token).responses.create(model="m", input="x")
+            stream = await openai_client(gateway, token).responses.create(model="m", input="x", stream=True)
+            last = [event async for event in stream][-1]
             message = await anthropic_client(gateway, token).messages.create(
                 model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
         assert chat.choices[0].finish_reason == "length"
         assert (response.status, response.output_text) == ("incomplete", "half an ans")
+        assert (last.type, last.response.status) == ("response.incomplete", "incomplete")
         assert message.stop_reason == "max_tokens"
     asyncio.run(scenario())
