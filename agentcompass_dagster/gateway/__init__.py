@@ -1,1 +1,8 @@
-"""The model gateway: agent CLIs inside a task's environment reach the framework's model layer through it."""
+"""The model gateway (issue 38): an HTTP server on a unix socket that answers the model calls of agent CLIs
+running in a task's environment through the framework's model layer, one random token per attempt.
+
+``calls`` holds what a request becomes (GatewayCall) and the Answer a token is mapped to, ``server`` the
+ModelGateway, ``translate`` and ``replies`` the translation between the three API families and the OpenAI
+chat format (LiteLLM's adapters, imported lazily), ``refusals`` the API-shaped errors and ``admission`` the
+tokens and their rate bounds.
+"""
