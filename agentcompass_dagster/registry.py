@@ -173,6 +173,7 @@ harnesses: Registry[Harness] = Registry(
         "completions": "agentcompass_dagster.harnesses.completions:CompletionsHarness",
         "tool_agent": "agentcompass_dagster.harnesses.tool_agent:ToolAgentHarness",
         "miniswe": "agentcompass_dagster.harnesses.miniswe:MiniSweHarness",
+        "cli_agent": "agentcompass_dagster.harnesses.cli_agent:CliAgentHarness",
     },
 )
 environments: Registry[Environment] = Registry(

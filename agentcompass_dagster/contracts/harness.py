@@ -27,7 +27,7 @@ from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.contracts.records import ExecutionPlan, HostMount, PreparedTask, RunResult, TaskSpec
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.config import HarnessConfig
+    from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig
     from agentcompass_dagster.contracts.benchmark import Benchmark
     from agentcompass_dagster.contracts.environment import EnvironmentSession
 
@@ -87,8 +87,8 @@ class Harness(ABC):
     def id(self) -> str:
         return self.config.id
 
-    def mounts(self, task: TaskSpec) -> list[HostMount]:
-        """Host directories an attempt of ``task`` needs inside its environment, asked before the
+    def mounts(self, task: TaskSpec, environment: EnvironmentConfig) -> list[HostMount]:
+        """Host directories an attempt of ``task`` needs inside its ``environment``, asked before the
         environment opens (``ExecutionPlan.mounts``); an environment that cannot mount refuses the plan."""
         return []
 

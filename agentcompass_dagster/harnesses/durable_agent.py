@@ -85,24 +85,26 @@ def durable_session(env: EnvironmentSession, directory: Path, params: DurableAge
 
 async def call_model(session: DurableSession, model: Model, messages: list[dict[str, Any]],
                      tools: list[dict[str, Any]], context: CallContext,
-                     budget: SweepBudget | None = None) -> tuple[ModelTurn, Usage]:
+                     budget: SweepBudget | None = None, record: dict[str, Any] | None = None) -> tuple[ModelTurn, Usage]:
     """One model call, admitted by the sweep's budget first (BudgetExhausted when it is spent; nothing
     is logged then, so the attempt can run later from where it stopped), through the activity log: in
     flight before it is sent, completed with its response and usage, or aborted with why (the endpoint
-    failed, or the attempt's limits refused it or cut it: LimitExceeded, raised on)."""
+    failed, or the attempt's limits refused it or cut it: LimitExceeded, raised on). ``record``: what
+    else the completed record keeps of the call."""
     if budget is None:
-        return await _logged_call(session, model, messages, tools, context)
+        return await _logged_call(session, model, messages, tools, context, record or {})
     call = await reserve_call(budget)
     usage: Usage | None = None
     try:
-        reply, usage = await _logged_call(session, model, messages, tools, context)
+        reply, usage = await _logged_call(session, model, messages, tools, context, record or {})
     finally:
         settle_call(budget, call, usage)
     return reply, usage
 
 
 async def _logged_call(session: DurableSession, model: Model, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]], context: CallContext) -> tuple[ModelTurn, Usage]:
+                       tools: list[dict[str, Any]], context: CallContext,
+                       record: dict[str, Any]) -> tuple[ModelTurn, Usage]:
     turn = context.turn
     request_id = f"model-{turn}"
 
@@ -128,7 +130,7 @@ async def _logged_call(session: DurableSession, model: Model, messages: list[dic
     session.append(ActivityRecord(id=request_id, kind="model_call", status="completed",
                                   checkpoint_seq=session.log.last_checkpoint_seq(),
                                   data={"turn": turn, "response": reply.model_dump(mode="json"),
-                                        "usage": usage.model_dump(mode="json")}))
+                                        "usage": usage.model_dump(mode="json"), **record}))
     return reply, usage
 
 

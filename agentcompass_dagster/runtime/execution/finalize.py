@@ -36,7 +36,8 @@ def write_summary(request: EvalRequest, benchmark: Any, run_dir: RunDir, scores:
         title = (f"{lineage.kind} of run {lineage.parent_run_id} (task {lineage.task_id}, checkpoint "
                  f"{lineage.checkpoint_seq}, model {lineage.parent_model} -> {lineage.model}) · {title}")
     markdown = summary.render(title, run_dir.run_id, status, counts, list(scores.error_lines()),
-                              list(scores.failure_lines()), [(t.id, t.reason) for t in run_dir.info.not_loaded])
+                              list(scores.failure_lines()), [(t.id, t.reason) for t in run_dir.info.not_loaded],
+                              scores.replay_lines())
     run_dir.save_results(markdown, counts)
     identity = {"sweep": request.sweep, "benchmark": request.benchmark.id, "model": request.model.id,
                 "harness": request.harness.id, "run_id": run_dir.run_id,

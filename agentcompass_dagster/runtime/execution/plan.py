@@ -35,7 +35,7 @@ class Planner:
     def plan(self, task: TaskSpec, attempt: int) -> ExecutionPlan:
         return self._template.model_copy(update={"task_id": task.id, "attempt": attempt,
                                                  "benchmark_plan": self.plugins.benchmark.plan(task),
-                                                 "mounts": self.plugins.harness.mounts(task),
+                                                 "mounts": self.plugins.harness.mounts(task, self.request.environment),
                                                  **self.task_asks(task)})
 
     def task_asks(self, task: TaskSpec) -> dict[str, Any]:
@@ -90,7 +90,7 @@ class Planner:
 
     def preflight(self, probe_task: TaskSpec) -> None:
         """Refuse, before anything runs, a plan the benchmark or environment cannot honour."""
-        plan = self._build(probe_task, 1, {}).model_copy(update={"mounts": self.plugins.harness.mounts(probe_task)})
+        plan = self._build(probe_task, 1, {}).model_copy(update={"mounts": self.plugins.harness.mounts(probe_task, self.request.environment)})
         modes = self.plugins.benchmark.supported_evaluation_modes
         if plan.evaluation_environment_mode not in modes:
             raise field_error(

@@ -54,6 +54,7 @@ class AttemptView(StoredRecord):
     usage: UsageView = Field(default_factory=UsageView)
     duration_s: float = 0.0
     meta: AttemptMetaView = Field(default_factory=AttemptMetaView)
+    artifacts: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def error(self) -> str | None:
@@ -92,6 +93,13 @@ def _headline(text: str) -> str:
         return ""
     lines = text.strip().splitlines()
     return (lines[-1] if lines[0].startswith("Traceback") else lines[0])[:200]
+
+
+def _replay_line(replay: dict[str, Any]) -> str:
+    line = f"replayed {replay.get('replayed')} of {replay.get('recorded')} recorded turns"
+    diverged = replay.get("diverged_at")
+    return line + (f"; the request of turn {diverged} differed: live from there" if diverged is not None
+                   else "; live after them")
 
 
 def _last_line(text: str) -> str:
@@ -134,6 +142,8 @@ class TaskScores:
         self.attempt_rewards: dict[int, dict[str, float]] = {}
         self.analysis: list[bytes | None] = []
         self.analysis_failures = 0
+        # (position, "task@attempt", what its rerun replayed) of attempts an agent CLI resumed by replay.
+        self.replays: list[tuple[int, str, str]] = []
         # Analyzer results repeat (a category, a count): one copy of each distinct encoding.
         self._shared: dict[bytes, bytes] = {}
 
@@ -171,6 +181,9 @@ class TaskScores:
                               a.usage.output_tokens, math.nan if a.usage.cost_usd is None else a.usage.cost_usd,
                               a.duration_s, a.error, a.failure, a.limit, a.analysis_result)
             self.analysis_failures += len(a.analysis_errors)
+            replay = a.artifacts.get("replay")
+            if isinstance(replay, dict):
+                self.replays.append((position, f"{self.task(position).id}@{a.attempt}", _replay_line(replay)))
 
     def _add_attempt(self, row: int, index: int, correct: bool, score: float, input_tokens: int, output_tokens: int,
                      cost: float, duration: float, error: str | None, failure: str | None, limit: LimitHit | None,
@@ -227,6 +240,10 @@ class TaskScores:
         for row in self.rows():
             if int(row) in self.failures:
                 yield self.task(int(row)).id, _headline(self.failures[int(row)])
+
+    def replay_lines(self) -> list[tuple[str, str]]:
+        """(task@attempt, what was replayed) of the attempts resumed by replay, in selected order."""
+        return [(key, line) for _, key, line in sorted(self.replays)]
 
     def attempt_key(self, row: int) -> tuple[str, int]:
         """(task id, attempt number) of an attempt row."""

@@ -118,10 +118,12 @@ def _attempts_line(counts: SummaryCounts) -> list[str]:
 
 
 def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: list[tuple[str, str]],
-           failures: list[tuple[str, str]], not_loaded: Sequence[tuple[str, str]] = ()) -> str:
+           failures: list[tuple[str, str]], not_loaded: Sequence[tuple[str, str]] = (),
+           replays: Sequence[tuple[str, str]] = ()) -> str:
     """``errors``: (task id, first line of its error) of the tasks that ended in an infrastructure error
     (left out of accuracy, run again); ``failures``: those the agent failed on its own (scored 0);
-    ``not_loaded``: (task id, why) of the benchmark's tasks it could not load (left out of the run)."""
+    ``not_loaded``: (task id, why) of the benchmark's tasks it could not load (left out of the run);
+    ``replays``: (task@attempt, what) of the agent CLI attempts resumed by replay."""
     lines = [
         f"# {title}",
         "",
@@ -156,6 +158,8 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
     lines += _listed("Failed by the agent (scored 0: a limit, a timeout, no verdict)", failures)
     lines += _listed("Errors (the infrastructure's: left out of accuracy, run again by a re-run)", errors)
     lines += _listed("Not loaded (the benchmark could not read these tasks: not selected, not run)", not_loaded)
+    lines += _listed("Resumed by replay (a rerun after a crash: recorded turns answered again, no model call)",
+                     replays)
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,22 @@ from agentcompass_dagster.runtime.store.redact import redact_text
 from agentcompass_dagster.runtime.store.run_files import link_or_copy
 
 
+def save_files(root: Path, files: dict[str, bytes]) -> list[str]:
+    """Files below ``root``, each redacted and replaced atomically under the relative name it was given;
+    the names written (ValueError for a name that is not a relative path below ``root``)."""
+    written = []
+    for name, data in files.items():
+        parts = [part for part in name.split("/") if part not in ("", ".")]
+        if not parts or ".." in parts or any(not part.isprintable() for part in parts):
+            raise ValueError(f"attempt file {name!r}: not a relative path below the attempt's directory")
+        path = root.joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Latin-1 maps every byte to one character and back: text is redacted, binary kept as it is.
+        atomic_write_bytes(path, redact_text(data.decode("latin-1")).encode("latin-1"), durable=False)
+        written.append("/".join(parts))
+    return written
+
+
 class AttemptFiles:
     """The attempt files of one run directory."""
 
@@ -27,18 +43,7 @@ class AttemptFiles:
         """Files of an attempt, each redacted and replaced atomically under the relative name it was given;
         the names written. Without fsync: they are evidence for a reader, the verdict is the detail's,
         which is fsynced."""
-        root = self.dir(task_id, attempt)
-        written = []
-        for name, data in files.items():
-            parts = [part for part in name.split("/") if part not in ("", ".")]
-            if not parts or ".." in parts or any(not part.isprintable() for part in parts):
-                raise ValueError(f"attempt file {name!r}: not a relative path below the attempt's directory")
-            path = root.joinpath(*parts)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Latin-1 maps every byte to one character and back: text is redacted, binary kept as it is.
-            atomic_write_bytes(path, redact_text(data.decode("latin-1")).encode("latin-1"), durable=False)
-            written.append("/".join(parts))
-        return written
+        return save_files(self.dir(task_id, attempt), files)
 
     def link(self, source: AttemptFiles, task_id: str, attempts: int) -> None:
         """A reused task's attempt files from ``source``, hard-linked (they are never rewritten)."""
