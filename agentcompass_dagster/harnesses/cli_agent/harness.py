@@ -19,6 +19,7 @@ environment: under network ``none`` nothing else answers. See ``params.py`` for 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -34,6 +35,7 @@ from agentcompass_dagster.harnesses.cli_agent.install import AGENT_DIR, PACKAGES
 from agentcompass_dagster.harnesses.cli_agent.params import CliAgentParams
 from agentcompass_dagster.harnesses.cli_agent.session import CliAgentSession
 from agentcompass_dagster.harnesses.durable_agent import DurableAgentHarness
+from agentcompass_dagster.runtime.store.redact import register_url_passwords
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts.benchmark import Benchmark
@@ -73,9 +75,12 @@ class CliAgentHarness(DurableAgentHarness):
 
     def __init__(self, config: HarnessConfig, model: Model) -> None:
         super().__init__(config, model)
+        if self.params.api is None:
+            raise field_error("harness.params.api", None, f"harness {config.id!r} cannot run through the model "
+                              f"gateway: {self.params.unsupported}", config.file)
         packages = config.resolve_path(self.params.packages) if self.params.packages is not None else None
         if packages is not None and not packages.is_dir():
-            raise field_error("harness.params.packages", str(packages), "is not a directory")
+            raise field_error("harness.params.packages", str(packages), "is not a directory", config.file)
         self.packages = packages
         self.cache = InstallCache(cache_root(), config.id, self.params.install, packages)
         self.shared = SharedGateway(self.params)
@@ -101,6 +106,13 @@ class CliAgentHarness(DurableAgentHarness):
 
     def cache_key(self, staging: Path) -> str:
         return self.staged[staging]
+
+    def registry_env(self) -> dict[str, str]:
+        """The host's variables the install commands get (``install_env``), each a secret to every record:
+        a proxy's URL may hold its password."""
+        passed = {name: os.environ[name] for name in self.params.install_env if name in os.environ}
+        register_url_passwords(passed)
+        return passed
 
     def model_name(self) -> str:
         return self.model.config.model or self.model.id

@@ -50,7 +50,8 @@ class CliAgentSession(DurableAgentSession):
             return
         script = " && ".join(f"( {command} )" for command in self.harness.params.install)
         result = await self.env.exec(f"set -o pipefail; {self.harness.prelude()} {script}",
-                                     timeout_s=self.harness.params.install_timeout_s, label="install")
+                                     timeout_s=self.harness.params.install_timeout_s, label="install",
+                                     env=self.harness.registry_env())
         if result.exit_code != 0:
             raise InstallFailed(f"harness {self.harness.id!r}: install failed (exit code {result.exit_code}"
                                 f"{', timed out' if result.timed_out else ''}): {result.output[-2000:]}")
