@@ -240,9 +240,11 @@ class SweepConfig(Declaration):
 
     @model_validator(mode="after")
     def _unique_ids(self) -> SweepConfig:
-        if (self.harness is None) == (self.harnesses is None):
-            raise ValueError("declare either harness (one agent) or harnesses (a list of them), not "
-                             + ("both" if self.harness else "neither"))
+        if self.harness is None and self.harnesses is None:
+            raise ValueError("harness: missing (or harnesses: a list of them)")
+        if self.harness is not None and self.harnesses is not None:
+            raise ValueError(f"harness={self.harness.id!r} and harnesses={[h.id for h in self.harnesses]!r}: "
+                             "declare one of the two")
         for field, ids in (("benchmarks", [b.id for b in self.benchmarks]), ("models", [m.id for m in self.models]),
                            ("harnesses", [h.id for h in self.harnesses or []])):
             seen: set[str] = set()
@@ -252,7 +254,8 @@ class SweepConfig(Declaration):
                 seen.add(item)
         named = [c.id for c in self.contestants()]
         if twice := next((name for i, name in enumerate(named) if name in named[:i]), None):
-            raise ValueError(f"harnesses: two harness x model pairs are both named {twice!r}; rename one")
+            raise ValueError(f"harnesses: two harness x model pairs are named {twice!r} (<harness>.<model>); "
+                             "rename one")
         baseline = self.alerts.baseline_model
         if baseline is not None and baseline not in {c.id for c in self.contestants()}:
             raise ValueError(f"alerts.baseline_model {baseline!r} is not one of the sweep's "
