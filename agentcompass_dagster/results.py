@@ -49,7 +49,7 @@ def _keep_latest(frame: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     if metrics.empty:
         return frame.iloc[0:0]
     started = metrics["started_at"].fillna(metrics["timestamp"])
-    newest = metrics.loc[started.groupby([metrics[c] for c in IDENTITY]).idxmax(), [*IDENTITY, "run_id"]]
+    newest = metrics.loc[started.groupby([metrics[c] for c in IDENTITY], dropna=False).idxmax(), [*IDENTITY, "run_id"]]
     return frame.merge(newest, on=[*IDENTITY, "run_id"]).reset_index(drop=True)
 
 

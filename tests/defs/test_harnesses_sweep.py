@@ -123,3 +123,28 @@ def test_a_sweep_of_two_harnesses_runs_through_dagster_and_compares_them(tmp_pat
     assert compared[["model_a", "model_b"]].values.tolist() == [list(CONTESTANTS)]
     report = (tmp_path / "results" / "lab" / "report.html").read_text()
     assert all(contestant in report for contestant in CONTESTANTS)
+
+
+def test_a_launchpad_harness_replaces_its_own_harness_only(tmp_path: Path) -> None:
+    """issue 38: in a sweep of several harnesses each harness is a resource of its own; configured in the
+    launchpad, it replaces that harness for its contestants' partitions and no other, and run_info.json
+    records what ran."""
+    sweep = load_sweep(lab(tmp_path, harnesses=["oracle", "nop"]))
+    (demo,) = sweep_benchmarks(sweep)
+    defs = sweep_definitions(sweep)
+    (evaluate,) = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)
+                   and demo.key("attempts") in a.keys]
+    (tasks,) = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition) and demo.key("tasks") in a.keys]
+    instance = dg.DagsterInstance.ephemeral()
+    tasks(dg.build_asset_context(instance=instance))
+    task = next(iter(demo.task_keys))
+    nop_key = SweepResources.harness_keys(sweep)["nop"]
+    result = dg.materialize([evaluate], selection=[demo.key("attempts")], partition_key=f"nop.none|{task}",
+                            instance=instance, resources=defs.resources,
+                            run_config={"resources": {nop_key: {"config": {"id": "oracle", "params": {}}}}})
+    assert result.success
+    (run_info,) = (demo.root("nop.none")).glob("*/run_info.json")
+    request = json.loads(run_info.read_text())["request"]
+    assert (request["harness"]["id"], request["contestant"]) == ("oracle", "nop.none")
+    assert json.loads((run_info.parent / ".summary_counts.json").read_text())["correct"] == 1
+    assert not demo.root("oracle.none").exists()
