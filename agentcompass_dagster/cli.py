@@ -255,11 +255,11 @@ def cmd_fork(args: argparse.Namespace) -> int:
     from agentcompass_dagster.config import load_sweep
     from agentcompass_dagster.defs.lineage import report_derived
     from agentcompass_dagster.durable.fork import prepare_fork
-    from agentcompass_dagster.runtime.store.layout import run_root
+    from agentcompass_dagster.runtime.store.layout import request_root
 
     request = prepare_fork(args.run_dir, args.task, args.checkpoint, args.model, load_sweep(args.sweep), args.attempt)
     code = _run_direct([request])
-    fork_dir = run_root(request.output, request.benchmark.id, request.model.id) / request.output.run_id
+    fork_dir = request_root(request) / request.output.run_id
     report_derived(args.run_dir, args.task, args.attempt, "fork", {
         "checkpoint": args.checkpoint, "model": request.model.id, "fork run": request.output.run_id,
         "fork run dir": fork_dir.resolve(), "exit code": code})

@@ -9,9 +9,11 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidatorFunctionWrapHandler, field_validator,
-                      model_validator)
+from pydantic import Field, PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
+from agentcompass_dagster.contestants import Contestant, contestant_id
+from agentcompass_dagster.declaration import Declaration
+from agentcompass_dagster.deployment import DagsterDeployment
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.references import (DECLARATION_FILES, check_plugin_ids, declaration_files, load_yaml,
                                              read_declaration_files, resolve_reference)
@@ -20,10 +22,6 @@ from agentcompass_dagster.contracts.records import AgentLimits, BudgetConfig, Ev
 from agentcompass_dagster.runtime.store.records import Lineage, Strategy, lift_metadata
 
 KINDS = ("models", "harnesses", "environments")
-
-
-class Declaration(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class PluginDeclaration(Declaration):
@@ -204,70 +202,21 @@ class AlertsConfig(Declaration):
         return url
 
 
-class DockerConfig(Declaration):
-    """Step containers (dagster-docker's docker_executor). The image holds this project and what the
-    sweep's plugins need; the results directory, the resources and (for a SQLite instance) DAGSTER_HOME
-    must be mounted at the same paths, so that what a step writes is on the host."""
-
-    image: str = Field(min_length=1)
-    network: str | None = None
-    env_vars: list[str] = Field(default_factory=list)
-    # Passed to Docker's containers.run: volumes, user, mem_limit, ...
-    container_kwargs: dict[str, Any] = Field(default_factory=dict)
-
-
-class K8sConfig(Declaration):
-    """Step pods (dagster-k8s's k8s_job_executor). The image holds this project; the results directory
-    and the sweep files live on a volume every pod mounts at the same path, and the instance is
-    PostgreSQL (AGENTCOMPASS_DAGSTER_PG_URL), since pods share no DAGSTER_HOME."""
-
-    image: str = Field(min_length=1)
-    namespace: str = "default"
-    env_vars: list[str] = Field(default_factory=list)
-    # Kubernetes volumes and volume mounts, as in k8s_job_executor: {name, persistentVolumeClaim: ...}
-    # and {name, mount_path}.
-    volumes: list[dict[str, Any]] = Field(default_factory=list)
-    volume_mounts: list[dict[str, Any]] = Field(default_factory=list)
-    service_account_name: str | None = None
-    load_incluster_config: bool = True
-    kubeconfig_file: str | None = None
-
-
-class DagsterDeployment(Declaration):
-    """How Dagster runs the sweep's job.
-
-    ``executor``: the steps of a run in its run worker, one after the other (``in_process``), each in a
-    process of its own (``multiprocess``), each in a container (``docker``, configured under ``docker``)
-    or each in a Kubernetes pod (``k8s``, configured under ``k8s``). Missing partitions are split into
-    runs of at most ``max_partitions_per_run`` (model, task) pairs, of which at most
-    ``max_concurrent_runs`` evaluate at once, whoever launched them (a Dagster pool)."""
-
-    executor: Literal["in_process", "multiprocess", "docker", "k8s"] = "in_process"
-    docker: DockerConfig | None = None
-    k8s: K8sConfig | None = None
-    max_partitions_per_run: int | None = Field(default=None, ge=1)
-    max_concurrent_runs: int = Field(default=1, ge=1, le=1000)
-
-    @model_validator(mode="after")
-    def _executor_needs_its_settings(self) -> DagsterDeployment:
-        if self.executor in ("docker", "k8s") and getattr(self, self.executor) is None:
-            raise ValueError(f"executor {self.executor!r} needs {self.executor}: {{image: ...}}, an image that holds "
-                             "this project")
-        return self
-
-
 # An owner as Dagster accepts one: an email address or team:NAME.
 OWNER = re.compile(r"^([^@\s]+@[^@\s]+\.[^@\s]+|team:\S+)$")
 
 
 class SweepConfig(Declaration):
-    """benchmarks x models, each run with one harness, environment and execution spec."""
+    """benchmarks x models x harnesses (one, or several: each harness x model a contestant), each run
+    with one environment and execution spec."""
 
     name: str = Field(min_length=1)
     description: str = ""
     benchmarks: list[BenchmarkConfig] = Field(min_length=1)
     models: list[ModelConfig] = Field(min_length=1)
-    harness: HarnessConfig
+    # Exactly one of the two.
+    harness: HarnessConfig | None = None
+    harnesses: list[HarnessConfig] | None = Field(default=None, min_length=1)
     environment: EnvironmentConfig
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
@@ -291,22 +240,56 @@ class SweepConfig(Declaration):
 
     @model_validator(mode="after")
     def _unique_ids(self) -> SweepConfig:
-        for field, ids in (("benchmarks", [b.id for b in self.benchmarks]), ("models", [m.id for m in self.models])):
+        if self.harness is None and self.harnesses is None:
+            raise ValueError("harness: missing (or harnesses: a list of them)")
+        if self.harness is not None and self.harnesses is not None:
+            raise ValueError(f"harness={self.harness.id!r} and harnesses={[h.id for h in self.harnesses]!r}: "
+                             "declare one of the two")
+        for field, ids in (("benchmarks", [b.id for b in self.benchmarks]), ("models", [m.id for m in self.models]),
+                           ("harnesses", [h.id for h in self.harnesses or []])):
             seen: set[str] = set()
             for index, item in enumerate(ids):
                 if item in seen:
                     raise ValueError(f"{field}[{index}].id {item!r} is declared twice")
                 seen.add(item)
+        named = [c.id for c in self.contestants()]
+        if twice := next((name for i, name in enumerate(named) if name in named[:i]), None):
+            raise ValueError(f"harnesses: two harness x model pairs are named {twice!r} (<harness>.<model>); "
+                             "rename one")
         baseline = self.alerts.baseline_model
-        if baseline is not None and baseline not in {m.id for m in self.models}:
-            raise ValueError(f"alerts.baseline_model {baseline!r} is not one of the sweep's models")
+        if baseline is not None and baseline not in {c.id for c in self.contestants()}:
+            raise ValueError(f"alerts.baseline_model {baseline!r} is not one of the sweep's "
+                             + ("contestants (<harness>.<model>)" if self.several_harnesses else "models"))
         return self
+
+    @property
+    def harness_fields(self) -> dict[str, HarnessConfig]:
+        """The declared harness, or harnesses, by field."""
+        if self.harness is not None:
+            return {"harness": self.harness}
+        return {f"harnesses[{i}]": harness for i, harness in enumerate(self.harnesses or [])}
+
+    @property
+    def harness_list(self) -> list[HarnessConfig]:
+        return list(self.harness_fields.values())
+
+    @property
+    def several_harnesses(self) -> bool:
+        return len(self.harness_list) > 1
+
+    def contestants(self) -> list[Contestant]:
+        """Every model x harness, models first (in a sweep of one harness: the models)."""
+        return [Contestant(contestant_id(harness.id, model.id, self.several_harnesses), harness, model)
+                for model in self.models for harness in self.harness_list]
+
+    def contestant(self, contestant_id: str) -> Contestant:
+        return next(c for c in self.contestants() if c.id == contestant_id)
 
     def declarations(self) -> dict[str, PluginDeclaration]:
         """Each plugin declaration, by its field."""
         return {**{f"benchmarks[{i}]": benchmark for i, benchmark in enumerate(self.benchmarks)},
                 **{f"models[{i}]": model for i, model in enumerate(self.models)},
-                "harness": self.harness, "environment": self.environment}
+                **self.harness_fields, "environment": self.environment}
 
     def read_from(self, file: str, files: dict[str, str]) -> None:
         """Note the file the sweep was read from, and each plugin declaration's: the file a name in its field
@@ -316,14 +299,16 @@ class SweepConfig(Declaration):
             declaration.read_from(files.get(field, file))
 
     def requests(self) -> list[EvalRequest]:
-        """Every benchmark x model, with the declared output (the runtime alone: a new run directory each)."""
+        """Every benchmark x model x harness, with the declared output (the runtime alone: a new run directory
+        each)."""
         output = self.output.model_copy(update={"run_name": self.output.run_name or self.name})
-        return [self.request(benchmark, model, output) for benchmark in self.benchmarks for model in self.models]
+        return [self.request(benchmark, contestant, output)
+                for benchmark in self.benchmarks for contestant in self.contestants()]
 
     def request(
         self,
         benchmark: BenchmarkConfig,
-        model: ModelConfig,
+        contestant: Contestant,
         output: OutputConfig,
         *,
         harness: HarnessConfig | None = None,
@@ -335,11 +320,12 @@ class SweepConfig(Declaration):
         environment (launchpad resources), says which tasks to run and which Dagster run runs them."""
         index = next((i for i, declared in enumerate(self.benchmarks) if declared.id == benchmark.id), None)
         return EvalRequest(
-            name=f"{benchmark.id}/{model.id}",
+            name=f"{benchmark.id}/{contestant.id}",
             sweep=self.name,
             benchmark=benchmark,
-            model=model,
-            harness=harness or self.harness,
+            model=contestant.model,
+            harness=harness or contestant.harness,
+            contestant=contestant.id if self.several_harnesses else None,
             environment=environment or self.environment,
             execution=self.execution,
             output=output,
@@ -358,6 +344,9 @@ class EvalRequest(Declaration):
     benchmark: BenchmarkConfig
     model: ModelConfig
     harness: HarnessConfig
+    # The harness x model's name in a sweep of several harnesses (Contestant.id): its runs lie under it in
+    # place of the model's id, so that the harnesses' runs of a model stay apart.
+    contestant: str | None = None
     environment: EnvironmentConfig
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
@@ -395,10 +384,15 @@ class EvalRequest(Declaration):
     def to_task_payload(self) -> dict[str, Any]:
         """The whole request; run_info.json keeps its redacted form (unset optional fields left out, as
         older versions wrote it), with the file each declaration was read from."""
-        empty = {name for name in ("run_only", "lineage", "durable_seed", "dagster_run_id", "budget")
+        empty = {name for name in ("contestant", "run_only", "lineage", "durable_seed", "dagster_run_id", "budget")
                  if not getattr(self, name)}
         files = declaration_files(self.declarations())
         return {**self.model_dump(mode="json", exclude=empty), DECLARATION_FILES: files}
+
+    @property
+    def contestant_id(self) -> str:
+        """What the sweep's partitions and run directories name the request's harness x model by."""
+        return self.contestant or self.model.id
 
     def benchmark_field(self, name: str) -> str:
         """A field of the request's benchmark as its declaration names it."""
@@ -409,15 +403,17 @@ class EvalRequest(Declaration):
         starts from ``seed``, the parent's history up to the cut (R-FORK-1)."""
         benchmark = self.benchmark.model_copy(update={"tasks": [task_id]})
         attempts = self.execution.attempts.model_copy(update={"k": 1})
+        contestant = contestant_id(self.harness.id, model.id, True) if self.contestant else None
         return self.model_copy(update={
-            "name": f"{self.benchmark.id}/{model.id}", "model": model, "benchmark": benchmark,
+            "name": f"{self.benchmark.id}/{contestant or model.id}", "model": model, "contestant": contestant,
+            "benchmark": benchmark,
             "execution": self.execution.model_copy(update={"attempts": attempts}), "output": output,
             "run_only": None, "lineage": lineage, "durable_seed": seed, "dagster_run_id": None,
         })
 
 
 def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
-    """Load a sweep file, resolving the names of its models, harness and environment in ``resources`` (default:
+    """Load a sweep file, resolving the names of its models, harness(es) and environment in ``resources`` (default:
     beside the sweep, see _resources_root), then in the project's (./resources, else the package's)."""
     from agentcompass_dagster.defs.code_location import default_resources
 
@@ -430,10 +426,11 @@ def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
     # field -> the declaration file its name resolved to
     files: dict[str, str] = {}
     data.setdefault("name", path.stem)
-    if isinstance(data.get("models"), list):
-        models = [resolve_reference(roots, "models", m, f"models[{i}]", where) for i, m in enumerate(data["models"])]
-        data["models"] = [declared for declared, _ in models]
-        files.update({f"models[{i}]": file for i, (_, file) in enumerate(models) if file})
+    for field, kind in (("models", "models"), ("harnesses", "harnesses")):
+        if isinstance(data.get(field), list):
+            found = [resolve_reference(roots, kind, d, f"{field}[{i}]", where) for i, d in enumerate(data[field])]
+            data[field] = [declared for declared, _ in found]
+            files.update({f"{field}[{i}]": file for i, (_, file) in enumerate(found) if file})
     for field, kind in (("harness", "harnesses"), ("environment", "environments")):
         if field in data:
             data[field], file = resolve_reference(roots, kind, data[field], field, where)

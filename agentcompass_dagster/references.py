@@ -105,8 +105,9 @@ def check_plugin_ids(sweep: SweepConfig, where: str) -> None:
 
     for index, benchmark in enumerate(sweep.benchmarks):
         registry.benchmarks.check(benchmark.id, f"benchmarks[{index}].id", where)
-    registry.harnesses.check(sweep.harness.provider_id, "harness.provider" if sweep.harness.provider else "harness.id",
-                             sweep.harness.file or where)
+    for field, harness in sweep.harness_fields.items():
+        registry.harnesses.check(harness.provider_id, f"{field}.{'provider' if harness.provider else 'id'}",
+                                 harness.file or where)
     environment = sweep.environment
     registry.environments.check(environment.provider_id, f"environment.{'provider' if environment.provider else 'id'}",
                                 environment.file or where)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from agentcompass_dagster.contestants import by_contestant
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.store.layout import SUMMARY
 
@@ -168,10 +169,14 @@ def load_benchmarks(results_dir: Path) -> list[BenchmarkResults]:
     history = load_history(results_dir)
     out = []
     for (sweep, benchmark), group in metrics.groupby(["sweep", "benchmark"], sort=True):
+        # Rows of several harnesses are contestants, named as the sweep's comparisons name them.
+        several = group["harness"].nunique() > 1
+        group = by_contestant(group, several)
         task_rows = tasks[(tasks["sweep"] == sweep) & (tasks["benchmark"] == benchmark)] if not tasks.empty else tasks
+        task_rows = by_contestant(task_rows, several)
         pairs = comparisons[(comparisons["sweep"] == sweep) & (comparisons["benchmark"] == benchmark)]
         models = sorted(dict.fromkeys(group["model"].astype(str)))
-        runs = history[(history["sweep"] == sweep) & (history["benchmark"] == benchmark)]
+        runs = by_contestant(history[(history["sweep"] == sweep) & (history["benchmark"] == benchmark)], several)
         out.append(BenchmarkResults(str(sweep), str(benchmark), group.reset_index(drop=True),
                              task_rows.reset_index(drop=True), pairs.reset_index(drop=True), runs, models))
     return out

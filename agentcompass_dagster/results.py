@@ -1,11 +1,12 @@
 """The pandas API over the Parquet outputs of a results directory.
 
     from agentcompass_dagster.results import load_metrics, load_task_results
-    metrics = load_metrics("results")                      # the newest run per sweep x benchmark x model
+    metrics = load_metrics("results")              # the newest run per sweep x benchmark x model x harness
     history = load_metrics("results", latest=False)        # every run, one row per metric
     metrics.pivot_table(index="model", columns="metric", values="value")
 
-Both default to the newest run of each sweep x benchmark x model: a run that reused earlier results
+Both default to the newest run of each sweep x benchmark x model x harness (a sweep's contestant): a run
+that reused earlier results
 lists the reused tasks again (``reused`` true), so rows of every run would count a task once per run.
 """
 
@@ -22,7 +23,7 @@ from agentcompass_dagster.runtime.store.layout import ALERTS_FILE, COMPARISON_FI
 from agentcompass_dagster.runtime.results.regression import read_verdict
 from agentcompass_dagster.runtime.store.run_records import read_params
 
-IDENTITY = ["sweep", "benchmark", "model"]
+IDENTITY = ["sweep", "benchmark", "model", "harness"]
 
 
 def _run_files(results_dir: Path, name: str, include_forks: bool = False) -> list[Path]:
@@ -43,18 +44,19 @@ def _load(results_dir: str | Path, name: str, schema: pa.Schema, include_forks: 
 
 
 def _keep_latest(frame: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
-    """Rows of the newest run of each sweep x benchmark x model: the one that started last, as reuse
+    """Rows of the newest run of each sweep x benchmark x model x harness: the one that started last, as reuse
     and the Dagster assets count it (files older than the started_at column: when metrics were written)."""
     if metrics.empty:
         return frame.iloc[0:0]
     started = metrics["started_at"].fillna(metrics["timestamp"])
-    newest = metrics.loc[started.groupby([metrics[c] for c in IDENTITY]).idxmax(), [*IDENTITY, "run_id"]]
+    newest = metrics.loc[started.groupby([metrics[c] for c in IDENTITY], dropna=False).idxmax(), [*IDENTITY, "run_id"]]
     return frame.merge(newest, on=[*IDENTITY, "run_id"]).reset_index(drop=True)
 
 
 def load_metrics(results_dir: str | Path, latest: bool = True, include_forks: bool = False) -> pd.DataFrame:
     """One row per run x metric: sweep, benchmark, model, harness, run_id, metric, value, n, total,
-    errors, timestamp. ``latest`` (the default) keeps only the newest run of each sweep x benchmark x model;
+    errors, timestamp. ``latest`` (the default) keeps only the newest run of each sweep x benchmark x model x
+    harness;
     ``include_forks`` adds forked runs, which are left out of from-scratch statistics by default."""
     metrics = _load(results_dir, METRICS_FILE, metrics_schema(), include_forks)
     return _keep_latest(metrics, metrics) if latest else metrics
@@ -63,7 +65,7 @@ def load_metrics(results_dir: str | Path, latest: bool = True, include_forks: bo
 def load_task_results(results_dir: str | Path, latest: bool = True, include_forks: bool = False) -> pd.DataFrame:
     """One row per run x task x attempt: ids, category, attempt, correct, score, tokens, cost, duration,
     failure, error, reused. ``latest`` (the default) keeps only the newest run of each sweep x benchmark x
-    model, so a task reused from an earlier run is counted once; ``latest=False`` gives every run's rows."""
+    model x harness, so a task reused from an earlier run is counted once; ``latest=False`` gives every run's rows."""
     tasks = _load(results_dir, TASK_RESULTS_FILE, task_results_schema(), include_forks)
     return _keep_latest(tasks, _load(results_dir, METRICS_FILE, metrics_schema(), include_forks)) if latest else tasks
 

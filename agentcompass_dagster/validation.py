@@ -57,7 +57,9 @@ def _problem(model: type[BaseModel], error: Any, within: str) -> str:
         near = difflib.get_close_matches(str(error["input"]), known, n=1)
         hint = f"; did you mean {near[0]!r}?" if near else ""
         return f"{field}={error['input']!r}: not one of {', '.join(known)}{hint}"
-    return f"{field}={error['input']!r}: {error['msg'].removeprefix('Value error, ')}"
+    message = error["msg"].removeprefix("Value error, ")
+    # A check across a declaration's fields names the fields and values itself, not the whole declaration.
+    return message if not error["loc"] and not within else f"{field}={error['input']!r}: {message}"
 
 
 def validate_declaration(model: type[T], data: Any, where: str | None, field: str = "") -> T:

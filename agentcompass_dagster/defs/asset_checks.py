@@ -99,7 +99,7 @@ def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefiniti
     skipped (the reason is in the step's log, and for a run without an earlier one in its regression.json)."""
     sweep, benchmark = sweep_benchmark.sweep, sweep_benchmark.benchmark.id
     alerts, metrics = sweep.alerts, sweep_benchmark.key("metrics")
-    models = [model.id for model in sweep.models]
+    models = list(sweep_benchmark.model_keys.values())  # contestants: the models, with one harness
     rule = f"fails when worse with p < {alerts.alpha} (paired test of per-task scores) and a drop > {alerts.min_drop}"
     specs = [dg.AssetCheckSpec(regression_check_name(model), asset=metrics, blocking=alerts.blocking,
                                automation_condition=with_the_metrics(),

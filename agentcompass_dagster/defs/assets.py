@@ -24,6 +24,7 @@ from typing import Any
 import dagster as dg
 
 from agentcompass_dagster.analyzers.overview import figures_table, run_figures, summed_counts
+from agentcompass_dagster.contestants import by_contestant
 from agentcompass_dagster.defs.coordination import (
     InstancePermits,
     claim_partitions,
@@ -168,7 +169,7 @@ def _reused(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark,
 
 def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark) -> Generator[Any, None, str | None]:
     """The step's attempts half; returns what failed, if anything, once every event is out."""
-    resources = SweepResources.of(context, sweep_benchmark.sweep.name)
+    resources = SweepResources.of(context, sweep_benchmark.sweep)
     tasks = sweep_benchmark.task_keys
     wanted = _wanted(context, sweep_benchmark)
     run_id = context.run.run_id
@@ -211,17 +212,18 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
 
 
 def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
-    """Each model's newest run made complete (consolidated, when runs overlapped), then the metrics of
+    """Each contestant's newest run made complete (consolidated, when runs overlapped), then the metrics of
     the benchmark from those runs: Parquet, summary.md, plots."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    several = sweep_benchmark.sweep.several_harnesses
     with sweep_lock(sweep_benchmark):
-        for model in sweep_benchmark.sweep.models:
-            request = sweep_benchmark.request(model.id, [], dagster_run_id=dagster_run_id)
+        for contestant in sweep_benchmark.model_keys.values():
+            request = sweep_benchmark.request(contestant, [], dagster_run_id=dagster_run_id)
             plugins = sweep_benchmark.plugins(request)
             consolidate(request, plugins, select_analyzers(request), sweep_benchmark.tasks, sweep_benchmark.store,
-                        sweep_benchmark.root(model.id))
+                        sweep_benchmark.root(contestant))
         newest = sweep_benchmark.newest_runs(METRICS_FILE)
         sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
         rows: dict[str, Any] = {}
@@ -233,8 +235,8 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
             table = pa.concat_tables(tables) if tables else schema.empty_table()
             write_table(sweep_benchmark.benchmark_dir / name, table)
             rows[name] = table.to_pandas()
-        metric_rows, task_rows = rows[METRICS_FILE], rows[TASK_RESULTS_FILE]
-        table = _markdown_table(metric_rows)
+        table = _markdown_table(rows[METRICS_FILE], several)
+        metric_rows, task_rows = (by_contestant(rows[name], several) for name in (METRICS_FILE, TASK_RESULTS_FILE))
         atomic_write_text(sweep_benchmark.benchmark_dir / SUMMARY,
                           f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}\n\n{table}\n")
         plots = {"accuracy per model": accuracy_with_ci(metric_rows),
@@ -256,7 +258,7 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
         **({"accuracy per model": dg.MetadataValue.md(inline)} if inline else {}),
         **accuracy,
         **{f"plot: {title}": dg.MetadataValue.md(markdown_image(title, plot)) for title, plot in plots.items()},
-        # What the analyzers found in each model's run (its analysis_summary.md has the flagged attempts).
+        # What the analyzers found in each contestant's run (its analysis_summary.md has the flagged attempts).
         "analysis": dg.MetadataValue.md(figures_table(analysis)),
         **summed_counts(analysis),
         **(budget_figures(sweep_benchmark.budget) if sweep_benchmark.budget else {}),
@@ -312,7 +314,7 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         # A backfill of any set of partitions is one run per range of them, not one per partition (each
         # a process starting the runtime), and `dagster asset materialize --partition-range` takes it.
         backfill_policy=dg.BackfillPolicy.single_run(),
-        required_resource_keys=set(SweepResources.keys(sweep_benchmark.sweep.name)),
+        required_resource_keys=SweepResources.all_keys(sweep_benchmark.sweep),
     )
     def evaluate(context: dg.AssetExecutionContext) -> Iterator[Any]:
         record_worker(context)
@@ -329,16 +331,19 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     return evaluate
 
 
-def _markdown_table(metrics: Any) -> str:
-    """Models as rows, metrics as columns, with the counts the values are over."""
+def _markdown_table(metrics: Any, several_harnesses: bool) -> str:
+    """Models (harness x model, with several harnesses) as rows, metrics as columns, with the counts the
+    values are over."""
     if metrics.empty:
         return "_no finished run yet_"
-    wide = metrics.pivot_table(index="model", columns="metric", values="value", aggfunc="first", sort=False)
-    counts = metrics.groupby("model", sort=False)[["n", "total", "errors"]].first()
+    index = ["harness", "model"] if several_harnesses else ["model"]
+    wide = metrics.pivot_table(index=index, columns="metric", values="value", aggfunc="first", sort=False)
+    counts = metrics.groupby(index, sort=False)[["n", "total", "errors"]].first()
     columns = list(wide.columns)
-    rows = [[model, *("n/a" if row[c] != row[c] else f"{row[c]:.4f}" for c in columns),
-             *counts.loc[model, ["n", "total", "errors"]]] for model, row in wide.iterrows()]
-    return markdown_table(["model", *columns, "evaluated", "total", "errors"], rows)
+    rows = [[*(key if several_harnesses else [key]),
+             *("n/a" if row[c] != row[c] else f"{row[c]:.4f}" for c in columns),
+             *counts.loc[key, ["n", "total", "errors"]]] for key, row in wide.iterrows()]
+    return markdown_table([*index, *columns, "evaluated", "total", "errors"], rows)
 
 
 def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
@@ -349,7 +354,8 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         automation_condition=current_after_deps(),
         # A range run of `dagster asset materialize` needs every selected asset to have this policy.
         backfill_policy=dg.BackfillPolicy.single_run(),
-        description=f"Every pair of models on the {sweep_benchmark.benchmark.id!r} tasks both finished: "
+        description=f"Every pair of models (of harness x model, with several harnesses) on the "
+        f"{sweep_benchmark.benchmark.id!r} tasks both finished: "
         "the difference in "
         "accuracy with a paired bootstrap 95% interval and a paired test (McNemar for k = 1, a sign-flip "
         "permutation test of per-task scores for k > 1).",
@@ -360,7 +366,7 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         record_worker(context)
         scores = _task_scores(sweep_benchmark)
         rows = []
-        models = [m.id for m in sweep_benchmark.sweep.models if m.id in scores]
+        models = [contestant for contestant in sweep_benchmark.model_keys.values() if contestant in scores]
         for index, a in enumerate(models):
             for b in models[index + 1:]:
                 result = paired_comparison(scores[a], scores[b])
@@ -384,7 +390,7 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
 
 
 def _task_scores(sweep_benchmark: SweepBenchmark) -> dict[str, dict[str, float]]:
-    """Model -> task -> mean score over attempts (what accuracy averages), for tasks without error."""
+    """Contestant -> task -> mean score over attempts (what accuracy averages), for tasks without error."""
     return {model: finished_scores(read_task_scores(Path(source.path)))
             for model, source in sweep_benchmark.newest_runs(TASK_RESULTS_FILE).items()}
 

@@ -46,7 +46,7 @@ def labelled(sweep_benchmark: SweepBenchmark) -> Callable[[dg.AssetSpec], dg.Ass
     tags naming the sweep, the benchmark and the harness."""
     sweep = sweep_benchmark.sweep
     tags = {SWEEP_TAG: tag_value(sweep.name), BENCHMARK_TAG: tag_value(sweep_benchmark.benchmark.id),
-            HARNESS_TAG: tag_value(sweep.harness.id)}
+            HARNESS_TAG: tag_value("__".join(harness.id for harness in sweep.harness_list))}
     return lambda spec: spec.merge_attributes(kinds=KINDS, owners=sweep.owners, tags=tags)
 
 

@@ -192,8 +192,8 @@ def fail_run(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run:
 
 def fail_run_dirs(sweep_benchmark: SweepBenchmark, dagster_run_id: str, message: str) -> None:
     """The run directories a failed Dagster run was writing say that it failed, and why."""
-    for model in sweep_benchmark.sweep.models:
-        for source in sweep_benchmark.store.runs_newest_first(sweep_benchmark.root(model.id)):
+    for contestant in sweep_benchmark.model_keys.values():
+        for source in sweep_benchmark.store.runs_newest_first(sweep_benchmark.root(contestant)):
             params = read_params(source.path)
             if params is None or params.dagster_run_id != dagster_run_id:
                 continue

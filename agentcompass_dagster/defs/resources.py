@@ -4,6 +4,7 @@ that opens each attempt's session, and the evaluating step runs its requests wit
 
 Their defaults come from the sweep's declarations; a user can override them per run in the Dagster
 launchpad (say, a different environment provider), and the run records what it used in run_info.json.
+A sweep of several harnesses has one harness resource per harness, each overriding that harness only.
 Fields are typed as in the declarations, so the launchpad shows them as structured config.
 """
 
@@ -90,35 +91,56 @@ class SweepResources:
     share one code location, and Dagster binds a resource key to one definition across a location (its
     asset job holds every asset), so a parameter named ``harness`` could not stand for each sweep's."""
 
-    harness: HarnessResource
+    # By the id of the declared harness each stands for.
+    harnesses: dict[str, HarnessResource]
     environment: EnvironmentResource
 
     @staticmethod
     def keys(sweep_name: str) -> tuple[str, str]:
-        """The resource keys of the sweep's harness and environment."""
+        """The resource keys of the harness and the environment of a sweep of one harness."""
         return dagster_name(sweep_name, "harness"), dagster_name(sweep_name, "environment")
+
+    @classmethod
+    def harness_keys(cls, sweep: SweepConfig) -> dict[str, str]:
+        """Declared harness id -> the key of its resource; with several, ``<sweep>__harness__<index>_<id>``
+        (the index keeps ids that differ only in characters a key cannot hold apart)."""
+        if not sweep.several_harnesses:
+            return {sweep.harness_list[0].id: cls.keys(sweep.name)[0]}
+        return {harness.id: dagster_name(sweep.name, "harness", f"{index}_{harness.id}")
+                for index, harness in enumerate(sweep.harness_list)}
+
+    @classmethod
+    def all_keys(cls, sweep: SweepConfig) -> set[str]:
+        return {*cls.harness_keys(sweep).values(), cls.keys(sweep.name)[1]}
 
     @classmethod
     def resource_defs(cls, sweep: SweepConfig) -> dict[str, dg.ConfigurableResource]:
         """The resources of the sweep's Definitions, by key, from its declarations."""
-        harness_key, environment_key = cls.keys(sweep.name)
-        return {harness_key: HarnessResource.declared(sweep.harness),
-                environment_key: EnvironmentResource.declared(sweep.environment)}
+        keys = cls.harness_keys(sweep)
+        return {**{keys[harness.id]: HarnessResource.declared(harness) for harness in sweep.harness_list},
+                cls.keys(sweep.name)[1]: EnvironmentResource.declared(sweep.environment)}
 
     @classmethod
-    def of(cls, context: dg.AssetExecutionContext, sweep_name: str) -> SweepResources:
+    def of(cls, context: dg.AssetExecutionContext, sweep: SweepConfig) -> SweepResources:
         """The sweep's resources as this run configured them: the one place a step looks them up by key
         (its required_resource_keys)."""
-        harness_key, environment_key = cls.keys(sweep_name)
         found = context.resources.original_resource_dict
-        harness, environment = found[harness_key], found[environment_key]
-        if not isinstance(harness, HarnessResource) or not isinstance(environment, EnvironmentResource):
-            raise dg.DagsterInvariantViolationError(
-                f"resources {harness_key!r} and {environment_key!r} must be a HarnessResource and an "
-                f"EnvironmentResource, not {type(harness).__name__} and {type(environment).__name__}")
-        return cls(harness, environment)
+        environment_key = cls.keys(sweep.name)[1]
+        wrong = [f"{key!r} must be a{n} {kind.__name__}, not {type(found[key]).__name__}"
+                 for key, n, kind in [*((k, "", HarnessResource) for k in cls.harness_keys(sweep).values()),
+                                      (environment_key, "n", EnvironmentResource)]
+                 if not isinstance(found[key], kind)]
+        if wrong:
+            raise dg.DagsterInvariantViolationError(f"resource {'; '.join(wrong)}")
+        return cls({harness: found[key] for harness, key in cls.harness_keys(sweep).items()}, found[environment_key])
 
-    def plugins(self, request: EvalRequest) -> Plugins:
-        """The plugins of a request whose harness and environment are these resources' configs."""
-        return resolve_plugins(request, harness=lambda model: self.harness.build(model, request.harness),
+    def harness_config(self, declared: HarnessConfig) -> HarnessConfig:
+        """The harness the resource standing for ``declared`` is configured with."""
+        return self.harnesses[declared.id].config(declared)
+
+    def plugins(self, request: EvalRequest, declared_harness: str) -> Plugins:
+        """The plugins of a request whose harness (the one declared as ``declared_harness``) and environment
+        are these resources' configs."""
+        harness = self.harnesses[declared_harness]
+        return resolve_plugins(request, harness=lambda model: harness.build(model, request.harness),
                                environment=lambda: self.environment.open_provider(request.environment))

@@ -43,7 +43,7 @@ class SweepBenchmark:
     sweep: SweepConfig
     benchmark: BenchmarkConfig
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    # Model id -> its plugins for the declared harness and environment, built on first use.
+    # Contestant id -> its plugins for the declared harness and environment, built on first use.
     _plugins: dict[str, Plugins] = field(default_factory=dict, repr=False)
 
     # names
@@ -78,8 +78,9 @@ class SweepBenchmark:
 
     @cached_property
     def model_keys(self) -> dict[str, str]:
-        """Model partition key -> model id."""
-        return {partition_key(model.id): model.id for model in self.sweep.models}
+        """Key in the partitions' "model" dimension -> contestant id (config.Contestant: the model's id in a
+        sweep of one harness): every other name of a contestant in this layer derives from this one."""
+        return {partition_key(contestant.id): contestant.id for contestant in self.sweep.contestants()}
 
     @cached_property
     def partitions(self) -> dg.MultiPartitionsDefinition:
@@ -87,7 +88,7 @@ class SweepBenchmark:
 
     @property
     def tags(self) -> dict[str, str]:
-        models = ",".join(model.id for model in self.sweep.models)
+        models = ",".join(contestant.id for contestant in self.sweep.contestants())
         return {SWEEP_TAG: self.sweep.name[:MAX_TAG_VALUE], BENCHMARK_TAG: self.benchmark.id[:MAX_TAG_VALUE],
                 MODELS_TAG: models if len(models) <= MAX_TAG_VALUE else models[:MAX_TAG_VALUE - 3] + "..."}
 
@@ -105,7 +106,7 @@ class SweepBenchmark:
 
     def load(self) -> Selection:
         """The task source read now (the sensor's way to notice new tasks)."""
-        request = self.request(self.sweep.models[0].id)
+        request = self.request(self.first)
         return load_selected_tasks(request, self.plugins(request).benchmark)
 
     def load_tasks(self) -> list[TaskSpec]:
@@ -119,13 +120,13 @@ class SweepBenchmark:
     def plugins(self, request: EvalRequest, resources: SweepResources | None = None) -> Plugins:
         """The plugins of a request: built by the run's resources when given (the evaluating step, whose
         run may configure them apart from the sweep in the launchpad), else for the declared harness and
-        environment, once per model."""
+        environment, once per contestant."""
         if resources is not None:
-            return resources.plugins(request)
+            return resources.plugins(request, self.sweep.contestant(request.contestant_id).harness.id)
         with self._lock:
-            if request.model.id not in self._plugins:
-                self._plugins[request.model.id] = resolve_plugins(request)
-            return self._plugins[request.model.id]
+            if request.contestant_id not in self._plugins:
+                self._plugins[request.contestant_id] = resolve_plugins(request)
+            return self._plugins[request.contestant_id]
 
     def resolved(self, requests: list[EvalRequest], resources: SweepResources | None = None) -> dict[str, ResolvedRequest]:
         return {request.name: ResolvedRequest(self.plugins(request, resources), self.selection) for request in requests}
@@ -139,8 +140,8 @@ class SweepBenchmark:
         holds every finished detail."""
         return OutputConfig(results_dir=self.sweep.output.results_dir, run_name=self.sweep.name, reuse=True)
 
-    def round_output(self, model_id: str, since: str) -> OutputConfig:
-        """The output of a fresh round's request (started at ``since``): it reuses the model's newest run
+    def round_output(self, contestant_id: str, since: str) -> OutputConfig:
+        """The output of a fresh round's request (started at ``since``): it reuses the contestant's newest run
         of the round, when an earlier run of the round made one (the round's runs, one after another,
         then add up to one complete run), and never a run from before the round. A ``since`` that is no
         time (a run tagged fresh by hand, say "true") reuses nothing."""
@@ -148,7 +149,7 @@ class SweepBenchmark:
             start = datetime.fromisoformat(since)
         except ValueError:
             start = None
-        source = next((run for run in self.store.runs_newest_first(self.root(model_id))
+        source = next((run for run in self.store.runs_newest_first(self.root(contestant_id))
                        if start is not None and run.started_at and datetime.fromisoformat(run.started_at) >= start),
                       None)
         return OutputConfig(results_dir=self.sweep.output.results_dir, run_name=self.sweep.name,
@@ -161,14 +162,19 @@ class SweepBenchmark:
     @cached_property
     def budget(self) -> SweepBudget | None:
         """The sweep's budget and its ledger (the same for every benchmark and model of the sweep)."""
-        return sweep_budget(self.request(self.sweep.models[0].id, []))
+        return sweep_budget(self.request(self.first, []))
 
-    def root(self, model_id: str) -> Path:
-        return run_root(self.output, self.benchmark.id, model_id)
+    @property
+    def first(self) -> str:
+        """The first contestant's id."""
+        return next(iter(self.model_keys.values()))
+
+    def root(self, contestant_id: str) -> Path:
+        return run_root(self.output, self.benchmark.id, contestant_id)
 
     @property
     def benchmark_dir(self) -> Path:
-        return self.root(self.sweep.models[0].id).parent
+        return self.root(self.first).parent
 
     @property
     def report_dir(self) -> Path:
@@ -176,11 +182,11 @@ class SweepBenchmark:
         return self.benchmark_dir.parent
 
     def with_result(self, partitions: set[str]) -> set[str]:
-        """Of these (model, task) partitions, materialized ones, those whose task has a normal detail in
+        """Of these (contestant, task) partitions, materialized ones, those whose task has a normal detail in
         this sweep's results directory. Dagster keeps one materialization state per partition, whichever
         results directory the run that materialized it wrote into; a result in another one (a run with
         `agentcompass run --results-dir`) is not a result here, so its task is still to evaluate here
-        (#36). A partition of a task or model this process does not know is taken as materialized."""
+        (#36). A partition of a task or contestant this process does not know is taken as materialized."""
         known: dict[str, dict[str, TaskSpec]] = {}
         kept: set[str] = set()
         for key in partitions:
@@ -189,25 +195,25 @@ class SweepBenchmark:
                 known.setdefault(self.model_keys[model_key], {})[key] = self.task_keys[task_key]
             else:
                 kept.add(key)
-        for model_id, tasks in known.items():
-            finished = self.store.finished(self.root(model_id), list(tasks.values()))
+        for contestant_id, tasks in known.items():
+            finished = self.store.finished(self.root(contestant_id), list(tasks.values()))
             kept.update(key for key, task in tasks.items() if task.id in finished)
         return kept
 
     def newest_runs(self, have: str) -> dict[str, ReuseSource]:
-        """Model id -> its newest run directory holding ``have`` (a file such as summary.md); models that
-        have none are left out."""
+        """Contestant id -> its newest run directory holding ``have`` (a file such as summary.md);
+        contestants that have none are left out."""
         newest = {}
-        for model in self.sweep.models:
-            source = next((run for run in self.store.runs_newest_first(self.root(model.id))
+        for contestant_id in self.model_keys.values():
+            source = next((run for run in self.store.runs_newest_first(self.root(contestant_id))
                            if (Path(run.path) / have).is_file()), None)
             if source is not None:
-                newest[model.id] = source
+                newest[contestant_id] = source
         return newest
 
     def request(
         self,
-        model_id: str,
+        contestant_id: str,
         run_only: list[str] | None = None,
         resources: SweepResources | None = None,
         dagster_run_id: str | None = None,
@@ -216,11 +222,11 @@ class SweepBenchmark:
         """With ``resources``, a request of the harness and environment the run configured them with (what
         ``plugins(request, resources)`` builds); with ``fresh_since``, a request of the fresh round
         that started then (round_output)."""
-        model = next(m for m in self.sweep.models if m.id == model_id)
-        output = self.output if fresh_since is None else self.round_output(model_id, fresh_since)
-        harness, environment = ((resources.harness.config(self.sweep.harness),
+        contestant = self.sweep.contestant(contestant_id)
+        output = self.output if fresh_since is None else self.round_output(contestant_id, fresh_since)
+        harness, environment = ((resources.harness_config(contestant.harness),
                                  resources.environment.config(self.sweep.environment)) if resources else (None, None))
-        return self.sweep.request(self.benchmark, model, output, harness=harness, environment=environment,
+        return self.sweep.request(self.benchmark, contestant, output, harness=harness, environment=environment,
                                   run_only=run_only, dagster_run_id=dagster_run_id)
 
 

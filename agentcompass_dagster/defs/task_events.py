@@ -23,7 +23,7 @@ class TaskStream(OrchestrationObserver):
         self.sweep_benchmark = sweep_benchmark
         self.claimed = claimed
         self.events: queue.Queue[dg.AssetMaterialization | dg.AssetObservation] = queue.Queue()
-        self._model_keys = {model_id: key for key, model_id in sweep_benchmark.model_keys.items()}
+        self._model_keys = {contestant: key for key, contestant in sweep_benchmark.model_keys.items()}
         self._task_keys = {task.id: key for key, task in sweep_benchmark.task_keys.items()}
         self._run_dirs: dict[str, tuple[Path, Path]] = {}
 
@@ -33,7 +33,7 @@ class TaskStream(OrchestrationObserver):
         assert state.run_dir is not None
         for position in state.scores.reused_positions():
             task = state.tasks[position]
-            if (state.request.model.id, task.id) in self.claimed:
+            if (state.request.contestant_id, task.id) in self.claimed:
                 detail = state.run_dir.load_detail(task)
                 if detail is not None:
                     self._report(state, detail, reused=True)
@@ -44,7 +44,7 @@ class TaskStream(OrchestrationObserver):
     def _report(self, state: RequestState, detail: TaskDetail, reused: bool) -> None:
         assert state.run_dir is not None
         task_key = self._task_keys[detail.task_id]
-        key = dg.MultiPartitionKey({"model": self._model_keys[state.request.model.id], "task": task_key})
+        key = dg.MultiPartitionKey({"model": self._model_keys[state.request.contestant_id], "task": task_key})
         asset_key = self.sweep_benchmark.key("attempts")
         details, pages = self._dirs(state)
         trajectories = {f"trajectory a{n}": dg.MetadataValue.path(str(pages / trajectory_page_name(detail.task_id, n)))

@@ -32,7 +32,7 @@ from agentcompass_dagster.runtime.store.records import Lineage
 
 FORKS_SUFFIX = ".forks"
 # Fields that name or place a run rather than configure what it does.
-_IDENTITY_FIELDS = {"name", "sweep", "model", "output", "run_only", "lineage", "durable_seed", "dagster_run_id"}
+_IDENTITY_FIELDS = {"name", "sweep", "model", "contestant", "output", "run_only", "lineage", "durable_seed", "dagster_run_id"}
 
 
 def config_differences(parent: EvalRequest, child: EvalRequest) -> list[str]:
@@ -79,7 +79,8 @@ def prepare_fork(
     if not candidates:
         raise UserError(f"--model={model_id!r}: the sweep declares no model {model_id!r} for benchmark "
                         f"{parent.benchmark.id!r}")
-    child = candidates[0]
+    # In a sweep of several harnesses, the parent's harness with the other model.
+    child = next((r for r in candidates if r.harness.id == parent.harness.id), candidates[0])
     if child.model == parent.model:
         raise UserError(f"--model={model_id!r}: the parent ran with this same model; a fork changes the solver model")
     differences = config_differences(parent, child)

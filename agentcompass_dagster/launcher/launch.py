@@ -82,7 +82,7 @@ def preflight(sweep_benchmark_list: list[SweepBenchmark]) -> None:
                             "the newest itself; remove it or run with --direct")
     postgres_url()
     for sweep_benchmark in sweep_benchmark_list:
-        requests = [sweep_benchmark.request(model.id, []) for model in sweep_benchmark.sweep.models]
+        requests = [sweep_benchmark.request(contestant, []) for contestant in sweep_benchmark.model_keys.values()]
         Orchestrator(requests, resolved=sweep_benchmark.resolved(requests)).preflight()
 
 

@@ -34,7 +34,7 @@ def test_readme_scale_out_declaration_validates() -> None:
     """The `dagster:` block under "Scale-out" is a valid deployment declaration."""
     import yaml
 
-    from agentcompass_dagster.config import DagsterDeployment
+    from agentcompass_dagster.deployment import DagsterDeployment
 
     section = (REPO / "README.md").read_text().split("### Scale-out", 1)[1]
     block = re.search(r"```yaml\n(.*?)```", section, re.S)

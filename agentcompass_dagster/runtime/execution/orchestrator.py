@@ -44,7 +44,7 @@ from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, Perm
 from agentcompass_dagster.runtime.execution.plan import Planner
 from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.runtime.execution.selection import Selection, load_selected_tasks
-from agentcompass_dagster.runtime.store.layout import run_root
+from agentcompass_dagster.runtime.store.layout import request_root
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
 from agentcompass_dagster.runtime.store.run_store import RunStore
@@ -160,7 +160,7 @@ class Orchestrator:
             selected, not_loaded = resolved.selection if resolved else load_selected_tasks(request, plugins.benchmark)
             Planner(request, plugins).preflight(selected[0])
             store = RunStore(request.output.results_dir)
-            root = run_root(request.output, request.benchmark.id, request.model.id)
+            root = request_root(request)
             store.check_run_id_free(root, request.output.run_id)
             states.append(RequestState(request, plugins, select_analyzers(request), store, root, selected, not_loaded))
         # Last, as it creates the results directory: a later request's mistake must leave nothing behind.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentcompass_dagster.config import OutputConfig
+from agentcompass_dagster.config import EvalRequest, OutputConfig
 from agentcompass_dagster.runtime.store.naming import file_stem, normalize_component
 
 RUN_INFO = "run_info.json"
@@ -68,6 +68,12 @@ def run_root(output: OutputConfig, benchmark_id: str, model_id: str) -> Path:
     """Where the runs of one benchmark x model lie (R-STORE-1), user-named parts made safe; the runtime
     and the Dagster layer both find them here."""
     return sweep_root(output) / normalize_component(benchmark_id, "benchmark.id") / normalize_component(model_id, "model.id")
+
+
+def request_root(request: EvalRequest) -> Path:
+    """Where the runs of a request's benchmark x model lie; of its benchmark x contestant in a sweep of
+    several harnesses, so that each harness's runs of a model stay apart."""
+    return run_root(request.output, request.benchmark.id, request.contestant_id)
 
 
 def sweep_root(output: OutputConfig) -> Path:
