@@ -37,19 +37,23 @@ def with_file_of(config: D, declared: D | None) -> D:
 
 
 class HarnessResource(dg.ConfigurableResource):
-    """The harness (agent program) under evaluation: a registered plugin id and its params."""
+    """The harness (agent program) under evaluation: its id, the plugin that provides it (an agent CLI's
+    ``cli_agent``) and its params."""
 
     id: str
+    provider: str | None = None
     params: dict[str, Any] = {}
 
     @classmethod
     def declared(cls, config: HarnessConfig) -> HarnessResource:
-        return cls(id=config.id, params=config.params)
+        return cls(id=config.id, provider=config.provider, params=config.params)
 
     def config(self, declared: HarnessConfig | None = None) -> HarnessConfig:
         """The harness this resource is configured with; read from ``declared``'s file when it declares the
         same (see with_file_of)."""
-        config = validate_declaration(HarnessConfig, {"id": self.id, "params": self.params}, "harness resource")
+        provided = {"provider": self.provider} if self.provider is not None else {}
+        config = validate_declaration(HarnessConfig, {"id": self.id, **provided, "params": self.params},
+                                      "harness resource")
         return with_file_of(config, declared)
 
     def build(self, model: Model, declared: HarnessConfig | None = None) -> Harness:

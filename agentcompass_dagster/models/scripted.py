@@ -10,6 +10,9 @@
               tool_calls: [{name: bash, arguments: {command: "awk ... > answer.txt"}}]
               usage: {prompt_tokens: 120, completion_tokens: 30}
             - tool_calls: [{name: submit, arguments: {answer: "done"}}]
+        agents:                   # optional: a script per agent CLI, chosen by a tool its requests offer
+          Bash: {create-hello: [...]}             # Claude Code's shell tool
+          exec_command: {create-hello: [...]}     # Codex CLI's
         price: {input: 1.0, output: 2.0}   # USD per million tokens (optional)
         record: /tmp/model-calls.jsonl      # optional: one line per call, to count repeated calls
 
@@ -67,6 +70,7 @@ class ScriptedModelParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     turns: dict[str, list[ScriptedTurn]] = Field(default_factory=dict)
+    agents: dict[str, dict[str, list[ScriptedTurn]]] = Field(default_factory=dict)
     price: Price | None = None
     record: Path | None = None
 
@@ -76,15 +80,18 @@ class ScriptedModel(Model):
         super().__init__(config)
         self.params = validate_declaration(ScriptedModelParams, config.params, config.file, "model.params")
 
-    def script(self, task_id: str) -> list[ScriptedTurn]:
-        return self.params.turns.get(task_id, self.params.turns.get("*", []))
+    def script(self, task_id: str, tools: list[dict[str, Any]]) -> list[ScriptedTurn]:
+        """The task's script: of the first agent in ``agents`` whose tool the request offers, else ``turns``."""
+        offered = {tool.get("function", {}).get("name") for tool in tools}
+        turns = next((script for tool, script in self.params.agents.items() if tool in offered), self.params.turns)
+        return turns.get(task_id, turns.get("*", []))
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
     ) -> ModelTurn:
         started = time.monotonic()
         self._record(context)
-        script = self.script(context.task_id)
+        script = self.script(context.task_id, tools)
         if context.turn >= len(script):
             raise ModelError(f"scripted model {self.id!r} has no turn {context.turn + 1} for task {context.task_id!r} "
                              f"(its script has {len(script)})")
