@@ -119,7 +119,7 @@ def _message(item: dict[str, Any]) -> dict[str, Any]:
     if role is None:
         raise RequestRefused(f"an input message has the role {item.get('role')!r}")
     content = item.get("content")
-    if isinstance(content, str) or role != "user":
+    if isinstance(content, str) or role == "assistant":
         return {"role": role, "content": text_of(content)}
     parts: list[dict[str, Any]] = []
     for part in content if isinstance(content, list) else []:
