@@ -3,6 +3,7 @@ running in a task's environment through the framework's model layer, one random 
 
 ``calls`` holds what a request becomes (GatewayCall) and the Answer a token is mapped to, ``server`` the
 ModelGateway, ``translate`` and ``replies`` the translation between the three API families and the OpenAI
-chat format (LiteLLM's adapters, imported lazily), ``refusals`` the API-shaped errors and ``admission`` the
-tokens and their rate bounds.
+chat format (one module a family: ``chat_completions``, ``responses_api``, ``anthropic_messages``, and
+``wire`` what they share), ``refusals`` the API-shaped errors and ``admission`` the tokens and their rate
+bounds.
 """

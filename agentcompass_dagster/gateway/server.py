@@ -23,7 +23,8 @@ from agentcompass_dagster.gateway.admission import Admission, Admissions
 from agentcompass_dagster.gateway.calls import Answer, Api
 from agentcompass_dagster.gateway.refusals import refusal
 from agentcompass_dagster.gateway.replies import reply_body, reply_stream
-from agentcompass_dagster.gateway.translate import RequestRefused, ReadRequest, litellm_parts, read_request
+from agentcompass_dagster.gateway.translate import ReadRequest, read_request
+from agentcompass_dagster.gateway.wire import RequestRefused
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,6 @@ class ModelGateway:
         """Serve on the running event loop; a second call does nothing."""
         if self._runner is not None:
             return
-        await asyncio.to_thread(litellm_parts)  # seconds of imports, off the loop
         app = web.Application(client_max_size=self.max_request_bytes)
         for prefix in ("/v1/", "/"):
             for route, api in _CALLS.items():
@@ -125,10 +125,10 @@ class ModelGateway:
             return refusal(api, 500, "the gateway could not answer; the framework's log says why")
         try:
             if read.call.stream:
-                body = await reply_stream(read, turn)
+                body = reply_stream(read, turn)
                 return web.Response(body=body, content_type=_STREAM_TYPE, headers={"cache-control": "no-cache"})
             return web.Response(body=reply_body(read, turn), content_type="application/json")
-        except Exception:  # noqa: BLE001  # a translation failure of LiteLLM's
+        except Exception:  # noqa: BLE001  # a converter's bug: the agent gets a 500, the log the traceback
             log.exception("model gateway: a %s reply could not be translated", api)
             return refusal(api, 500, "the gateway could not translate the answer; the framework's log says why")
 

@@ -1,29 +1,28 @@
-"""Requests of the three API families, read into GatewayCalls in the OpenAI chat format with LiteLLM's
-maintained adapters (Anthropic Messages: LiteLLMAnthropicMessagesAdapter.translate_anthropic_to_openai;
-Responses: LiteLLMCompletionResponsesConfig.transform_responses_api_request_to_chat_completion_request).
+"""Requests of the three API families, read into GatewayCalls in the OpenAI chat format by the gateway's
+own converters (``chat_completions``, ``responses_api``, ``anthropic_messages``).
 
-LiteLLM takes seconds to import, so it is imported once, on first use: ModelGateway.start does that in a
-worker thread so the event loop the attempts run on never waits for it.
+Not LiteLLM's adapters, which this module used first: importing LiteLLM cost each run process about
+165 MB and 2.5 s, and its stream wrappers 1-3 ms a call, over the issue's 50 MB and 2 ms
+(tests/gateway/test_converters_match_litellm.py checks that both read the same requests alike).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
+from pydantic import ValidationError
+
+from agentcompass_dagster.gateway.anthropic_messages import read_anthropic
 from agentcompass_dagster.gateway.calls import Api, GatewayCall, request_digest
+from agentcompass_dagster.gateway.chat_completions import read_chat
+from agentcompass_dagster.gateway.responses_api import read_responses
+from agentcompass_dagster.gateway.wire import RequestRefused, Translated
 
-# Keys of the translated chat request that are not the model's parameters: the gateway decides how to
-# send the answer (stream or not), the model layer which model answers.
-_NOT_PARAMS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
-
-
-class RequestRefused(ValueError):
-    """The body is not a request of its API family the gateway can answer (HTTP 400)."""
+READERS: dict[Api, Callable[[dict[str, Any]], Translated]] = {
+    "chat_completions": read_chat, "responses": read_responses, "anthropic_messages": read_anthropic}
 
 
 @dataclass(frozen=True)
@@ -32,35 +31,8 @@ class ReadRequest:
 
     call: GatewayCall
     body: dict[str, Any]
-    # Anthropic tool names LiteLLM shortened to OpenAI's 64 characters, shortened -> original.
+    # Anthropic tool names shortened to OpenAI's 64 characters, shortened -> original.
     tool_names: dict[str, str] = field(default_factory=dict)
-
-
-@functools.cache
-def litellm_parts() -> SimpleNamespace:
-    """The LiteLLM pieces the gateway uses, imported on first call (about 2.5 s)."""
-    # The price table is the one shipped in the package: no fetch from GitHub at import (the host may be
-    # offline, and a fetch retries for seconds).
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-    from litellm.litellm_core_utils.core_helpers import map_finish_reason, remove_index_from_tool_calls
-    from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response import (
-        convert_to_streaming_response_async,
-    )
-    from litellm.llms.anthropic.messages.adapters.streaming_iterator import AnthropicStreamWrapper
-    from litellm.llms.anthropic.messages.adapters.transformation import LiteLLMAnthropicMessagesAdapter
-    from litellm.responses.litellm_completion_transformation.transformation import (
-        LiteLLMCompletionResponsesConfig,
-    )
-    from litellm.responses.streaming_iterator import build_synthetic_response_events
-
-    litellm.suppress_debug_info = True  # else an unknown model name prints LiteLLM's provider list
-    return SimpleNamespace(
-        anthropic=LiteLLMAnthropicMessagesAdapter(), responses=LiteLLMCompletionResponsesConfig,
-        model_response=litellm.ModelResponse, stream_frames=convert_to_streaming_response_async,
-        anthropic_stream=AnthropicStreamWrapper, responses_events=build_synthetic_response_events,
-        finish_reason=map_finish_reason, drop_tool_call_index=remove_index_from_tool_calls,
-    )
 
 
 def read_request(api: Api, raw: bytes) -> ReadRequest:
@@ -72,50 +44,19 @@ def read_request(api: Api, raw: bytes) -> ReadRequest:
     if not isinstance(body, dict):
         raise RequestRefused("the body is not a JSON object")
     try:
-        chat, tool_names = _as_chat(api, body)
-        messages = chat.get("messages")
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            raise RequestRefused("the request has no list of messages")
-        litellm_parts().drop_tool_call_index(messages)
-        call = GatewayCall(
-            api=api, messages=[_without_nulls(m) for m in messages], tools=list(chat.get("tools") or []),
-            params={k: v for k, v in chat.items() if k not in _NOT_PARAMS}, stream=body.get("stream") is True,
-            digest=request_digest(api, raw),
-            requested_model=body["model"] if isinstance(body.get("model"), str) else None,
-        )
+        translated = READERS[api](body)
     except RequestRefused:
         raise
-    except Exception as error:  # noqa: BLE001  # the client's body: whatever the adapter trips on is a 400
+    except ValidationError as error:
+        raise RequestRefused(f"the request is not a valid {api} request: {_first_error(error)}") from None
+    except Exception as error:  # noqa: BLE001  # the client's body: whatever a converter trips on is a 400
         raise RequestRefused(f"the request could not be read as {api}: {type(error).__name__}: {error}") from None
-    return ReadRequest(call=call, body=body, tool_names=tool_names)
+    call = GatewayCall(api=api, messages=translated.messages, tools=translated.tools, params=translated.params,
+                       stream=body.get("stream") is True, digest=request_digest(api, raw),
+                       requested_model=body["model"] if isinstance(body.get("model"), str) else None)
+    return ReadRequest(call=call, body=body, tool_names=translated.tool_names)
 
 
-def _as_chat(api: Api, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    if api == "chat_completions":
-        return body, {}
-    parts = litellm_parts()
-    if api == "anthropic_messages":
-        chat, tool_names = parts.anthropic.translate_anthropic_to_openai(body)
-        return dict(chat), dict(tool_names)
-    if body.get("previous_response_id"):
-        # LiteLLM resolves it from its own session store, which the gateway does not keep: answering
-        # without the earlier turns would be answering another conversation.
-        raise RequestRefused("previous_response_id is not supported: send the whole input (store: false)")
-    if "input" not in body:
-        raise RequestRefused("the request has no input")
-    chat = parts.responses.transform_responses_api_request_to_chat_completion_request(
-        model=str(body.get("model") or ""), input=body["input"], responses_api_request=responses_options(body),
-        stream=body.get("stream") is True,
-    )
-    return chat, {}
-
-
-def responses_options(body: dict[str, Any]) -> dict[str, Any]:
-    """A Responses request's optional parameters, as LiteLLM's transformation takes them."""
-    return {k: v for k, v in body.items() if k not in ("model", "input", "stream")}
-
-
-def _without_nulls(message: dict[str, Any]) -> dict[str, Any]:
-    """The adapters write absent fields as null (``thinking_blocks: null``); strict endpoints refuse
-    unknown keys, so they go. ``content`` stays: null content is meaningful beside tool calls."""
-    return {k: v for k, v in message.items() if v is not None or k == "content"}
+def _first_error(error: ValidationError) -> str:
+    first = error.errors(include_url=False)[0]
+    return f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}"
