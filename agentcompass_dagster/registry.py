@@ -193,6 +193,7 @@ models: Registry[Model] = Registry(
     {
         "none": "agentcompass_dagster.models.none:NoModel",
         "openai_compat": "agentcompass_dagster.models.openai_compat:OpenAICompatModel",
+        "litellm": "agentcompass_dagster.models.litellm_model:LiteLLMModel",
         "scripted": "agentcompass_dagster.models.scripted:ScriptedModel",
     },
 )

@@ -106,6 +106,21 @@ def run_harbor(directory: Path, harness: str, environment: Any, tasks: Path = HA
     return outcome.result, Path(outcome.result.run_dir)
 
 
+def run_tool_agent_demo(directory: Path, model: dict[str, Any], task: str = "count-errors") -> dict[str, Any]:
+    """One demo task solved by tool_agent in the local environment with the model ``model`` declares, run
+    by `agentcompass run --direct` (exit 0): the task's detail."""
+    sweep = write_sweep(directory, benchmarks=[{"id": "demo", "tasks": [task]}], models=[model], harness="tool_agent")
+    assert run_cli("run", sweep, "--direct") == 0
+    return json.loads(next((directory / "results").rglob("details/*.json")).read_text())
+
+
+def files_without(root: Path, secret: str) -> None:
+    """No file below ``root`` holds ``secret``."""
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), f"the secret was written to {path}"
+
+
 def write_task(
     tasks_dir: Path, task_id: str, solution: str = "true", check: str = "true", category: str = "files",
     dirname: str | None = None,

@@ -28,6 +28,8 @@ import pytest
 # The SDK ignores `retry-after: 0` (it honours only positive delays) and backs off 0.5 s and more instead;
 # one millisecond keeps retried tests fast.
 FAST_RETRY = {"retry-after-ms": "1"}
+# The command that solves the demo task count-errors (its answer is 5).
+COUNT_ERRORS = "awk '$3 == \"ERROR\" {n++} END {print n+0}' app.log > answer.txt && cat answer.txt"
 
 
 @dataclass
@@ -169,6 +171,16 @@ class FakeOpenAI:
                 pass
 
         return Handler
+
+
+def solve_count_errors(fake: FakeOpenAI) -> None:
+    """Queue a 429, then the two turns that solve the demo task count-errors (bash writes the answer, then
+    submit), with usage: 500 input tokens of which 100 cached, 30 output."""
+    fake.push(429, {"error": {"message": "slow down"}})
+    fake.reply(tool_calls=[tool_call("bash", json.dumps({"command": COUNT_ERRORS}))],
+               usage={"prompt_tokens": 200, "completion_tokens": 20})
+    fake.reply(tool_calls=[tool_call("submit", json.dumps({"answer": "5"}), "call_2")],
+               usage={"prompt_tokens": 300, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 100}})
 
 
 # Named apart from its fixture so a test module can import it without its parameters redefining the import.

@@ -33,14 +33,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import re
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from agentcompass_dagster.config import ModelConfig
 from agentcompass_dagster.validation import validate_declaration
@@ -53,19 +51,21 @@ from agentcompass_dagster.contracts.model import (
     ModelTurn,
     ToolCall,
 )
-from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.contracts.records import Price
-from agentcompass_dagster.runtime.store.redact import register_secret
+from agentcompass_dagster.errors import field_error
+from agentcompass_dagster.models.endpoint import (
+    EndpointParams,
+    PLACEHOLDER_KEY,
+    read_key,
+    refuse_credentials,
+    refuse_key_param,
+    scrub,
+)
+from agentcompass_dagster.models.usage import flat_usage
 
 if TYPE_CHECKING:
     from openai import APIStatusError, AsyncOpenAI
-    from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletionMessageToolCallUnion
 
-# The SDK refuses to send a request without a key; servers that check none accept any.
-PLACEHOLDER_KEY = "no-key"
-# Long error bodies (a proxy's HTML page) would bury the status line.
-MAX_DETAIL = 500
 # How long an endpoint has to answer GET /models once a call of an attempt cut by its time had no response.
 PROBE_S = 5.0
 # How OpenAI, vLLM, llama.cpp, Ollama and proxies word a 400 for a conversation longer than the context.
@@ -73,30 +73,21 @@ OVERFLOW = re.compile(r"context[ _-](length|window|size)|maximum context|too man
                       r"exceeds? the (available )?context", re.IGNORECASE)
 
 
-class OpenAICompatParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=3, ge=0)
-    temperature: float | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
+class OpenAICompatParams(EndpointParams):
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    price: Price | None = None
 
 
 class OpenAICompatModel(Model):
     """One SDK client per model, shared by the worker threads that call ``complete``."""
 
     def __init__(self, config: ModelConfig) -> None:
-        if "api_key" in config.params:
-            raise UserError("model.params.api_key: keys are not accepted in declarations, which are copied into "
-                            "run records; put the key in an environment variable and name it in model.api_key_env")
+        refuse_key_param(config.params)
         super().__init__(config)
         self.params = validate_declaration(OpenAICompatParams, config.params, config.file, "model.params")
         if not config.model:
             raise field_error("model.model", config.model, "provider 'openai_compat' needs the served model's name")
-        _refuse_credentials(config.base_url)
-        self._api_key = _read_key(config.api_key_env)
+        refuse_credentials(config.base_url)
+        self._api_key = read_key(config.api_key_env, config.file)
         # One client per event loop: an asyncio client's connections belong to the loop that opened them,
         # and a model built once per process serves the loops of several orchestrations (Dagster steps).
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = weakref.WeakKeyDictionary()
@@ -219,11 +210,7 @@ class OpenAICompatModel(Model):
 
     def _error(self, problem: str, *, status: int | None = None, overflow: bool = False,
                tries: list[ModelTry] | None = None) -> ModelError:
-        if len(problem) > MAX_DETAIL:
-            problem = problem[:MAX_DETAIL] + "..."
-        if self._api_key:
-            # Some servers echo the key they rejected.
-            problem = problem.replace(self._api_key, "***")
+        problem = scrub(problem, self._api_key)
         hint = ""
         if status in (401, 403) and not self.config.api_key_env:
             hint = " (no api_key_env is declared, so no key was sent)"
@@ -238,45 +225,6 @@ def _status_problem(exc: APIStatusError) -> str:
     if not detail and isinstance(exc.body, str):
         detail = exc.body.strip()
     return f"HTTP {exc.status_code}: {detail}" if detail else f"HTTP {exc.status_code}"
-
-
-def _refuse_credentials(base_url: str | None) -> None:
-    """The HTTP client would turn ``user:password@`` into a Basic header that replaces the Bearer key, and
-    an endpoint that echoes its request would have the credential stored."""
-    parts = urlsplit(base_url or "")
-    if "@" not in parts.netloc:
-        return
-    userinfo, _, host = parts.netloc.rpartition("@")
-    user, has_password, _ = userinfo.partition(":")
-    # A user without a password may itself be the token (https://TOKEN@host).
-    shown = f"{user}:***@{host}" if has_password else f"***@{host}"
-    raise field_error("model.base_url", parts._replace(netloc=shown).geturl(),
-                      "credentials in the URL are not accepted: they would be sent instead of the key and stored; "
-                      "put the key in an environment variable and name it in model.api_key_env")
-
-
-def _read_key(variable: str | None) -> str | None:
-    if not variable:
-        return None
-    key = os.environ.get(variable, "").strip()
-    if not key:
-        raise field_error("model.api_key_env", variable, f"the environment variable {variable} is not set or empty")
-    register_secret(key)
-    return key
-
-
-def flat_usage(usage: CompletionUsage | None) -> dict[str, Any]:
-    """The usage object's scalar fields (provider extras such as OpenRouter's ``cost`` included), with
-    ``cached_tokens`` and ``reasoning_tokens`` lifted out of their detail objects for ``turn_usage``."""
-    if usage is None:
-        return {}
-    raw = usage.model_dump(exclude_none=True)
-    flat = {key: value for key, value in raw.items() if not isinstance(value, (dict, list))}
-    for details, key in (("prompt_tokens_details", "cached_tokens"), ("completion_tokens_details", "reasoning_tokens")):
-        section = raw.get(details)
-        if isinstance(section, dict) and section.get(key) is not None:
-            flat[key] = section[key]
-    return flat
 
 
 def _provider_cost(usage: dict[str, Any]) -> float | None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from agentcompass_dagster.contracts.records import Price, Usage
 
 _OUTPUT = ("output", "output_tokens", "completion_tokens")
@@ -33,6 +35,22 @@ def usage_int(usage: Mapping[str, Any], *keys: str) -> int:
         except (TypeError, ValueError, OverflowError):
             return 0
     return 0
+
+
+def flat_usage(usage: BaseModel | None) -> dict[str, Any]:
+    """An OpenAI-shaped usage object's scalar fields (provider extras such as OpenRouter's ``cost`` and
+    LiteLLM's ``cache_creation_input_tokens`` included), with ``cached_tokens``, ``cache_write_tokens`` and
+    ``reasoning_tokens`` lifted out of their detail objects for ``turn_usage``."""
+    if usage is None:
+        return {}
+    raw = usage.model_dump(exclude_none=True)
+    flat = {key: value for key, value in raw.items() if not isinstance(value, (dict, list))}
+    for details, key in (("prompt_tokens_details", "cached_tokens"), ("prompt_tokens_details", "cache_write_tokens"),
+                         ("completion_tokens_details", "reasoning_tokens")):
+        section = raw.get(details)
+        if isinstance(section, dict) and section.get(key) is not None:
+            flat[key] = section[key]
+    return flat
 
 
 def turn_usage(raw: Mapping[str, Any], cost_usd: float | None = None, price: Price | None = None) -> Usage:

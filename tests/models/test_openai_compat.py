@@ -11,7 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from fake_openai import FAST_RETRY, FakeOpenAI, completion, fake_openai_server, tool_call  # noqa: F401
+from fake_openai import (  # noqa: F401
+    FAST_RETRY,
+    FakeOpenAI,
+    completion,
+    fake_openai_server,
+    solve_count_errors,
+    tool_call,
+)
 
 from agentcompass_dagster.config import ModelConfig
 from agentcompass_dagster.contracts.model import CallContext, ContextOverflow, ModelError
@@ -336,25 +343,14 @@ def test_tool_agent_solves_a_demo_task_through_the_sdk_and_keeps_the_key_off_dis
     """The tool_agent harness against a real HTTP endpoint through the openai SDK: a 429 is retried (the
     trajectory's model call lists both tries), the tool calls run in the environment, the conversation the server receives carries the tool results,
     usage and price-table cost reach the detail, and the API key is sent but never written anywhere."""
-    import json
-
-    from conftest import run_cli, write_sweep
+    from conftest import files_without, run_tool_agent_demo
 
     key = "sk-" + "k" * 40
     monkeypatch.setenv("FAKE_OPENAI_KEY", key)
-    command = "awk '$3 == \"ERROR\" {n++} END {print n+0}' app.log > answer.txt && cat answer.txt"
-    fake_openai.push(429, {"error": {"message": "slow down"}})
-    fake_openai.reply(tool_calls=[tool_call("bash", json.dumps({"command": command}))],
-                      usage={"prompt_tokens": 200, "completion_tokens": 20})
-    fake_openai.reply(tool_calls=[tool_call("submit", json.dumps({"answer": "5"}), "call_2")],
-                      usage={"prompt_tokens": 300, "completion_tokens": 10,
-                             "prompt_tokens_details": {"cached_tokens": 100}})
+    solve_count_errors(fake_openai)
     model = {"id": "served", "provider": "openai_compat", "model": "served-model", "base_url": fake_openai.base_url,
              "api_key_env": "FAKE_OPENAI_KEY", "params": {"price": {"input": 2.0, "output": 8.0, "cache_read": 0.5}}}
-    sweep = write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": ["count-errors"]}], models=[model],
-                        harness="tool_agent")
-    assert run_cli("run", sweep, "--direct") == 0
-    detail = json.loads(next((tmp_path / "results").rglob("details/*.json")).read_text())
+    detail = run_tool_agent_demo(tmp_path, model)
     attempt = detail["attempts"]["1"]
     assert detail["correct"] and attempt["final_answer"] == "5"
     assert len(fake_openai.requests) == 3  # the 429, its retry, and the second turn
@@ -365,6 +361,4 @@ def test_tool_agent_solves_a_demo_task_through_the_sdk_and_keeps_the_key_off_dis
     assert second[-1] == {"role": "tool", "tool_call_id": "call_bash", "content": "exit code: 0\n5\n"}
     assert attempt["usage"]["input_tokens"] == 500 and attempt["usage"]["cache_read_tokens"] == 100
     assert attempt["usage"]["cost_usd"] == pytest.approx((400 * 2.0 + 100 * 0.5 + 30 * 8.0) / 1e6)
-    for path in tmp_path.rglob("*"):
-        if path.is_file():
-            assert key.encode() not in path.read_bytes(), f"the API key was written to {path}"
+    files_without(tmp_path, key)
