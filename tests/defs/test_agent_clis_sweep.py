@@ -40,6 +40,8 @@ def test_two_agent_clis_on_two_models_run_through_dagster(tmp_path: Path, dagste
     monkeypatch.setenv("AGENTCOMPASS_AGENT_CACHE", str(tmp_path / "agent-cache"))
     shipped = yaml.safe_load((REPO / "resources" / "sweeps" / "agent-clis.yaml").read_text())
     shipped["output"] = {"results_dir": str(tmp_path / "results")}
+    # An agent that hangs fails the test in minutes, not the sweep's ten.
+    shipped["execution"]["limits"].update(attempt_timeout_s=150, max_wall_s=120)
     sweep_file = tmp_path / "agent-clis.yaml"
     sweep_file.write_text(yaml.safe_dump(shipped))
     assert run_cli("run", sweep_file) == 0
