@@ -39,6 +39,7 @@ RSS_BEFORE_IMPORTS_MB = rss_mb()  # read before the gateway's modules (and whate
 
 from agentcompass_dagster.contracts.model import ModelTurn, ToolCall  # noqa: E402
 from agentcompass_dagster.gateway.calls import Api, GatewayCall  # noqa: E402
+from agentcompass_dagster.gateway import server  # noqa: E402
 from agentcompass_dagster.gateway.server import ModelGateway  # noqa: E402
 
 TARGET_MS_PER_CALL = 2.0
@@ -119,6 +120,7 @@ async def measure(n: int) -> dict[str, Any]:
             if label is None:
                 rss_warm = rss_mb()
         writer.close()
+        result["forwarder_ms_per_call"] = await through_forwarder(gateway, token, n)
         await gateway.close()
     result["rss_after_warm_up_mb"] = round(rss_warm, 1)
     rss_end = rss_mb()
@@ -126,6 +128,38 @@ async def measure(n: int) -> dict[str, Any]:
     result["rss_run_mb"] = round(rss_end - RSS_BEFORE_IMPORTS_MB, 1)
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return result
+
+
+async def through_forwarder(gateway: ModelGateway, token: str, n: int) -> float:
+    """What the environment's forwarder (gateway/forward.py, its own process) adds to a plain chat call:
+    the same calls over TCP through it, less the calls straight to the socket."""
+    with tempfile.TemporaryDirectory(prefix="bench-fw-") as directory:
+        port_file = Path(directory) / "port"
+        forwarder = await asyncio.create_subprocess_exec(
+            sys.executable, str(Path(server.__file__).with_name("forward.py")), str(gateway.socket_path), "0",
+            str(port_file))
+        try:
+            while not port_file.exists() or not port_file.read_text().endswith("\n"):
+                await asyncio.sleep(0.01)
+            port = int(port_file.read_text())
+            body = request_body("chat_completions", False)
+            request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {token}\r\n"
+                       f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+            timings = []
+            for opened in (asyncio.open_unix_connection(str(gateway.socket_path)),
+                           asyncio.open_connection("127.0.0.1", port)):
+                reader, writer = await opened
+                for _ in range(WARM_UP):
+                    await exchange(reader, writer, request)
+                started = time.perf_counter()
+                for _ in range(n):
+                    assert await exchange(reader, writer, request) == 200
+                timings.append(time.perf_counter() - started)
+                writer.close()
+        finally:
+            forwarder.kill()
+            await forwarder.wait()
+    return round(1000 * (timings[1] - timings[0]) / n, 3)
 
 
 def main_bench(argv: list[str] | None = None) -> dict[str, Any]:
@@ -145,6 +179,7 @@ def main_bench(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"RSS: {result['rss_before_imports_mb']} MB before the imports, {result['rss_after_start_mb']} MB after "
           f"them and the start, {result['rss_after_warm_up_mb']} MB after warm-up; grew {result['rss_growth_mb']} MB "
           f"over {6 * args.n} calls; a run pays {result['rss_run_mb']} MB (target <= {TARGET_RUN_MB} MB per run)")
+    print(f"the environment's forwarder (forward.py) adds {result['forwarder_ms_per_call']} ms per call")
     return result
 
 
