@@ -3,7 +3,8 @@
 A page shows the task prompt, each model turn (its text, tool calls with their arguments, token usage,
 duration, stop reason and the SDK's tries), each command with its exit code, duration and output, the
 limit the attempt hit, the evaluation's verdict and output, the analyzers' findings marked on the steps
-they point at, the attempt's checkpoints, and for a fork its lineage (for any attempt, its replays).
+they point at, the attempt's checkpoints and files (copied beside it: an agent CLI's logs, what the
+verifier left), and for a fork its lineage (for any attempt, its replays).
 
 The pages are GENERATED WITH THE REPORT, as static files next to ``report.html`` (under
 ``trajectories/``), not served by a command: a report directory then stays self-contained, shareable
@@ -143,6 +144,8 @@ class Trajectory(BaseModel):
     checkpoints: list[Checkpoint] = Field(default_factory=list)
     lineage: Lineage | None = None
     replays: list[ReplayOverview] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)  # relative to ``files_dir``
+    files_dir: Path | None = Field(default=None, exclude=True)
 
 
 @dataclass
@@ -293,7 +296,10 @@ def _trajectory(run: _Run, detail: TaskDetail, attempt: EvaluatedAttempt) -> Tra
         duration_s=attempt.duration_s, started_at=attempt.started_at, finished_at=attempt.finished_at,
         retries=attempt.retries, analysis_errors=_analysis_errors(record["meta"]),
         checkpoints=list(checkpoints.values()), lineage=run.lineage(),
-        replays=[r for r in run.replays.get(detail.task_id, []) if r.attempt == attempt.attempt])
+        replays=[r for r in run.replays.get(detail.task_id, []) if r.attempt == attempt.attempt],
+        files_dir=RunDir(run.path).attempt_files.dir(detail.task_id, attempt.attempt))
+    trajectory.files = sorted(str(p.relative_to(trajectory.files_dir)) for p in trajectory.files_dir.rglob("*")
+                              if p.is_file() and not p.is_symlink())
     for index, raw in enumerate(record["trajectory"]):
         if not isinstance(raw, dict):
             continue
@@ -430,7 +436,15 @@ def _write_page(trajectory: Trajectory, page: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(target, step.output.encode(), durable=False)
             links[step.index] = f"{files.name}/{target.name}"
+    file_links = {}
+    for name in trajectory.files:
+        assert trajectory.files_dir is not None
+        target = files / "files" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = read_beneath(trajectory.files_dir, name, limit=MAX_BLOB_BYTES)
+        atomic_write_bytes(target, redact_text(data.decode("latin-1")).encode("latin-1"), durable=False)
+        file_links[name] = f"{files.name}/files/{name}"
     html = _environment().get_template("trajectory.html.j2").render(
-        t=trajectory, links=links, inline_chars=INLINE_CHARS, edge_chars=EDGE_CHARS)
+        t=trajectory, links=links, file_links=file_links, inline_chars=INLINE_CHARS, edge_chars=EDGE_CHARS)
     page.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(page, html.encode(), durable=False)

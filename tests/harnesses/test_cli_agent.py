@@ -23,6 +23,7 @@ from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.contracts.records import BudgetConfig
 from agentcompass_dagster.runtime.execution.budget import Ledger
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
+from agentcompass_dagster.trajectory import write_trajectory_pages
 
 CANARY = "sk-canary-0f6c2b1d9e8a7c6b5a4f3e2d1c0b9a8f"
 NEVER_S = 3600.0
@@ -95,6 +96,11 @@ def test_a_fake_agent_cli_solves_demo_tasks_through_the_gateway(tmp_path: Path, 
         log = run_dir / "artifacts" / f"{task}@1" / attempt["artifacts"]["agent_logs"][0]
         assert log.read_text().strip(), log
     assert result.metrics.metrics["accuracy"] == 1.0
+    pages = write_trajectory_pages(run_dir, tmp_path / "pages")
+    page = pages[("create-hello", 1)]
+    log_name = details["create-hello"]["attempts"]["1"]["artifacts"]["agent_logs"][0]
+    assert f'href="{page.stem}/files/{log_name}"' in page.read_text()
+    assert (page.parent / page.stem / "files" / log_name).read_text().strip()
     status = Ledger(tmp_path / "results" / "sweep" / "budget.jsonl").status(BudgetConfig(max_cost_usd=5.0))
     spent = sum(d["attempts"]["1"]["usage"]["cost_usd"] for d in details.values())
     assert status.spent_usd == pytest.approx(spent) and spent > 0
@@ -125,7 +131,7 @@ def test_an_anthropic_agent_runs_on_an_openai_compatible_model_and_never_sees_it
         assert not path.is_file() or CANARY.encode() not in path.read_bytes(), path
 
 
-@pytest.mark.parametrize("agent", ["fake-chat", "fake-anthropic"])
+@pytest.mark.parametrize("agent", ["fake-chat", "fake-responses", "fake-anthropic"])
 def test_max_turns_refuses_the_third_call_and_the_attempt_is_a_scored_failure(tmp_path: Path, packages: Path,
                                                                                agent: str) -> None:
     """Issue 38: `max_turns: 2` stops each agent at its third call: the gateway answers it with an API
