@@ -87,9 +87,11 @@ class Harness(ABC):
     def id(self) -> str:
         return self.config.id
 
-    def mounts(self, task: TaskSpec, environment: EnvironmentConfig) -> list[HostMount]:
+    def mounts(self, task: TaskSpec, environment: EnvironmentConfig, *, make: bool = True) -> list[HostMount]:
         """Host directories an attempt of ``task`` needs inside its ``environment``, asked before the
-        environment opens (``ExecutionPlan.mounts``); an environment that cannot mount refuses the plan."""
+        environment opens (``ExecutionPlan.mounts``); an environment that cannot mount refuses the plan.
+        ``make`` False: the plan is only checked (a launch's preflight, in a process that runs nothing),
+        so nothing may be created; the paths inside the environment are what counts then."""
         return []
 
     async def close(self) -> None:

@@ -103,7 +103,7 @@ def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
 
     cwd = workdir(tmp_path)
     commands = [c for c in readme_commands() if c.startswith(".venv/bin/agentcompass")
-                and "results/S/B/M" not in c and "demo-agent" not in c]
+                and "results/S/B/M" not in c and "demo-agent" not in c and "agent-clis" not in c]
     assert commands[0] == ".venv/bin/agentcompass run", commands
     assert ".venv/bin/agentcompass run demo-nop" in commands, commands
     for command in commands:

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from waiting import wait_until
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.contracts.records import BudgetConfig
 from agentcompass_dagster.runtime.execution.budget import Ledger
-from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
 from agentcompass_dagster.trajectory import write_trajectory_pages
 
 CANARY = "sk-canary-0f6c2b1d9e8a7c6b5a4f3e2d1c0b9a8f"
@@ -188,3 +189,17 @@ def test_a_run_killed_mid_attempt_replays_the_recorded_turns_for_free(tmp_path: 
     assert attempt["usage"]["input_tokens"] == 100 + 100 + 120
     summary = (resumed / "summary.md").read_text()
     assert "replayed 2 of 2 recorded turns" in summary
+
+
+def test_checking_a_sweep_of_an_agent_cli_makes_nothing(tmp_path: Path, packages: Path, agent_cache: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: `agentcompass run` checks every request before Dagster runs it, in a process that runs no
+    attempt: that check makes no gateway directory and no staging installation, which nothing would
+    remove."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    sweep = write_sweep(tmp_path, harness=fake_agent("fake-chat", packages), environment="sandbox",
+                        models=["scripted-demo"], benchmarks=[{"id": "demo", "tasks": ["create-hello"]}])
+    Orchestrator(load_sweep(sweep).requests()).preflight()
+    assert list(temporary.iterdir()) == [] and not agent_cache.exists()

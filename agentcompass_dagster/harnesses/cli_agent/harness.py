@@ -92,12 +92,15 @@ class CliAgentHarness(DurableAgentHarness):
         assert self.shared.server is not None, "mounts() makes the gateway before any session starts"
         return self.shared.server
 
-    def mounts(self, task: TaskSpec, environment: EnvironmentConfig) -> list[HostMount]:
+    def mounts(self, task: TaskSpec, environment: EnvironmentConfig, *, make: bool = True) -> list[HostMount]:
+        packages = [HostMount(host_path=self.packages, path=PACKAGES_DIR)] if self.packages is not None else []
+        if not make:  # where they would be: a first attempt's installation is writable
+            return [HostMount(host_path=self.cache.root, path=GATEWAY_DIR),
+                    HostMount(host_path=self.cache.root, path=AGENT_DIR, read_only=False), *packages]
         key = self.cache.key(environment, task)
         agent = self.cache.mount(key)
         if not agent.read_only:
             self.staged[agent.host_path] = key
-        packages = [HostMount(host_path=self.packages, path=PACKAGES_DIR)] if self.packages is not None else []
         return [self.shared.mount(), agent, *packages]
 
     def staging(self, plan: ExecutionPlan) -> Path | None:

@@ -90,7 +90,8 @@ class Planner:
 
     def preflight(self, probe_task: TaskSpec) -> None:
         """Refuse, before anything runs, a plan the benchmark or environment cannot honour."""
-        plan = self._build(probe_task, 1, {}).model_copy(update={"mounts": self.plugins.harness.mounts(probe_task, self.request.environment)})
+        plan = self._build(probe_task, 1, {}).model_copy(update={
+            "mounts": self.plugins.harness.mounts(probe_task, self.request.environment, make=False)})
         modes = self.plugins.benchmark.supported_evaluation_modes
         if plan.evaluation_environment_mode not in modes:
             raise field_error(
