@@ -130,8 +130,7 @@ class CliAgentSession(DurableAgentSession):
                            trajectory=self._trajectory(executed), usage=total,
                            error=error, duration_s=executed.duration_s,
                            artifacts={"exit_code": executed.exit_code, "timed_out": executed.timed_out,
-                                      "turns": turns.turns, "agent_logs": logs,
-                                      **({"replay": turns.replay.model_dump()} if turns.replay else {})})
+                                      "agent_logs": logs, **turns.summary()})
         if turns.replay is not None:
             self._durable.append(ActivityRecord(id="replay", kind="phase", status="completed",
                                                 data=turns.replay.model_dump()))
@@ -151,5 +150,4 @@ class CliAgentSession(DurableAgentSession):
         if self._durable is None:
             return None
         return RunResult(status="failed", trajectory=self._trajectory(None), usage=self._usage(), error=error,
-                         artifacts={"turns": self._turns.turns,
-                                    **({"replay": self._turns.replay.model_dump()} if self._turns.replay else {})})
+                         artifacts=self._turns.summary())

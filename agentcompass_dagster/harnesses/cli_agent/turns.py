@@ -11,7 +11,6 @@ and the replayed turns are logged again, marked ``replayed``, with no usage.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from pydantic import BaseModel
@@ -23,8 +22,9 @@ from agentcompass_dagster.durable.session import DurableSession
 from agentcompass_dagster.gateway.calls import GatewayCall
 from agentcompass_dagster.harnesses.durable_agent import call_model
 
-# How many messages of a request (those after its last assistant message: tool results, the prompt) a
-# model_call record keeps, so the trajectory shows what the agent sent back without the whole history.
+# A model_call record keeps the messages of its request after the last assistant message (the tool
+# results, the prompt), each cut to this many characters: the trajectory shows what the agent sent back
+# without the whole history.
 REQUEST_TAIL_CHARS = 20_000
 
 
@@ -60,8 +60,8 @@ def request_tail(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class AttemptTurns:
-    """The gateway's Answer for one attempt; calls are answered one at a time, in the order they came,
-    so turns are numbered as the agent made them."""
+    """The gateway's Answer for one attempt. The gateway hands a token's calls over one at a time, in the
+    order they came (``ModelGateway``), so turns are numbered as the agent made them."""
 
     def __init__(self, durable: DurableSession, model: Model, task_id: str, attempt: int,
                  budget: SweepBudget | None, recorded: list[Recorded]) -> None:
@@ -75,30 +75,32 @@ class AttemptTurns:
         self.turns = 0
         # The endpoint's failure the agent was answered with last: the attempt's error, not the agent's.
         self.model_error: str | None = None
-        self._one_at_a_time = asyncio.Lock()
 
     async def __call__(self, call: GatewayCall) -> ModelTurn:
-        async with self._one_at_a_time:
-            turn = self.turns
-            extra = {"api": call.api, "digest": call.digest, "request": request_tail(call.messages)}
-            replayed = self._replayed(turn, call.digest)
-            if replayed is not None:
-                self.durable.append(ActivityRecord(
-                    id=f"model-{turn}", kind="model_call", status="completed",
-                    data={"turn": turn, "response": replayed.model_dump(mode="json"), "replayed": True,
-                          "usage": Usage().model_dump(mode="json"), **extra}))
-                self.turns += 1
-                return replayed
-            context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=turn)
-            try:
-                reply, _ = await call_model(self.durable, self.model, call.messages, call.tools, context,
-                                                self.budget, record=extra)
-            except ModelError as exc:
-                self.model_error = f"model {self.model.id!r}: {exc}"
-                raise
-            self.model_error = None
+        turn = self.turns
+        extra = {"api": call.api, "digest": call.digest, "request": request_tail(call.messages)}
+        replayed = self._replayed(turn, call.digest)
+        if replayed is not None:
+            self.durable.append(ActivityRecord(
+                id=f"model-{turn}", kind="model_call", status="completed",
+                data={"turn": turn, "response": replayed.model_dump(mode="json"), "replayed": True,
+                      "usage": Usage().model_dump(mode="json"), **extra}))
             self.turns += 1
-            return reply
+            return replayed
+        context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=turn)
+        try:
+            reply, _ = await call_model(self.durable, self.model, call.messages, call.tools, context,
+                                        self.budget, record=extra)
+        except ModelError as exc:
+            self.model_error = f"model {self.model.id!r}: {exc}"
+            raise
+        self.model_error = None
+        self.turns += 1
+        return reply
+
+    def summary(self) -> dict[str, Any]:
+        """What the attempt's result says of its turns: how many, and what a rerun replayed."""
+        return {"turns": self.turns, **({"replay": self.replay.model_dump()} if self.replay else {})}
 
     def _replayed(self, turn: int, digest: str) -> ModelTurn | None:
         """The recorded response of ``turn`` while the rerun has matched the record so far."""
