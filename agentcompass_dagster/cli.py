@@ -203,12 +203,12 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool, fresh: bool) -> int
     from agentcompass_dagster.runtime.results.summary import SummaryCounts
 
     errors = 0
-    if launch.budget_refused and not (launch.launched or launch.followed):
+    if launch.budget_refused and not launch.evaluated:
         assert launch.budget is not None
         print(f"Nothing launched: the sweep's budget is exhausted ({launch.budget.message}); "
               f"{launch.budget_refused} (model, task) partition(s) without a result wait for a larger budget. "
               "The newest complete run of each model:\n")
-    elif not (launch.launched or launch.followed):
+    elif not launch.evaluated:
         # Said first: the summaries below are of earlier runs, whose counts ("18 run in this run") are theirs.
         print("Nothing to run: every task has a result and the metrics are current. "
               "The newest complete run of each model:\n")
@@ -242,6 +242,8 @@ def _launch_line(launch: Any) -> str:
         parts.append(f"launched {launch.metrics_runs} run(s) of the metrics alone, older than the newest result")
     if launch.followed:
         parts.append(f"followed {len(launch.followed)} run(s) of this sweep launched elsewhere")
+    if launch.backfills:
+        parts.append(f"followed backfill(s) {', '.join(launch.backfills)} of this sweep's partitions")
     return "; ".join(parts) or "nothing launched"
 
 

@@ -35,7 +35,7 @@ from agentcompass_dagster.defs.coordination import (
 )
 from agentcompass_dagster.defs.dagster_internals import without_partitioned_provenance
 from agentcompass_dagster.defs.partitions import dagster_name, split_key
-from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks
+from agentcompass_dagster.defs.planning import FRESH_TAG, evaluating_elsewhere, register_tasks
 from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.defs.task_events import TaskStream
@@ -290,6 +290,15 @@ def current_after_deps() -> dg.AutomationCondition:
         & ~dg.AutomationCondition.any_deps_in_progress() & ~dg.AutomationCondition.in_progress())
 
 
+def backfill_policy(sweep_benchmark: SweepBenchmark) -> dg.BackfillPolicy:
+    """A backfill of any set of partitions is one run per range of them, not one per partition (each a
+    process starting the runtime); split into runs of at most ``dagster.max_partitions_per_run``
+    partitions when the sweep declares it, as its own runs are. Only a single-run policy lets
+    `dagster asset materialize --partition-range` run (Dagster's CLI refuses others)."""
+    most = sweep_benchmark.sweep.dagster.max_partitions_per_run
+    return dg.BackfillPolicy.single_run() if most is None else dg.BackfillPolicy.multi_run(most)
+
+
 def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     attempts_key, metrics_key = sweep_benchmark.key("attempts"), sweep_benchmark.key("metrics")
 
@@ -305,15 +314,13 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
                              "result; a task that ends in error stays missing and runs again. The detail paths "
                              f"in its metadata are relative to {sweep_benchmark.benchmark_dir}; the trajectory "
                              "pages' are whole, to open in a browser.")),
-            dg.AssetSpec(metrics_key, deps=[attempts_key], group_name=sweep_benchmark.group,
+            dg.AssetSpec(metrics_key, deps=[attempts_key], group_name=sweep_benchmark.group, skippable=True,
                          automation_condition=current_after_deps(), description=(
                 f"Metrics of {sweep_benchmark.benchmark.id!r} per model, from each model's newest complete run.")),
         ],
         can_subset=True,
         pool=sweep_benchmark.pool,
-        # A backfill of any set of partitions is one run per range of them, not one per partition (each
-        # a process starting the runtime), and `dagster asset materialize --partition-range` takes it.
-        backfill_policy=dg.BackfillPolicy.single_run(),
+        backfill_policy=backfill_policy(sweep_benchmark),
         required_resource_keys=SweepResources.all_keys(sweep_benchmark.sweep),
     )
     def evaluate(context: dg.AssetExecutionContext) -> Iterator[Any]:
@@ -322,9 +329,15 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         if attempts_key in context.selected_asset_keys:
             failure = yield from _evaluate(context, sweep_benchmark)
         if metrics_key in context.selected_asset_keys:
-            if not (context.has_partition_key or context.has_partition_key_range):
-                without_partitioned_provenance(context, attempts_key)
-            yield _metrics(sweep_benchmark, context.run.run_id)
+            others = evaluating_elsewhere(sweep_benchmark, context.instance, context.run.run_id) \
+                if attempts_key in context.selected_asset_keys else []
+            if others:
+                context.log.info(f"metrics left to the run that ends its evaluation last: {len(others)} other run(s) "
+                                 f"still evaluate this sweep ({', '.join(others)})")
+            else:
+                if not (context.has_partition_key or context.has_partition_key_range):
+                    without_partitioned_provenance(context, attempts_key)
+                yield _metrics(sweep_benchmark, context.run.run_id)
         if failure:
             raise dg.Failure(description=f"requests did not complete: {failure}")
 

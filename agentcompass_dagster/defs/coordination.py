@@ -76,9 +76,9 @@ def run_is_live(instance: dg.DagsterInstance, run_id: str) -> bool:
     return run is not None and gone_owner(instance, run) is None and not run.is_finished
 
 
-def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, exclude: str | None = None) -> set[str]:
-    """Partitions claimed by runs still evaluating (call under the sweep lock)."""
-    claimed: set[str] = set()
+def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, exclude: str | None = None) -> dict[str, set[str]]:
+    """The partitions claimed by each run still evaluating, by run id (call under the sweep lock)."""
+    claimed: dict[str, set[str]] = {}
     directory = _claims_dir(sweep_benchmark)
     for name in os.listdir(directory) if directory.is_dir() else []:
         if not name.endswith(".json") or name.startswith("."):
@@ -89,8 +89,12 @@ def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, e
             continue
         worker = ProcessId.parse(claim.worker)
         if claim.run_id != exclude and (worker is None or worker.alive()) and run_is_live(instance, claim.run_id):
-            claimed.update(claim.partitions)
+            claimed.setdefault(claim.run_id, set()).update(claim.partitions)
     return claimed
+
+
+def claimed_partitions(claims: dict[str, set[str]]) -> set[str]:
+    return set().union(*claims.values())
 
 
 def write_claim(sweep_benchmark: SweepBenchmark, run_id: str, partitions: list[str]) -> None:
@@ -114,7 +118,7 @@ def claim_partitions(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstan
     with sweep_lock(sweep_benchmark):
         done = set() if fresh else sweep_benchmark.with_result(
             set(instance.get_materialized_partitions(sweep_benchmark.key("attempts"))) & set(wanted))
-        busy = live_claims(sweep_benchmark, instance, exclude=run_id)
+        busy = claimed_partitions(live_claims(sweep_benchmark, instance, exclude=run_id))
         mine = [key for key in wanted if key not in done and key not in busy]
         write_claim(sweep_benchmark, run_id, mine)
     return mine

@@ -56,7 +56,7 @@ from dagster._utils.concurrency import ConcurrencyClaimStatus, ConcurrencySlotSt
 __all__ = [
     "AtomicSlotClaims", "BACKFILL_NOT_DONE", "backfill_status", "backfill_targets", "BatchedPlannedEvents",
     "CheckRunHealthResult", "ConfigurableClass", "ConfigurableClassData", "ConsolidatedSqliteEventLogStorage",
-    "create_asset_backfill", "daemon_healthy", "DagsterInvalidPropertyError", "DAGSTERS_PENDING_CLAIM_WAIT",
+    "create_asset_backfill", "DagsterInvalidPropertyError", "DAGSTERS_PENDING_CLAIM_WAIT",
     "execute_run", "ExecuteRunArgs", "get_python_environment_entry_point", "InProcessCodeLocationOrigin",
     "InstanceConcurrencyContext", "LaunchRunContext", "LoadableTargetOrigin", "ModuleCodePointer",
     "pending_claim_wait", "pool_postgres_engine", "PooledSqliteConnections", "ReconstructableRepository",
@@ -206,14 +206,6 @@ def execute_run(serialized_args: str) -> int:
         with get_instance_for_cli(instance_ref=args.instance_ref) as instance:
             return _execute_run_command_body(args.run_id, instance, lambda event: None,
                                              set_exit_code_on_failure=bool(args.set_exit_code_on_failure))
-
-
-def daemon_healthy(instance: Any, daemon_type: str) -> bool:
-    """Whether a daemon of this type reports a recent heartbeat (Dagster has no public call for it;
-    imported here, not at start, because it loads every daemon's module)."""
-    from dagster._daemon.controller import get_daemon_statuses
-
-    return get_daemon_statuses(instance, [daemon_type], ignore_errors=True)[daemon_type].healthy is True
 
 
 def pool_postgres_engine(storage: Any, token_provider: Any) -> None:

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from agentcompass_dagster.defs.coordination import drop_claim, ensure_pool_limits, live_claims
+from agentcompass_dagster.defs.coordination import (claimed_partitions, drop_claim, ensure_pool_limits, live_claims,
+                                                    sweep_lock)
 from agentcompass_dagster.defs.dagster_internals import backfill_targets
 from agentcompass_dagster.defs.run_owners import gone_owner
 from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, missing_ranges, range_keys, split_key
@@ -57,6 +58,8 @@ class LaunchPlan:
     missing: set[str] = field(default_factory=set)
     metrics_due: bool = False
     in_flight: list[str] = field(default_factory=list)
+    # The asset backfills in progress that target the sweep's partitions (their runs may not exist yet).
+    backfills: list[str] = field(default_factory=list)
     # The in-flight runs of a fresh round (launched by anyone), whatever this plan is.
     fresh_in_flight: list[str] = field(default_factory=list)
     # The sweep's budget, when it has one, as the ledger said when planning.
@@ -122,7 +125,7 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     attempts = sweep_benchmark.key("attempts")
     models = list(sweep_benchmark.model_keys)
     wanted = {f"{m}|{t}" for m in models for t in task_keys}
-    busy = live_claims(sweep_benchmark, instance)
+    busy = claimed_partitions(live_claims(sweep_benchmark, instance))
     if not fresh:
         busy |= sweep_benchmark.with_result(wanted & set(instance.get_materialized_partitions(attempts)))
     order = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
@@ -135,6 +138,7 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     plan = LaunchPlan(missing_ranges(models, task_keys, busy, sweep_benchmark.sweep.dagster.max_partitions_per_run),
                 missing=wanted - busy,
                 in_flight=[run.run_id for run in flying],
+                backfills=[backfill_id for backfill_id, _ in backfills],
                 fresh_in_flight=[run.run_id for run in flying if FRESH_TAG in run.tags],
                 budget=budget_status(budget) if budget is not None else None,
                 fresh_since=utcnow() if fresh else None)
@@ -148,6 +152,23 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
         # With the budget spent before any result, a metrics run would have nothing to aggregate.
         plan.metrics_due = stale or (metrics is None and not plan.budget_spent)
     return plan
+
+
+# A run in these states has not begun evaluating: it will reach its own metrics after ours.
+NOT_BEGUN = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING)
+
+
+def evaluating_elsewhere(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The other live runs of the sweep that will still evaluate some of its partitions: those holding a
+    claim, and those not begun. A run whose evaluation ended leaves the metrics to them, so the metrics
+    of a sweep split into runs are computed once, by the run that ends its evaluation last (two that end
+    at the same instant may both compute them: never neither)."""
+    with sweep_lock(sweep_benchmark):
+        claims = live_claims(sweep_benchmark, instance, exclude=run_id)
+        order = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
+        return [run.run_id for run in in_flight_runs(sweep_benchmark, instance)
+                if run.run_id != run_id and targeted(run, sweep_benchmark, order) and gone_owner(instance, run) is None
+                and (run.run_id in claims or run.status in NOT_BEGUN)]
 
 
 def plan_benchmark(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str],

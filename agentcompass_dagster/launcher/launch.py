@@ -17,6 +17,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import dagster as dg
@@ -24,16 +25,15 @@ import dagster as dg
 from agentcompass_dagster.config import SweepConfig, load_sweep
 from agentcompass_dagster.defs.code_location import set_sweep_files
 from agentcompass_dagster.defs.coordination import sweep_lock
-from agentcompass_dagster.defs.dagster_internals import daemon_healthy
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
 from agentcompass_dagster.defs.jobs import mounted, same_path_mounts, shared_paths
-from agentcompass_dagster.defs.planning import LaunchPlan, fail_run, plan_benchmark
+from agentcompass_dagster.defs.planning import LaunchPlan, plan_benchmark, plan_runs
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.launcher.follow import RunFollower
+from agentcompass_dagster.launcher.follow import DAEMON_WAIT_S, QUEUE_DAEMON, RunFollower, daemon_alive
 from agentcompass_dagster.launcher.runs import RunFactory
-from agentcompass_dagster.launcher.workers import RunWorkers
+from agentcompass_dagster.launcher.workers import RunWorkers, instance_launcher
 from agentcompass_dagster.progress import ProgressBoard
 from agentcompass_dagster.runtime.execution.budget import budget_status
 from agentcompass_dagster.runtime.execution.interrupts import Interrupts
@@ -47,8 +47,11 @@ QUIET_POLL_S = 1.0
 STOP_SLACK_S = 10.0
 # How long a worker interrupted twice has to mark its runs cancelled and exit before it is killed.
 LAST_WORD_S = 5.0
-QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
-DAEMON_WAIT_S = 10.0
+
+
+def _metrics_assets(sweep_benchmark: SweepBenchmark) -> set[dg.AssetKey]:
+    """What a run of the metrics alone materializes."""
+    return {sweep_benchmark.key("metrics"), sweep_benchmark.key("comparison")}
 
 
 @dataclass
@@ -62,6 +65,8 @@ class SweepLaunch:
     missing: int = 0
     metrics_runs: int = 0
     followed: list[str] = field(default_factory=list)
+    # Asset backfills in progress (from the UI, say) that target partitions this command asked for.
+    backfills: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     newest: dict[tuple[str, str], ReuseSource] = field(default_factory=dict)
     # The sweep's budget when the runs ended; partitions not launched because it was spent when planning,
@@ -69,6 +74,21 @@ class SweepLaunch:
     budget: BudgetStatus | None = None
     budget_refused: int = 0
     without_result: int = 0
+
+    def count(self, plan: LaunchPlan) -> None:
+        """Add what a benchmark's plan launches and follows."""
+        self.followed += plan.in_flight
+        self.backfills += plan.backfills
+        if plan.budget_spent:
+            self.budget_refused += len(plan.missing)
+        else:
+            self.missing += len(plan.missing)
+        self.metrics_runs += plan.metrics_due
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether anything evaluated this sweep during the command: runs it launched, runs or backfills it followed."""
+        return bool(self.launched or self.followed or self.backfills)
 
 
 def preflight(sweep_benchmark_list: list[SweepBenchmark]) -> None:
@@ -137,28 +157,28 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
         if submit:
             _check_run_queue(instance, home)
         factory = RunFactory(instance, sweep_definitions(sweep))
-        follower = RunFollower(instance, board)
+        # One launcher for the workers and the follower: it knows how the workers it started exited.
+        launcher = instance_launcher(instance)
+        follower = RunFollower(instance, launcher, board)
         created: list[dg.DagsterRun] = []
         for sweep_benchmark in sweep_benchmark_list:
             plan, runs = _plan(sweep_benchmark, instance, factory, follower, fresh)
             created += runs
-            launch.followed += plan.in_flight
-            if plan.budget_spent:
-                launch.budget_refused += len(plan.missing)
-            else:
-                launch.missing += len(plan.missing)
-            launch.metrics_runs += plan.metrics_due
+            launch.count(plan)
         launch.launched = [run.run_id for run in created]
-        if submit:
-            for run in created:
-                instance.submit_run(run.run_id, workspace=None)  # type: ignore[arg-type]
-            _wait(instance, follower)
-        else:
-            _execute(instance, created, follower, sweep)
-        for followed in follower.runs:
-            if followed.status != dg.DagsterRunStatus.SUCCESS:
-                status = followed.status.value if followed.status else "unknown"
-                launch.failed.append(f"{followed.sweep_benchmark.job_name} run {followed.run_id}: {status}")
+        _say_followed(launch)
+        execute = _submitted if submit else partial(_execute, RunWorkers(instance, launcher,
+                                                                         sweep.dagster.max_concurrent_runs), sweep=sweep)
+        execute(created, follower)
+        if launch.backfills:
+            # A backfill of the attempts alone leaves the metrics to the daemon's automation: brought up to
+            # date here, so this command ends with the metrics of what it waited for.
+            metrics_runs = [run for sweep_benchmark in sweep_benchmark_list
+                            for run in _metrics_run(sweep_benchmark, instance, factory, follower)]
+            launch.metrics_runs += len(metrics_runs)
+            launch.launched += [run.run_id for run in metrics_runs]
+            execute(metrics_runs, follower)
+        launch.failed = follower.failures()
         for sweep_benchmark in sweep_benchmark_list:
             launch.newest.update({(sweep_benchmark.benchmark.id, model): run for model,
                                   run in sweep_benchmark.newest_runs(SUMMARY).items()})
@@ -185,12 +205,36 @@ def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory
         # Created under the lock: the next planner sees them in flight.
         runs = [factory.create(sweep_benchmark, plan.run_tags(key_range)) for key_range in plan.ranges]
         if plan.metrics_due:
-            runs.append(factory.create(sweep_benchmark, {}, {sweep_benchmark.key("metrics"),
-                                                             sweep_benchmark.key("comparison")}))
+            runs.append(factory.create(sweep_benchmark, {}, _metrics_assets(sweep_benchmark)))
     follower.expect(sweep_benchmark, set() if plan.budget_spent else plan.missing)
     for run_id in [run.run_id for run in runs] + plan.in_flight:
         follower.follow(sweep_benchmark, run_id)
+    for backfill_id in plan.backfills:
+        follower.follow_backfill(sweep_benchmark, backfill_id)
     return plan, runs
+
+
+def _metrics_run(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
+                 follower: RunFollower) -> list[dg.DagsterRun]:
+    """A run of the metrics (and what follows them) when they are older than the newest result and
+    nothing is in flight to bring them up to date; never an evaluation (a task that ended in error is
+    not run again by the same command)."""
+    with sweep_lock(sweep_benchmark):
+        plan = plan_runs(sweep_benchmark, instance, list(sweep_benchmark.task_keys))
+        if not plan.metrics_due:
+            return []
+        run = factory.create(sweep_benchmark, {}, _metrics_assets(sweep_benchmark))
+    follower.follow(sweep_benchmark, run.run_id)
+    return [run]
+
+
+def _say_followed(launch: SweepLaunch) -> None:
+    """Name what this command waits for that others launched: a wait says what it waits for."""
+    theirs = [f"backfill {backfill_id}" for backfill_id in launch.backfills]
+    theirs += [f"run {run_id}" for run_id in launch.followed]
+    if theirs:
+        print(f"agentcompass: waiting for what already evaluates this sweep: {', '.join(theirs)} "
+              f"(follow them in the UI)", file=sys.stderr)
 
 
 def _check_run_queue(instance: dg.DagsterInstance, home: Path) -> None:
@@ -199,7 +243,7 @@ def _check_run_queue(instance: dg.DagsterInstance, home: Path) -> None:
         raise UserError(f"--submit: the instance in {home} has no run queue; configure run_coordinator: "
                         "QueuedRunCoordinator in its dagster.yaml and run dagster-daemon, or run without --submit")
     deadline = time.monotonic() + DAEMON_WAIT_S
-    while not daemon_healthy(instance, QUEUE_DAEMON):
+    while not daemon_alive(instance, QUEUE_DAEMON):
         if time.monotonic() > deadline:
             raise UserError(f"--submit: no dagster-daemon is running for the instance in {home} (none reported in "
                             f"{DAEMON_WAIT_S:.0f} s); start one (`agentcompass ui` or `dagster-daemon run`) or run "
@@ -207,21 +251,16 @@ def _check_run_queue(instance: dg.DagsterInstance, home: Path) -> None:
         time.sleep(POLL_S)
 
 
-def _wait(instance: dg.DagsterInstance, follower: RunFollower) -> None:
-    """Follow submitted runs; stop, saying why, when the daemon that should launch them is gone."""
-    checked = time.monotonic()
+def _submitted(runs: list[dg.DagsterRun], follower: RunFollower) -> None:
+    """Hand the runs to the run queue and follow them (the follower stops the wait when no daemon is
+    there to launch them)."""
+    for run in runs:
+        follower.instance.submit_run(run.run_id, workspace=None)  # type: ignore[arg-type]
     while follower.poll():
-        if time.monotonic() - checked > DAEMON_WAIT_S:
-            checked = time.monotonic()
-            if not daemon_healthy(instance, QUEUE_DAEMON):
-                raise UserError("--submit: the dagster-daemon stopped reporting; the runs stay queued until one "
-                                "runs again (follow them in the UI, or run `agentcompass run` again)")
         time.sleep(POLL_S)
 
 
-def _execute(instance: dg.DagsterInstance, runs: list[dg.DagsterRun], follower: RunFollower,
-             sweep: SweepConfig) -> None:
-    workers = RunWorkers(instance, sweep.dagster.max_concurrent_runs)
+def _execute(workers: RunWorkers, runs: list[dg.DagsterRun], follower: RunFollower, *, sweep: SweepConfig) -> None:
     # A board shows progress a few times a second; without one, the instance is polled once a second
     # (each poll is queries: ~3 ms of CPU a run), and a worker's exit ends the wait at once.
     interval = POLL_S if follower.board is not None else QUIET_POLL_S
@@ -229,8 +268,10 @@ def _execute(instance: dg.DagsterInstance, runs: list[dg.DagsterRun], follower: 
         # Submitted with the interrupts counted: a Ctrl-C while the first workers start stops them too.
         workers.submit(runs)
         while not interrupts.count:
-            _fail_dead(instance, workers, follower)
-            if not (workers.busy | follower.poll()):
+            # The follower first: it fails a run whose worker is gone, which frees the worker's place.
+            following = follower.poll()
+            workers.poll()
+            if not (workers.busy or following):
                 return
             workers.pause(interval, lambda: interrupts.count > 0)
         # The first Ctrl-C (or SIGTERM): every run cancels its tasks, closes their environments and
@@ -244,15 +285,3 @@ def _execute(instance: dg.DagsterInstance, runs: list[dg.DagsterRun], follower: 
             if not workers.wait(LAST_WORD_S):
                 workers.interrupt(signal.SIGKILL)
     raise KeyboardInterrupt
-
-
-def _fail_dead(instance: dg.DagsterInstance, workers: RunWorkers, follower: RunFollower) -> None:
-    """A launched run whose worker is gone (it could not load the job, it was killed) is failed with what
-    the launcher says of it, and what it held is released (a killed worker's pool slot wedged every
-    later run of the sweep): what Dagster's run monitoring does when a daemon runs, and more."""
-    sweeps = {followed.run_id: followed.sweep_benchmark for followed in follower.runs}
-    for run_id, why in workers.poll().items():
-        run = instance.get_run_by_id(run_id)
-        if run is not None:
-            fail_run(sweeps[run_id], instance, run, why)
-        workers.forget(run_id)

@@ -1,8 +1,8 @@
 """The runs of `agentcompass run`, launched through the instance's run launcher (as the UI and the
 daemon launch theirs: dagster.yaml's RunWorkerLauncher starts each in a run worker process), at most
 ``max_concurrent_runs`` at once. Dagster's run queue would hold the rest, but only a running daemon
-drains it; this holds them itself. Each launched run is watched with the launcher's own health check,
-which Dagster's run monitoring uses too; a run whose worker is gone is reported, to be failed."""
+drains it; this holds them itself. Whether a launched run's worker is alive is the follower's to judge
+(launcher/follow.py), for these runs and for any other it follows."""
 
 from __future__ import annotations
 
@@ -14,13 +14,12 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from agentcompass_dagster.defs.dagster_internals import LaunchRunContext, RunLauncher, WorkerStatus
+from agentcompass_dagster.defs.dagster_internals import LaunchRunContext, RunLauncher
 from agentcompass_dagster.defs.run_launcher import RunWorkerLauncher
 from agentcompass_dagster.defs.run_owners import run_worker
 
 POLL_S = 0.1
 EXIT_POLL_S = 0.02
-DEAD = (WorkerStatus.FAILED, WorkerStatus.NOT_FOUND)
 
 
 def instance_launcher(instance: dg.DagsterInstance) -> RunLauncher:
@@ -34,9 +33,9 @@ def instance_launcher(instance: dg.DagsterInstance) -> RunLauncher:
 
 
 class RunWorkers:
-    def __init__(self, instance: dg.DagsterInstance, max_concurrent: int) -> None:
+    def __init__(self, instance: dg.DagsterInstance, launcher: RunLauncher, max_concurrent: int) -> None:
         self.instance = instance
-        self.launcher = instance_launcher(instance)
+        self.launcher = launcher
         self.max_concurrent = max_concurrent
         self.waiting: deque[dg.DagsterRun] = deque()
         self.running: list[str] = []
@@ -44,22 +43,14 @@ class RunWorkers:
     def submit(self, runs: list[dg.DagsterRun]) -> None:
         self.waiting.extend(runs)
 
-    def poll(self) -> dict[str, str]:
-        """Forget runs that ended, start waiting ones; returns the launched runs whose worker is gone,
-        with what the launcher says of it."""
-        dead: dict[str, str] = {}
+    def poll(self) -> None:
+        """Forget runs that ended, start waiting ones."""
         for run_id in list(self.running):
             run = self.instance.get_run_by_id(run_id)
-            if run is not None and not run.is_finished and self.launcher.supports_check_run_worker_health:
-                health = self.launcher.check_run_worker_health(run)
-                if health.status in DEAD:
-                    dead[run_id] = health.msg or health.status.value
-                    continue
             if run is None or run.is_finished:
                 self.running.remove(run_id)
         while self.waiting and len(self.running) < self.max_concurrent:
             self._launch(self.waiting.popleft())
-        return dead
 
     @property
     def busy(self) -> bool:
@@ -83,9 +74,6 @@ class RunWorkers:
             if launcher is not None and any(launcher.exit_code(run_id) is not None for run_id in self.running):
                 return
             time.sleep(EXIT_POLL_S)
-
-    def forget(self, run_id: str) -> None:
-        self.running.remove(run_id)
 
     def interrupt(self, sig: signal.Signals = signal.SIGINT) -> None:
         """Ask every running run to stop: the first time through the launcher's terminate (the UI's

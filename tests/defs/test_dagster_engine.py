@@ -190,11 +190,10 @@ def _fast_queue_home(home: Path) -> None:
 
 
 def _queue_daemon_alive() -> bool:
-    from agentcompass_dagster.defs.dagster_internals import daemon_healthy
-    from agentcompass_dagster.launcher.launch import QUEUE_DAEMON
+    from agentcompass_dagster.launcher.follow import QUEUE_DAEMON, daemon_alive
 
     with instance() as inst:
-        return daemon_healthy(inst, QUEUE_DAEMON)
+        return daemon_alive(inst, QUEUE_DAEMON)
 
 
 def _daemon(tmp_path: Path, workspace: Path, sweep: Path) -> subprocess.Popen[bytes]:
@@ -346,7 +345,7 @@ def _accuracy(results: Path) -> dict[str, float]:
 
 def test_a_sweep_split_into_runs_evaluates_at_most_two_at_once_with_the_same_metrics(tmp_path: Path) -> None:
     """max_partitions_per_run 3 splits 9 tasks into 3 runs; with max_concurrent_runs 2 at most two are
-    in progress at any instant; the final metrics equal one run's, and the newest run directory holds
+    in progress at any instant; the metrics are computed once (issue 39), and equal one run's, and the newest run directory holds
     every task (the concurrent runs' results are consolidated)."""
     tasks = {"t4": {"answer": "wrong"}, **{f"t{i}": {"oracle": True, "sleep": 0.2} for i in range(9) if i != 4}}
     split = engine_sweep(tmp_path, n=9, tasks=tasks, dagster={"max_partitions_per_run": 3, "max_concurrent_runs": 2})
@@ -356,6 +355,8 @@ def test_a_sweep_split_into_runs_evaluates_at_most_two_at_once_with_the_same_met
     assert len(records) == 3 and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records)
     assert max_open_at_once([(r.start_time, r.end_time) for r in records]) <= 2  # type: ignore[misc]
     assert harness_calls(tmp_path) == Counter(every(9))
+    # Issue 39: the metrics once, by the run that ended its evaluation last, not once per run.
+    assert sum(materialization_counts(METRICS).values()) == 1
     whole = tmp_path / "whole"
     whole.mkdir()
     single = engine_sweep(whole, n=9, tasks=tasks, name="whole")

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ from agentcompass_dagster.defs.jobs import sweep_job
 from agentcompass_dagster.defs.run_launcher import RunWorkerLauncher, worker_command
 from agentcompass_dagster.defs.run_owners import record_owner
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
-from agentcompass_dagster.launcher.launch import QUEUE_DAEMON
 from agentcompass_dagster.launcher.runs import RunFactory
 from agentcompass_dagster.runtime.execution.processes import ProcessId
 
@@ -256,16 +254,6 @@ def test_pool_postgres_engine_gives_dagster_postgres_a_pool(instance_kind: str, 
     for _ in range(5):
         instance.report_runless_asset_event(dg.AssetMaterialization("pooled"))
     assert len(checkouts) >= 5 and len(connects) <= internals.POOL_SIZE
-
-
-def test_daemon_healthy_reads_the_daemon_heartbeats(instance: dg.DagsterInstance) -> None:
-    """daemon_healthy: no daemon ever ran, so the queue daemon is not healthy (and no error is raised);
-    a fresh heartbeat of that type makes it healthy."""
-    from dagster._daemon.types import DaemonHeartbeat
-
-    assert internals.daemon_healthy(instance, QUEUE_DAEMON) is False
-    instance.add_daemon_heartbeat(DaemonHeartbeat(time.time(), QUEUE_DAEMON, "test", errors=[]))
-    assert internals.daemon_healthy(instance, QUEUE_DAEMON) is True
 
 
 def test_a_directly_built_asset_context_has_no_run() -> None:

@@ -238,3 +238,24 @@ def test_agentcompass_run_beside_a_backfill_launches_nothing_the_backfill_covers
         cli_runs = inst.get_runs(dg.RunsFilter(job_name=JOB))
     covered = [run.tags for run in cli_runs if run.tags.get("dagster/asset_partition_range_start") == "m1|t0"]
     assert not covered, covered
+
+
+def test_a_ui_backfill_is_split_into_runs_of_max_partitions_per_run(tmp_path: Path, stop_group: Any) -> None:
+    """Issue 39: "Materialize all" of the attempts, as the UI creates it, of a sweep declaring
+    max_partitions_per_run 2: the backfill daemon runs 6 partitions as 3 runs of 2 (the evaluation's
+    BackfillPolicy.multi_run), not one run of 6; each task evaluated once, the metrics current after."""
+    sweep = engine_sweep(tmp_path, dagster={"max_partitions_per_run": 2})
+    _register(6)
+    daemon = _start_daemon(tmp_path, sweep, stop_group)
+    backfill = _backfill(sweep, [ATTEMPTS], None)
+    status = wait_until(lambda: _backfill_done(backfill), "the backfill to end", proc=daemon,
+                        log=tmp_path / "daemon.log", describe=_describe)
+    assert status == "COMPLETED_SUCCESS"
+    with instance() as inst:
+        runs = inst.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill}))
+        spans = sorted((run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"])
+                       for run in runs)
+    assert spans == [("m1|t0", "m1|t1"), ("m1|t2", "m1|t3"), ("m1|t4", "m1|t5")]
+    assert harness_calls(tmp_path) == Counter(every(6))
+    wait_until(settled, "the metrics, comparison and checks to be current", proc=daemon, log=tmp_path / "daemon.log",
+               describe=_describe)
