@@ -13,7 +13,13 @@ if [ -z "$PGBIN" ]; then
   echo "postgres: no server installed (apt-get install postgresql); Postgres tests will be skipped" >&2
   return 0 2>/dev/null || exit 0
 fi
+# Stops the server this script started (none when one answered already): .ci/run calls it on exit.
+stop_postgres() {
+  [ -n "${STARTED_PG:-}" ] || return 0
+  $as_pg "$PGBIN/pg_ctl" -D "$PGSTATE/data" -m fast -w stop >/dev/null 2>&1 || true
+}
 if ! $as_pg "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PGPORT"; then
+  STARTED_PG=1
   rm -rf "$PGSTATE"
   mkdir -p "$PGSTATE"
   [ -n "$as_pg" ] && chown postgres "$PGSTATE"

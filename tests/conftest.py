@@ -7,6 +7,7 @@ import http.server
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -194,15 +195,38 @@ def tree_snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
 
 
 @pytest.fixture(autouse=True)
-def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own DAGSTER_HOME, so nothing touches the project's .dagster/."""
+def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own DAGSTER_HOME, so nothing touches the project's .dagster/. Every process
+    the test started inherits it, which is how the test's end finds and kills what is left of them (a
+    CLI, a daemon, a run worker) however the test ended: failed, timed out (issue 39)."""
     home = tmp_path / "dagster_home"
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     # `agentcompass run` points the code location at its sweep (and results directory) for the processes
     # it starts.
     monkeypatch.delenv("AGENTCOMPASS_SWEEPS", raising=False)
     monkeypatch.delenv("AGENTCOMPASS_RESULTS_DIR", raising=False)
-    return home
+    yield home
+    for pid in processes_with_env(f"DAGSTER_HOME={home}"):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def processes_with_env(entry: str) -> list[int]:
+    """Pids of live processes (not this one) whose environment holds ``entry`` (NAME=value)."""
+    wanted = entry.encode()
+    pids = []
+    for path in Path("/proc").iterdir():
+        if not path.name.isdigit() or int(path.name) == os.getpid():
+            continue
+        try:
+            environ = (path / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0"):
+            pids.append(int(path.name))
+    return pids
 
 
 @pytest.fixture(autouse=True)
