@@ -18,7 +18,6 @@ import dagster as dg
 from dagster._daemon.types import DaemonHeartbeat
 
 from agentcompass_dagster.defs.run_owners import run_owner
-from agentcompass_dagster.launcher.follow import HEARTBEAT_S, QUEUE_DAEMON, daemon_alive
 
 from conftest import run_cli
 from test_dagster_engine import (
@@ -43,6 +42,8 @@ def _cli_log(tmp_path: Path) -> Path:
 def test_daemon_alive_reads_fresh_heartbeats_only(tmp_path: Path) -> None:
     """daemon_alive (issue 39): no daemon ever ran: not alive; a fresh heartbeat: alive; a heartbeat
     older than two of Dagster's 30 s intervals (a daemon that was killed): not alive."""
+    from agentcompass_dagster.launcher.follow import HEARTBEAT_S, QUEUE_DAEMON, daemon_alive
+
     with instance() as inst:
         assert daemon_alive(inst, QUEUE_DAEMON) is False
         inst.add_daemon_heartbeat(DaemonHeartbeat(time.time(), QUEUE_DAEMON, "test", errors=[]))
