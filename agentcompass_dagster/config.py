@@ -172,8 +172,11 @@ class ScheduleConfig(Declaration):
 
 
 class SensorConfig(Declaration):
-    """The sensor that notices new tasks in a benchmark's source and runs them. Running by default: its
-    first tick registers a new sweep's partitions (the UI shows them before the first run) and runs none."""
+    """How the code location's new-tasks sensor (one for every sweep: agentcompass_new_tasks) treats this
+    sweep: it notices new tasks in a benchmark's source and runs them. "running" by default: its first look
+    at a sweep registers the partitions (the UI shows them before the first run) and runs none; "stopped"
+    leaves the sweep out of it. It looks at the sweep at most every ``minimum_interval_seconds`` (the
+    sensor ticks at the smallest interval of its sweeps)."""
 
     default_status: Literal["running", "stopped"] = "running"
     minimum_interval_seconds: int = Field(default=300, ge=1)

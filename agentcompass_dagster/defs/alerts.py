@@ -1,6 +1,7 @@
-"""A sweep's regression-alert sensor: each failed evaluation of a regression check (defs/asset_checks.py)
-becomes one line of ``<results_dir>/<sweep>/alerts.jsonl`` and, when the sweep declares
-alerts.webhook_url, one JSON POST to it (a Slack incoming webhook takes it as is: it reads ``text``).
+"""The code location's regression-alert sensor: each failed evaluation of a regression check
+(defs/asset_checks.py) of any sweep of the location becomes one line of
+``<results_dir>/<sweep>/alerts.jsonl`` and, when the sweep declares alerts.webhook_url, one JSON POST
+to it (a Slack incoming webhook takes it as is: it reads ``text``).
 
 The sensor reads the checks' executions from the instance, after the id its cursor holds: exactly once
 per evaluation, whichever process evaluated the check (a run worker, a step container). An alert is
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,26 +30,25 @@ from agentcompass_dagster.runtime.results.regression import (
     read_alerts,
 )
 
+NAME = "agentcompass_regression_alerts"
 INTERVAL_S = 30
 WEBHOOK_TIMEOUT_S = 5.0
 PAGE = 100
 
 
-def regression_alert_sensor(sweep_benchmark: SweepBenchmark, checks: dg.AssetChecksDefinition) -> dg.SensorDefinition:
-    keys = sorted(checks.check_keys, key=lambda key: key.to_user_string())
-    alerts = sweep_benchmark.sweep.alerts
-    results_dir = Path(sweep_benchmark.sweep.output.results_dir)
-    sweep_dir = str(sweep_benchmark.benchmark_dir.parent.relative_to(results_dir))
+def regression_alert_sensor(checks: Mapping[dg.AssetCheckKey, SweepBenchmark]) -> dg.SensorDefinition:
+    """One sensor over the regression checks of every sweep of the location (check key -> its sweep
+    benchmark): execution record ids are the storage's, one order across checks, so one cursor serves
+    them all."""
+    keys = sorted(checks, key=lambda key: key.to_user_string())
 
-    @dg.sensor(name=sweep_benchmark.name("regression_alerts"), minimum_interval_seconds=INTERVAL_S,
-               default_status=dg.DefaultSensorStatus.RUNNING,
-               description=f"Each failed regression check of sweep {sweep_benchmark.sweep.name!r} on "
-               f"{sweep_benchmark.benchmark.id!r}: a line of {sweep_dir}/{ALERTS_FILE} in the results directory"
-               + (", and a POST to the declared webhook." if alerts.webhook_url else "."))
+    @dg.sensor(name=NAME, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING,
+               description=f"Each failed regression check of a sweep: a line of <sweep>/{ALERTS_FILE} in its "
+               "results directory, and a POST to the sweep's alerts.webhook_url when it declares one.")
     def regression_alerts(context: dg.SensorEvaluationContext) -> dg.SkipReason:
         cursor = int(context.cursor or 0)
         records = sorted(_executions_after(context.instance, keys, cursor), key=lambda record: record.id)
-        alerted: set[int] | None = None
+        alerted: dict[Path, set[int]] = {}
         sent = 0
         for record in records:
             status = record.status.value
@@ -58,10 +58,14 @@ def regression_alert_sensor(sweep_benchmark: SweepBenchmark, checks: dg.AssetChe
                     # Not evaluated yet: the cursor waits here, and what follows is read again next tick.
                     break
             elif status == "FAILED" and record.event is not None:
-                if alerted is None:
-                    alerted = {a.evaluation_id for a in read_alerts(results_dir / sweep_dir / ALERTS_FILE)}
-                if record.id not in alerted:
-                    append_alert(results_dir, sweep_dir, _alert(record, alerts))
+                member = checks[record.key]
+                results_dir = Path(member.sweep.output.results_dir)
+                sweep_dir = str(member.report_dir.relative_to(results_dir))
+                path = results_dir / sweep_dir / ALERTS_FILE
+                if path not in alerted:
+                    alerted[path] = {a.evaluation_id for a in read_alerts(path)}
+                if record.id not in alerted[path]:
+                    append_alert(results_dir, sweep_dir, _alert(record, member.sweep.alerts))
                     sent += 1
             context.update_cursor(str(record.id))
         return dg.SkipReason(f"{sent} regression alert(s) sent" if sent else "no new failed regression check")

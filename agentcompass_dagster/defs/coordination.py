@@ -6,7 +6,7 @@ dies) around deciding what to run, and one claim file per Dagster run listing th
 evaluating. A run claims, under the lock, the partitions of its range that neither have a result in its
 results directory (a fresh round's run evaluates those again) nor are claimed by a live run; it
 evaluates only those and removes its claim when it ends. A claim of a run that has ended, or whose
-worker process is gone, is void.
+worker process is gone, is void, and the next look at the claims (under the lock) removes it.
 """
 
 from __future__ import annotations
@@ -76,8 +76,11 @@ def run_is_live(instance: dg.DagsterInstance, run_id: str) -> bool:
     return run is not None and gone_owner(instance, run) is None and not run.is_finished
 
 
-def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, exclude: str | None = None) -> dict[str, set[str]]:
-    """The partitions claimed by each run still evaluating, by run id (call under the sweep lock)."""
+def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance,
+                exclude: str | None = None) -> dict[str, set[str]]:
+    """The partitions claimed by each run still evaluating, by run id (call under the sweep lock). The
+    claim file of a run that has ended, or whose worker is gone, is removed: nothing else would (the run
+    that wrote it died before dropping it, or was failed by someone else), and `.claims/` would grow."""
     claimed: dict[str, set[str]] = {}
     directory = _claims_dir(sweep_benchmark)
     for name in os.listdir(directory) if directory.is_dir() else []:
@@ -87,9 +90,13 @@ def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, e
             claim = Claim.model_validate_json((directory / name).read_bytes())
         except (OSError, ValueError):
             continue
+        if claim.run_id == exclude:
+            continue
         worker = ProcessId.parse(claim.worker)
-        if claim.run_id != exclude and (worker is None or worker.alive()) and run_is_live(instance, claim.run_id):
+        if (worker is None or worker.alive()) and run_is_live(instance, claim.run_id):
             claimed.setdefault(claim.run_id, set()).update(claim.partitions)
+        else:
+            (directory / name).unlink(missing_ok=True)
     return claimed
 
 

@@ -1,8 +1,9 @@
 """The Definitions of sweeps: per benchmark of a sweep, assets S/B/tasks -> S/B/attempts (model x task)
 and S/B/metrics (one step) -> S/B/comparison, checks on the metrics (counts, secrets, regressions), one
-job, a schedule when the sweep declares a cron, sensors for new tasks, failed runs and regression
-alerts, and the harness and environment as resources; a sweep file that does not load is one asset of
-the group broken_sweeps, described by its error."""
+job, a schedule when the sweep declares a cron, and the harness and environment as resources; per code
+location, one sensor for each concern over all its sweeps (new tasks, automation of the metrics, failed
+runs, regression alerts: a sensor per sweep made an idle daemon busy); a sweep file that does not load
+is one asset of the group broken_sweeps, described by its error."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from agentcompass_dagster.defs.alerts import regression_alert_sensor
 from agentcompass_dagster.defs.asset_checks import counts_check, regression_checks, secrets_check
 from agentcompass_dagster.defs.assets import comparison_asset, evaluation_asset, tasks_asset
 from agentcompass_dagster.defs.code_location import default_resources, results_dir_from_env, sweep_files_from_env
-from agentcompass_dagster.defs.jobs import sweep_automation, sweep_job
+from agentcompass_dagster.defs.dagster_internals import UnresolvedAssetJobDefinition
+from agentcompass_dagster.defs.jobs import location_automation, sweep_job
 from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.defs.run_failures import run_failure_sensor
 from agentcompass_dagster.defs.resources import SweepResources
@@ -59,12 +61,11 @@ def benchmark_definitions(sweep_benchmark: SweepBenchmark) -> dg.Definitions:
         asset_checks=[counts_check(sweep_benchmark), secrets_check(sweep_benchmark), regression],
         jobs=[job],
         schedules=[sweep_schedule(sweep_benchmark, job)] if sweep_benchmark.sweep.schedule.cron else [],
-        sensors=[new_tasks_sensor(sweep_benchmark, job), sweep_automation(sweep_benchmark),
-                 run_failure_sensor(sweep_benchmark), regression_alert_sensor(sweep_benchmark, regression)],
     )
 
 
 def sweep_definitions(sweep: SweepConfig) -> dg.Definitions:
+    """One sweep's definitions, without the location's sensors (sweep_files_definitions adds those)."""
     return dg.Definitions.merge(*(benchmark_definitions(member) for member in sweep_benchmarks(sweep)),
                                 dg.Definitions(resources=SweepResources.resource_defs(sweep)))
 
@@ -83,13 +84,24 @@ def broken_sweep(key: str, path: Path, error: str) -> dg.AssetSpec:
                         kinds={"agentcompass"})
 
 
+def location_sensors(sweeps: list[SweepConfig], jobs: list[UnresolvedAssetJobDefinition]) -> list[dg.SensorDefinition]:
+    """The location's sensors, one per concern, over every benchmark of these sweeps (whose ``jobs`` the
+    new-tasks sensor targets)."""
+    members = [member for sweep in sweeps for member in sweep_benchmarks(sweep)]
+    if not members:
+        return []
+    checks = {key: member for member in members for key in regression_checks(member).check_keys}
+    return [new_tasks_sensor(members, {job.name: job for job in jobs}), location_automation(members),
+            run_failure_sensor(members), regression_alert_sensor(checks)]
+
+
 def sweep_files_definitions(paths: list[Path], resources: Path | None,
                             results_dir: Path | None = None) -> dg.Definitions:
     """Definitions of the sweeps of these files, run into ``results_dir`` when given; a file that does
     not load (invalid YAML, an invalid field, a name that clashes with an earlier file's sweep) becomes a
     broken_sweeps asset naming its error, and the other sweeps load: one bad file must not take the whole
     code location down."""
-    parts, groups, broken, executors = [], {}, [], set()
+    parts, sweeps, groups, broken, executors = [], [], {}, [], set()
     for path in paths:
         try:
             sweep = load_sweep(path, resources)
@@ -100,6 +112,7 @@ def sweep_files_definitions(paths: list[Path], resources: Path | None,
             if group in groups:
                 raise UserError(f"{path}: name={sweep.name!r} clashes with the sweep of {groups[group]}")
             parts.append(sweep_definitions(sweep))
+            sweeps.append(sweep)
             groups[group] = str(path)
             executors.add(sweep.dagster.executor)
         except (UserError, dg.DagsterInvalidDefinitionError) as exc:
@@ -112,7 +125,8 @@ def sweep_files_definitions(paths: list[Path], resources: Path | None,
     # own jobs do when they all run their steps in the run worker: one process per run, whose worker
     # the reaper can see, instead of Dagster's default of a process per step.
     in_process = executors == {"in_process"}
-    return dg.Definitions.merge(*parts, dg.Definitions(assets=broken,
+    jobs = [job for part in parts for job in part.jobs or [] if isinstance(job, UnresolvedAssetJobDefinition)]
+    return dg.Definitions.merge(*parts, dg.Definitions(assets=broken, sensors=location_sensors(sweeps, jobs),
                                                        executor=dg.in_process_executor if in_process else None))
 
 

@@ -1,12 +1,13 @@
 """The job of each benchmark of a sweep: tasks, the evaluation (attempts and metrics), the comparison
 and the checks, with the executor the sweep declares. `agentcompass run`, the schedule and the sensor
 run this job, so their runs have the same steps and the sweep's tags. What Dagster itself launches
-(asset backfills, `dagster asset materialize`) runs the asset job instead; the sweep's automation
+(asset backfills, `dagster asset materialize`) runs the asset job instead; the location's automation
 sensor then brings the metrics, comparison and checks up to date after them."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +34,26 @@ def sweep_job(sweep_benchmark: SweepBenchmark) -> UnresolvedAssetJobDefinition:
     )
 
 
-# The asset daemon evaluates the conditions at most this often: cheap (a few queries of the latest
-# materializations), and the metrics follow a backfill within seconds.
-AUTOMATION_INTERVAL_S = 5
+AUTOMATION_SENSOR = "agentcompass_automation"
+# How often the automation conditions are evaluated (Dagster's default): the metrics follow a backfill
+# within about this long, and an idle daemon stays idle. AGENTCOMPASS_AUTOMATION_INTERVAL_S changes it.
+AUTOMATION_INTERVAL_S = 30
+AUTOMATION_INTERVAL_ENV = "AGENTCOMPASS_AUTOMATION_INTERVAL_S"
 
 
-def sweep_automation(sweep_benchmark: SweepBenchmark) -> dg.AutomationConditionSensorDefinition:
-    """Evaluates the automation conditions of the benchmark's metrics, comparison and checks; running
-    by default, like the daemon that evaluates it (`agentcompass ui` starts one)."""
+def location_automation(members: Sequence[SweepBenchmark]) -> dg.AutomationConditionSensorDefinition:
+    """Evaluates the automation conditions of every sweep's metrics, comparison and checks, in one sensor
+    for the location; running by default, like the daemon that evaluates it (`agentcompass ui` starts
+    one). Its runs carry no sweep's tags (one sensor, many sweeps): the planning knows them as a sweep's
+    runs by the assets they select (SweepBenchmark.owns)."""
     return dg.AutomationConditionSensorDefinition(
-        sweep_benchmark.name("automation"),
-        target=dg.AssetSelection.assets(sweep_benchmark.key("metrics"), sweep_benchmark.key("comparison")),
-        default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=AUTOMATION_INTERVAL_S,
-        run_tags=sweep_benchmark.tags, emit_backfills=False,
-        description=f"Brings the metrics of sweep {sweep_benchmark.sweep.name!r} on {sweep_benchmark.benchmark.id!r} "
-        "up to date after a run of its attempts that left them out (a backfill, `dagster asset materialize`).")
+        AUTOMATION_SENSOR,
+        target=dg.AssetSelection.assets(*(member.key(kind) for member in members for kind in ("metrics", "comparison"))),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=int(os.environ.get(AUTOMATION_INTERVAL_ENV) or AUTOMATION_INTERVAL_S),
+        emit_backfills=False,
+        description="Brings a sweep's metrics, comparison and checks up to date after a run of its attempts that "
+        "left them out (a backfill, `dagster asset materialize`).")
 
 
 def _executor(sweep_benchmark: SweepBenchmark) -> dg.ExecutorDefinition:

@@ -90,12 +90,7 @@ def register_tasks(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance
 
 def in_flight_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     """Unfinished runs of the sweep's job, and of any other job (the asset job) that select its assets."""
-    return [run for run in instance.get_runs(dg.RunsFilter(statuses=NOT_FINISHED))
-            if run.job_name == sweep_benchmark.job_name or _assets(sweep_benchmark) & set(run.asset_selection or ())]
-
-
-def _assets(sweep_benchmark: SweepBenchmark) -> set[dg.AssetKey]:
-    return {sweep_benchmark.key(kind) for kind in ("tasks", "attempts", "metrics", "comparison")}
+    return [run for run in instance.get_runs(dg.RunsFilter(statuses=NOT_FINISHED)) if sweep_benchmark.owns(run)]
 
 
 def targeted(run: dg.DagsterRun, sweep_benchmark: SweepBenchmark, task_keys: Sequence[str]) -> set[str]:
@@ -131,7 +126,7 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     order = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
     for run in flying:
         busy |= targeted(run, sweep_benchmark, order)
-    backfills = backfill_targets(instance, _assets(sweep_benchmark), attempts)
+    backfills = backfill_targets(instance, sweep_benchmark.asset_keys, attempts)
     for _, partitions in backfills:
         busy |= partitions
     budget = sweep_benchmark.budget

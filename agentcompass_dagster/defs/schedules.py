@@ -15,10 +15,12 @@ STATUS = {"running": dg.DefaultScheduleStatus.RUNNING, "stopped": dg.DefaultSche
 
 
 def run_requests(sweep_benchmark: SweepBenchmark, plan: LaunchPlan) -> list[dg.RunRequest]:
-    requests = [dg.RunRequest(tags=plan.run_tags(key_range)) for key_range in plan.ranges]
+    # Named job: the location's new-tasks sensor targets every sweep's job.
+    job = sweep_benchmark.job_name
+    requests = [dg.RunRequest(job_name=job, tags=plan.run_tags(key_range)) for key_range in plan.ranges]
     if plan.metrics_due:
-        requests.append(dg.RunRequest(asset_selection=[sweep_benchmark.key("metrics"),
-                                                       sweep_benchmark.key("comparison")]))
+        requests.append(dg.RunRequest(job_name=job, asset_selection=[sweep_benchmark.key("metrics"),
+                                                                     sweep_benchmark.key("comparison")]))
     return requests
 
 

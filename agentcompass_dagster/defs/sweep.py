@@ -68,6 +68,15 @@ class SweepBenchmark:
         return self.name("job")
 
     @property
+    def asset_keys(self) -> set[dg.AssetKey]:
+        return {self.key(kind) for kind in ("tasks", "attempts", "metrics", "comparison")}
+
+    def owns(self, run: dg.DagsterRun) -> bool:
+        """Whether a run is one of this benchmark's: of its job, or of another job (the asset job of a
+        backfill, `dagster asset materialize`, the automation sensor) that selects its assets."""
+        return run.job_name == self.job_name or bool(self.asset_keys & set(run.asset_selection or ()))
+
+    @property
     def pool(self) -> str:
         """The Dagster pool of the evaluating step: its limit is max_concurrent_runs."""
         return f"agentcompass/{self.sweep.name}/{self.benchmark.id}"

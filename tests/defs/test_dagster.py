@@ -19,10 +19,11 @@ import yaml
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.code_location import LOCATION_MODULE, LOCATION_NAME, SWEEPS_ENV, write_workspace
 from agentcompass_dagster.defs.coordination import claim_partitions
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.definitions import sweep_files_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.partitions import missing_ranges, partition_key
 from agentcompass_dagster.defs.run_owners import record_owner
+from agentcompass_dagster.defs.sensors import NAME as NEW_TASKS
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.results import load_metrics, load_task_results
 from agentcompass_dagster.runtime.execution.processes import ProcessId
@@ -83,7 +84,7 @@ def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path, m
     job = defs.resolve_job_def("demo__job")
     assert {node.name for node in job.nodes} >= {"demo__demo__tasks", "demo__demo__evaluate", "demo__demo__comparison"}
     assert job.tags["agentcompass/sweep"] == "demo"
-    assert defs.resolve_sensor_def("demo__new_tasks") is not None
+    assert defs.resolve_sensor_def(NEW_TASKS) is not None
     assert {"demo__harness", "demo__environment"} <= set(defs.resources or {})
     ensure_dagster_home(dagster_home)
     proc = subprocess.run(
@@ -209,7 +210,7 @@ def test_sensor_adds_new_tasks_and_requests_them(tmp_path: Path, dagster_home: P
     path = lab_sweep(tmp_path, ["m1"], tasks)
     assert run_cli("run", path) == 0
     write_task(tasks, "two", solution="echo ok > out.txt", check="grep -qx ok out.txt")
-    sensor = sweep_definitions(load_sweep(path)).resolve_sensor_def("lab__new_tasks")
+    sensor = sweep_files_definitions([path], None).resolve_sensor_def(NEW_TASKS)
     with dg.DagsterInstance.get() as instance, dg.build_sensor_context(instance=instance) as context:
         tick = sensor.evaluate_tick(context)
         (add,) = tick.dynamic_partitions_requests
@@ -218,7 +219,7 @@ def test_sensor_adds_new_tasks_and_requests_them(tmp_path: Path, dagster_home: P
         assert [{k: v for k, v in r.tags.items() if "range" in k} for r in tick.run_requests] == [{
             "dagster/asset_partition_range_start": "m1|two", "dagster/asset_partition_range_end": "m1|two"}]
         instance.add_dynamic_partitions(add.partitions_def_name, add.partition_keys)  # as the daemon commits the tick
-        assert sensor.evaluate_tick(context).skip_message == "no new task"
+        assert sensor.evaluate_tick(context).skip_message == "lab/demo: no new task"
 
 
 UNSAFE_IDS = ["a|b", "a,b", "x...y", "with space", "dir/sub/task", "z" * 300, "café", "a~b"]

@@ -16,6 +16,7 @@ import pytest
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.code_location import set_sweep_files
 from agentcompass_dagster.defs.definitions import location_definitions, sweep_definitions
+from agentcompass_dagster.defs.sensors import NAME as NEW_TASKS
 from agentcompass_dagster.errors import UserError
 
 from conftest import run_cli, write_sweep, write_task
@@ -23,7 +24,7 @@ from test_dagster_engine import _daemon, _fast_queue_home, _workspace, instance,
 from waiting import wait_until
 
 ATTEMPTS = dg.AssetKey(["lab", "demo", "attempts"])
-SENSOR = "lab__new_tasks"
+SENSOR = NEW_TASKS
 
 
 def demo_tasks(tmp_path: Path, *names: str) -> Path:
@@ -164,7 +165,7 @@ def test_a_broken_sweep_file_is_its_own_error_and_the_rest_of_the_location_loads
     monkeypatch.chdir(tmp_path)
     for where, defs in (("resources", location_definitions()),
                         ("AGENTCOMPASS_SWEEPS", files_location(monkeypatch, sorted(sweeps.glob("*.yaml"))))):
-        assert defs.resolve_job_def("lab__job") is not None and defs.resolve_sensor_def("lab__new_tasks") is not None, where
+        assert defs.resolve_job_def("lab__job") is not None and defs.resolve_sensor_def(SENSOR) is not None, where
         graph = defs.resolve_asset_graph()
         assert {key for key in graph.get_all_asset_keys() if key.path[0] == "lab"} == {
             dg.AssetKey(["lab", "demo", kind]) for kind in ("tasks", "attempts", "metrics", "comparison")}

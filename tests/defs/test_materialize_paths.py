@@ -21,6 +21,7 @@ import dagster as dg
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.dagster_internals import backfill_status, create_asset_backfill
 from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.jobs import AUTOMATION_INTERVAL_ENV
 
 from conftest import run_cli
 from test_dagster_engine import (
@@ -76,10 +77,11 @@ def _register(n: int) -> None:
 
 def _start_daemon(tmp_path: Path, sweep: Path, stop_group: Any) -> subprocess.Popen[bytes]:
     """A real dagster-daemon whose backfill loop runs every second (Dagster's is 30 s: a backfill of
-    three steps would take over a minute)."""
+    three steps would take over a minute), and whose automation sensor ticks every 2 s (30 s by default:
+    the metrics after a backfill would come too late for a bounded wait)."""
     _fast_queue_home(Path(os.environ["DAGSTER_HOME"]))
     log = open(tmp_path / "daemon.log", "wb")
-    env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep)}
+    env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep), AUTOMATION_INTERVAL_ENV: "2"}
     code = ("from agentcompass_dagster.defs.dagster_internals import run_daemon; "
             f"run_daemon(['run', '-w', {str(_workspace(tmp_path, sweep))!r}], 1)")
     daemon = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=env, stdout=log, stderr=log,

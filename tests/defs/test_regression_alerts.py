@@ -17,7 +17,8 @@ import dagster as dg
 import pytest
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.alerts import NAME as ALERTS_SENSOR
+from agentcompass_dagster.defs.definitions import sweep_definitions, sweep_files_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, range_keys, split_key
 from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks
@@ -95,7 +96,7 @@ def latest_check(name: str) -> tuple[str, Any]:
 
 def tick(sweep: Path, cursor: str | None) -> str | None:
     """One evaluation of the sweep's alert sensor, as a daemon tick runs it; returns the new cursor."""
-    sensor = sweep_definitions(load_sweep(sweep)).resolve_sensor_def("watch__regression_alerts")
+    sensor = sweep_files_definitions([sweep], None).resolve_sensor_def(ALERTS_SENSOR)
     with dg.DagsterInstance.get() as instance, dg.build_sensor_context(instance=instance, cursor=cursor) as context:
         return sensor.evaluate_tick(context).cursor
 
