@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from agentcompass_dagster.defs.dagster_internals import (
     AtomicSlotClaims,
-    BatchedPlannedEvents,
+    BatchedAssetEvents,
     ConsolidatedSqliteEventLogStorage,
     PooledSqliteConnections,
     RememberedColumns,
 )
 
 
-class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, BatchedPlannedEvents, PooledSqliteConnections,
+class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, BatchedAssetEvents, PooledSqliteConnections,
                                   ConsolidatedSqliteEventLogStorage):
     pass
