@@ -16,10 +16,17 @@ import sqlalchemy as db
 from dagster._core.event_api import EventLogRecord
 from dagster._serdes import deserialize_value
 
+from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs import dagster_internals as internals
+from agentcompass_dagster.defs.coordination import ensure_pool_limits
+from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
+from agentcompass_dagster.defs.sweep import sweep_benchmarks
+
+from conftest import write_sweep
 
 TASKS = 300
+LAB_TASKS = ["create-hello", "count-errors"]
 ASSET = dg.AssetKey(["batched", "attempts"])
 # A tag Dagster indexes (a multi-partition dimension's), stored in a table of its own by event id.
 TASK_TAG = "dagster/partition/task"
@@ -125,3 +132,31 @@ def test_a_finished_tasks_partition_shows_while_its_step_still_runs(instance: dg
         RELEASE.set()
         runner.join(SEEN_WITHIN_S)
     assert outcome == [True]
+
+
+def test_the_metrics_record_the_attempts_their_own_step_reported(instance: dg.DagsterInstance, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 39: in the step that evaluates a range of partitions and then computes the metrics, the
+    metrics' output event (stored before their materialization) writes the attempts' waiting events, so
+    the metrics' provenance (what the UI's "unsynced" reads) names the attempts' newest materialization,
+    not an older one or none. No timer in this test: only the step's own events may write them."""
+    monkeypatch.setattr(internals, "ASSET_EVENT_WAIT_S", 600.0)
+    sweep = load_sweep(write_sweep(tmp_path, name="lab", benchmarks=[{"id": "demo", "tasks": LAB_TASKS}],
+                                   models=[{"id": "m1", "provider": "none"}]))
+    (benchmark,) = sweep_benchmarks(sweep)
+    defs = sweep_definitions(sweep)
+    instance.add_dynamic_partitions(benchmark.partitions_name, list(benchmark.task_keys))
+    ensure_pool_limits(benchmark, instance)
+    keys = [f"{model}|{task}" for model in benchmark.model_keys for task in benchmark.task_keys]
+    evaluate = next(a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)
+                    and benchmark.key("metrics") in a.keys)
+    result = dg.materialize([evaluate], selection=[benchmark.key("attempts"), benchmark.key("metrics")],
+                            instance=instance, resources=defs.resources,
+                            tags={"dagster/asset_partition_range_start": keys[0],
+                                  "dagster/asset_partition_range_end": keys[-1]})
+    assert result.success
+    newest = instance.fetch_materializations(benchmark.key("attempts"), limit=1).records[0]
+    metrics = instance.fetch_materializations(benchmark.key("metrics"), limit=1).records[0]
+    tags = metrics.asset_materialization.tags or {}  # type: ignore[union-attr]
+    pointer = f"dagster/input_event_pointer/{benchmark.key('attempts').to_user_string()}"
+    assert tags.get(pointer) == str(newest.storage_id), tags
