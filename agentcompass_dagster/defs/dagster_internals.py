@@ -48,7 +48,7 @@ from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 # A run's claims of pool slots, in the run worker.
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 # The event log's own tables and statements, overridden below.
-from dagster._core.storage.event_log.schema import ConcurrencySlotsTable
+from dagster._core.storage.event_log.schema import ConcurrencySlotsTable, SqlEventLogStorageTable
 from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._utils.concurrency import ConcurrencyClaimStatus, ConcurrencySlotStatus
@@ -183,10 +183,12 @@ class BatchedAssetEvents:
     def _write_asset_events(self, events: Sequence[Any]) -> None:
         storage: Any = self
         with storage.index_transaction() as conn:
-            # One multi-row insert: SQLite numbers its rows one after the other, in order, and no other
-            # writer can come between them inside this transaction (SQLAlchemy's RETURNING of the ids
-            # in order falls back to an insert per row on SQLite).
-            last = conn.execute(storage.prepare_insert_event_batch(events)).lastrowid
+            # One statement for all the rows (executemany: Dagster's multi-row insert is compiled anew
+            # for every batch size, which costs more than the rows). SQLite numbers the rows one after
+            # the other, in order, and no other writer can come between them inside this transaction
+            # (SQLAlchemy's RETURNING of the ids in order falls back to an insert per row on SQLite).
+            conn.execute(SqlEventLogStorageTable.insert(), [storage._event_to_row(event) for event in events])
+            last = conn.exec_driver_sql("SELECT last_insert_rowid()").scalar_one()
             ids = list(range(last - len(events) + 1, last + 1))
             storage._store_asset_event_tags(conn, events, ids)
             # The asset's row keeps the newest of each kind of event (its last materialization, its
