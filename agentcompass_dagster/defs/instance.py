@@ -105,7 +105,7 @@ def postgres_url() -> str | None:
 def dagster_home(home: Path | None = None) -> Path:
     """Point this process (and those it starts) at DAGSTER_HOME, without creating anything yet, with
     Dagster's batched event writes on: a new run's planned events then reach the storage as one batch
-    (defs/dagster_internals.py BatchedPlannedEvents)."""
+    (defs/dagster_internals.py BatchedAssetEvents)."""
     chosen = (home or Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)).resolve()
     os.environ["DAGSTER_HOME"] = str(chosen)
     os.environ.setdefault(EVENT_BATCH_ENV, EVENT_BATCH_SIZE)

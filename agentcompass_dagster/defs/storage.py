@@ -7,7 +7,10 @@ materialization. This storage keeps one engine with a small connection pool (wri
 ``synchronous=NORMAL``) and remembers the reflected columns: 0.8 ms. With ``synchronous=NORMAL`` a
 power loss may roll back the last events, never corrupt the database; the results themselves are the
 fsynced detail files, and a task whose event was lost is found finished there and reported again
-instead of run again.
+instead of run again. A step's per-task events (a materialization or an observation as each task ends)
+are written a batch at a time, each waiting at most a quarter second (dagster_internals.py
+BatchedAssetEvents): 1.7 ms of the run worker's CPU per task one at a time, 0.43 ms so, Dagster's step
+pipeline included.
 
 Both storages (this one and postgres_storage.py) also claim a pool's slot atomically: Dagster's claim
 let two processes hold one slot (measured, 2 to 3 holders of one slot in most rounds of claims from two
@@ -18,13 +21,13 @@ from __future__ import annotations
 
 from agentcompass_dagster.defs.dagster_internals import (
     AtomicSlotClaims,
-    BatchedPlannedEvents,
+    BatchedAssetEvents,
     ConsolidatedSqliteEventLogStorage,
     PooledSqliteConnections,
     RememberedColumns,
 )
 
 
-class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, BatchedPlannedEvents, PooledSqliteConnections,
+class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, BatchedAssetEvents, PooledSqliteConnections,
                                   ConsolidatedSqliteEventLogStorage):
     pass

@@ -275,12 +275,12 @@ def test_define_asset_job_returns_an_unresolved_asset_job(lab: Path) -> None:
 
 def test_a_new_runs_planned_events_are_stored_in_one_batch(instance: dg.DagsterInstance, lab: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """BatchedPlannedEvents: with DAGSTER_EVENT_BATCH_SIZE set (as `agentcompass` sets it), Dagster still
+    """BatchedAssetEvents: with DAGSTER_EVENT_BATCH_SIZE set (as `agentcompass` sets it), Dagster still
     hands a new run's per-partition planned events to store_event_batch together, and they are all
     stored, one per partition (the UI's Materializing count reads them), the asset's last run is the run."""
     monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "10000")
     monkeypatch.setattr(os, "getcwd", lambda: str(lab.parent))
-    calls = spy(monkeypatch, internals.BatchedPlannedEvents, "store_event_batch")
+    calls = spy(monkeypatch, internals.BatchedAssetEvents, "store_event_batch")
     sweep = load_sweep(lab)
     (benchmark,) = sweep_benchmarks(sweep)
     instance.add_dynamic_partitions(benchmark.partitions_name, list(benchmark.task_keys))
