@@ -35,7 +35,7 @@ from agentcompass_dagster.defs.coordination import (
 )
 from agentcompass_dagster.defs.dagster_internals import without_partitioned_provenance
 from agentcompass_dagster.defs.partitions import dagster_name, split_key
-from agentcompass_dagster.defs.planning import FRESH_TAG, evaluating_elsewhere, register_tasks
+from agentcompass_dagster.defs.planning import FRESH_TAG, end_evaluation, register_tasks
 from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.defs.task_events import TaskStream
@@ -325,12 +325,11 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     )
     def evaluate(context: dg.AssetExecutionContext) -> Iterator[Any]:
         record_worker(context)
-        failure = None
+        failure, others = None, []
         if attempts_key in context.selected_asset_keys:
             failure = yield from _evaluate(context, sweep_benchmark)
+            others = end_evaluation(sweep_benchmark, context.instance, context.run.run_id)
         if metrics_key in context.selected_asset_keys:
-            others = evaluating_elsewhere(sweep_benchmark, context.instance, context.run.run_id) \
-                if attempts_key in context.selected_asset_keys else []
             if others:
                 context.log.info(f"metrics left to the run that ends its evaluation last: {len(others)} other run(s) "
                                  f"still evaluate this sweep ({', '.join(others)})")

@@ -149,21 +149,22 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     return plan
 
 
-# A run in these states has not begun evaluating: it will reach its own metrics after ours.
-NOT_BEGUN = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING)
+# The run tag a run gets when its evaluating step has ended (set under the sweep lock).
+EVALUATED_TAG = "agentcompass/evaluated"
 
 
-def evaluating_elsewhere(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run_id: str) -> list[str]:
-    """The other live runs of the sweep that will still evaluate some of its partitions: those holding a
-    claim, and those not begun. A run whose evaluation ended leaves the metrics to them, so the metrics
-    of a sweep split into runs are computed once, by the run that ends its evaluation last (two that end
-    at the same instant may both compute them: never neither)."""
+def end_evaluation(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """Mark this run's evaluation ended; return the other live runs of the sweep that will still evaluate
+    some of its partitions (every targeting run not so marked: queued, starting, waiting for a slot, or
+    evaluating). A run that finds some leaves the metrics to them. Marking and looking under one lock
+    means the run that ends its evaluation last finds none: a sweep split into runs gets its metrics
+    once, never zero times."""
     with sweep_lock(sweep_benchmark):
-        claims = live_claims(sweep_benchmark, instance, exclude=run_id)
+        instance.add_run_tags(run_id, {EVALUATED_TAG: utcnow()})
         order = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
         return [run.run_id for run in in_flight_runs(sweep_benchmark, instance)
-                if run.run_id != run_id and targeted(run, sweep_benchmark, order) and gone_owner(instance, run) is None
-                and (run.run_id in claims or run.status in NOT_BEGUN)]
+                if run.run_id != run_id and EVALUATED_TAG not in run.tags and targeted(run, sweep_benchmark, order)
+                and gone_owner(instance, run) is None]
 
 
 def plan_benchmark(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str],
