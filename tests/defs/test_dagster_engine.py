@@ -24,6 +24,7 @@ import yaml
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.run_owners import run_owner
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.results import load_metrics
 
@@ -311,13 +312,12 @@ def test_sigkill_of_a_run_keeps_finished_tasks_and_the_rerun_evaluates_the_rest(
     assert materialization_counts() == Counter(keys(*every(6)))
 
 
-def test_sigkill_of_only_the_run_worker_does_not_wedge_the_sweep(tmp_path: Path, stop_group: Any) -> None:
-    """SIGKILL of the run worker alone, while its step holds the sweep's pool: the CLI marks the run
-    failed and releases its pool slot, its claim and its run directory (it freed none of them, and every
-    later `agentcompass run` waited for ever on the pool); the next run evaluates what is left."""
-    gate = tmp_path / "gate"
+def gated_run(tmp_path: Path, gate: Path, stop_group: Callable[[subprocess.Popen[bytes]], None],
+              **sections: Any) -> tuple[Path, subprocess.Popen[bytes], dg.DagsterRun, ProcessId]:
+    """`agentcompass run` of t3..t5, one task at a time, each waiting for ``gate``; returns once its one
+    run's worker evaluates t3: the sweep, the CLI, the run and the worker's process."""
     sweep = engine_sweep(tmp_path, tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
-                         execution={"limits": {"task_concurrency": 1}}, dagster={"max_concurrent_runs": 1})
+                         execution={"limits": {"task_concurrency": 1}}, **sections)
     proc = cli(tmp_path, "run", str(sweep))
     stop_group(proc)
     wait_until(lambda: harness_calls(tmp_path)["t3"] == 1, "t3 to start", proc=proc)
@@ -325,7 +325,15 @@ def test_sigkill_of_only_the_run_worker_does_not_wedge_the_sweep(tmp_path: Path,
         (run,) = inst.get_runs()
         owner = run_owner(inst, run.run_id)
     assert owner is not None and owner.role == "worker" and owner.worker is not None
-    worker = owner.worker
+    return sweep, proc, run, owner.worker
+
+
+def test_sigkill_of_only_the_run_worker_does_not_wedge_the_sweep(tmp_path: Path, stop_group: Any) -> None:
+    """SIGKILL of the run worker alone, while its step holds the sweep's pool: the CLI marks the run
+    failed and releases its pool slot, its claim and its run directory (it freed none of them, and every
+    later `agentcompass run` waited for ever on the pool); the next run evaluates what is left."""
+    gate = tmp_path / "gate"
+    sweep, proc, run, worker = gated_run(tmp_path, gate, stop_group, dagster={"max_concurrent_runs": 1})
     os.kill(worker.pid, signal.SIGKILL)
     assert finish(proc) != 0
     with instance() as inst:

@@ -17,11 +17,10 @@ from typing import Any
 import dagster as dg
 from dagster._daemon.types import DaemonHeartbeat
 
-from agentcompass_dagster.defs.run_owners import run_owner
 
 from conftest import run_cli
 from test_dagster_engine import (
-    ATTEMPTS, METRICS, SWEEP, cli, engine_sweep, every, finish, harness_calls, instance, keys,
+    ATTEMPTS, METRICS, SWEEP, cli, engine_sweep, every, finish, gated_run, harness_calls, instance, keys,
     materialization_counts, stop_group,
 )
 from test_materialize_paths import _backfill, _register, _start_daemon
@@ -88,15 +87,7 @@ def test_a_follower_of_a_sigkilled_leader_fails_its_run_and_stops(tmp_path: Path
     ever; the run is FAILURE in Dagster and in its run directory; the next run evaluates once each task
     that had not finished."""
     gate = tmp_path / "gate"
-    sweep = engine_sweep(tmp_path, tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
-                         execution={"limits": {"task_concurrency": 1}})
-    leader = cli(tmp_path, "run", str(sweep))
-    stop_group(leader)
-    wait_until(lambda: harness_calls(tmp_path)["t3"] == 1, "t3 to start in the leader's run", proc=leader)
-    with instance() as inst:
-        (run,) = inst.get_runs()
-        owner = run_owner(inst, run.run_id)
-    assert owner is not None and owner.role == "worker"
+    sweep, leader, run, _ = gated_run(tmp_path, gate, stop_group)
     follower = cli(tmp_path, "run", str(sweep))
     stop_group(follower)
     follower_log = sorted(tmp_path.glob("cli-*.log"))[-1]
