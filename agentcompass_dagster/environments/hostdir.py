@@ -12,7 +12,6 @@ could have rewritten).
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import secrets
 import signal
@@ -150,19 +149,6 @@ class HostDirSession(EnvironmentSession):
         """Open cgroup.procs files the child joins (one per hierarchy), or none."""
         return self._join
 
-    def prepare_child(self) -> Callable[[], None]:
-        """What the child runs between fork and exec: it dies with the runtime and joins the session's
-        cgroup, so every process it starts (setsid or not) is the session's."""
-        join = self.cgroup_fds()
-        die_with_parent = death_signal()
-
-        def child() -> None:
-            die_with_parent()
-            for fd in join:  # "0" moves the writer: this child, and all it starts
-                os.write(fd, b"0")
-
-        return child
-
     async def stop_processes(self) -> None:
         if self.cgroup is not None:
             await asyncio.to_thread(self.cgroup.kill_all)
@@ -177,10 +163,11 @@ class HostDirSession(EnvironmentSession):
         # a crash between spawn and record must not leave a command running that a resume cannot see.
         # If the host dies first, the command gets EOF (and PDEATHSIG) and never starts.
         gated = label is not None
-        fds = self.child_fds()
+        fds, join = self.child_fds(), self.cgroup_fds()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.argv(f"read -r _ || exit 125; {command}" if gated else command, directory, caller, fds),
+                *child_argv(self.argv(f"read -r _ || exit 125; {command}" if gated else command, directory, caller,
+                                      fds), join),
                 cwd=self.host_path(directory),
                 env=await asyncio.to_thread(self.context, caller, env) if caller is Caller.verifier
                 else self.context(caller, env),
@@ -188,8 +175,7 @@ class HostDirSession(EnvironmentSession):
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=self.prepare_child(),
-                pass_fds=fds,
+                pass_fds=[*fds, *join],
             )
         finally:
             for fd in fds:
@@ -353,23 +339,23 @@ def probe_hostdir(handle: dict[str, Any]) -> bool:
         return False
 
 
-def death_signal() -> Callable[[], None]:
-    """What a child runs before exec so that the kernel kills it when the runtime dies, even by SIGKILL
-    (the sandbox's bwrap then takes its whole namespace down with it).
+# Sets the parent-death signal and execs the rest: the kernel kills the command's first process when
+# the runtime dies, even by SIGKILL (the sandbox's bwrap then takes its whole namespace down with it).
+DEATH_SIGNAL = ["setpriv", "--pdeathsig", "KILL", "--"]
 
-    Made in the parent: loading libc in a child forked from a threaded process may deadlock. A runtime
-    killed between the fork and the prctl sends no signal (the child has been re-parented by then), so
-    the child checks its parent after setting it and ends itself rather than run an orphaned command."""
-    PR_SET_PDEATHSIG = 1
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent = os.getpid()
 
-    def child() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return child
+def child_argv(argv: list[str], join: list[int], parent: int | None = None) -> list[str]:
+    """``argv`` (``bash -c SCRIPT``) started so that it dies with the runtime (process ``parent``, this
+    one by default) and joins the session's cgroup before its script runs, without any code between fork
+    and exec: a ``preexec_fn`` makes Python fork the whole runtime with the event loop stopped (~35 ms for
+    a 300 MB run worker, every command of every attempt waiting), where without one it uses vfork. A
+    runtime killed before the death signal was set sends none, so the shell first checks that its
+    parent is still the runtime; then it writes "0" to each cgroup.procs descriptor in ``join``
+    (moving itself and all it starts) and closes it, so the command cannot write there."""
+    shell, flag, script = argv
+    prelude = f'[ "$PPID" = {os.getpid() if parent is None else parent} ] || exit 125; '
+    prelude += "".join(f"{{ echo 0 >&{fd} && exec {fd}>&-; }} || exit 125; " for fd in join)
+    return [*DEATH_SIGNAL, shell, flag, prelude + script]
 
 
 async def _read(stream: asyncio.StreamReader | None, capture: Capture) -> None:

@@ -309,7 +309,7 @@ def test_a_sandboxed_command_dies_with_the_runtime_without_any_parent_death_sign
         import sys
         from agentcompass_dagster.cli import main
         from agentcompass_dagster.environments import hostdir, sandbox
-        hostdir.death_signal = lambda: (lambda: None)
+        hostdir.DEATH_SIGNAL = []
         bwrap = sandbox.SandboxSession.bwrap
         sandbox.SandboxSession.bwrap = lambda *args: [word for word in bwrap(*args) if word != "--die-with-parent"]
         sys.exit(main(["run", "--direct", sys.argv[1]]))

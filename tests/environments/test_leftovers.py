@@ -17,6 +17,7 @@ from waiting import wait_until
 
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.durable.file_tree import MAX_DEPTH, link_tree, walk
+from agentcompass_dagster.environments.hostdir import child_argv
 from agentcompass_dagster.environments.sandbox import SandboxEnvironment
 from agentcompass_dagster.runtime.store.safe_fs import open_dir, remove_tree
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
@@ -119,22 +120,32 @@ def test_a_dead_sessions_deep_leftovers_do_not_fail_the_next_attempt(sandbox_roo
 def test_a_command_whose_runtime_died_before_it_set_its_death_signal_never_runs(tmp_path: Path) -> None:
     """R-CLEAN-1: the kernel sends no death signal to a child whose parent died before the child asked
     for one (a SIGKILL between fork and exec, likely on a loaded machine), so the child must check. Here
-    the runtime forks and exits at once; the child runs the hook only once it has been re-parented, then
-    would run the command: it must end instead (a sandboxed `sleep` outlived its killed run in CI)."""
+    its parent is already another process than the runtime it was started for (as a re-parented orphan's
+    is): the command must not run (a sandboxed `sleep` outlived its killed run in CI). Started for this
+    process, the same command runs."""
     ran = tmp_path / "ran"
+    argv = ["bash", "-c", f"touch {ran}"]
+    orphan = subprocess.run(child_argv(argv, [], parent=os.getpid() + 1), timeout=30)
+    assert orphan.returncode == 125 and not ran.exists()
+    assert subprocess.run(child_argv(argv, []), timeout=30).returncode == 0 and ran.exists()
+
+
+def test_a_command_dies_with_its_runtime_killed_by_sigkill(tmp_path: Path) -> None:
+    """R-CLEAN-1: the first process of a command started by child_argv gets SIGKILL when the runtime that
+    started it is SIGKILLed."""
+    marker = f"sleep 79.{os.getpid()}"
     script = f"""
-import os, sys, time
-from agentcompass_dagster.environments.hostdir import death_signal
-hook = death_signal()
-parent = os.getpid()
-if os.fork() == 0:
-    while os.getppid() == parent:  # the event this test is about: the runtime is gone
-        time.sleep(0.01)
-    hook()
-    open({str(ran)!r}, "w").close()
-os._exit(0)
+import subprocess, sys
+from agentcompass_dagster.environments.hostdir import child_argv
+subprocess.Popen(child_argv(["bash", "-c", "exec sleep " + "{marker.split()[1]}"], []))
+print("started", flush=True)
+sys.stdin.read()
 """
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=30)
-    # The orphan's end is an event this process cannot wait on: wait for it through /proc.
-    wait_until(lambda: not processes_with(str(ran)), "the orphaned child to end", 30)
-    assert not ran.exists()
+    runtime = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert runtime.stdout is not None and runtime.stdout.readline() == b"started\n"
+        wait_until(lambda: processes_with(marker) != [], f"`{marker}` to start", 30)
+    finally:
+        runtime.kill()
+        runtime.wait(timeout=30)
+    wait_until(lambda: processes_with(marker) == [], f"`{marker}` to die with its runtime", 30)
