@@ -1,5 +1,5 @@
 """Helpers shared by the by-hand performance scripts in this directory (``bench_store.py``, ``bench_engine.py``,
-``bench_dagster.py``, ``bench_environments.py``, ``bench_vs_inspect.py``, ``bench_demo.py``).
+``bench_dagster.py``, ``bench_environments.py``, ``bench_vs_inspect.py``, ``bench_demo.py``, ``bench_latency.py``).
 
 A measurement is made in a fresh child process (the calling script re-invoked with its hidden ``--child``
 option) so that each one reports its own peak RSS; the child prints its result as one JSON object on the
@@ -195,11 +195,13 @@ def check_run(m: Measurement, harness: str) -> list[str]:
 
 
 def check_run_dir(run_dir: Path, n: int, harness: str, *, reused: bool, accuracy: float | None,
-                  counts: dict[str, Any]) -> list[str]:
-    """A finished run directory of N tasks: the harness's expected accuracy, N normal details in
-    details/, and summary counts that say every task was new (or, with ``reused``, every one reused)."""
+                  counts: dict[str, Any], expected_accuracy: float | None = None) -> list[str]:
+    """A finished run directory of N tasks: the harness's expected accuracy (``expected_accuracy`` for a
+    harness whose accuracy depends on its model), N normal details in details/, and summary counts that
+    say every task was new (or, with ``reused``, every one reused)."""
     problems = []
-    expected_accuracy = EXPECTED_ACCURACY[harness]
+    if expected_accuracy is None:
+        expected_accuracy = EXPECTED_ACCURACY[harness]
     if accuracy != expected_accuracy:
         problems.append(f"accuracy {accuracy} != {expected_accuracy}")
     if (details := sum(1 for _ in normal_details(run_dir))) != n:
@@ -334,20 +336,22 @@ def tree_bytes(root: Path) -> int:
     return total
 
 
-def write_sweep(n: int, concurrency: int, harness: str, workdir: Path, *, name: str, model: str, runs: int = 1,
-                sleep: float = 0.0) -> Path:
-    """A sweep of the synthetic benchmark with N tasks x one model (provider none), ``local``, results in
-    ``workdir/results``, as a file ``workdir/<name>.yaml``: run workers load it again, as `agentcompass run`
-    has them. With ``runs`` > 1 it is split into that many concurrent runs; with ``sleep`` every task waits
-    that long (as for a model's answer), played by the scripted harness."""
+def write_sweep(n: int, concurrency: int, harness: str, workdir: Path, *, name: str, model: str | dict[str, Any],
+                runs: int = 1, sleep: float = 0.0) -> Path:
+    """A sweep of the synthetic benchmark with N tasks x one model, ``local``, results in ``workdir/results``,
+    as a file ``workdir/<name>.yaml``: run workers load it again, as `agentcompass run` has them. ``model``
+    is the model's id (provider none) or its whole declaration. With ``runs`` > 1 it is split into that
+    many concurrent runs; with ``sleep`` every task waits that long (as for a model's answer), played by the
+    scripted harness."""
     dagster = {"max_partitions_per_run": -(-n // runs), "max_concurrent_runs": runs} if runs > 1 else {}
     declared: str | dict[str, Any] = harness
     if sleep:
         declared = {"id": "scripted", "params": {"default": {"oracle": harness == "oracle", "sleep": sleep}}}
+    declared_model = {"id": model, "provider": "none"} if isinstance(model, str) else model
     path = workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump({
         "name": name, "benchmarks": [{"id": "synthetic", "params": {"n_tasks": n}}],
-        "models": [{"id": model, "provider": "none"}], "harness": declared, "environment": "local",
+        "models": [declared_model], "harness": declared, "environment": "local",
         "execution": {"limits": {"task_concurrency": concurrency}},
         "output": {"results_dir": str(workdir / "results")}, "dagster": dagster}))
     return path

@@ -9,7 +9,9 @@ input's tokens with tiktoken's o200k_base encoding, which it downloads on first 
 so each sample does a little less than with the mock's default.
 
 Prints one JSON object on its last stdout line: the eval() call's wall and user+system CPU seconds, this
-process's peak RSS after it, the log's status and its sample counts.
+process's peak RSS after it, the log's status and its sample counts, and ``problems``: what is wrong with
+the log (not status success with N of N samples completed). ``timed_eval`` does that for any Task, and
+``_inspect_latency.py`` imports it.
 
     python perf/_inspect_noop.py --n N [--concurrency 8] --log-dir DIR
 """
@@ -47,25 +49,43 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_eval(n: int, concurrency: int, log_dir: Path) -> dict[str, Any]:
-    task = Task(dataset=[Sample(input=f"Reply with answer-{i}", target=f"answer-{i}") for i in range(n)],
-                solver=generate(), scorer=includes())
-    model = get_model("mockllm/model", custom_outputs=mock_output)
+def samples(n: int) -> list[Sample]:
+    """The N samples: input "Reply with answer-i", target "answer-i"."""
+    return [Sample(input=f"Reply with answer-{i}", target=f"answer-{i}") for i in range(n)]
+
+
+def timed_eval(task: Task, n: int, concurrency: int, log_dir: Path, **eval_args: Any) -> dict[str, Any]:
+    """eval() of ``task`` (N samples), timed, with max_samples = max_connections = ``concurrency``, its log in
+    ``log_dir`` and no display; ``eval_args`` are eval()'s others (the model). ``problems`` says what is
+    wrong with the log: anything but status success with N of N samples completed."""
     started, cpu_started = time.perf_counter(), cpu_seconds()
-    log = inspect_ai.eval(task, model=model, display="none", log_dir=str(log_dir), max_samples=concurrency,
-                          max_connections=concurrency)[0]
+    log = inspect_ai.eval(task, display="none", log_dir=str(log_dir), max_samples=concurrency,
+                          max_connections=concurrency, **eval_args)[0]
     seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
+    error = log.error.message if log.error else ""
+    total = log.results.total_samples if log.results else 0
+    completed = log.results.completed_samples if log.results else 0
+    problems = []
+    if log.status != "success" or total != n or completed != n:
+        problems.append(f"Inspect's log: status {log.status} {error}, {completed} of {total} samples completed, "
+                        f"expected {n} of {n}")
     return {
         "n": n,
         "seconds": seconds,
         "cpu_seconds": cpu,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "status": log.status,
-        "error": log.error.message if log.error else "",
-        "total_samples": log.results.total_samples if log.results else 0,
-        "completed_samples": log.results.completed_samples if log.results else 0,
+        "error": error,
+        "total_samples": total,
+        "completed_samples": completed,
         "log": log.location,
+        "problems": problems,
     }
+
+
+def run_eval(n: int, concurrency: int, log_dir: Path) -> dict[str, Any]:
+    task = Task(dataset=samples(n), solver=generate(), scorer=includes())
+    return timed_eval(task, n, concurrency, log_dir, model=get_model("mockllm/model", custom_outputs=mock_output))
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 """A command's whole process tree, measured: the child that ``_bench.measure_tree`` runs for
-``bench_vs_inspect.py`` (its ``dagster`` side) and ``bench_demo.py``.
+``bench_vs_inspect.py`` (its ``dagster`` side), ``bench_demo.py`` and ``bench_latency.py`` (every side).
 
 `agentcompass run` starts run-worker processes that may outlive the CLI's own wait, so this process
 makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER) before it starts the command: every

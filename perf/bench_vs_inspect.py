@@ -158,16 +158,36 @@ class Side:
 RATIOS = ("process_seconds", "process_cpu_seconds", "seconds", "cpu_seconds", "peak_rss_mb")
 
 
-def installed_version(python: Path) -> str | None:
-    """The inspect-ai version installed for ``python``, None when there is none."""
-    proc = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('inspect-ai'))"],
+def installed_version(python: Path, package: str = "inspect-ai") -> str | None:
+    """The version of ``package`` installed for ``python``, None when there is none."""
+    proc = subprocess.run([str(python), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
                           check=False, capture_output=True, text=True)
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def ensure_inspect(venv: Path) -> Inspect:
+def pip_install(python: Path, spec: str, venv: Path) -> subprocess.CompletedProcess[str]:
+    print(f"installing {spec} into {venv} ...", file=sys.stderr)
+    return subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", spec],
+                          check=False, capture_output=True, text=True)
+
+
+def ensure_inspect(venv: Path, extras: dict[str, str] | None = None) -> Inspect:
     """Inspect AI in ``venv``: reused when it is there, else the venv made and the pin installed (the
-    newest inspect-ai when the pin cannot be). pip's output is shown only when both fail."""
+    newest inspect-ai when the pin cannot be). pip's output is shown only when both fail. ``extras``
+    (package: version) are installed at that version beside it where the venv has another or none."""
+    inspect = find_or_install_inspect(venv)
+    for package, version in (extras or {}).items():
+        if installed_version(inspect.python, package) == version:
+            continue
+        proc = pip_install(inspect.python, f"{package}=={version}", venv)
+        if proc.returncode != 0:
+            raise SystemExit(f"could not install {package}=={version} beside Inspect AI: pip exited with "
+                             f"{proc.returncode}: {proc.stderr.strip()[-1000:]}")
+        inspect.how += f", with {package}=={version} installed"
+    return inspect
+
+
+def find_or_install_inspect(venv: Path) -> Inspect:
     python = venv / "bin" / "python"
     if python.exists() and (version := installed_version(python)) is not None:
         return Inspect(python, version, f"reused from {venv}")
@@ -175,9 +195,7 @@ def ensure_inspect(venv: Path) -> Inspect:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     failures = []
     for spec in (INSPECT_PIN, "inspect-ai"):
-        print(f"installing {spec} into {venv} ...", file=sys.stderr)
-        proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", spec],
-                              check=False, capture_output=True, text=True)
+        proc = pip_install(python, spec, venv)
         if proc.returncode == 0 and (version := installed_version(python)) is not None:
             return Inspect(python, version, f"installed as {spec} into {venv}")
         failures.append(f"pip install {spec} exited with {proc.returncode}: {proc.stderr.strip()[-1000:]}")
@@ -197,11 +215,8 @@ def measure_inspect(inspect: Inspect, n: int, concurrency: int, parent: Path) ->
     if out.data is None:
         return Side("inspect", n, out.seconds, out.cpu_seconds, 0.0, 0.0, 0.0, problems=[out.error])
     data = out.data
-    side = Side("inspect", n, out.seconds, out.cpu_seconds, data["seconds"], data["cpu_seconds"], data["peak_rss_mb"])
-    if data["status"] != "success" or data["total_samples"] != n or data["completed_samples"] != n:
-        side.problems.append(f"Inspect's log: status {data['status']} {data['error']}, {data['completed_samples']} "
-                             f"of {data['total_samples']} samples completed, expected {n} of {n}")
-    return side
+    return Side("inspect", n, out.seconds, out.cpu_seconds, data["seconds"], data["cpu_seconds"], data["peak_rss_mb"],
+                problems=data["problems"])
 
 
 def measure_ours(n: int, concurrency: int, parent: Path) -> Side:
