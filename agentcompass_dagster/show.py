@@ -154,7 +154,8 @@ def attempt_activity(directory: Path) -> dict[str, Any]:
         return {}
     cuts = set(forkable_cuts(records))
     return {"records": len(records), "checkpoints": [_checkpoint(r, r.seq in cuts) for r in records
-                                                     if r.checkpoint_seq is not None and r.checkpoint_seq == r.seq]}
+                                                     if r.kind == "tool_call" and r.status == "completed"
+                                                     and r.checkpoint_seq is not None]}
 
 
 def _checkpoint(record: ActivityRecord, forkable: bool) -> Checkpoint:

@@ -106,6 +106,29 @@ class CaptureStats:
 
 
 
+def _same_files(a: Manifest, b: Manifest) -> bool:
+    """Whether two manifests restore the same trees (the stat data their files were read with aside)."""
+    if (a.dirs, a.redacted_roots, a.excluded, a.skipped, a.too_large) != (b.dirs, b.redacted_roots, b.excluded,
+                                                                           b.skipped, b.too_large):
+        return False
+    if a.roots.keys() != b.roots.keys():
+        return False
+    for name, files in a.roots.items():
+        others = b.roots[name]
+        if files.keys() != others.keys():
+            return False
+        for rel, entry in files.items():
+            other = others[rel]
+            if entry is not other and _restored(entry) != _restored(other):
+                return False
+    return True
+
+
+def _restored(entry: FileEntry) -> tuple[object, ...]:
+    """What restore makes of an entry."""
+    return entry.digest, entry.size, entry.mode, entry.mtime_ns, entry.extents, entry.apparent_size
+
+
 class CheckpointStore:
     """Checkpoints below ``root``; see the module docstring for the layout and the guarantees."""
 
@@ -153,6 +176,11 @@ class CheckpointStore:
         Only files whose stat differs from the reference manifest's are read: the reference is the
         manifest this store last captured or restored, else the latest on disk before ``seq``. Any
         manifest is a sound reference, since the stat tuple, not the seq, vouches for a digest.
+
+        Files that restore exactly as the reference's are not saved again: the reference is returned
+        (its seq, the stat data of this capture), and no manifest is written, so a step that changed no
+        file costs a walk of stats and no write. A manifest already at ``seq`` (left by a process that
+        crashed after capturing it) is replaced all the same, so no stale checkpoint outlives it.
         """
         for root in roots.values():
             self._check_disjoint(Path(root))
@@ -169,13 +197,16 @@ class CheckpointStore:
             clock = reference.clock_ns if reference is not None else 0
             self._capture_root(manifest, name, Path(root), redacted, known, clock, stats, touched)
         manifest.clock_ns = self._clock()
+        self.last_capture_stats = stats
+        if reference is not None and _same_files(manifest, reference) and not self._manifest_path(seq).exists():
+            self._reference = manifest.model_copy(update={"seq": reference.seq})
+            return self._reference
         for subdir in touched:
             fsync_dir(subdir)
         # Not atomic_write_json: its redaction would rewrite paths and entries whose names look secret
         # (a file called tokenizer.json). File contents are filtered before they are hashed instead.
         atomic_write_bytes(self._manifest_path(seq), manifest.model_dump_json().encode())
         self._reference = manifest
-        self.last_capture_stats = stats
         return manifest
 
     def _capture_root(self, manifest: Manifest, name: str, root: Path, redacted: bool, known: dict[str, FileEntry],

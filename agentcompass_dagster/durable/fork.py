@@ -53,10 +53,11 @@ def _diff(a: Any, b: Any, prefix: str) -> list[str]:
 
 def forkable_cuts(records: list[ActivityRecord]) -> list[int]:
     """Sequence numbers of completed tool calls after which every tool call of their turn has finished
-    and whose checkpoint exists: the points a new model can take over from."""
+    and whose files are in a checkpoint (their own, or the one they left unchanged): the points a new
+    model can take over from."""
     cuts = []
     for index, record in enumerate(records):
-        if record.kind != "tool_call" or record.status != "completed" or record.checkpoint_seq != record.seq:
+        if record.kind != "tool_call" or record.status != "completed" or record.checkpoint_seq is None:
             continue
         if record.data.get("error") or record.data["call"]["name"] == "submit":
             continue

@@ -152,15 +152,15 @@ class DurableSession:
                 "output_blob": {"sha256": digest, "chars": len(output)}}
 
     async def complete_tool(self, key: str, data: dict[str, Any], status: str = "completed") -> ActivityRecord:
-        """R-LOG-1: the checkpoint is saved before the completed record that names it."""
+        """R-LOG-1: the checkpoint is saved before the completed record that names it. A command that
+        changed no file names the checkpoint the files are still at, and the environment's cursor stays."""
         seq = self.log.next_seq()
-        checkpoint_seq = self.log.last_checkpoint_seq()
+        previous = checkpoint_seq = self.log.last_checkpoint_seq()
         roots = self.env.checkpoint_roots()
         if self.store is not None and roots is not None and data.get("command") is not None:
-            await asyncio.to_thread(self.store.capture, seq, roots)
-            checkpoint_seq = seq
+            checkpoint_seq = (await asyncio.to_thread(self.store.capture, seq, roots)).seq
         record = self.append(ActivityRecord(id=key, kind="tool_call", status=status,  # type: ignore[arg-type]
                                             seq=seq, checkpoint_seq=checkpoint_seq, data=data))
-        if checkpoint_seq == seq:
-            await self.env.write_file(f"{self.env.scratch}/{CURSOR_FILE}", str(seq).encode())
+        if checkpoint_seq != previous:
+            await self.env.write_file(f"{self.env.scratch}/{CURSOR_FILE}", str(checkpoint_seq).encode())
         return record

@@ -134,6 +134,29 @@ def test_second_capture_reads_only_the_changed_files(tmp_path: Path) -> None:
     assert (reopened.last_capture_stats.files_read, reopened.last_capture_stats.files_reused) == (10, 990)
 
 
+def test_a_capture_of_unchanged_files_names_the_reference_and_writes_no_manifest(tmp_path: Path) -> None:
+    """R-CKPT-1: a step that changed no file costs a walk of stats: the capture returns the checkpoint the
+    files are still at and writes nothing; a touched mtime or a new empty directory is a change (restore
+    brings both back), and a manifest a crashed process left at the seq is replaced, never kept stale."""
+    work = tmp_path / "work"
+    write_tree(work, 20)
+    store = CheckpointStore(tmp_path / "store")
+    assert store.capture(1, {"work": work}).seq == 1
+    manifest_bytes = (store.root / "manifests" / "00000001.json").read_bytes()
+    assert store.capture(2, {"work": work}).seq == 1
+    assert store.seqs() == [1] and (store.root / "manifests" / "00000001.json").read_bytes() == manifest_bytes
+    assert CheckpointStore(tmp_path / "store").capture(3, {"work": work}).seq == 1
+
+    os.utime(work / "d0" / "f0000.txt", ns=(1, 1))
+    assert store.capture(4, {"work": work}).seq == 4
+    (work / "empty").mkdir()
+    assert store.capture(5, {"work": work}).seq == 5
+
+    (store.root / "manifests" / "00000007.json").write_bytes(manifest_bytes)
+    assert store.capture(7, {"work": work}).seq == 7
+    assert "empty" in store.manifest(7).dirs["work"] and store.seqs() == [1, 4, 5, 7]
+
+
 def test_a_new_ctime_is_seen_even_with_size_and_mtime_forged_back(tmp_path: Path) -> None:
     """R-CKPT-1, the stated limit: a change that keeps size, mtime_ns, inode and ctime_ns is not seen. That
     cannot be built here: os.utime, which forges the mtime back, itself sets ctime to now, and ctime cannot

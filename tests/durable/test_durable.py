@@ -582,6 +582,34 @@ def test_fork_continues_from_the_checkpoint_with_another_model(tmp_path: Path) -
                    "--sweep", changed) == 2
 
 
+def test_a_command_that_changes_no_file_names_the_last_checkpoint_and_a_fork_starts_there(tmp_path: Path) -> None:
+    """R-CKPT-1, R-FORK-1: a command that changed no file writes no manifest and leaves the environment's
+    cursor alone; its completed record names the checkpoint the files are at, and a fork from it gets them."""
+    a_turns = {"count-errors": [bash("echo draft > draft.txt"), bash("ls"), bash("echo wrong > answer.txt"),
+                                submit()]}
+    b_turns = {"count-errors": [submit("never asked"), submit("never asked"),
+                                bash("cat draft.txt && " + SOLUTION.strip().splitlines()[-1]), submit()]}
+    models = [{"id": "solver-a", "provider": "scripted", "params": {"turns": a_turns}},
+              {"id": "solver-b", "provider": "scripted", "params": {"turns": b_turns}}]
+    sweep = sweep_file(tmp_path, a_turns, models=models[:1])
+    assert run_cli("run", sweep, "--direct") == 0
+    parent = run_dirs(tmp_path)[0]
+    tools = [r for r in records(tmp_path) if r.kind == "tool_call" and r.status == "completed" and r.data.get("command")]
+    assert [r.checkpoint_seq == r.seq for r in tools] == [True, False, True]
+    assert tools[1].checkpoint_seq == tools[0].seq
+    store = CheckpointStore(next((tmp_path / "results").rglob("count-errors@1")) / "checkpoints")
+    assert store.seqs() == [tools[0].seq, tools[2].seq]
+
+    both = sweep_file(tmp_path, a_turns, name="both", models=models)
+    assert run_cli("fork", parent, "--task", "count-errors", "--checkpoint", tools[1].seq, "--model", "solver-b",
+                   "--sweep", both) == 0
+    fork_dir = next(p for p in run_dirs(tmp_path) if ".forks" in str(p))
+    detail = json.loads(next((fork_dir / "details").glob("*.json")).read_text())
+    draft = next(s for s in detail["attempts"]["1"]["trajectory"]
+                 if (s.get("command") or "").startswith("cat draft.txt"))
+    assert draft["output"].startswith("draft\n") and detail["correct"]
+
+
 # --- replay --------------------------------------------------------------------------------------
 
 
