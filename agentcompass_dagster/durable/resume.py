@@ -128,10 +128,10 @@ async def classify_environment(
                         f"cannot resume: command {record.id} still runs in the old environment after "
                         f"{run.resume_wait_s}s; the attempt stays unfinished")), {}, {})
                 await asyncio.sleep(0.1)
-            exit_code = _read(root, f"{calls}/{record.id}.exit")
+            exit_code = _exit_code(root, calls, record.id)
             output = _read(root, f"{calls}/{record.id}.out") or ""
-            if exit_code is not None and exit_code.strip().lstrip("-").isdigit():
-                finished[record.id] = (int(exit_code), output)
+            if exit_code is not None:
+                finished[record.id] = (exit_code, output)
             else:
                 partial[record.id] = output
         cursor = _read(root, f"scratch/{CURSOR_FILE}")
@@ -166,9 +166,14 @@ def archive(run: DurableSession) -> None:
 def _running(root: Path, calls: str, key: str) -> bool:
     """Whether the command of call ``key`` still runs: not once it wrote its exit code; otherwise as the
     host recorded its process (a pid the agent wrote could name any process of this machine)."""
-    if _read(root, f"{calls}/{key}.exit") is not None:
-        return False
-    return bool(process_of(root, key))
+    return _exit_code(root, calls, key) is None and bool(process_of(root, key))
+
+
+def _exit_code(root: Path, calls: str, key: str) -> int | None:
+    """The exit code call ``key``'s wrapper wrote, if it holds a number: the file is written in place,
+    so a wrapper seen mid-write (or killed there) left it empty."""
+    text = _read(root, f"{calls}/{key}.exit")
+    return int(text) if text is not None and text.strip().lstrip("-").isdigit() else None
 
 
 def _read(root: Path, path: str) -> str | None:
