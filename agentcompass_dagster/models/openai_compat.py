@@ -31,6 +31,7 @@ non-streamed completion has its status line only once it is whole), and the time
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import re
@@ -91,7 +92,13 @@ class OpenAICompatModel(Model):
         # One client per event loop: an asyncio client's connections belong to the loop that opened them,
         # and a model built once per process serves the loops of several orchestrations (Dagster steps).
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = weakref.WeakKeyDictionary()
-        self.base_url = str(self._client().base_url)
+
+    @functools.cached_property
+    def base_url(self) -> str:
+        """The endpoint as the SDK calls it (its default when none is declared), for messages. Not made
+        when the model is: what only checks the declaration (the CLI, a step loading tasks) need not
+        import the SDK."""
+        return str(self._client().base_url)
 
     def _client(self) -> AsyncOpenAI:
         # Imported here: the SDK takes about half a second to import, which `agentcompass --help` should not pay.
