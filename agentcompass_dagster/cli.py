@@ -191,14 +191,22 @@ def _task_errors(errors: int) -> int:
 
 
 def _run_dagster(sweep: Any, sweep_file: Path, submit: bool, fresh: bool) -> int:
-    from agentcompass_dagster.launcher.launch import launch_sweep
+    from agentcompass_dagster.defs.run_worker import StandbyWorker
 
-    board = _board("runs in flight")
-    if board is not None:
-        with board:
-            launch = launch_sweep(sweep, sweep_file, submit=submit, board=board, fresh=fresh)
-    else:
-        launch = launch_sweep(sweep, sweep_file, submit=submit, fresh=fresh)
+    # Started before Dagster is imported here: the worker's own imports then overlap this command's.
+    standby = None if submit else StandbyWorker()
+    try:
+        from agentcompass_dagster.launcher.launch import launch_sweep
+
+        board = _board("runs in flight")
+        if board is not None:
+            with board:
+                launch = launch_sweep(sweep, sweep_file, submit=submit, board=board, fresh=fresh, standby=standby)
+        else:
+            launch = launch_sweep(sweep, sweep_file, submit=submit, fresh=fresh, standby=standby)
+    finally:
+        if standby is not None:
+            standby.discard()
     from agentcompass_dagster.runtime.store.layout import SUMMARY, SUMMARY_COUNTS
     from agentcompass_dagster.runtime.results.summary import SummaryCounts
 

@@ -32,10 +32,10 @@ from agentcompass_dagster.defs.dagster_internals import (
     WorkerStatus,
 )
 from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_worker
+from agentcompass_dagster.defs.run_worker import MODULE, StandbyWorker
 from agentcompass_dagster.runtime.execution.processes import ProcessId
 
 LOG_DIR = "run-workers"
-RUN_WORKER_MODULE = "agentcompass_dagster.defs.run_worker"
 
 
 def worker_log(instance: dg.DagsterInstance, run_id: str) -> Path:
@@ -54,7 +54,7 @@ def worker_command(executable: str, args: ExecuteRunArgs) -> list[str]:
     """The run worker's command: the code's own interpreter (a daemon started from another environment
     may not have it on PATH) running defs/run_worker.py, Dagster's `api execute_run` without its copy of
     every event."""
-    return [executable, "-m", RUN_WORKER_MODULE, dg.serialize_value(args)]
+    return [executable, "-m", MODULE, dg.serialize_value(args)]
 
 
 class RunWorkerLauncher(RunLauncher, ConfigurableClass):
@@ -63,6 +63,8 @@ class RunWorkerLauncher(RunLauncher, ConfigurableClass):
         # Workers this process started: reaped here (a daemon or a CLI would otherwise keep zombies),
         # and their exit codes say how they ended.
         self._workers: dict[str, subprocess.Popen[bytes]] = {}
+        # A worker started ahead by the process launching through this launcher (`agentcompass run`).
+        self.standby: StandbyWorker | None = None
         super().__init__()
 
     @property
@@ -86,8 +88,12 @@ class RunWorkerLauncher(RunLauncher, ConfigurableClass):
                               set_exit_code_on_failure=True)
         log_path = worker_log(instance, run.run_id)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(worker_command(run.job_code_origin.executable_path, args), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        executable = run.job_code_origin.executable_path
+        proc = self.standby.take(executable, dg.serialize_value(args), log_path) if self.standby else None
+        if proc is None:
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(worker_command(executable, args), stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=log)
         self._workers[run.run_id] = proc
         record_owner(instance, run.run_id, "worker", ProcessId.of(proc.pid))
         self._reap()

@@ -30,6 +30,8 @@ from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_
 from agentcompass_dagster.defs.jobs import mounted, same_path_mounts, shared_paths
 from agentcompass_dagster.defs.planning import LaunchPlan, plan_benchmark, plan_runs
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
+from agentcompass_dagster.defs.run_launcher import RunWorkerLauncher
+from agentcompass_dagster.defs.run_worker import StandbyWorker
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.launcher.follow import DAEMON_WAIT_S, QUEUE_DAEMON, RunFollower, daemon_alive
 from agentcompass_dagster.launcher.runs import RunFactory
@@ -144,7 +146,7 @@ def location_results_dir(sweep: SweepConfig, sweep_file: Path) -> Path | None:
 
 
 def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, board: ProgressBoard | None = None,
-                 home: Path | None = None, fresh: bool = False) -> SweepLaunch:
+                 home: Path | None = None, fresh: bool = False, standby: StandbyWorker | None = None) -> SweepLaunch:
     set_sweep_files([sweep_file], location_results_dir(sweep, sweep_file))
     dagster_home(home)
     sweep_benchmark_list = sweep_benchmarks(sweep)
@@ -159,6 +161,8 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
         factory = RunFactory(instance, sweep_definitions(sweep))
         # One launcher for the workers and the follower: it knows how the workers it started exited.
         launcher = instance_launcher(instance)
+        if isinstance(launcher, RunWorkerLauncher):
+            launcher.standby = standby
         follower = RunFollower(instance, launcher, board)
         created: list[dg.DagsterRun] = []
         for sweep_benchmark in sweep_benchmark_list:

@@ -25,11 +25,13 @@ from agentcompass_dagster.defs.run_launcher import RunWorkerLauncher
 from agentcompass_dagster.defs.run_owners import ORPHAN_AFTER_S, run_owner
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.launcher.runs import RunFactory
+from agentcompass_dagster.runtime.execution.processes import ProcessId
 
 from test_dagster_engine import (
     JOB, _daemon, _fast_queue_home, _queue_daemon_alive, _workspace, cli, engine_sweep, every, finish, harness_calls,
     instance, keys, materialization_counts, stop_group,
 )
+from conftest import processes_with_env
 from waiting import wait_until
 
 __all__ = ["stop_group"]  # the fixture, shared with the engine tests
@@ -65,6 +67,52 @@ def test_every_run_goes_through_the_instance_launcher(tmp_path: Path) -> None:
         assert owner is not None and owner.role == "worker"
         assert not any(str(owner.worker.pid) in value for value in run.tags.values())  # type: ignore[union-attr]
         assert not [key for key in run.tags if key.startswith("agentcompass/") and "worker" in key]
+
+
+def started_at(worker: ProcessId) -> float:
+    """When a process of this machine started (epoch seconds, to a clock tick)."""
+    # Not /proc/stat's btime: whole seconds.
+    boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
+    return boot + worker.started / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_cli_run_executes_in_a_worker_started_before_the_run_existed(tmp_path: Path) -> None:
+    """The command starts its run worker before it imports Dagster, so the worker's imports overlap its
+    own: the process that executed the run started before the run was created, and it ran in the
+    command's environment as it was at launch (the sweep file and DAGSTER_HOME the command set after the
+    worker started: with the environment it started in, it would not find the sweep's job)."""
+    sweep, gate = gated_sweep(tmp_path)
+    gate.touch()
+    assert finish(cli(tmp_path, "run", str(sweep))) == 0
+    with instance() as inst:
+        (run,) = inst.get_runs()
+        assert run.status == dg.DagsterRunStatus.SUCCESS
+        record = inst.get_run_record_by_id(run.run_id)
+        owner = run_owner(inst, run.run_id)
+        assert record is not None and owner is not None and owner.worker is not None
+        assert started_at(owner.worker) < record.create_timestamp.timestamp()
+    assert sum(harness_calls(tmp_path).values()) == 6
+
+
+def test_a_worker_started_ahead_that_no_run_takes_is_gone_when_the_command_ends(
+    tmp_path: Path, dagster_home: Path
+) -> None:
+    """A command that launches nothing (every task has a result) stops the worker it started ahead: no
+    process of this instance is left once it has returned."""
+    sweep, gate = gated_sweep(tmp_path)
+    gate.touch()
+    assert finish(cli(tmp_path, "run", str(sweep))) == 0
+    proc = cli(tmp_path, "run", str(sweep))
+    assert finish(proc) == 0
+    assert "Nothing to run" in max(tmp_path.glob("cli-*.log"), key=lambda p: p.stat().st_mtime).read_text()
+    assert [pid for pid in processes_with_env(f"DAGSTER_HOME={dagster_home}") if standing(pid)] == []
+
+
+def standing(pid: int) -> bool:
+    try:
+        return b"--standby" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False  # gone
 
 
 def test_run_monitoring_fails_a_run_whose_worker_was_killed(tmp_path: Path, stop_group: Any) -> None:
