@@ -1,4 +1,5 @@
-"""The activity log of one attempt (R-LOG-1, R-LOG-2): ``activity.jsonl``, append-only and fsynced.
+"""The activity log of one attempt (R-LOG-1, R-LOG-2): ``activity.jsonl``, append-only; what must
+survive a power cut is fsynced (``must_survive_power_loss``), everything survives a crash.
 
 Every external operation (model call, tool call) gets an ``in_flight`` record before it starts and a
 ``completed`` record after it, carrying the step's sequence number, its output and the checkpoint saved
@@ -45,6 +46,17 @@ class ActivityRecord(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+def must_survive_power_loss(record: ActivityRecord) -> bool:
+    """Whether a record is fsynced before the append returns. Every record survives a crash of the
+    process (it is written before the step goes on); only a command's in-flight record must also
+    survive the machine's, before the command starts: a resume that finds no trace of a command cannot
+    know to collect its result, and might run it twice. Its fsync makes every earlier record durable
+    too. Lost to a power cut, any later record costs only work done again: a model call without its
+    completion is asked again, a finished command is collected from the environment (or, with it,
+    lost like any step a crash interrupts), and a finished attempt is its detail file (fsynced)."""
+    return record.kind == "tool_call" and record.status == "in_flight"
+
+
 class ActivityLog:
     def __init__(self, path: Path, *, redacted: bool = True) -> None:
         self.path = Path(path)
@@ -65,7 +77,7 @@ class ActivityLog:
             payload = redact(payload)
         line = (json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        append_line(self.path, line, 0o600)
+        append_line(self.path, line, 0o600, durable=must_survive_power_loss(record) or not records)
         records.append(record)
         return record
 

@@ -102,6 +102,33 @@ def test_activity_log_orders_in_flight_checkpoint_completed(tmp_path: Path) -> N
     assert log[0].kind == "session" and log[-1].kind == "session" and log[-1].status == "completed"
 
 
+def test_a_commands_in_flight_record_is_on_disk_before_the_command_starts_and_other_records_do_not_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R-LOG-1: every record is written before the step goes on (a killed process loses none); the
+    fsyncs are those a power cut needs: the new file, and a command's in-flight record (with all before
+    it) before the command starts. Model calls and completions do not wait for the disk."""
+    path = tmp_path / "activity.jsonl"
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if Path(os.readlink(f"/proc/self/fd/{fd}")) == path:
+            synced.append(len(read_activity(path)))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    log = ActivityLog(path)
+    for kind, key, status in [("session", "session", "in_flight"), ("model_call", "model-0", "in_flight"),
+                              ("model_call", "model-0", "completed"), ("tool_call", "0.0", "in_flight"),
+                              ("tool_call", "0.0", "completed"), ("model_call", "model-1", "in_flight"),
+                              ("model_call", "model-1", "completed"), ("session", "session", "completed")]:
+        log.append(ActivityRecord(id=key, kind=kind, status=status))  # type: ignore[arg-type]
+    assert synced == [1, 4]
+    assert [r.status for r in read_activity(path)] == ["in_flight", "in_flight", "completed", "in_flight",
+                                                       "completed", "in_flight", "completed", "completed"]
+
+
 def test_torn_last_line_is_dropped_and_a_corrupt_earlier_line_is_an_error(tmp_path: Path) -> None:
     """R-LOG-1: a crash mid-append leaves a torn last line, which reading drops and the next append cuts;
     a damaged line before the end is reported, never skipped."""

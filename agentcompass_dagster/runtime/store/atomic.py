@@ -86,30 +86,33 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def append_line(path: Path, line: bytes, mode: int = 0o644) -> None:
-    """Append one newline-terminated line to a JSON-lines log and fsync it (and, for a new file, its
-    directory) before returning. A torn last line left by a crashed writer is cut first: readers drop
-    it anyway, and a line appended after it would turn it into a corrupt line in the middle."""
+def append_line(path: Path, line: bytes, mode: int = 0o644, durable: bool = True) -> None:
+    """Append one newline-terminated line to a JSON-lines log and, ``durable``, fsync it (and, for a new
+    file, its directory) before returning. A torn last line left by a crashed writer is cut first:
+    readers drop it anyway, and a line appended after it would turn it into a corrupt line in the
+    middle. Without ``durable`` the line survives the writer's crash (it is in the page cache) but not
+    the machine's: the next durable append to the file makes it durable too."""
     created = not path.exists()
-    append_and_close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode), line)
-    if created:
+    append_and_close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode), line, durable)
+    if created and durable:
         fsync_dir(path.parent)
 
 
-def append_and_close(fd: int, line: bytes) -> None:
+def append_and_close(fd: int, line: bytes, durable: bool = True) -> None:
     """append_line on a descriptor opened O_RDWR | O_APPEND, which it closes: for callers that open the
     file their own way (safe_fs.append_beneath, which follows no symlink)."""
     try:
-        append_to(fd, line)
+        append_to(fd, line, durable)
     finally:
         os.close(fd)
 
 
-def append_to(fd: int, line: bytes) -> None:
+def append_to(fd: int, line: bytes, durable: bool = True) -> None:
     """append_line on a file its caller holds open (and locked), O_APPEND: cut a torn tail, write, fsync."""
     _drop_torn_tail(fd)
     os.write(fd, line)
-    os.fsync(fd)
+    if durable:
+        os.fsync(fd)
 
 
 def _drop_torn_tail(fd: int) -> None:
