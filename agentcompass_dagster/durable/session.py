@@ -119,11 +119,12 @@ class DurableSession:
         base = f"{self.env.commands_dir}/{CALLS_DIR}/{key}"
         out, exit_file = (shlex.quote(base + suffix) for suffix in (".out", ".exit"))
         calls = shlex.quote(f"{self.env.commands_dir}/{CALLS_DIR}")
-        # Builtins where they do (a test, read, an exit file written in place rather than renamed): every
-        # process the wrapper starts costs a command ~1 ms. A resume reads an exit file only once it holds
-        # a number, or once the process that writes it is gone.
+        # Builtins where they do (a test, read, an exit file written in place rather than renamed, the
+        # command evaluated in a subshell of this shell rather than a new bash): every process the wrapper
+        # starts costs a command ~1-2 ms. A resume reads an exit file only once it holds a number, or once
+        # the process that writes it is gone.
         script = (f"[ -d {calls} ] || mkdir -p {calls}; "
-                  f"( bash -c {shlex.quote(command)} > {out} 2>&1 < /dev/null; echo $? > {exit_file} ) & wait $!; "
+                  f"( ( eval {shlex.quote(command)} ) > {out} 2>&1 < /dev/null; echo $? > {exit_file} ) & wait $!; "
                   f"cat {out}; read -r code < {exit_file}; exit $code")
         result = await self.env.exec(script, timeout_s=timeout, label=key)
         output = result.stdout + result.stderr
