@@ -1,5 +1,6 @@
-"""The activity log of one attempt (R-LOG-1, R-LOG-2): ``activity.jsonl``, append-only; what must
-survive a power cut is fsynced (``must_survive_power_loss``), everything survives a crash.
+"""The activity log of one attempt (R-LOG-1, R-LOG-2): ``activity.jsonl``, append-only. Every record
+is written before the step goes on, so a killed process loses none; what must also survive a power cut
+is fsynced by ``sync``, which the durable session calls before a command starts (durable/session.py).
 
 Every external operation (model call, tool call) gets an ``in_flight`` record before it starts and a
 ``completed`` record after it, carrying the step's sequence number, its output and the checkpoint saved
@@ -14,6 +15,7 @@ line anywhere before it means the file was damaged some other way and is an erro
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -46,22 +48,13 @@ class ActivityRecord(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
-def must_survive_power_loss(record: ActivityRecord) -> bool:
-    """Whether a record is fsynced before the append returns. Every record survives a crash of the
-    process (it is written before the step goes on); only a command's in-flight record must also
-    survive the machine's, before the command starts: a resume that finds no trace of a command cannot
-    know to collect its result, and might run it twice. Its fsync makes every earlier record durable
-    too. Lost to a power cut, any later record costs only work done again: a model call without its
-    completion is asked again, a finished command is collected from the environment (or, with it,
-    lost like any step a crash interrupts), and a finished attempt is its detail file (fsynced)."""
-    return record.kind == "tool_call" and record.status == "in_flight"
-
-
 class ActivityLog:
     def __init__(self, path: Path, *, redacted: bool = True) -> None:
         self.path = Path(path)
         self.redacted = redacted
         self._records: list[ActivityRecord] | None = None
+        # Records appended, and how many of them an fsync has made durable.
+        self._appended = self._synced = 0
 
     def records(self) -> list[ActivityRecord]:
         if self._records is None:
@@ -76,10 +69,25 @@ class ActivityLog:
         if self.redacted:
             payload = redact(payload)
         line = (json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        append_line(self.path, line, 0o600, durable=must_survive_power_loss(record) or not records)
+        if not records:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # A new log is made durable at once (its directory entry too); records after it by ``sync``.
+        append_line(self.path, line, 0o600, durable=not records)
         records.append(record)
+        self._appended += 1
         return record
+
+    def sync(self) -> None:
+        """Make every record appended so far survive a power cut (an fsync, when any is not yet)."""
+        appended = self._appended
+        if self._synced == appended:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._synced = appended
 
     def next_seq(self) -> int:
         # Seqs are handed out in append order, so the newest one is the largest.

@@ -120,3 +120,4 @@ def _write_seed(seed: Path, source: Path, inherited: list[ActivityRecord], cut: 
                               data={"seed": True, "lineage": lineage.model_dump(mode="json"), "handle": None}))
     for record in inherited:
         log.append(record.model_copy(update={"data": {**record.data, "inherited": True}}))
+    log.sync()

@@ -114,7 +114,14 @@ class DurableSession:
         (local), so a resume in the same environment can wait for it (the session records its process,
         labelled with the call's key) and collect its result, or report the partial output of one that
         was killed (R-RESUME-1). The agent can write that directory: a resume only trusts what it reads
-        there after checking it (a number for the exit code, never a symlink)."""
+        there after checking it (a number for the exit code, never a symlink).
+
+        The log is fsynced first (in a thread: the other attempts go on), so the command's in-flight
+        record survives even a power cut: a resume that found no trace of a command could not know to
+        collect its result, and might run it twice. The only fsync an agent's step waits for: lost to a
+        power cut, any other record costs work done again (a model call without its completion is asked
+        again), and a finished attempt is its detail file, fsynced."""
+        await asyncio.to_thread(self.log.sync)
         timeout = self.command_timeout_s if timeout_s is None else min(timeout_s, self.command_timeout_s)
         base = f"{self.env.commands_dir}/{CALLS_DIR}/{key}"
         out, exit_file = (shlex.quote(base + suffix) for suffix in (".out", ".exit"))

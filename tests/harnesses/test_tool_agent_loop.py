@@ -5,6 +5,7 @@ loop through a sweep)."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,29 @@ def test_every_model_and_tool_call_is_in_the_activity_log_in_flight_then_complet
     assert [(r.data["command"], r.checkpoint_seq) for r in commands] == [
         (SOLVE[0]["tool_calls"][0]["arguments"]["command"], 2), ("wc -w < greeting.txt", 2)]
     assert sorted(p.name for p in (durable / "checkpoints" / "manifests").iterdir()) == ["00000002.json"]
+
+
+def test_a_commands_in_flight_record_is_on_disk_before_the_command_starts(
+    session: LocalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R-LOG-1: the log is fsynced with a command's in-flight record before the command runs (a resume
+    after a power cut still knows of it), and model calls do not wait for the disk: one fsync per
+    command after the log's first."""
+    durable = tmp_path / "durable"
+    log = durable / ACTIVITY_FILE
+    seen: list[tuple[int, bool]] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if Path(os.readlink(f"/proc/self/fd/{fd}")) == log:
+            in_flight = [r for r in read_activity(log) if r.kind == "tool_call" and r.status == "in_flight"]
+            seen.append((len(in_flight), Path(session.host_path(session.workdir), "greeting.txt").exists()))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    run(agent(session, durable, SOLVE))
+    assert seen[:2] == [(0, False), (1, False)], "the first command ran before its record was on disk"
+    assert len(seen) == 1 + 2
 
 
 def test_a_finished_log_is_not_run_again(session: LocalSession, tmp_path: Path) -> None:
