@@ -108,25 +108,11 @@ class CaptureStats:
 
 def _same_files(a: Manifest, b: Manifest) -> bool:
     """Whether two manifests restore the same trees (the stat data their files were read with aside)."""
-    if (a.dirs, a.redacted_roots, a.excluded, a.skipped, a.too_large) != (b.dirs, b.redacted_roots, b.excluded,
-                                                                           b.skipped, b.too_large):
-        return False
-    if a.roots.keys() != b.roots.keys():
-        return False
-    for name, files in a.roots.items():
-        others = b.roots[name]
-        if files.keys() != others.keys():
-            return False
-        for rel, entry in files.items():
-            other = others[rel]
-            if entry is not other and _restored(entry) != _restored(other):
-                return False
-    return True
-
-
-def _restored(entry: FileEntry) -> tuple[object, ...]:
-    """What restore makes of an entry."""
-    return entry.digest, entry.size, entry.mode, entry.mtime_ns, entry.extents, entry.apparent_size
+    def restored(m: Manifest) -> tuple[object, ...]:
+        files = {name: {rel: (e.digest, e.size, e.mode, e.mtime_ns, e.extents, e.apparent_size)
+                        for rel, e in entries.items()} for name, entries in m.roots.items()}
+        return m.dirs, m.redacted_roots, m.excluded, m.skipped, m.too_large, files
+    return restored(a) == restored(b)
 
 
 class CheckpointStore:
