@@ -9,6 +9,7 @@ its end (a run failed, timed out or was refused), 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import signal
 import subprocess
@@ -32,7 +33,11 @@ def find_sweep(sweep: Path | None) -> Path:
     for place in places:
         if place.is_file():
             return place
-    raise UserError(f"sweep {name!r}: no such file, and no {' or '.join(map(str, places))}")
+    known = sorted({path.stem for folder in (Path("resources/sweeps"), PACKAGED_RESOURCES / "sweeps")
+                    for path in folder.glob("*.yaml")})
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known sweeps: {', '.join(known)}" if known else ""
+    raise UserError(f"sweep {name!r}: no such file, and no {' or '.join(map(str, places))}{hint}")
 
 
 EXIT_OK = 0
