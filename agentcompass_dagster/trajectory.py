@@ -411,10 +411,33 @@ def _analysis_errors(meta: dict[str, Any]) -> dict[str, str]:
 
 
 def _summary(result: Any) -> str:
+    """An analyzer's result as a reader takes it in: "gave up: no", "patterns: none", not Python's values."""
     if not isinstance(result, dict):
-        return json.dumps(result, default=str)
-    return ", ".join(f"{key} {value if isinstance(value, (str, int, float)) else json.dumps(value, default=str)}"
-                     for key, value in result.items() if key != "evidence")
+        return _readable(result)
+    return ", ".join(_field(str(key), value) for key, value in result.items() if key != "evidence")
+
+
+def _field(key: str, value: Any) -> str:
+    """One field: ``duration_s`` 1.5 as "duration: 1.5 s", ``cost_usd`` as dollars."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    for suffix, unit in (("_s", "{:.3g} s"), ("_usd", "${:.4f}")):
+        if key.endswith(suffix):
+            return f"{key[:-len(suffix)].replace('_', ' ')}: {unit.format(value) if number else _readable(value)}"
+    return f"{key.replace('_', ' ')}: {_readable(value)}"
+
+
+def _readable(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (str, int)):
+        return str(value)
+    if isinstance(value, list) and all(isinstance(item, (str, int, float)) for item in value):
+        return ", ".join(map(_readable, value))
+    return json.dumps(value, default=str)
 
 
 @functools.cache
