@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -40,6 +41,7 @@ def find_sweep(sweep: Path | None) -> Path:
     raise UserError(f"sweep {name!r}: no such file, and no {' or '.join(map(str, places))}{hint}")
 
 
+SUPERSEDED_DEV = "ignore:Function `dev_command` is superseded"
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_TASK_ERRORS = 3
@@ -381,7 +383,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
         workspace = write_workspace(home)
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(args.port)]
-    proc = subprocess.Popen(command, start_new_session=True)
+    # Dagster 1.13 tells `dagster dev` users to use `dg dev`, which this project does not install.
+    warnings = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), SUPERSEDED_DEV]))
+    proc = subprocess.Popen(command, start_new_session=True, env={**os.environ, "PYTHONWARNINGS": warnings})
     # dagster dev leads its own process group (webserver, daemon, code servers): stop all of it however
     # this process is asked to stop, not only on Ctrl-C (Python's SIGINT handler raises KeyboardInterrupt).
     for sig in (signal.SIGTERM, signal.SIGHUP):
