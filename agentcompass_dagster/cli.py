@@ -9,7 +9,9 @@ its end (a run failed, timed out or was refused), 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -32,9 +34,14 @@ def find_sweep(sweep: Path | None) -> Path:
     for place in places:
         if place.is_file():
             return place
-    raise UserError(f"sweep {name!r}: no such file, and no {' or '.join(map(str, places))}")
+    known = sorted({path.stem for folder in (Path("resources/sweeps"), PACKAGED_RESOURCES / "sweeps")
+                    for path in folder.glob("*.yaml")})
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known sweeps: {', '.join(known)}" if known else ""
+    raise UserError(f"sweep {name!r}: no such file, and no {' or '.join(map(str, places))}{hint}")
 
 
+SUPERSEDED_DEV = "ignore:Function `dev_command` is superseded"
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_TASK_ERRORS = 3
@@ -376,7 +383,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
         workspace = write_workspace(home)
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(args.port)]
-    proc = subprocess.Popen(command, start_new_session=True)
+    # Dagster 1.13 tells `dagster dev` users to use `dg dev`, which this project does not install.
+    warnings = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), SUPERSEDED_DEV]))
+    proc = subprocess.Popen(command, start_new_session=True, env={**os.environ, "PYTHONWARNINGS": warnings})
     # dagster dev leads its own process group (webserver, daemon, code servers): stop all of it however
     # this process is asked to stop, not only on Ctrl-C (Python's SIGINT handler raises KeyboardInterrupt).
     for sig in (signal.SIGTERM, signal.SIGHUP):

@@ -312,6 +312,6 @@ def write_report(results_dir: str | Path, out_path: str | Path | None = None) ->
     dirs = run_dirs(benchmarks)
     # The results are loaded once, for the pages and the report: the pages are those of the runs it shows.
     shown = {run_dir for b in benchmarks for run_dir in newest_run_dirs(b, dirs).values() if run_dir is not None}
-    pages = {run_dir: write_trajectory_pages(run_dir, out.parent) for run_dir in sorted(shown)}
+    pages = {run_dir: write_trajectory_pages(run_dir, out.parent, out) for run_dir in sorted(shown)}
     atomic_write_text(out, _render(results_dir, benchmarks, out.parent, pages))
     return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -218,9 +219,10 @@ def load_trajectory(run_dir: Path, task_id: str, attempt: int) -> Trajectory:
     return _trajectory(_Run.read(run_dir), detail, found)
 
 
-def write_trajectory_pages(run_dir: Path, out_dir: Path) -> dict[tuple[str, int], Path]:
+def write_trajectory_pages(run_dir: Path, out_dir: Path, report: Path | None = None) -> dict[tuple[str, int], Path]:
     """Write the page of every attempt with a detail in ``run_dir`` under ``out_dir`` (see
-    trajectory_page_path), each with its full-output files; returns where each (task, attempt) went.
+    trajectory_page_path), each with its full-output files (and a link back to ``report``, the page
+    that links to them); returns where each (task, attempt) went.
     A page newer than everything it is made from (see _sources) is kept as it is: `agentcompass report`
     run again redacts and rewrites only the pages of what changed. One detail is held at a time, so a
     run of any size fits."""
@@ -234,7 +236,7 @@ def write_trajectory_pages(run_dir: Path, out_dir: Path) -> dict[tuple[str, int]
             page = trajectory_page_path(out_dir, run_dir, detail.task_id, attempt.attempt)
             if _newest_mtime([page]) <= made_from:
                 run = run or _Run.read(run_dir)
-                _write_page(_trajectory(run, detail, attempt), page)
+                _write_page(_trajectory(run, detail, attempt), page, report)
             pages[(detail.task_id, attempt.attempt)] = page
     return pages
 
@@ -411,10 +413,33 @@ def _analysis_errors(meta: dict[str, Any]) -> dict[str, str]:
 
 
 def _summary(result: Any) -> str:
+    """An analyzer's result as a reader takes it in: "gave up: no", "patterns: none", not Python's values."""
     if not isinstance(result, dict):
-        return json.dumps(result, default=str)
-    return ", ".join(f"{key} {value if isinstance(value, (str, int, float)) else json.dumps(value, default=str)}"
-                     for key, value in result.items() if key != "evidence")
+        return _readable(result)
+    return ", ".join(_field(str(key), value) for key, value in result.items() if key != "evidence")
+
+
+def _field(key: str, value: Any) -> str:
+    """One field: ``duration_s`` 1.5 as "duration: 1.5 s", ``cost_usd`` as dollars."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    for suffix, unit in (("_s", "{:.3g} s"), ("_usd", "${:.4f}")):
+        if key.endswith(suffix):
+            return f"{key[:-len(suffix)].replace('_', ' ')}: {unit.format(value) if number else _readable(value)}"
+    return f"{key.replace('_', ' ')}: {_readable(value)}"
+
+
+def _readable(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (str, int)):
+        return str(value)
+    if isinstance(value, list) and all(isinstance(item, (str, int, float)) for item in value):
+        return ", ".join(map(_readable, value))
+    return json.dumps(value, default=str)
 
 
 @functools.cache
@@ -425,7 +450,7 @@ def _environment() -> jinja2.Environment:
                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
-def _write_page(trajectory: Trajectory, page: Path) -> None:
+def _write_page(trajectory: Trajectory, page: Path, report: Path | None) -> None:
     """The page and, for each output too long to show whole, its full text in ``<page stem>/``. Each
     file is written atomically but not fsynced: a report is rebuilt from the run, never the only copy."""
     files = page.parent / page.stem
@@ -445,6 +470,7 @@ def _write_page(trajectory: Trajectory, page: Path) -> None:
         atomic_write_bytes(target, redact_text(data.decode("latin-1")).encode("latin-1"), durable=False)
         file_links[name] = f"{files.name}/files/{name}"
     html = _environment().get_template("trajectory.html.j2").render(
-        t=trajectory, links=links, file_links=file_links, inline_chars=INLINE_CHARS, edge_chars=EDGE_CHARS)
+        t=trajectory, links=links, file_links=file_links, inline_chars=INLINE_CHARS, edge_chars=EDGE_CHARS,
+        report_link=os.path.relpath(report, page.parent) if report is not None else None)
     page.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(page, html.encode(), durable=False)

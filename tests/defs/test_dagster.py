@@ -114,6 +114,21 @@ def test_every_client_loads_the_one_entry_point(tmp_path: Path, monkeypatch: pyt
     assert {key.path[0] for key in chosen.resolve_asset_graph().get_all_asset_keys()} == {"lab"}
 
 
+def test_the_root_definitions_file_is_the_one_location(dagster_home: Path) -> None:
+    """Issue #40: a Dagster user's habit, `dagster dev -f definitions.py` from the repository's root, loads
+    the location the CLI runs (the same Definitions object); Dagster itself validates it."""
+    import agentcompass_dagster.definitions as location
+
+    assert runpy.run_path(str(REPO / "definitions.py"))["defs"] is location.defs
+    ensure_dagster_home(dagster_home)
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("dagster")), "definitions", "validate", "-f", "definitions.py"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Validation successful" in proc.stderr + proc.stdout
+
+
 class Started:
     """A `dagster dev` that records its command and exits at once."""
 

@@ -234,6 +234,8 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
         url = f"http://127.0.0.1:{port}/server_info"
         wait_until(lambda: _answers(url), f"`agentcompass ui` to answer at {url}", START_TIMEOUT_S, proc=ui, log=log,
                    interval=0.5)
+        # Issue #40: no advice to use `dg dev`, which is not installed.
+        assert "dg dev" not in log.read_text(), tail(log)
         # `dagster dev` is the CLI's child, leading its own process group (webserver, daemon, code servers).
         children = [pid for pid, (_, ppid, _) in _processes().items() if ppid == ui.pid]
         assert len(children) == 1, f"children of `agentcompass ui`: {children}"

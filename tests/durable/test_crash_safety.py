@@ -288,7 +288,8 @@ def test_killed_writers_lose_nothing_they_finished(tmp_path: Path) -> None:
     assert metrics.metrics["accuracy"] == correct / len(normals)
     assert counts["metrics"]["accuracy"] == correct / len(normals)
     assert metrics.counts.evaluated == len(normals) and metrics.counts.error == len(error_only)
-    assert f"{len(normals)} evaluated · {correct} correct · 0 failed by the agent · {len(error_only)} errors" in markdown
+    assert (f"{len(normals)} evaluated · {correct} correct · {len(normals) - correct} wrong · 0 failed by the agent · "
+            f"{len(error_only)} errors") in markdown
     assert (run_path / "summary.md").read_text() == markdown
     # Re-rendering reads only: the details and the leftovers are as they were.
     assert sorted(p.name for p in details_dir.iterdir() if p.name.startswith(".")) == leftovers

@@ -100,7 +100,8 @@ def test_user_mistake_in_a_real_process_has_no_traceback(tmp_path: Path) -> None
 
 def test_run_takes_a_sweep_by_name(tmp_path: Path) -> None:
     """Issue #30: `agentcompass run NAME` runs resources/sweeps/NAME.yaml of the current directory (else
-    the packaged one); an unknown name is one line naming it and the places looked in, exit 2."""
+    the packaged one); an unknown name is one line naming it, the places looked in and the nearest known
+    sweep (or, with none near, the known ones), exit 2 (issue #40)."""
     repo = Path(__file__).resolve().parents[2]
     proc = run_cli_process("run", "demo-nop", "--direct", "--results-dir", tmp_path / "results", cwd=repo)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -108,4 +109,9 @@ def test_run_takes_a_sweep_by_name(tmp_path: Path) -> None:
     proc = run_cli_process("run", "demo-nopp", "--direct", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == ("agentcompass: error: sweep 'demo-nopp': no such file, and no resources/sweeps/demo-nopp.yaml "
-                           f"or {repo / 'agentcompass_dagster' / 'resources' / 'sweeps' / 'demo-nopp.yaml'}\n")
+                           f"or {repo / 'agentcompass_dagster' / 'resources' / 'sweeps' / 'demo-nopp.yaml'}; "
+                           "did you mean 'demo-nop'?\n")
+    proc = run_cli_process("run", "zzz", "--direct", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.endswith("; known sweeps: agent-clis, demo, demo-agent, demo-nop, harbor, humaneval, "
+                                "humaneval-samples\n")

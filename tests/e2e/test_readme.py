@@ -93,6 +93,7 @@ def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
 
     The same runs answer three more questions, each of which would otherwise cost a demo sweep of its own
     (20-40 s under CI's load), so they are asserted here rather than in tests that run the sweep again:
+    - `agentcompass run demo-nop`'s summary counts its 18 tasks as wrong;
     - the first line, `agentcompass run` with no argument in a fresh checkout, runs
       resources/sweeps/demo.yaml and prints the table and its run directory (below results/demo/demo/none);
     - its output is piped, so it holds the summary and the run directory only: no progress lines, no
@@ -121,6 +122,9 @@ def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
             assert (cwd / run_dir / "summary.md").is_file()
             assert (cwd / run_dir).is_relative_to(cwd / "results" / "demo" / "demo" / "none")
             assert "tasks/s" not in out and "\x1b[" not in out and out.startswith("# demo"), out[:500]
+        if command.endswith(" run demo-nop"):
+            # Issue #40: a sweep that answers nothing right says so, not only "0 correct".
+            assert "18 evaluated · 0 correct · 18 wrong · 0 failed by the agent" in proc.stdout, proc.stdout[:800]
     assert (cwd / "results" / "report.html").is_file()
 
     readme = (REPO / "README.md").read_text()

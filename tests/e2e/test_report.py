@@ -200,6 +200,10 @@ def test_report_shows_models_metrics_comparisons_plots_and_tasks(results: Path, 
     # every outcome links to its attempt's trajectory page, written beside the report (#29)
     assert all(link.startswith("trajectories/") and link.endswith(".html") for link in links)
     assert any(f"/{FAILING}__a1.html" in link for link in links)
+    # and each page links back to the report (#40)
+    page = results / unquote(links[0])
+    back = re.search(r'<a id="back" href="([^"]+)">', page.read_text())
+    assert back is not None and (page.parent / back.group(1)).resolve() == (results / "report.html").resolve()
 
     # the one-model sweep with k=2: pass@k, nothing to compare, attempts counted per task
     k2 = _between(document, '<section class="benchmark" id="b1">', "</section>")

@@ -3,16 +3,15 @@ the docstrings of agentcompass_dagster.contracts alone, each in at most 40 lines
 user installs a plugin package and run by `agentcompass run` on a sweep each (tests/third_party/sweeps/),
 with the built-in plugins for the rest.
 
-The package is copied out of the repository before pip builds it (a build writes build/ and *.egg-info
-beside its sources) and installed into a folder of its own that only the CLI's PYTHONPATH names, so
-nothing of the venv or the repository changes."""
+The package is built from where it lies, as a user would (`pip install tests/third_party`), and installed
+into a folder of its own that only the CLI's PYTHONPATH names: nothing of the venv changes, and the build
+leaves nothing beside the sources (issue #40: it left build/ and *.egg-info there)."""
 
 from __future__ import annotations
 
 import ast
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,19 +40,21 @@ def _env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def acme_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`pip install --no-deps --target SITE` of a copy of tests/third_party: a real build and install."""
-    base = tmp_path_factory.mktemp("acme")
-    source = base / "src"
-    source.mkdir()
-    shutil.copy(PACKAGE / "pyproject.toml", source)
-    shutil.copytree(PLUGINS, source / PLUGINS.name, ignore=shutil.ignore_patterns("__pycache__"))
-    site = base / "site"
+    """`pip install --no-deps --target SITE tests/third_party`: a real build and install, which leaves the
+    package's directory as it was."""
+    site = tmp_path_factory.mktemp("acme") / "site"
+    before = _entries(PACKAGE)
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(site), str(source)],
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(site), str(PACKAGE)],
         capture_output=True, text=True, env=_env(), timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _entries(PACKAGE) == before, "the build left files beside the package's sources"
     return site
+
+
+def _entries(root: Path) -> set[str]:
+    return {str(path.relative_to(root)) for path in root.rglob("*") if "__pycache__" not in path.parts}
 
 
 def _run_sweep(name: str, site: Path, tmp_path: Path) -> tuple[Path, dict[str, Any]]:

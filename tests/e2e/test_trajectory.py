@@ -91,6 +91,10 @@ def test_a_correct_attempt_shows_its_turns_commands_and_outputs(pages: dict[tupl
     assert full.startswith("1\n2\n3\n") and "\n29999\n30000\n" in full and "OPENAI_API_KEY=[REDACTED]" in full
     assert len(command) < 4 * EDGE_CHARS + 2000
     assert "checkpoint 2" in command and 'id="checkpoints"' in html and 'id="replays"' in html
+    # Issue #40: analyzer results in words, not Python's values ("gave_up False", "patterns []").
+    findings = html.split('id="findings"', 1)[1].split("</section>", 1)[0]
+    assert "<td>gave up: no</td>" in findings and "patterns: none" in findings
+    assert "False" not in findings and "[]" not in findings
 
 
 def test_nothing_secret_or_live_anywhere_in_the_pages(run: Path, tmp_path: Path) -> None:
@@ -167,6 +171,7 @@ def test_missing_pieces_leave_their_sections_out(run: Path, tmp_path: Path) -> N
     assert trajectory.checkpoints == [] and trajectory.model is None and trajectory.lineage is None
     assert [(f.analyzer, f.flagged, f.steps) for f in trajectory.findings] == [("reward_hacking", False, []),
                                                                               ("loops", False, [])]
+    assert [f.summary for f in trajectory.findings] == ["", "command: ls, max repeats: many"]
     future, broken = trajectory.steps[-2:]
     assert future.kind == "from-the-future" and "not a list" in (future.text or "")
     assert broken.kind == "model_call" and broken.usage is None and "not a mapping" in (broken.text or "")

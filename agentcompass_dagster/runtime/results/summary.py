@@ -130,6 +130,7 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
         f"run `{run_id}` · status **{status}**",
         "",
         f"Tasks: {counts.total} selected · {counts.evaluated} evaluated · {_correct(counts)} · "
+        f"{counts.evaluated - counts.correct - counts.failed} wrong · "
         f"{counts.failed} failed by the agent · {counts.error} errors · {counts.missing} missing · {counts.new} run in this run · "
         f"{counts.reused} reused from earlier runs",
         *_attempts_line(counts),
