@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agentcompass_dagster.analyzers.reading import readable
 from agentcompass_dagster.analyzers.loops import LOOP_REPEATS
 from agentcompass_dagster.analyzers.steps import normalized
 from agentcompass_dagster.durable.session import BLOBS_DIR
@@ -404,42 +405,12 @@ def _mark_findings(trajectory: Trajectory, analysis: dict[str, Any],
                 trajectory.answer_flags.append(flag)
         trajectory.findings.append(Finding(
             analyzer=name, flagged=(trajectory.task_id, str(trajectory.attempt)) in flagged.get(name, set()),
-            summary=_summary(result), steps=sorted(set(steps))))
+            summary=readable(result), steps=sorted(set(steps))))
 
 
 def _analysis_errors(meta: dict[str, Any]) -> dict[str, str]:
     errors = meta.get("analysis_errors")
     return {str(name): str(error) for name, error in errors.items()} if isinstance(errors, dict) else {}
-
-
-def _summary(result: Any) -> str:
-    """An analyzer's result as a reader takes it in: "gave up: no", "patterns: none", not Python's values."""
-    if not isinstance(result, dict):
-        return _readable(result)
-    return ", ".join(_field(str(key), value) for key, value in result.items() if key != "evidence")
-
-
-def _field(key: str, value: Any) -> str:
-    """One field: ``duration_s`` 1.5 as "duration: 1.5 s", ``cost_usd`` as dollars."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    for suffix, unit in (("_s", "{:.3g} s"), ("_usd", "${:.4f}")):
-        if key.endswith(suffix):
-            return f"{key[:-len(suffix)].replace('_', ' ')}: {unit.format(value) if number else _readable(value)}"
-    return f"{key.replace('_', ' ')}: {_readable(value)}"
-
-
-def _readable(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if value is None or value == []:
-        return "none"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (str, int)):
-        return str(value)
-    if isinstance(value, list) and all(isinstance(item, (str, int, float)) for item in value):
-        return ", ".join(map(_readable, value))
-    return json.dumps(value, default=str)
 
 
 @functools.cache
