@@ -87,10 +87,13 @@ def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path, m
     assert defs.resolve_sensor_def(NEW_TASKS) is not None
     assert {"demo__harness", "demo__environment"} <= set(defs.resources or {})
     ensure_dagster_home(dagster_home)
-    proc = subprocess.run(
-        [str(Path(sys.executable).with_name("dagster")), "definitions", "validate", "-w", "workspace.yaml"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )
+    validate("-w", "workspace.yaml")
+
+
+def validate(*target: str) -> None:
+    """`dagster definitions validate TARGET` from the repository's root succeeds."""
+    proc = subprocess.run([str(Path(sys.executable).with_name("dagster")), "definitions", "validate", *target],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Validation successful" in proc.stderr + proc.stdout
 
@@ -121,12 +124,7 @@ def test_the_root_definitions_file_is_the_one_location(dagster_home: Path) -> No
 
     assert runpy.run_path(str(REPO / "definitions.py"))["defs"] is location.defs
     ensure_dagster_home(dagster_home)
-    proc = subprocess.run(
-        [str(Path(sys.executable).with_name("dagster")), "definitions", "validate", "-f", "definitions.py"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Validation successful" in proc.stderr + proc.stdout
+    validate("-f", "definitions.py")
 
 
 class Started:
