@@ -120,9 +120,15 @@ def test_every_client_loads_the_one_entry_point(tmp_path: Path, monkeypatch: pyt
 def test_the_root_definitions_file_is_the_one_location(dagster_home: Path) -> None:
     """Issue #40: a Dagster user's habit, `dagster dev -f definitions.py` from the repository's root, loads
     the location the CLI runs (the same Definitions object); Dagster itself validates it."""
-    import agentcompass_dagster.definitions as location
-
-    assert runpy.run_path(str(REPO / "definitions.py"))["defs"] is location.defs
+    # The location as this process's environment makes it, imported here only: a cached one would be
+    # the location of every later test of this worker, whatever sweeps it points at.
+    cached = sys.modules.pop(LOCATION_MODULE, None)
+    try:
+        assert runpy.run_path(str(REPO / "definitions.py"))["defs"] is sys.modules[LOCATION_MODULE].defs
+    finally:
+        sys.modules.pop(LOCATION_MODULE, None)
+        if cached is not None:
+            sys.modules[LOCATION_MODULE] = cached
     ensure_dagster_home(dagster_home)
     validate("-f", "definitions.py")
 
