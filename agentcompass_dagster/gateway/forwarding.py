@@ -38,7 +38,9 @@ def forwarded(command: str, *, socket: str = GATEWAY_SOCKET, port: int = 0, wait
 
     The forwarder writes its port into a FIFO the line holds open read-write: ``read -t`` returns as
     soon as it listens, and each tenth of a second without a line the line checks the forwarder still
-    runs, so one that died (a port taken) ends the wait at once; ``wait_s`` bounds it in any case."""
+    runs, so one that died (a port taken) ends the wait at once; ``wait_s`` bounds it in any case. A
+    timeout can fall between the bytes of the line on a loaded machine (bash reads a FIFO a byte at a
+    time and hands back what it read so far): the parts are joined, never taken for the port."""
     here, sock = shlex.quote(GATEWAY_DIR), shlex.quote(socket)
     return "\n".join([
         "__ac_fifo_dir=$(mktemp -d) || exit 1",
@@ -49,12 +51,14 @@ def forwarded(command: str, *, socket: str = GATEWAY_SOCKET, port: int = 0, wait
         f'node {here}/forward.js {sock} {port} "$__ac_fifo_dir/port" 9<&- &',
         f'else echo {shlex.quote(NO_RUNTIME)} >&2; rm -rf "$__ac_fifo_dir"; exit 127; fi',
         "__ac_forwarder=$!",
-        f"{PORT_VARIABLE}=",
+        f"{PORT_VARIABLE}= __ac_listening=",
         f"for ((__ac_tick = 0; __ac_tick < {max(1, round(wait_s * 10))}; __ac_tick++)); do",
-        f'  read -r -t 0.1 -u 9 {PORT_VARIABLE} && break',
+        "  read -r -t 0.1 -u 9 __ac_part && __ac_listening=1",
+        f"  {PORT_VARIABLE}+=$__ac_part",
+        '  [ -n "$__ac_listening" ] && break',
         '  kill -0 "$__ac_forwarder" 2>/dev/null || break',
         "done",
-        f'if [ -z "${PORT_VARIABLE}" ]; then',
+        'if [ -z "$__ac_listening" ]; then',
         f'  echo "agentcompass: the model gateway\'s forwarder ended, or did not listen within {wait_s:g}s" >&2',
         '  kill "$__ac_forwarder" 2>/dev/null; rm -rf "$__ac_fifo_dir"; exit 1',
         "fi",

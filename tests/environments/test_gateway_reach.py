@@ -105,6 +105,24 @@ def test_the_agent_reaches_the_gateway_and_nothing_else(make: Any, gateway: Path
 
 
 @pytest.mark.parametrize("make", ENVIRONMENTS)
+def test_a_port_line_the_wait_cuts_in_two_is_read_whole(make: Any, gateway: Path) -> None:
+    """Issue 38: a forwarder whose port line arrives in two parts, the second after the wait's tenth of a
+    second (a loaded machine that deschedules the writer), is still reached on its whole port. Before:
+    bash's ``read -t`` handed back the first part on the timeout and the next read took the rest for the
+    port, and the agent's calls were refused (a CI failure: codex scored wrong without one model call)."""
+    forwarder = gateway / "forward.py"
+    whole = 'out.write("%d\\n" % listener.getsockname()[1])'
+    split = ('line = "%d\\n" % listener.getsockname()[1]\n        out.write(line[:2])\n        out.flush()\n'
+             '        __import__("time").sleep(0.5)\n        out.write(line[2:])')
+    source = forwarder.read_text()
+    assert whole in source
+    forwarder.write_text(source.replace(whole, split))
+    with opened_session(make(), mounts=[HostMount(host_path=gateway, path=GATEWAY_DIR)], **NO_NETWORK) as opened:
+        reached = _run(opened, forwarded(GET))
+        assert reached.exit_code == 0 and reached.stdout == f"{BODY} /v1/models\n", reached
+
+
+@pytest.mark.parametrize("make", ENVIRONMENTS)
 def test_the_verifier_never_sees_the_mounts(make: Any, gateway: Path) -> None:
     """Issue 38: the gateway's socket is in GATEWAY_DIR for the agent's commands and absent from the
     verifier's, before and after the agent runs again (docker hides and shows it between commands of one
