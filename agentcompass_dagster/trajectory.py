@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agentcompass_dagster.analyzers.reading import readable
 from agentcompass_dagster.analyzers.loops import LOOP_REPEATS
-from agentcompass_dagster.analyzers.steps import normalized
+from agentcompass_dagster.analyzers.steps import normalized, opening
 from agentcompass_dagster.durable.session import BLOBS_DIR
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.show import Checkpoint, ReplayOverview, attempt_activity, replays_by_task
@@ -303,11 +303,11 @@ def _trajectory(run: _Run, detail: TaskDetail, attempt: EvaluatedAttempt) -> Tra
         files_dir=RunDir(run.path).attempt_files.dir(detail.task_id, attempt.attempt))
     trajectory.files = sorted(str(p.relative_to(trajectory.files_dir)) for p in trajectory.files_dir.rglob("*")
                               if p.is_file() and not p.is_symlink())
+    opened = opening(record["trajectory"])
     for index, raw in enumerate(record["trajectory"]):
         if not isinstance(raw, dict):
             continue
-        if raw.get("type") == "message" and raw.get("role") in ("system", "user") and index < 2:
-            # The harness's instructions and the task prompt open every agent trajectory.
+        if index < opened:
             setattr(trajectory, "system" if raw["role"] == "system" else "prompt", str(raw.get("content") or ""))
             continue
         step = _step(index, raw, run.path, durable)

@@ -8,6 +8,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
+from agentcompass_dagster.analyzers.steps import opening
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
@@ -49,20 +50,18 @@ class ErrorCategoryAnalyzer(Analyzer):
 
 
 class TrajectoryStatsAnalyzer(Analyzer):
-    """How long trajectories are: steps, tool calls, tokens and seconds per attempt."""
+    """How long trajectories are: steps (after the opening prompt, as the trajectory page counts them), tool
+    calls run, tokens and seconds per attempt."""
 
     name = "trajectory_stats"
     family = "trajectory"
     requires = frozenset({"trajectory"})
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
-        tool_calls = 0
-        for step in attempt.trajectory:
-            calls = step.get("tool_calls")
-            tool_calls += len(calls) if isinstance(calls, list) else int(step.get("type") in ("tool_call", "command"))
+        # A call counts once, as the step that ran it: the model's reply that asked for it is a step of its own.
         return {
-            "steps": len(attempt.trajectory),
-            "tool_calls": tool_calls,
+            "steps": len(attempt.trajectory) - opening(attempt.trajectory),
+            "tool_calls": sum(step.get("type") in ("tool_call", "command") for step in attempt.trajectory),
             "tokens": attempt.usage.input_tokens + attempt.usage.output_tokens,
             "duration_s": round(attempt.duration_s, 3),
         }

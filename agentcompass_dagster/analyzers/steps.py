@@ -86,3 +86,15 @@ def replies(trajectory: list[dict[str, Any]]) -> list[Reply]:
 def normalized(command: str) -> str:
     """A command with its whitespace collapsed: the same command typed twice compares equal."""
     return " ".join(command.split())
+
+
+def opening(trajectory: list[Any]) -> int:
+    """How many of the trajectory's first entries open it rather than being steps: the harness's
+    instructions and the task prompt (system and user messages, at most two). The trajectory page shows
+    them apart, and ``trajectory_stats`` counts the steps after them, so the two name one number."""
+    count = 0
+    for raw in trajectory[:2]:
+        if not (isinstance(raw, dict) and raw.get("type") == "message" and raw.get("role") in ("system", "user")):
+            break
+        count += 1
+    return count

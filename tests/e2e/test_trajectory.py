@@ -95,6 +95,11 @@ def test_a_correct_attempt_shows_its_turns_commands_and_outputs(pages: dict[tupl
     findings = html.split('id="findings"', 1)[1].split("</section>", 1)[0]
     assert "<td>gave up: no</td>" in findings and "patterns: none" in findings
     assert "False" not in findings and "[]" not in findings
+    # Issue #40: the page's step count and trajectory_stats' are one number, and a call counts once (four
+    # replies each asking for one call, four calls run).
+    heading = re.search(r"<h2>Steps \((\d+)\)</h2>", html)
+    assert heading is not None and heading.group(1) == "8"
+    assert "<td>steps: 8, tool calls: 4, " in findings, findings
 
 
 def test_nothing_secret_or_live_anywhere_in_the_pages(run: Path, tmp_path: Path) -> None:
