@@ -57,6 +57,7 @@ from agentcompass_dagster.contracts.environment import (
     verifier_env,
 )
 from agentcompass_dagster.environments.cgroups import Cgroup
+from agentcompass_dagster.environments.docker_exec import run_command
 from agentcompass_dagster.environments.docker_limits import CLEAR, KEEPER, full_mounts, stop
 from agentcompass_dagster.environments.docker_setup import (
     BUILD_LOG,
@@ -130,9 +131,8 @@ class DockerSession(EnvironmentSession):
             # The task's own verifier variables may set its PATH; nothing the agent could have written does.
             path = env["PATH"] if env and "PATH" in env else self.layout.verifier_path
             variables = verifier_env({**variables, "PATH": path}, home or f"{fresh}/home", f"{fresh}/tmp")
-        exit_code, stdout, stderr = await asyncio.to_thread(self._run, ["bash", "-c", script],
-                                                            self.layout.users.of(caller.value),
-                                                            cwd or self.workdir, variables)
+        exit_code, stdout, stderr = await run_command(self.container, ["bash", "-c", script],
+                                                      self.layout.users.of(caller.value), cwd or self.workdir, variables)
         timed_out = bool(timeout_s) and exit_code == 137 and time.monotonic() - started >= timeout_s
         hits = await asyncio.to_thread(self._limits_hit)
         if hits:
@@ -141,24 +141,6 @@ class DockerSession(EnvironmentSession):
         if timed_out:
             result.stderr += f"\n[docker] killed: the command passed its time limit of {timeout_s}s\n"
         return result
-
-    def _run(self, argv: list[str], user: str, workdir: str, env: dict[str, str]) -> tuple[int, Capture, Capture]:
-        """Run ``argv`` in the container, its streams read as they come: the SDK's exec_run appends each
-        chunk to all it holds (64 MB of output took up to 78 s) and keeps every byte."""
-        api = self.container.client.api
-        exec_id = api.exec_create(self.container.id, argv, user=user, workdir=workdir, environment=env)["Id"]
-        stdout, stderr = Capture(), Capture()
-        stream = api.exec_start(exec_id, stream=True, demux=True)
-        try:
-            for out, err in stream:
-                if out is not None:
-                    stdout.add(out)
-                if err is not None:
-                    stderr.add(err)
-        finally:
-            stream.close()
-        exit_code = api.exec_inspect(exec_id)["ExitCode"]
-        return (exit_code if exit_code is not None else -1), stdout, stderr
 
     def _limits_hit(self) -> list[str]:
         hits = self._cgroup.limits_hit() if self._cgroup is not None else []

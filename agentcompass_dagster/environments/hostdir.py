@@ -388,6 +388,8 @@ async def _stop(proc: asyncio.subprocess.Process, streams: asyncio.Future[Any], 
         await asyncio.wait_for(asyncio.shield(streams), drain_s)
     except TimeoutError:
         streams.cancel()
+        # The cancelled readers' outcome is no one's to see: retrieved, so asyncio does not log it.
+        streams.add_done_callback(lambda done: done.cancelled() or done.exception())
         # asyncio's Process closes the pipes' read ends, and lets wait() return, only once every writer
         # has gone: closed here instead.
         proc._transport.close()  # type: ignore[attr-defined]

@@ -64,6 +64,11 @@ def _release_dead(root: Path) -> list[str]:
 
 
 class LocalEnvironment(Environment):
+    gives_up = {"verifier_context": "the verifier keeps this machine's PATH, whose directories the agent's "
+                                    "commands may write: they run as the same user",
+                "verifier_uid": "every command runs as this process's user",
+                "scratch_hidden": "the agent's commands run as the user who owns scratch"}
+
     def validate_plan(self, plan: ExecutionPlan) -> None:
         """Also refuses a plan that binds host directories into the environment (a harness's gateway or
         agent program): there is nothing to bind them into, and no verifier they could be hidden from."""

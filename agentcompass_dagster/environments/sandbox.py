@@ -46,13 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentcompass_dagster.config import EnvironmentConfig
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.environment import (
-    Caller,
-    Environment,
-    EnvironmentLimitExceeded,
-    EnvironmentSession,
-    ExecResult,
-    visible_dirs,
-)
+    Caller, Environment, EnvironmentLimitExceeded, EnvironmentSession, ExecResult, visible_dirs)
 from agentcompass_dagster.environments import seccomp
 from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable, stale
 from agentcompass_dagster.environments.dockerfile import Expressed, Unsupported, express
@@ -285,6 +279,7 @@ def _release_root(root: Path, image: Path | None) -> list[str]:
 class SandboxEnvironment(Environment):
     supported_policies = frozenset({NetworkPolicy.host, NetworkPolicy.none})
     can_switch_network = True
+    gives_up = {"verifier_uid": "every command runs as its one uid (the verifier has its own namespaces, HOME, /tmp)"}
     _probed: dict[tuple[bool, bool], str | None] = {}
 
     def __init__(self, config: EnvironmentConfig) -> None:

@@ -1,10 +1,12 @@
-"""acme-local: a fresh temporary directory of this machine per task; nothing isolated but the files."""
+"""acme-local: a fresh temporary directory of this machine per task; nothing isolated but the files, which
+it says (``gives_up``): the conformance kit (agentcompass_dagster.contracts.conformance) passes the rest."""
 
 import asyncio, os, signal, tempfile
 from pathlib import Path
 
 from agentcompass_dagster.contracts import Caller, Environment, EnvironmentSession, ExecResult, ExecutionPlan, TaskSpec
 from agentcompass_dagster.contracts.capture import capture_file
+from agentcompass_dagster.contracts.environment import VERIFIER_PATH, verifier_env
 
 
 class TempDirSession(EnvironmentSession):
@@ -14,12 +16,18 @@ class TempDirSession(EnvironmentSession):
 
     async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
                    caller: Caller = Caller.agent, label: str | None = None, env: dict | None = None) -> ExecResult:
+        variables = {**os.environ, **(env or {})}
+        if caller is Caller.verifier:  # a HOME and TMPDIR of its own, where the agent wrote nothing; system PATH
+            variables = verifier_env({**variables, "PATH": VERIFIER_PATH}, tempfile.mkdtemp(dir=self.scratch),
+                                     tempfile.mkdtemp(dir=self.scratch))
         with tempfile.TemporaryFile(dir=self.commands_dir) as out, tempfile.TemporaryFile(dir=self.commands_dir) as err:
             proc = await asyncio.create_subprocess_exec("bash", "-c", command, cwd=cwd or self.workdir, stdout=out,
-                                                        stderr=err, start_new_session=True, env={**os.environ, **(env or {})})
-            done, _ = await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=timeout_s)
-            if not done:  # timed out: the command's whole process group goes, not only bash
-                os.killpg(proc.pid, signal.SIGKILL)
+                                                        stderr=err, start_new_session=True, env=variables)
+            try:
+                done, _ = await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=timeout_s)
+            finally:  # timed out or cancelled: the command's whole process group goes, not only bash
+                if proc.returncode is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
             return ExecResult.captured(await proc.wait(), capture_file(out.fileno()), capture_file(err.fileno()),
                                        0.0, timed_out=not done)
 
@@ -36,5 +44,9 @@ class TempDirSession(EnvironmentSession):
 
 
 class TempDirEnvironment(Environment):
+    gives_up = {"verifier_uid": "every command runs as this process's user",
+                "scratch_hidden": "the agent's commands run as the user who owns scratch",
+                "verifier_context": "run as root, the agent's commands can write the verifier's PATH"}
+
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
         return TempDirSession()
