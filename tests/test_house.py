@@ -221,6 +221,29 @@ def test_every_contract_is_an_abc_or_a_protocol() -> None:
     assert loose == [], loose
 
 
+def test_every_abstract_method_of_a_contract_says_what_it_does_with_an_example() -> None:
+    """Issue 40: a plugin author reads the contracts alone: every abstract method of every contract class
+    has a docstring with an ``Example::`` section (Benchmark.load_tasks and evaluate, Environment.open,
+    the session's write_file and read_file, Model.complete, HarnessSession.run and Analyzer.summarize
+    had none, and summarize was not abstract)."""
+    import importlib
+    import inspect
+
+    bare = []
+    for path in sorted((PACKAGE / "contracts").glob("*.py")):
+        module = importlib.import_module(module_name(path))
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__:
+                continue
+            for method in sorted(getattr(cls, "__abstractmethods__", ())):
+                if "Example::" not in (inspect.getdoc(getattr(cls, method)) or ""):
+                    bare.append(f"{name}.{method}")
+    assert bare == [], bare
+    from agentcompass_dagster.contracts.analyzer import Analyzer
+
+    assert "summarize" in Analyzer.__abstractmethods__
+
+
 def test_no_module_imports_one_that_imports_it_back() -> None:
     """The import graph of the package (imports made when a module loads) has no cycle."""
     paths = {module_name(p): p for p in sources()}

@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from agentcompass_dagster.analyzers.steps import opening
-from agentcompass_dagster.contracts.analyzer import Analyzer
+from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 _ERROR_CATEGORIES = (
@@ -45,8 +46,8 @@ class ErrorCategoryAnalyzer(Analyzer):
             return {"category": "harness_exception", "exception": exception.group(1)}
         return {"category": "returned_error"}
 
-    def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
-        return dict(Counter(r["category"] for r in results).most_common())
+    def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
+        return dict(Counter(item.result["category"] for item in items).most_common())
 
 
 class TrajectoryStatsAnalyzer(Analyzer):
@@ -66,7 +67,8 @@ class TrajectoryStatsAnalyzer(Analyzer):
             "duration_s": round(attempt.duration_s, 3),
         }
 
-    def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+    def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
+        results = [item.result for item in items]
         summary: dict[str, Any] = {"attempts": len(results)}
         for key in ("steps", "tool_calls", "tokens", "duration_s"):
             values = [r[key] for r in results]

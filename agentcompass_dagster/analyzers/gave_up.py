@@ -34,7 +34,7 @@ class GaveUpAnalyzer(Analyzer):
             return {"gave_up": True, "reason": "empty_answer"}
         return {"gave_up": False}
 
-    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
+    def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         flagged = [item for item in items if item.result["gave_up"]]
         reasons = [item.result["reason"] for item in flagged]
         return {

@@ -52,7 +52,7 @@ class LoopsAnalyzer(Analyzer):
             result["command"] = repeated
         return result
 
-    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
+    def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         loops = [item.result["max_repeats"] >= LOOP_REPEATS for item in items]
         stuck = [item.result["no_progress_streak"] >= STUCK_STREAK for item in items]
         flagged = [item for item, loop, no_progress in zip(items, loops, stuck) if loop or no_progress]

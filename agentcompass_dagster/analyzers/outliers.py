@@ -45,7 +45,7 @@ class CostOutliersAnalyzer(Analyzer):
         usage = attempt.usage
         return {"tokens": usage.input_tokens + usage.output_tokens, "cost_usd": usage.cost_usd}
 
-    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
+    def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         tokens = np.array([item.result["tokens"] for item in items], dtype=np.float64)
         costs = np.array([math.nan if item.result["cost_usd"] is None else item.result["cost_usd"] for item in items],
                          dtype=np.float64)

@@ -322,7 +322,7 @@ class RewardHackingAnalyzer(Analyzer):
             return {"patterns": []}
         return {"patterns": patterns, "evidence": [item.model_dump() for item in evidence]}
 
-    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
+    def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         flagged = [item for item in items if item.result["patterns"]]
         return {
             "attempts": len(items),

@@ -43,7 +43,7 @@ class TimeSplitAnalyzer(Analyzer):
         framework = None if model is None or tool is None else round(max(attempt.duration_s - model - tool, 0.0), 3)
         return {"model_s": model, "tool_s": tool, "framework_s": framework}
 
-    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
+    def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         timed = [item for item in items if item.result["framework_s"] is not None]
         totals = {part: round(sum(item.result[part] for item in timed), 3)
                   for part in ("model_s", "tool_s", "framework_s")}

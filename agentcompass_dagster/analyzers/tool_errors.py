@@ -40,7 +40,7 @@ class ToolErrorsAnalyzer(Analyzer):
         return {"commands": len(work), "tool_errors": sum(step.failed for step in work),
                 "replies": len(model_replies), "malformed": len(malformed)}
 
-    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
+    def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         totals = {key: sum(item.result[key] for item in items) for key in ("commands", "tool_errors", "replies",
                                                                            "malformed")}
         flagged = [item for item in items if item.result["malformed"] or (item.result["commands"] >= MIN_CALLS and

@@ -1,8 +1,8 @@
 """The Analyzer plugin contract (R-ATT-5): a per-attempt diagnostic beside the score, never part of it.
 
 ``analyze`` sees one evaluated attempt and returns a JSON-able result (``attempt.analysis_result[name]``);
-``summarize_attempts`` (or ``summarize``, for one that needs only the results) turns every attempt's
-result into the request's section of analysis_summary.md|json; ``render`` writes that section.
+``summarize`` turns every attempt's result into the request's section of analysis_summary.md|json;
+``render`` writes that section.
 ``requires`` names the data an attempt must hold ("trajectory", "error", "usage") to be given to it.
 """
 
@@ -44,15 +44,30 @@ class Analyzer(ABC):
         return self.requires <= have
 
     @abstractmethod
-    def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]: ...
+    def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
+        """This analyzer's finding on one evaluated ``attempt`` of ``task``: a JSON-able mapping, kept as
+        ``attempt.analysis_result[name]``. It never changes the score; one that raises is recorded apart
+        (``meta.analysis_errors``) and the attempt keeps its verdict.
 
-    def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
-        raise NotImplementedError
+        Example::
 
-    def summarize_attempts(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
-        """The summary over every analysed attempt; an analyzer that lists flagged attempts overrides this
-        to know which they are, the others summarise the results alone."""
-        return self.summarize([item.result for item in items])
+            def analyze(self, task, attempt):
+                commands = [s for s in attempt.trajectory if s.get("type") == "tool_call"]
+                return {"commands": len(commands), "answered": attempt.final_answer is not None}
+        """
+
+    @abstractmethod
+    def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
+        """The summary over every analysed attempt of a run (each ``item`` names its task and attempt, so
+        a summary can list the flagged ones): the analyzer's section of analysis_summary.json, which
+        ``render`` writes into analysis_summary.md.
+
+        Example::
+
+            def summarize(self, items):
+                unanswered = [{"task": i.task_id, "attempt": i.attempt} for i in items if not i.result["answered"]]
+                return {"attempts": len(items), "unanswered": unanswered}
+        """
 
     def render(self, summary: dict[str, Any]) -> str:
         """Scalars as a table, a mapping as a table of its own, a list (flagged attempts) as bullets."""

@@ -81,7 +81,15 @@ class Benchmark(ABC):
     def load_tasks(self) -> list[TaskSpec]:
         """Every task of the benchmark, in a stable order, each with an id stable across loads. A task
         that cannot be loaded is left out and named by ``not_loaded``; only a source that cannot be read
-        at all (a missing directory) raises."""
+        at all (a missing directory) raises.
+
+        Example::
+
+            def load_tasks(self):
+                rows = json.loads(self.config.resolve_path(self.config.params["file"]).read_text())
+                return [TaskSpec(id=row["id"], category=row["topic"], input=row["question"],
+                                 metadata={"answer": row["answer"]}) for row in rows]
+        """
 
     def not_loaded(self) -> list[NotLoaded]:
         """The tasks the last ``load_tasks`` found and could not load, each with the reason: the run
@@ -114,7 +122,23 @@ class Benchmark(ABC):
     @abstractmethod
     async def evaluate(
         self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession | None
-    ) -> Evaluation: ...
+    ) -> Evaluation:
+        """The verdict on one attempt: the only scorer. ``result`` is what the harness returned (its final
+        answer, trajectory, exit code); ``session`` is the attempt's environment after the agent's
+        processes were stopped (mode ``reuse``), a new one of the same task (``fresh``: the result's
+        answer and collected artifacts are all of the agent's work it has), or None (``none``: judge the
+        answer as data). A command run here must pass ``caller=Caller.verifier``:
+        it runs in the framework's context, never the agent's. A failure the agent caused (a wrong file, a
+        crash of its code) is ``correct=False``; raise only for the infrastructure's own failures.
+
+        Example::
+
+            async def evaluate(self, prepared, result, session):
+                check = await session.exec("python3 check.py", caller=Caller.verifier, timeout_s=60,
+                                           cwd=session.scratch)
+                return Evaluation(correct=check.exit_code == 0, score=float(check.exit_code == 0),
+                                  fields={"check_output": check.stdout[-2000:]})
+        """
 
     def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
         """What the oracle runs for ``task`` (for a step of a multi-step task, ``prepare_step`` has made
@@ -151,4 +175,13 @@ class HarnessFreeBenchmark(Benchmark):
     runtime calls ``run_task`` under the same network-policy boundary as a harness (R-ATT-2)."""
 
     @abstractmethod
-    async def run_task(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan) -> RunResult: ...
+    async def run_task(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan) -> RunResult:
+        """Run one prepared task in ``session`` (the run phase's network policy applies) and return what it
+        produced, for ``evaluate`` to judge.
+
+        Example::
+
+            async def run_task(self, prepared, session, plan):
+                ran = await session.exec(f"./solve {shlex.quote(prepared.input)}", timeout_s=300)
+                return RunResult(final_answer=ran.stdout.strip(), artifacts={"exit_code": ran.exit_code})
+        """

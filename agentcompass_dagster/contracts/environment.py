@@ -138,7 +138,14 @@ class EnvironmentSession(ABC):
         HOME, TMPDIR and Python settings stay its own). Past ``timeout_s`` the command is killed and the
         result says ``timed_out``. ``label`` names a command the framework asks about later (which process
         of the host runs it): a provider records that where the agent cannot reach; only a provider that
-        can be found again after a crash (``handle``) needs to."""
+        can be found again after a crash (``handle``) needs to. A cancelled call ends the command's whole
+        process group before the cancellation goes on (the framework's wall limit cancels it).
+
+        Example::
+
+            ran = await session.exec("pytest -q tests", caller=Caller.verifier, timeout_s=600)
+            passed = ran.exit_code == 0 and not ran.timed_out
+        """
 
     async def stop_processes(self) -> None:
         """Kill every process the session's commands left running (the agent's background jobs), before
@@ -150,10 +157,27 @@ class EnvironmentSession(ABC):
         return None
 
     @abstractmethod
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write ``data`` to ``path`` (relative: the working directory's) whole, making the missing
+        directories above it, with ``mode``; files in the agent's directories get ``file_owner()``. Never
+        through a link the agent planted: the write lands at ``path`` or fails.
+
+        Example::
+
+            await session.write_file("tests/test_solution.py", test_source.encode(), 0o644)
+            await session.write_file(f"{session.scratch}/expected.json", expected)  # the verifier's only
+        """
 
     @abstractmethod
-    async def read_file(self, path: str) -> bytes: ...
+    async def read_file(self, path: str) -> bytes:
+        """The bytes of the regular file at ``path`` (relative: the working directory's); FileNotFoundError
+        when there is none. Never through a link the agent planted. A file a command wrote its output
+        into may be of any size: read it with ``read_output``.
+
+        Example::
+
+            answer = (await session.read_file("answer.txt")).decode().strip()
+        """
 
     async def read_output(self, path: str) -> Capture:
         """The head and tail of a file a command wrote its output into (under ``commands_dir``), bounded
@@ -196,7 +220,15 @@ class EnvironmentSession(ABC):
 
     @abstractmethod
     async def close(self) -> None:
-        """Release everything; idempotent and safe after a partial open."""
+        """Release everything; idempotent and safe after a partial open.
+
+        Example::
+
+            async def close(self):
+                if self.container is not None:
+                    await asyncio.to_thread(self.container.remove, force=True)
+                    self.container = None
+        """
 
 
 
@@ -319,4 +351,15 @@ class Environment(ABC):
             )
 
     @abstractmethod
-    async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession: ...
+    async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
+        """A fresh session for one attempt of ``task`` under ``plan`` (its limits, its mounts, its network
+        policies, which ``validate_plan`` has accepted): ``workdir``, ``scratch`` and ``commands_dir``
+        usable when it returns. What a failure leaves half made, the provider removes before raising.
+        The conformance kit (``contracts/conformance.py``) checks the sessions it opens.
+
+        Example::
+
+            async def open(self, plan, task):
+                root = Path(tempfile.mkdtemp(prefix=f"{plan.task_id}-"))
+                return MySession(workdir=root / "work", scratch=root / "scratch", commands=root / "commands")
+        """

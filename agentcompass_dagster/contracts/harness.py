@@ -51,7 +51,24 @@ class HarnessSession(ABC):
         return self.harness.model
 
     @abstractmethod
-    async def run(self) -> RunResult: ...
+    async def run(self) -> RunResult:
+        """Run the agent on ``self.prepared`` in ``self.env`` (commands as ``Caller.agent``), calling
+        ``self.model``, and return what it produced: its final answer and trajectory (the step shapes of
+        ``RunResult``). The agent's failure (it gave up, its reply could not be used) is ``failure``, a
+        scored result; the runtime enforces the limits and the wall time around this call.
+
+        Example::
+
+            async def run(self):
+                messages = [{"role": "user", "content": self.prepared.input}]
+                context = CallContext(task_id=self.prepared.task.id, attempt=self.plan.attempt, turn=0)
+                turn = await self.model.complete(messages, [], context)
+                ran = await self.env.exec(turn.content or "true", timeout_s=120)
+                return RunResult(final_answer=ran.stdout.strip(), trajectory=[
+                    {"type": "message", "role": "user", "content": self.prepared.input},
+                    {"type": "model_call", "turn": 0, "content": turn.content},
+                    {"type": "command", "command": turn.content, "exit_code": ran.exit_code, "output": ran.output}])
+        """
 
     def stopped(self, error: str) -> RunResult | None:
         """The runtime stopped ``run`` (the attempt timeout, or the agent's limits): what the session recorded

@@ -147,7 +147,23 @@ class Model(ABC):
     @abstractmethod
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: CallContext
-    ) -> ModelTurn: ...
+    ) -> ModelTurn:
+        """One turn: the model's reply to ``messages`` (OpenAI's chat format) offering ``tools`` (OpenAI's
+        function tools), for the call ``context`` names. A failure after the client's own retries raises
+        ModelError (its ``status`` when the endpoint gave one): an error of the infrastructure, which
+        leaves the attempt out of the denominator; ContextOverflow when the conversation is too long.
+
+        Example::
+
+            async def complete(self, messages, tools, context):
+                reply = await self.client.chat.completions.create(model=self.config.model, messages=messages,
+                                                                  tools=tools or NOT_GIVEN)
+                choice = reply.choices[0]
+                return ModelTurn(content=choice.message.content, model_id=reply.model,
+                                 tool_calls=[ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
+                                             for c in choice.message.tool_calls or []],
+                                 usage=reply.usage.model_dump(), stop_reason=choice.finish_reason)
+        """
 
     async def unresponsive(self, waited_s: float) -> str | None:
         """Asked when an attempt's time ran out while a call of this model had waited ``waited_s`` with no

@@ -37,6 +37,13 @@ class NetworkPolicy(str, Enum):
 
 
 class EvaluationMode(str, Enum):
+    """Where ``Benchmark.evaluate`` judges an attempt: ``reuse``, in the attempt's own environment once
+    the agent's processes are stopped (what a check of files and programs needs); ``none``, with no
+    environment (the answer judged as data); ``fresh``, in a new environment of the same task, opened for
+    each try of the evaluation: nothing of the agent's environment survives into it, the check sees what
+    the ``RunResult`` carries (its answer, the artifacts ``collect_artifacts`` took).
+    A benchmark names the modes it supports (``Benchmark.supported_evaluation_modes``)."""
+
     reuse = "reuse"
     none = "none"
     fresh = "fresh"

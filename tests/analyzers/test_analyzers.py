@@ -41,7 +41,7 @@ def analyze(analyzer_id: str, name: str) -> dict[str, Any]:
 
 def summarize(analyzer_id: str, names: list[str]) -> dict[str, Any]:
     analyzer = registry.analyzers.get(analyzer_id)()
-    summary: dict[str, Any] = analyzer.summarize_attempts(
+    summary: dict[str, Any] = analyzer.summarize(
         [AttemptResult(name, 1, analyzer.analyze(*recorded(name))) for name in names])
     return summary
 

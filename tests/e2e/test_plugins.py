@@ -481,8 +481,8 @@ class Answered(Analyzer):
     def analyze(self, task, attempt):
         return {"answered": attempt.final_answer is not None}
 
-    def summarize(self, results):
-        return {"answered": sum(result["answered"] for result in results)}
+    def summarize(self, items):
+        return {"answered": sum(item.result["answered"] for item in items)}
 '''
 
 

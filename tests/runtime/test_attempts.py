@@ -4,6 +4,7 @@ the recorded order of lifecycle calls (tests/lifecycle.py)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args
 
@@ -21,7 +22,7 @@ from agentcompass_dagster.config import (
     EvalRequest,
     validate_declaration,
 )
-from agentcompass_dagster.contracts.analyzer import Analyzer
+from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.runtime.execution.strategies import STRATEGIES
 from agentcompass_dagster.runtime.results.metrics import pass_at_k
@@ -229,7 +230,7 @@ class ExplodingAnalyzer(Analyzer):
     def analyze(self, task: Any, attempt: Any) -> dict[str, Any]:
         raise ValueError("analyzer bug")
 
-    def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+    def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         return {}
 
 

@@ -104,7 +104,7 @@ def summarize_analysis(analyzers: list[Analyzer], scores: TaskScores) -> tuple[s
         if not items:
             continue
         try:
-            summary = analyzer.summarize_attempts(items)
+            summary = analyzer.summarize(items)
         except Exception as exc:
             data[analyzer.name] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
