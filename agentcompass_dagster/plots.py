@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentcompass_dagster.results import newest_runs
+
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
@@ -82,10 +84,12 @@ def _number(value: Any) -> float | None:
 
 
 def _newest(metrics: pd.DataFrame) -> pd.DataFrame:
-    """One row per model x metric: the newest when a frame holds several runs of a model."""
-    if "timestamp" in metrics.columns:
-        metrics = metrics.sort_values("timestamp", kind="stable")
-    return metrics.drop_duplicates(subset=["model", "metric"], keep="last")
+    """One row per model x metric: the newest run's (``newest_runs``) when a frame holds several runs of a
+    model."""
+    if metrics.empty:
+        return metrics
+    newest = metrics.merge(newest_runs(metrics, ["model"]), on=["model", "run_id"])
+    return newest.drop_duplicates(subset=["model", "metric"], keep="last")
 
 
 def _accuracy_rows(metrics: pd.DataFrame) -> list[tuple[str, float, float | None, float | None]]:

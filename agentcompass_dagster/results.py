@@ -43,13 +43,22 @@ def _load(results_dir: str | Path, name: str, schema: pa.Schema, include_forks: 
     return pa.concat_tables(tables).to_pandas() if tables else schema.empty_table().to_pandas()
 
 
+def newest_runs(metrics: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """The newest run of each ``by`` group of metric rows (columns ``by`` and run_id), as
+    ``RunStore.runs_newest_first`` orders run directories, which reuse and the Dagster assets take: the one
+    that started last, the greater run id between two that started together. "Newest" means this and
+    nothing else (never when a file was written: re-rendering a summary does not make a run newer); a row
+    of a run that recorded no start counts from when it was written."""
+    started = metrics["started_at"].fillna(metrics["timestamp"])
+    ordered = metrics.assign(_started=started).sort_values(["_started", "run_id"], kind="stable")
+    return ordered.drop_duplicates(subset=by, keep="last")[[*by, "run_id"]]
+
+
 def _keep_latest(frame: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
-    """Rows of the newest run of each sweep x benchmark x model x harness: the one that started last, as reuse
-    and the Dagster assets count it (files older than the started_at column: when metrics were written)."""
+    """Rows of the newest run of each sweep x benchmark x model x harness."""
     if metrics.empty:
         return frame.iloc[0:0]
-    started = metrics["started_at"].fillna(metrics["timestamp"])
-    newest = metrics.loc[started.groupby([metrics[c] for c in IDENTITY], dropna=False).idxmax(), [*IDENTITY, "run_id"]]
+    newest = newest_runs(metrics, IDENTITY)
     return frame.merge(newest, on=[*IDENTITY, "run_id"]).reset_index(drop=True)
 
 

@@ -383,3 +383,28 @@ def test_a_run_read_back_runs_with_the_values_redaction_hid(tmp_path: Path) -> N
     sweep.unlink()
     _, request, _ = load_run_request(run_path)
     assert request.environment.env["API_TOKEN"] == "[REDACTED]"
+
+
+def test_newest_run_has_one_meaning_for_run_directories_frames_and_plots(tmp_path: Path) -> None:
+    """Issue 40: "the newest run" is the one started last, the greater run id between two that started
+    together, for the run store (reuse, the Dagster assets), load_metrics and the plots alike. Run a
+    started first and was written last; b and c started together. Before: the plots took the run written
+    last (a), and load_metrics the first of the two that started last (b)."""
+    import pandas as pd
+
+    from agentcompass_dagster import plots
+    from agentcompass_dagster.results import IDENTITY, newest_runs
+
+    started = {"a": "2026-01-01T10:00:00+00:00", "b": "2026-01-01T11:00:00+00:00", "c": "2026-01-01T11:00:00+00:00"}
+    written = {"a": "2026-01-01T12:00:00+00:00", "b": "2026-01-01T11:30:00+00:00", "c": "2026-01-01T11:10:00+00:00"}
+    root = tmp_path / "results" / "lab" / "demo" / "m"
+    for run_id, at in started.items():
+        (root / run_id).mkdir(parents=True)
+        (root / run_id / "run_info.json").write_text(json.dumps({"started_at": at}))
+    assert [run.run_id for run in RunStore(tmp_path / "results").runs_newest_first(root)] == ["c", "b", "a"]
+    metrics = pd.DataFrame({"sweep": "lab", "benchmark": "demo", "model": "m", "harness": "h", "metric": "accuracy",
+                            "run_id": list(started), "value": [0.1, 0.2, 0.3],
+                            "started_at": pd.to_datetime(list(started.values())),
+                            "timestamp": pd.to_datetime(list(written.values()))})
+    assert newest_runs(metrics, IDENTITY)["run_id"].tolist() == ["c"]
+    assert plots._accuracy_rows(metrics) == [("m", 0.3, None, None)]
