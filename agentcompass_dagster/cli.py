@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.defs.code_location import PACKAGED_RESOURCES
+from agentcompass_dagster.references import PACKAGED_RESOURCES
 from agentcompass_dagster.errors import UserError
 
 DEFAULT_SWEEP = "demo"

@@ -15,8 +15,8 @@ from agentcompass_dagster.contestants import Contestant, contestant_id
 from agentcompass_dagster.declaration import Declaration
 from agentcompass_dagster.deployment import DagsterDeployment
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.references import (DECLARATION_FILES, check_plugin_ids, declaration_files, load_yaml,
-                                             read_declaration_files, resolve_reference)
+from agentcompass_dagster.references import (DECLARATION_FILES, check_plugin_ids, declaration_files, default_resources,
+                                             load_yaml, read_declaration_files, resolve_reference)
 from agentcompass_dagster.validation import validate_declaration
 from agentcompass_dagster.contracts.records import AgentLimits, BudgetConfig, EvaluationMode, NetworkPolicy
 from agentcompass_dagster.runtime.store.records import Lineage, Strategy, lift_metadata
@@ -418,8 +418,6 @@ class EvalRequest(Declaration):
 def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:
     """Load a sweep file, resolving the names of its models, harness(es) and environment in ``resources`` (default:
     beside the sweep, see _resources_root), then in the project's (./resources, else the package's)."""
-    from agentcompass_dagster.defs.code_location import default_resources
-
     path = Path(path)
     roots = [Path(resources) if resources is not None else _resources_root(path), default_resources()]
     data = load_yaml(path)

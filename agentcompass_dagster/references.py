@@ -16,6 +16,16 @@ from agentcompass_dagster.errors import UserError
 if TYPE_CHECKING:
     from agentcompass_dagster.config import PluginDeclaration, SweepConfig
 
+DEFAULT_RESOURCES = Path("resources")
+# The declarations shipped with the package (a link to the repository's resources/): what a directory
+# without resources/ of its own runs and shows, whichever directory `dagster dev` was started from.
+PACKAGED_RESOURCES = Path(__file__).resolve().parent / "resources"
+
+
+def default_resources() -> Path:
+    """The declarations a name resolves in after the sweep's own: ./resources, else the package's."""
+    return DEFAULT_RESOURCES if (DEFAULT_RESOURCES / "sweeps").is_dir() else PACKAGED_RESOURCES
+
 
 def load_yaml(path: Path) -> Any:
     try:

@@ -161,6 +161,27 @@ def test_the_contracts_import_nothing_from_the_runtime() -> None:
     assert proc.stdout.strip() == "[]", proc.stdout[:500]
 
 
+# The declarations: what a sweep, a model, a harness and an environment are, read and checked.
+DECLARATIONS = ("config", "references", "validation", "declaration", "errors", "contestants", "deployment",
+                "registry")
+
+
+def test_the_declarations_import_nothing_above_them() -> None:
+    """Issue 40: the declarations point down only: none of their modules imports the Dagster layer, the
+    command or the reporting, not even inside a function (config.load_sweep imported defs.code_location
+    for the default resources directory, which lives with the references now)."""
+    above = ("agentcompass_dagster.defs", "agentcompass_dagster.cli", "agentcompass_dagster.launcher",
+             "agentcompass_dagster.report", "agentcompass_dagster.show", "agentcompass_dagster.trajectory")
+    offending = []
+    for name in DECLARATIONS:
+        path = PACKAGE / f"{name}.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offending += [f"{path.name}:{node.lineno} imports {n}" for n in names if n.startswith(above)]
+    assert offending == [], "\n".join(offending)
+
+
 # Names every module may define for itself: a program's entry point, and a module's one rendering of
 # what it holds (called qualified: summary.render, history.render).
 OWN_IN_EVERY_MODULE = {"main", "render"}

@@ -17,14 +17,6 @@ LOCATION_MODULE = "agentcompass_dagster.definitions"
 LOCATION_NAME = "agentcompass"
 SWEEPS_ENV = "AGENTCOMPASS_SWEEPS"
 RESULTS_DIR_ENV = "AGENTCOMPASS_RESULTS_DIR"
-DEFAULT_RESOURCES = Path("resources")
-# The declarations shipped with the package (a link to the repository's resources/): what a directory
-# without resources/ of its own runs and shows, whichever directory `dagster dev` was started from.
-PACKAGED_RESOURCES = Path(__file__).resolve().parents[1] / "resources"
-
-
-def default_resources() -> Path:
-    return DEFAULT_RESOURCES if (DEFAULT_RESOURCES / "sweeps").is_dir() else PACKAGED_RESOURCES
 
 
 def sweep_files_from_env() -> list[Path] | None:

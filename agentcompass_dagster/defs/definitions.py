@@ -18,7 +18,8 @@ from agentcompass_dagster.config import SweepConfig, load_sweep
 from agentcompass_dagster.defs.alerts import regression_alert_sensor
 from agentcompass_dagster.defs.asset_checks import counts_check, regression_checks, secrets_check
 from agentcompass_dagster.defs.assets import comparison_asset, evaluation_asset, tasks_asset
-from agentcompass_dagster.defs.code_location import default_resources, results_dir_from_env, sweep_files_from_env
+from agentcompass_dagster.defs.code_location import results_dir_from_env, sweep_files_from_env
+from agentcompass_dagster.references import default_resources
 from agentcompass_dagster.defs.dagster_internals import UnresolvedAssetJobDefinition
 from agentcompass_dagster.defs.jobs import location_automation, sweep_job
 from agentcompass_dagster.defs.partitions import dagster_name
