@@ -50,7 +50,6 @@ from agentcompass_dagster.runtime.store.layout import COMPARISON_FILE, REPORT_FI
 
 if TYPE_CHECKING:
     import jinja2
-    import pandas as pd
 
 MAX_TASK_ROWS = 2_000
 # base64 of the embedded PNGs is broken into lines this long: a browser drops the newlines of a data:

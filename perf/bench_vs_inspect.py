@@ -436,8 +436,8 @@ def main(argv: list[str] | None = None) -> int:
             "inspect": f"Inspect: {INSPECT_CHILD.name}, mockllm/model, generate(), includes(), "
                        f"max_samples=max_connections={args.concurrency}",
             "ours": f"ours: synthetic benchmark, harness={HARNESS}, environment=local, concurrency={args.concurrency}",
-            "dagster": f"dagster: `agentcompass run` of the same as a sweep, fresh SQLite DAGSTER_HOME, its whole "
-                       f"process tree (process columns) and its largest process (peak RSS)",
+            "dagster": "dagster: `agentcompass run` of the same as a sweep, fresh SQLite DAGSTER_HOME, its whole "
+                       "process tree (process columns) and its largest process (peak RSS)",
         }
         print("\n".join(workload[side] for side in args.sides) + "\n")
         print(render_table(rows))

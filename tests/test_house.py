@@ -15,6 +15,7 @@ import types
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
+import pytest
 from pydantic import BaseModel, TypeAdapter
 
 from agentcompass_dagster.runtime.store import layout
@@ -263,6 +264,17 @@ def test_every_abstract_method_of_a_contract_says_what_it_does_with_an_example()
     from agentcompass_dagster.contracts.analyzer import Analyzer
 
     assert "summarize" in Analyzer.__abstractmethods__
+
+
+def test_ruff_finds_nothing() -> None:
+    """Issue 40: `ruff check` (pyproject's [tool.ruff]: pyflakes and pycodestyle's statement errors) is clean
+    over the whole repository: no unused import, no undefined name, no ambiguous name. Before: 14
+    findings, among them two unused imports in the CLI agents' session and one in the report."""
+    ruff = Path(sys.executable).with_name("ruff")
+    if not ruff.is_file():
+        pytest.skip(f"{ruff} is missing: pip install -e '.[test]'")
+    proc = subprocess.run([str(ruff), "check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]
 
 
 def test_no_module_imports_one_that_imports_it_back() -> None:

@@ -92,9 +92,9 @@ def missing_ranges(
     merged: list[tuple[int, int, int, int, int]] = []  # first model, last model, first, last, count
     for m, first, last, count in spans:
         if merged:
-            m0, m1, f, l, c = merged[-1]
-            if m1 == m - 1 and (f, l) == (first, last) and c + count <= limit:
-                merged[-1] = (m0, m, f, l, c + count)
+            m0, m1, first0, last0, c = merged[-1]
+            if m1 == m - 1 and (first0, last0) == (first, last) and c + count <= limit:
+                merged[-1] = (m0, m, first0, last0, c + count)
                 continue
         merged.append((m, m, first, last, count))
     return [KeyRange(model_keys[m0], model_keys[m1], task_keys[first], task_keys[last])

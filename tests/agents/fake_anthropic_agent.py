@@ -4,7 +4,6 @@ the Anthropic Messages API, streaming every turn (ANTHROPIC_BASE_URL, ANTHROPIC_
     python3 fake_anthropic_agent.py
 """
 
-import json
 import os
 import subprocess
 import sys

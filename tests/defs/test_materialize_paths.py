@@ -24,7 +24,7 @@ from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.jobs import AUTOMATION_INTERVAL_ENV
 
 from conftest import run_cli
-from test_dagster_engine import (
+from test_dagster_engine import (  # noqa: F401 (instance and stop_group are fixtures)
     ATTEMPTS, DAGSTER, JOB, METRICS, SWEEP, _fast_queue_home, _queue_daemon_alive, _workspace, cli,
     engine_sweep, every, finish, harness_calls, instance, keys, materialization_counts, stop_group,
 )

@@ -9,12 +9,10 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from agentcompass_dagster.contracts.environment import ExecResult
-from agentcompass_dagster.contracts.harness import HarnessSession
 from agentcompass_dagster.contracts.records import RunResult, Usage
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityRecord
 from agentcompass_dagster.durable.session import DurableSession
 from agentcompass_dagster.gateway.forwarding import forwarded
-from agentcompass_dagster.harnesses.cli_agent.install import AGENT_DIR
 from agentcompass_dagster.harnesses.cli_agent.logs import LOGS_TAR, pack_command, unpack
 from agentcompass_dagster.harnesses.cli_agent.trajectory import cli_trajectory, current_run
 from agentcompass_dagster.harnesses.cli_agent.turns import AttemptTurns, Recorded, recorded_turns

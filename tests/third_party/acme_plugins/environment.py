@@ -1,7 +1,10 @@
 """acme-local: a fresh temporary directory of this machine per task; nothing isolated but the files, which
 it says (``gives_up``): the conformance kit (agentcompass_dagster.contracts.conformance) passes the rest."""
 
-import asyncio, os, signal, tempfile
+import asyncio
+import os
+import signal
+import tempfile
 from pathlib import Path
 
 from agentcompass_dagster.contracts import Caller, Environment, EnvironmentSession, ExecResult, ExecutionPlan, TaskSpec
