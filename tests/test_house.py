@@ -300,9 +300,11 @@ def test_no_module_is_over_450_lines_and_no_function_over_60() -> None:
 
 
 def cited_requirement_ids() -> dict[str, list[str]]:
-    """Each requirement id cited in the package, tests/, perf/ or README.md, with the files citing it."""
-    files = [REPO / "README.md"] + [p for top in (PACKAGE, REPO / "tests", REPO / "perf") for p in top.rglob("*")
-                                    if p.is_file() and "__pycache__" not in p.parts]
+    """Each requirement id cited in the package, tests/, perf/, README.md or docs/ (but docs/requirements.md,
+    which defines them), with the files citing it."""
+    files = [REPO / "README.md", *(p for p in (REPO / "docs").glob("*.md") if p != REQUIREMENTS)]
+    files += [p for top in (PACKAGE, REPO / "tests", REPO / "perf") for p in top.rglob("*")
+              if p.is_file() and "__pycache__" not in p.parts]
     cited: dict[str, list[str]] = {}
     for path in sorted(files):
         for found in sorted(set(REQUIREMENT_ID.findall(path.read_bytes().decode("utf-8", "replace")))):

@@ -85,18 +85,22 @@ if [ "$out" = "42" ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /lo
 """
 HACKS = {
     "honest": "print(42)",
-    # Writes the reward itself, then kills every ancestor before the test can write its 0.
+    # Writes the reward itself, then kills every ancestor before the test can write its 0: from the top
+    # down, so the test's shell is dead before the subshell it waits on could return to it (killed from
+    # the bottom up, a loaded machine let the test write its 0 between two kills: a verdict of 0, no
+    # failure, in CI).
     "kill-ancestors": textwrap.dedent('''
         import os, signal
         open("/logs/verifier/reward.txt", "w").write("1")
-        pid = os.getppid()
+        ancestors, pid = [], os.getppid()
         while pid > 1:
-            parent = int(open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[1])
+            ancestors.append(pid)
+            pid = int(open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[1])
+        for pid in reversed(ancestors):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-            pid = parent
         print(0)
     '''),
     # Issue 37 finding 4: a reward of a sparse gigabyte (no disk used), read as its size only.
