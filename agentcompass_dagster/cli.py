@@ -328,7 +328,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from agentcompass_dagster.show import overview, render
+    from agentcompass_dagster.reporting.show import overview, render
 
     run = overview(args.run_dir, args.task)
     print(run.model_dump_json(indent=2) if args.json else render(run, one_task=args.task is not None), end="")
@@ -336,7 +336,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from agentcompass_dagster.report import write_report
+    from agentcompass_dagster.reporting.report import write_report
 
     path = write_report(args.results_dir, args.output)
     print(f"written: {path}")
@@ -345,8 +345,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from agentcompass_dagster.config import OutputConfig, load_sweep
-    from agentcompass_dagster.history import render
-    from agentcompass_dagster.results import load_history
+    from agentcompass_dagster.reporting.history import render
+    from agentcompass_dagster.reporting.results import load_history
 
     name, results_dir = args.sweep, OutputConfig().results_dir
     if Path(args.sweep).suffix in (".yaml", ".yml"):

@@ -79,7 +79,7 @@ class Repetition:
 def check_results(results: Path) -> list[str]:
     """The first run's metrics parquet: one accuracy row, 1.0 (the oracle), over the 18 tasks. Imported
     here, after every measurement's tree has been reaped: pandas is not needed before."""
-    from agentcompass_dagster.results import load_metrics
+    from agentcompass_dagster.reporting.results import load_metrics
 
     metrics = load_metrics(results)
     rows = metrics.loc[metrics["metric"] == "accuracy"]

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from agentcompass_dagster.cli import main
-from agentcompass_dagster.trajectory import write_trajectory_pages
+from agentcompass_dagster.reporting.trajectory import write_trajectory_pages
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -258,7 +258,7 @@ def check_dagster(workdir: Path, n: int) -> list[str]:
     """The finished sweep of measure_dagster: accuracy in the results' metrics parquet, and N materialized
     attempts partitions in its instance. Run in a child: Dagster and pandas are imported here only."""
     import dagster as dg
-    from agentcompass_dagster.results import load_metrics
+    from agentcompass_dagster.reporting.results import load_metrics
 
     problems = []
     metrics = load_metrics(workdir / "results")

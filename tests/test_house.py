@@ -140,6 +140,30 @@ def test_the_runtime_is_in_rooms() -> None:
     assert all(any(room.glob("*.py")) for room in (runtime / name for name in rooms))
 
 
+# Issue 40: the reporting modules, which sat loose at the package's top beside runtime/results/.
+REPORTING = {"results", "report", "report_data", "diagnosis", "plots", "trajectory", "history", "show"}
+
+
+def test_the_reporting_is_one_room_that_the_layers_below_do_not_import() -> None:
+    """Issue 40: what runs come to for people (the pandas API, the report, the trajectory pages, history,
+    show) lives in reporting/, none of it at the package's top; the runtime, the durable layer, the
+    contracts and the declarations never import it (the command and the Dagster layer do)."""
+    top = {p.stem for p in PACKAGE.glob("*.py")}
+    assert top & REPORTING == set(), sorted(top & REPORTING)
+    assert {p.stem for p in (PACKAGE / "reporting").glob("*.py")} == REPORTING | {"__init__"}
+    below = [p for p in sources() if module_name(p).startswith(
+        ("agentcompass_dagster.runtime", "agentcompass_dagster.durable", "agentcompass_dagster.contracts"))]
+    below += [PACKAGE / f"{name}.py" for name in DECLARATIONS]
+    offending = []
+    for path in below:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offending += [f"{path.relative_to(PACKAGE)}:{node.lineno}" for n in names
+                          if n.startswith("agentcompass_dagster.reporting")]
+    assert offending == [], offending
+
+
 def test_the_contracts_import_nothing_from_the_runtime() -> None:
     """Issue #30: a plugin imports the contracts and nothing else of the framework's insides: no module of
     contracts/ imports the runtime, a plugin package, the Dagster layer or the CLI, not even under
@@ -172,7 +196,7 @@ def test_the_declarations_import_nothing_above_them() -> None:
     command or the reporting, not even inside a function (config.load_sweep imported defs.code_location
     for the default resources directory, which lives with the references now)."""
     above = ("agentcompass_dagster.defs", "agentcompass_dagster.cli", "agentcompass_dagster.launcher",
-             "agentcompass_dagster.report", "agentcompass_dagster.show", "agentcompass_dagster.trajectory")
+             "agentcompass_dagster.reporting.report", "agentcompass_dagster.reporting.show", "agentcompass_dagster.reporting.trajectory")
     offending = []
     for name in DECLARATIONS:
         path = PACKAGE / f"{name}.py"

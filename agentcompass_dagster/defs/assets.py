@@ -41,7 +41,7 @@ from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.defs.task_events import TaskStream
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.markdown import markdown_table
-from agentcompass_dagster.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy,
+from agentcompass_dagster.reporting.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy,
                                         markdown_image)
 from agentcompass_dagster.runtime.results.analysis import select_analyzers
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes, atomic_write_text
@@ -58,7 +58,7 @@ from agentcompass_dagster.runtime.results.parquet import (
     write_table,
 )
 from agentcompass_dagster.runtime.results.regression import finished_scores
-from agentcompass_dagster.report_data import COMPARISON_COLUMNS
+from agentcompass_dagster.reporting.report_data import COMPARISON_COLUMNS
 from agentcompass_dagster.runtime.results.stats import paired_comparison
 from agentcompass_dagster.runtime.execution.budget import budget_figures
 
@@ -272,7 +272,7 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
 def _report(sweep_benchmark: SweepBenchmark) -> dg.MetadataValue:
     """The sweep's report.html, written with the trajectory pages the attempts' metadata names (the pages
     of each model's newest run); a report that cannot be written leaves the metrics as they are."""
-    from agentcompass_dagster.report import write_report
+    from agentcompass_dagster.reporting.report import write_report
 
     try:
         return dg.MetadataValue.path(str(write_report(sweep_benchmark.report_dir).resolve()))

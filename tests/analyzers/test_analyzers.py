@@ -19,7 +19,7 @@ from agentcompass_dagster.analyzers.outliers import far_above
 from agentcompass_dagster.analyzers.reward_hacking import answer_findings, findings_of
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.contracts.analyzer import AttemptResult
-from agentcompass_dagster.results import load_task_results
+from agentcompass_dagster.reporting.results import load_task_results
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 FIXTURES = Path(__file__).parent.parent / "data" / "trajectories"

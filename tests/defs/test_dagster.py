@@ -25,7 +25,7 @@ from agentcompass_dagster.defs.partitions import missing_ranges, partition_key
 from agentcompass_dagster.defs.run_owners import record_owner
 from agentcompass_dagster.defs.sensors import NAME as NEW_TASKS
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
-from agentcompass_dagster.results import load_metrics, load_task_results
+from agentcompass_dagster.reporting.results import load_metrics, load_task_results
 from agentcompass_dagster.runtime.execution.processes import ProcessId
 from agentcompass_dagster.runtime.store.redact import register_secret
 
@@ -351,7 +351,7 @@ def test_comparison_asset_compares_every_pair_of_models(tmp_path: Path, dagster_
     named, identical models show no difference, p-values are exact McNemar on the discordant tasks."""
     from scipy.stats import binomtest
 
-    from agentcompass_dagster.results import load_comparisons
+    from agentcompass_dagster.reporting.results import load_comparisons
 
     weak = {f"t{i:02d}": {"answer": "wrong"} for i in range(12)}
     sweep = write_sweep(tmp_path, name="pair", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 30}}],

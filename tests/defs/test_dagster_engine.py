@@ -26,7 +26,7 @@ from agentcompass_dagster.defs.definitions import sweep_definitions
 from agentcompass_dagster.defs.run_owners import run_owner
 from agentcompass_dagster.runtime.execution.processes import ProcessId
 from agentcompass_dagster.defs.instance import ensure_dagster_home
-from agentcompass_dagster.results import load_metrics
+from agentcompass_dagster.reporting.results import load_metrics
 
 from conftest import IMAGE, REPO, max_open_at_once, needs_docker, run_cli, write_sweep
 from waiting import wait_until

@@ -12,7 +12,7 @@ import pytest
 from conftest import HARBOR_LOADED as GOOD, HARBOR_TASKS as TASKS, fixture_base, needs_docker, run_cli, write_sweep
 
 from agentcompass_dagster.defs.instance import ensure_dagster_home
-from agentcompass_dagster.results import load_metrics
+from agentcompass_dagster.reporting.results import load_metrics
 
 pytestmark = [needs_docker, pytest.mark.slow]
 

@@ -24,7 +24,7 @@ from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRang
 from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.launcher.runs import RunFactory
-from agentcompass_dagster.results import load_alerts
+from agentcompass_dagster.reporting.results import load_alerts
 from agentcompass_dagster.runtime.results.regression import read_verdict
 from agentcompass_dagster.runtime.store.run_records import RunInfo
 

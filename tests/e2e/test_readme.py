@@ -121,7 +121,7 @@ def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
       terminal escapes (the terminal side is test_first_hour's);
     - the README's pandas line, after the demo and demo-nop sweeps ran through Dagster (both with model
       "none"), shows each sweep's own accuracy, 1.0 and 0.0, not their mean."""
-    from agentcompass_dagster.results import load_metrics
+    from agentcompass_dagster.reporting.results import load_metrics
 
     cwd = workdir(tmp_path)
     commands = [c for c in readme_commands() if c.startswith(".venv/bin/agentcompass")

@@ -22,8 +22,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from agentcompass_dagster import plots
-from agentcompass_dagster.results import load_metrics, load_task_results
+from agentcompass_dagster.reporting import plots
+from agentcompass_dagster.reporting.results import load_metrics, load_task_results
 from agentcompass_dagster.runtime.results.stats import paired_comparison
 
 from conftest import offline_page, run_cli

@@ -27,7 +27,7 @@ from conftest import offline_page, run_cli
 from scripted_agent import bash, submit, sweep_file
 
 from agentcompass_dagster.harnesses.miniswe import quiet_import
-from agentcompass_dagster.report import write_report
+from agentcompass_dagster.reporting.report import write_report
 
 with quiet_import():
     pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed (extra 'miniswe')")

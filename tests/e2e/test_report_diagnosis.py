@@ -21,8 +21,8 @@ from conftest import run_cli, write_sweep, write_task
 from scripted_agent import bash, submit
 
 from agentcompass_dagster.benchmarks.demo import TASKS_DIR
-from agentcompass_dagster import report
-from agentcompass_dagster.report import build_report
+from agentcompass_dagster.reporting import report
+from agentcompass_dagster.reporting.report import build_report
 
 ENDPOINT_ERROR = "upstream 503 <gateway> & co"
 # time_split flags an attempt whose framework time is >= 5 s and more than half of it.

@@ -21,9 +21,9 @@ from conftest import offline_page, run_cli
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.report import write_report
+from agentcompass_dagster.reporting.report import write_report
 from agentcompass_dagster.runtime.store.layout import TASK_RESULTS_FILE
-from agentcompass_dagster.trajectory import (
+from agentcompass_dagster.reporting.trajectory import (
     EDGE_CHARS,
     load_trajectory,
     trajectory_page_path,

@@ -24,7 +24,7 @@ from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.contracts.records import BudgetConfig
 from agentcompass_dagster.runtime.execution.budget import Ledger
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
-from agentcompass_dagster.trajectory import write_trajectory_pages
+from agentcompass_dagster.reporting.trajectory import write_trajectory_pages
 
 CANARY = "sk-canary-0f6c2b1d9e8a7c6b5a4f3e2d1c0b9a8f"
 NEVER_S = 3600.0

@@ -22,7 +22,7 @@ from conftest import run_cli, write_sweep
 from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 
 from agentcompass_dagster.harnesses.miniswe import quiet_import
-from agentcompass_dagster.results import load_metrics, load_task_results
+from agentcompass_dagster.reporting.results import load_metrics, load_task_results
 
 TASK = "count-errors"
 CUT_S = 3

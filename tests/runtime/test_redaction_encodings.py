@@ -17,7 +17,7 @@ from test_redaction_corpus import ORDINARY
 
 from agentcompass_dagster.config import load_sweep
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
-from agentcompass_dagster.report import write_report
+from agentcompass_dagster.reporting.report import write_report
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store import redact as redact_module
 from agentcompass_dagster.runtime.store.redact import REDACTED, redact, redact_text, register_host_secrets, register_secret

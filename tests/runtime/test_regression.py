@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from agentcompass_dagster.config import AlertsConfig
-from agentcompass_dagster.results import load_alerts
+from agentcompass_dagster.reporting.results import load_alerts
 from agentcompass_dagster.runtime.store.layout import ALERTS_FILE
 from agentcompass_dagster.runtime.results.regression import (
     RegressionAlert,

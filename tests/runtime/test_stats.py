@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import binomtest, permutation_test
 
 from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.results import load_metrics
+from agentcompass_dagster.reporting.results import load_metrics
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.results.stats import bootstrap_mean, mcnemar_exact, paired_comparison, sign_flip_p_value
 

@@ -270,8 +270,8 @@ def test_a_fork_written_with_lineage_in_metadata_still_reads_as_a_fork(tmp_path:
     """R-COMPAT-1, R-FORK-1: older versions kept a request's lineage, durable seed and Dagster run id in
     its ``metadata`` (run_info.json and params.json); such a run still loads with them as fields, is
     shown and summarised as a fork and stays out of the from-scratch statistics."""
-    from agentcompass_dagster.results import load_task_results
-    from agentcompass_dagster.show import overview
+    from agentcompass_dagster.reporting.results import load_task_results
+    from agentcompass_dagster.reporting.show import overview
     from agentcompass_dagster.runtime.execution.finalize import rerender_summary
     from agentcompass_dagster.runtime.store.run_records import read_params
     from agentcompass_dagster.runtime.store.run_store import load_run_request
@@ -314,7 +314,7 @@ def test_the_pandas_api_counts_a_reused_task_once_by_default(tmp_path: Path) -> 
     """R-FIN-1: a second run that reuses the first lists its tasks again, marked reused; load_task_results
     and load_metrics read the newest run by default, so each task is one row (the run before counted 36
     rows for 18 tasks), and latest=False gives every run's rows."""
-    from agentcompass_dagster.results import load_metrics, load_task_results
+    from agentcompass_dagster.reporting.results import load_metrics, load_task_results
 
     first = write_sweep(tmp_path, name="again")
     orchestrate(load_sweep(first).requests())
@@ -392,8 +392,8 @@ def test_newest_run_has_one_meaning_for_run_directories_frames_and_plots(tmp_pat
     last (a), and load_metrics the first of the two that started last (b)."""
     import pandas as pd
 
-    from agentcompass_dagster import plots
-    from agentcompass_dagster.results import IDENTITY, newest_runs
+    from agentcompass_dagster.reporting import plots
+    from agentcompass_dagster.reporting.results import IDENTITY, newest_runs
 
     started = {"a": "2026-01-01T10:00:00+00:00", "b": "2026-01-01T11:00:00+00:00", "c": "2026-01-01T11:00:00+00:00"}
     written = {"a": "2026-01-01T12:00:00+00:00", "b": "2026-01-01T11:30:00+00:00", "c": "2026-01-01T11:10:00+00:00"}

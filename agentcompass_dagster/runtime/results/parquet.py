@@ -1,5 +1,5 @@
 """metrics.parquet and task_results.parquet of a run directory, with fixed column types so that files
-from different runs and versions concatenate cleanly (read them with agentcompass_dagster.results)."""
+from different runs and versions concatenate cleanly (read them with agentcompass_dagster.reporting.results)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass_dagster.report_data import BenchmarkResults, RunPages, missing, outcome_href
+from agentcompass_dagster.reporting.report_data import BenchmarkResults, RunPages, missing, outcome_href
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -39,7 +39,7 @@ from agentcompass_dagster.analyzers.loops import LOOP_REPEATS
 from agentcompass_dagster.analyzers.steps import normalized, opening
 from agentcompass_dagster.durable.session import BLOBS_DIR
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.show import Checkpoint, ReplayOverview, attempt_activity, replays_by_task
+from agentcompass_dagster.reporting.show import Checkpoint, ReplayOverview, attempt_activity, replays_by_task
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON, DETAILS, ERROR_PREFIX, PAGES_DIR, REPLAYS_DIR, RUN_INFO
 from agentcompass_dagster.runtime.store.naming import file_stem, normalize_component
@@ -63,7 +63,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 # (a replay report added to it changes the directory's mtime), and by this module and its template: a
 # page older than any of them is rendered again. The attempt's activity log (checkpoints, output blobs)
 # is complete before its detail is written, so the detail stands for it.
-_RENDERER = (Path(__file__), Path(__file__).parent / "templates" / "trajectory.html.j2")
+_RENDERER = (Path(__file__), Path(__file__).parents[1] / "templates" / "trajectory.html.j2")
 
 
 class ToolCallView(BaseModel):

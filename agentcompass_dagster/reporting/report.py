@@ -1,6 +1,6 @@
 """One self-contained HTML report of a results directory.
 
-    from agentcompass_dagster.report import build_report, write_report
+    from agentcompass_dagster.reporting.report import build_report, write_report
     html = build_report("results")                 # links relative to results/, outcomes to detail files
     write_report("results", "results/report.html")  # and the trajectory pages beside it, linked
 
@@ -27,10 +27,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass_dagster.diagnosis import OUTCOMES, Diagnosis, diagnose, share
+from agentcompass_dagster.reporting.diagnosis import OUTCOMES, Diagnosis, diagnose, share
 from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.plots import NoPlot, Plot
-from agentcompass_dagster.report_data import (
+from agentcompass_dagster.reporting.plots import NoPlot, Plot
+from agentcompass_dagster.reporting.report_data import (
     BenchmarkResults,
     Pages,
     RunDirs,
@@ -171,7 +171,7 @@ def _metrics(b: BenchmarkResults) -> list[tuple[str, list[Any]]]:
 
 def _history(b: BenchmarkResults, base: Path) -> dict[str, list[dict[str, Any]]]:
     """Per model its runs oldest first: the lines of `agentcompass history`, the run linked to its summary."""
-    from agentcompass_dagster.history import cells
+    from agentcompass_dagster.reporting.history import cells
 
     return {str(model): [{**cells(run), "run_href": summary_href(Path(run["run_dir"]), base)}
                          for _, run in runs.iterrows()]
@@ -179,7 +179,7 @@ def _history(b: BenchmarkResults, base: Path) -> dict[str, list[dict[str, Any]]]
 
 
 def _figures(b: BenchmarkResults) -> list[Figure]:
-    from agentcompass_dagster import plots
+    from agentcompass_dagster.reporting import plots
 
     return [
         Figure("accuracy", "Accuracy per model with its 95% bootstrap interval.", plots.accuracy_with_ci(b.metrics)),
@@ -274,7 +274,7 @@ def _results_dir(results_dir: str | Path) -> Path:
 
 
 def _render(results_dir: Path, benchmarks: list[BenchmarkResults], base: Path, pages: Pages) -> str:
-    from agentcompass_dagster.history import COLUMNS as HISTORY_COLUMNS
+    from agentcompass_dagster.reporting.history import COLUMNS as HISTORY_COLUMNS
 
     dirs = run_dirs(benchmarks)
     return _environment().get_template("report.html.j2").render(
@@ -301,7 +301,7 @@ def write_report(results_dir: str | Path, out_path: str | Path | None = None) ->
     page of every attempt of the runs it shows (a page already newer than what it is made from is kept:
     see write_trajectory_pages), which its outcomes link to; returns the report's path."""
     from agentcompass_dagster.runtime.store.atomic import atomic_write_text
-    from agentcompass_dagster.trajectory import write_trajectory_pages
+    from agentcompass_dagster.reporting.trajectory import write_trajectory_pages
 
     results_dir = _results_dir(results_dir)
     out = Path(out_path) if out_path is not None else results_dir / REPORT_FILE

@@ -1,6 +1,6 @@
 """The pandas API over the Parquet outputs of a results directory.
 
-    from agentcompass_dagster.results import load_metrics, load_task_results
+    from agentcompass_dagster.reporting.results import load_metrics, load_task_results
     metrics = load_metrics("results")              # the newest run per sweep x benchmark x model x harness
     history = load_metrics("results", latest=False)        # every run, one row per metric
     metrics.pivot_table(index="model", columns="metric", values="value")

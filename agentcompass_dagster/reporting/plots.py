@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentcompass_dagster.results import newest_runs
+from agentcompass_dagster.reporting.results import newest_runs
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -136,7 +136,7 @@ def summary_href(run_dir: Path | None, base: Path) -> str | None:
 
 
 def _load_comparisons(results_dir: Path) -> pd.DataFrame:
-    from agentcompass_dagster.results import load_comparisons
+    from agentcompass_dagster.reporting.results import load_comparisons
 
     frame = load_comparisons(results_dir)
     frame = frame.reindex(columns=list(dict.fromkeys([*COMPARISON_COLUMNS, *frame.columns])))
@@ -158,7 +158,7 @@ def newest_run_dirs(b: BenchmarkResults, dirs: RunDirs) -> dict[str, Path | None
 
 
 def load_benchmarks(results_dir: Path) -> list[BenchmarkResults]:
-    from agentcompass_dagster.results import load_history, load_metrics, load_task_results
+    from agentcompass_dagster.reporting.results import load_history, load_metrics, load_task_results
 
     metrics = load_metrics(results_dir, latest=True)
     if metrics.empty:
