@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.references import PACKAGED_RESOURCES
+from agentcompass_dagster.references import DEFAULT_RESOURCES, PACKAGED_RESOURCES
 from agentcompass_dagster.errors import UserError
 
 DEFAULT_SWEEP = "demo"
@@ -30,12 +30,12 @@ def find_sweep(sweep: Path | None) -> Path:
     if sweep is not None and (sweep.is_file() or sweep.parent != Path(".") or sweep.suffix in (".yaml", ".yml")):
         return sweep
     name = DEFAULT_SWEEP if sweep is None else str(sweep)
-    places = [Path("resources/sweeps") / f"{name}.yaml", PACKAGED_RESOURCES / "sweeps" / f"{name}.yaml"]
+    folders = (DEFAULT_RESOURCES / "sweeps", PACKAGED_RESOURCES / "sweeps")
+    places = [folder / f"{name}.yaml" for folder in folders]
     for place in places:
         if place.is_file():
             return place
-    known = sorted({path.stem for folder in (Path("resources/sweeps"), PACKAGED_RESOURCES / "sweeps")
-                    for path in folder.glob("*.yaml")})
+    known = sorted({path.stem for folder in folders for path in folder.glob("*.yaml")})
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else f"; known sweeps: {', '.join(known)}" if known else ""
     raise UserError(f"sweep {name!r}: no such file, and no {' or '.join(map(str, places))}{hint}")

@@ -77,6 +77,17 @@ def imported_at_load(path: Path, name: str, modules: set[str]) -> set[str]:
     return found
 
 
+def imports_anywhere(path: Path, prefixes: tuple[str, ...]) -> list[str]:
+    """``path``'s imports of a module named by one of ``prefixes``, wherever they are (under TYPE_CHECKING
+    and inside functions too), each as "file:line imports module"."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        found += [f"{path.relative_to(PACKAGE)}:{node.lineno} imports {n}" for n in names if n.startswith(prefixes)]
+    return found
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -154,14 +165,8 @@ def test_the_reporting_is_one_room_that_the_layers_below_do_not_import() -> None
     below = [p for p in sources() if module_name(p).startswith(
         ("agentcompass_dagster.runtime", "agentcompass_dagster.durable", "agentcompass_dagster.contracts"))]
     below += [PACKAGE / f"{name}.py" for name in DECLARATIONS]
-    offending = []
-    for path in below:
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offending += [f"{path.relative_to(PACKAGE)}:{node.lineno}" for n in names
-                          if n.startswith("agentcompass_dagster.reporting")]
-    assert offending == [], offending
+    offending = [found for path in below for found in imports_anywhere(path, ("agentcompass_dagster.reporting",))]
+    assert offending == [], "\n".join(offending)
 
 
 def test_the_contracts_import_nothing_from_the_runtime() -> None:
@@ -172,12 +177,8 @@ def test_the_contracts_import_nothing_from_the_runtime() -> None:
               "agentcompass_dagster.cli", "agentcompass_dagster.harnesses", "agentcompass_dagster.environments",
               "agentcompass_dagster.benchmarks", "agentcompass_dagster.analyzers", "agentcompass_dagster.models",
               "agentcompass_dagster.durable")
-    offending = []
-    for path in sorted((PACKAGE / "contracts").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offending += [f"{path.name}:{node.lineno} imports {n}" for n in names if n.startswith(inside)]
+    contracts = sorted((PACKAGE / "contracts").glob("*.py"))
+    offending = [found for path in contracts for found in imports_anywhere(path, inside)]
     assert offending == [], "\n".join(offending)
     code = ("import sys, agentcompass_dagster.contracts\n"
             "print(sorted(m for m in sys.modules if m.startswith('agentcompass_dagster.runtime')))")
@@ -196,14 +197,8 @@ def test_the_declarations_import_nothing_above_them() -> None:
     command or the reporting, not even inside a function (config.load_sweep imported defs.code_location
     for the default resources directory, which lives with the references now)."""
     above = ("agentcompass_dagster.defs", "agentcompass_dagster.cli", "agentcompass_dagster.launcher",
-             "agentcompass_dagster.reporting.report", "agentcompass_dagster.reporting.show", "agentcompass_dagster.reporting.trajectory")
-    offending = []
-    for name in DECLARATIONS:
-        path = PACKAGE / f"{name}.py"
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offending += [f"{path.name}:{node.lineno} imports {n}" for n in names if n.startswith(above)]
+             "agentcompass_dagster.reporting")
+    offending = [found for name in DECLARATIONS for found in imports_anywhere(PACKAGE / f"{name}.py", above)]
     assert offending == [], "\n".join(offending)
 
 

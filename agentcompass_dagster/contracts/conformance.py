@@ -280,26 +280,23 @@ def _judged(environment: Environment, name: str, problem: BaseException | None) 
     return CheckResult(name=name, outcome=Outcome.failed, detail=detail)
 
 
+async def _run_check(environment: Environment, name: str, running: Awaitable[None]) -> CheckResult:
+    """One check, judged alone: what it raised is its result, never the kit's end."""
+    try:
+        await running
+    except Exception as exc:
+        return _judged(environment, name, exc)
+    return _judged(environment, name, None)
+
+
 async def check_async(environment: Environment) -> list[CheckResult]:
     """Every check against ``environment``, in CHECKS' order: the session's checks one after another in one
     session (a container per check would make the kit slow where the provider is), each judged alone."""
-    results = []
     async with opened(environment) as session:
-        for name, session_check in SESSION_CHECKS.items():
-            problem: BaseException | None = None
-            try:
-                await session_check(session)
-            except Exception as exc:
-                problem = exc
-            results.append(_judged(environment, name, problem))
-    for name, environment_check in ENVIRONMENT_CHECKS.items():
-        problem = None
-        try:
-            await environment_check(environment)
-        except Exception as exc:
-            problem = exc
-        results.append(_judged(environment, name, problem))
-    return results
+        results = [await _run_check(environment, name, session_check(session))
+                   for name, session_check in SESSION_CHECKS.items()]
+    return results + [await _run_check(environment, name, environment_check(environment))
+                      for name, environment_check in ENVIRONMENT_CHECKS.items()]
 
 
 def check(environment: Environment) -> list[CheckResult]:

@@ -41,8 +41,8 @@ from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.defs.task_events import TaskStream
 from agentcompass_dagster.errors import UserError
 from agentcompass_dagster.markdown import markdown_table
-from agentcompass_dagster.reporting.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy, inline_accuracy,
-                                        markdown_image)
+from agentcompass_dagster.reporting.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy,
+                                                  inline_accuracy, markdown_image)
 from agentcompass_dagster.runtime.results.analysis import select_analyzers
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes, atomic_write_text
 from agentcompass_dagster.runtime.store.consolidate import consolidate

@@ -131,8 +131,9 @@ class DockerSession(EnvironmentSession):
             # The task's own verifier variables may set its PATH; nothing the agent could have written does.
             path = env["PATH"] if env and "PATH" in env else self.layout.verifier_path
             variables = verifier_env({**variables, "PATH": path}, home or f"{fresh}/home", f"{fresh}/tmp")
-        exit_code, stdout, stderr = await run_command(self.container, ["bash", "-c", script],
-                                                      self.layout.users.of(caller.value), cwd or self.workdir, variables)
+        user = self.layout.users.of(caller.value)
+        exit_code, stdout, stderr = await run_command(self.container, ["bash", "-c", script], user,
+                                                      cwd or self.workdir, variables)
         timed_out = bool(timeout_s) and exit_code == 137 and time.monotonic() - started >= timeout_s
         hits = await asyncio.to_thread(self._limits_hit)
         if hits:

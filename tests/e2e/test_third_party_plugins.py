@@ -1,7 +1,7 @@
 """Issue #30: a third-party benchmark, harness and environment (tests/third_party/acme_plugins), written from
-the docstrings of agentcompass_dagster.contracts alone, each in at most 40 lines (the environment 55), installed with pip as a
-user installs a plugin package and run by `agentcompass run` on a sweep each (tests/third_party/sweeps/),
-with the built-in plugins for the rest.
+the docstrings of agentcompass_dagster.contracts alone, each in at most 40 lines (the environment 55),
+installed with pip as a user installs a plugin package and run by `agentcompass run` on a sweep each
+(tests/third_party/sweeps/), with the built-in plugins for the rest.
 
 The package is built from where it lies, as a user would (`pip install tests/third_party`), and installed
 into a folder of its own that only the CLI's PYTHONPATH names: nothing of the venv changes, and the build
