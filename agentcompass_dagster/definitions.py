@@ -4,6 +4,6 @@ containers load again. Which sweeps it holds comes from the environment, the way
 location its inputs: AGENTCOMPASS_SWEEPS when set, else those of ./resources, else those shipped with
 the package (defs/code_location.py)."""
 
-from agentcompass_dagster.defs.definitions import location_definitions
+from agentcompass_dagster.defs.location import location_definitions
 
 defs = location_definitions()

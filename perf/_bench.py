@@ -43,17 +43,8 @@ from typing import Any
 
 import yaml
 from _tree import TreeRun
-from agentcompass_dagster.config import (
-    AttemptsConfig,
-    BenchmarkConfig,
-    EnvironmentConfig,
-    ExecutionConfig,
-    HarnessConfig,
-    LimitsConfig,
-    ModelConfig,
-    OutputConfig,
-    EvalRequest,
-)
+from agentcompass_dagster.contracts.request import AttemptsConfig, ExecutionConfig, LimitsConfig, OutputConfig, EvalRequest
+from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
 from agentcompass_dagster.defs.instance import PG_URL_ENV
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.layout import DETAILS, ERROR_PREFIX, SUMMARY_COUNTS

@@ -38,7 +38,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentcompass_dagster.harnesses.tool_agent.tools import TOOL_ARGUMENT
+from agentcompass_dagster.plugins.harnesses.tool_agent.tools import TOOL_ARGUMENT
 
 SHELL_TOOL, SUBMIT_TOOL = "bash", "submit"
 COMMAND = "echo hi"

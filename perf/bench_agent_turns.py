@@ -28,16 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.config import (
-    BenchmarkConfig,
-    EnvironmentConfig,
-    ExecutionConfig,
-    HarnessConfig,
-    LimitsConfig,
-    ModelConfig,
-    OutputConfig,
-    EvalRequest,
-)
+from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
+from agentcompass_dagster.contracts.request import ExecutionConfig, LimitsConfig, OutputConfig, EvalRequest
 from agentcompass_dagster.durable.activity import read_activity
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 

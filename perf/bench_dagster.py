@@ -78,7 +78,7 @@ from _bench import (
     sizes_up_to,
     write_sweep,
 )
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs.instance import PG_URL_ENV, ensure_dagster_home
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.launcher.launch import SweepLaunch, launch_sweep

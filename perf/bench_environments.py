@@ -52,21 +52,12 @@ from pathlib import Path
 
 from _bench import check_run_dir, report_problems, results_root, run_request
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.benchmarks.demo import DemoBenchmark
-from agentcompass_dagster.config import (
-    BenchmarkConfig,
-    EnvironmentConfig,
-    ExecutionConfig,
-    HarnessConfig,
-    LimitsConfig,
-    ModelConfig,
-    NetworkConfig,
-    OutputConfig,
-    EvalRequest,
-)
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.plugins.benchmarks.demo import DemoBenchmark
+from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
+from agentcompass_dagster.contracts.request import ExecutionConfig, LimitsConfig, NetworkConfig, OutputConfig, EvalRequest
 from agentcompass_dagster.contracts.environment import Environment
-from agentcompass_dagster.environments.hostdir import HostDirSession
+from agentcompass_dagster.plugins.environments.hostdir import HostDirSession
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
 Values = dict[str, float | None]  # measurement key (see ROWS) -> value

@@ -84,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-idle-"))
     work.mkdir(parents=True, exist_ok=True)
     from agentcompass_dagster.defs.code_location import set_sweep_files, write_workspace
-    from agentcompass_dagster.defs.definitions import sweep_files_definitions
+    from agentcompass_dagster.defs.location import sweep_files_definitions
     from agentcompass_dagster.defs.instance import ensure_dagster_home
-    from agentcompass_dagster.runtime.execution.processes import stop_group
+    from agentcompass_dagster.runtime.store.processes import stop_group
 
     sweeps = write_sweeps(work, args.sweeps)
     home = ensure_dagster_home(work / "dagster_home")

@@ -11,8 +11,8 @@ import statistics
 import tempfile
 import time
 
-from agentcompass_dagster.config import EnvironmentConfig
-from agentcompass_dagster.environments.sandbox import SandboxEnvironment, SandboxSession
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
+from agentcompass_dagster.plugins.environments.sandbox import SandboxEnvironment, SandboxSession
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from agentcompass_dagster.cli import main
+from agentcompass_dagster.cli.main import main
 from agentcompass_dagster.reporting.trajectory import write_trajectory_pages
 
 CHROMIUM = "/usr/bin/chromium"

@@ -68,12 +68,12 @@ from typing import Any
 import yaml
 from _bench import report_problems, results_root
 
-from agentcompass_dagster.benchmarks.demo import TASKS_DIR
+from agentcompass_dagster.plugins.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import ActivityRecord, read_activity
 from agentcompass_dagster.durable.session import CALLS_DIR
-from agentcompass_dagster.environments.hostdir import PROCESSES
-from agentcompass_dagster.markdown import markdown_table
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.plugins.environments.hostdir import PROCESSES
+from agentcompass_dagster.contracts.markdown import markdown_table
+from agentcompass_dagster.runtime.store.processes import ProcessId
 
 REPO = Path(__file__).resolve().parent.parent
 TASK = "count-errors"
@@ -84,7 +84,7 @@ TIMEOUT_S = 120.0
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "agentcompass_dagster.cli", *args]
+    return [sys.executable, "-m", "agentcompass_dagster.cli.main", *args]
 
 
 @dataclass(frozen=True)

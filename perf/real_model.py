@@ -85,8 +85,8 @@ from typing import Any
 import yaml
 from _bench import report_problems, results_root
 
-from agentcompass_dagster.markdown import markdown_table
-from agentcompass_dagster.runtime.execution.processes import stop_group
+from agentcompass_dagster.contracts.markdown import markdown_table
+from agentcompass_dagster.runtime.store.processes import stop_group
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -111,7 +111,7 @@ def log(message: str) -> None:
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "agentcompass_dagster.cli", *args]
+    return [sys.executable, "-m", "agentcompass_dagster.cli.main", *args]
 
 
 def run_logged(command: list[str], log_path: Path, cwd: Path | None = None) -> None:
@@ -250,10 +250,10 @@ def served_model(base: str) -> str:
 def harness_tools() -> tuple[list[dict[str, Any]], str]:
     """The tools and the system prompt the tool_agent harness sends, from wherever the harness keeps
     them (a module once, a package now)."""
-    from agentcompass_dagster.harnesses.tool_agent import TOOLS
+    from agentcompass_dagster.plugins.harnesses.tool_agent import TOOLS
 
     try:
-        from agentcompass_dagster.harnesses.tool_agent import ToolAgentParams
+        from agentcompass_dagster.plugins.harnesses.tool_agent import ToolAgentParams
 
         system = ToolAgentParams().system_prompt
     except (ImportError, AttributeError):

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from lifecycle import Lifecycle, recording
 
-from agentcompass_dagster.cli import main
+from agentcompass_dagster.cli.main import main
 from agentcompass_dagster.contracts.environment import Environment, EnvironmentSession
 from agentcompass_dagster.contracts.records import TaskSpec
 
@@ -96,7 +96,7 @@ def run_harbor(directory: Path, harness: str, environment: Any, tasks: Path = HA
                **fields: Any) -> tuple[Any, Path]:
     """A sweep of the harbor benchmark over ``tasks`` run to its end in this process: its result and run
     directory."""
-    from agentcompass_dagster.config import load_sweep
+    from agentcompass_dagster.declarations.sweep import load_sweep
     from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -141,7 +141,7 @@ def run_cli(*args: str) -> int:
 
 def run_cli_process(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agentcompass_dagster.cli", *map(str, args)],
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", *map(str, args)],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -233,7 +233,7 @@ def processes_with_env(entry: str) -> list[int]:
 def sandbox_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test gets its own sandbox root (under /var/tmp, as the default is: not under a /tmp the
     sandbox hides), so no test finds another process's sessions; removed, however deep, after it."""
-    from agentcompass_dagster.environments.sandbox import ROOT_ENV
+    from agentcompass_dagster.plugins.environments.sandbox import ROOT_ENV
     from agentcompass_dagster.runtime.store.safe_fs import remove_tree
 
     root = Path(tempfile.mkdtemp(prefix="agentcompass-test-sandbox-", dir="/var/tmp"))
@@ -251,7 +251,7 @@ def _mounts() -> list[Path]:
 @pytest.fixture
 def plugin_registries() -> Iterator[None]:
     """Plugins a test registers are gone after it: every registry is restored to what it held."""
-    from agentcompass_dagster import registry
+    from agentcompass_dagster.declarations import registry
 
     saved = [(r, r.snapshot()) for r in registry.ALL]
     try:

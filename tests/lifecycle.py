@@ -17,11 +17,11 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.plugins.benchmarks.synthetic import SyntheticBenchmark
 from agentcompass_dagster.contracts.environment import DelegatingSession, EnvironmentSession
-from agentcompass_dagster.environments.local import LocalEnvironment
-from agentcompass_dagster.harnesses.scripted import ScriptedHarness, ScriptedSession
+from agentcompass_dagster.plugins.environments.local import LocalEnvironment
+from agentcompass_dagster.plugins.harnesses.scripted import ScriptedHarness, ScriptedSession
 from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.contracts.records import (
     Evaluation,

@@ -7,7 +7,7 @@ from typing import Any
 
 from conftest import write_sweep
 
-from agentcompass_dagster.benchmarks.demo import TASKS_DIR
+from agentcompass_dagster.plugins.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.contracts.records import AgentLimits
 
 SOLUTION = (TASKS_DIR / "count-errors" / "solution.sh").read_text()

@@ -127,7 +127,7 @@ def test_the_runtime_and_durable_layers_import_no_dagster() -> None:
     """`import agentcompass_dagster.runtime` (and every module below it and below durable/) loads no
     dagster module: the runtime runs without the Dagster layer."""
     names = [module_name(p) for p in sources() if module_name(p).startswith(
-        ("agentcompass_dagster.runtime", "agentcompass_dagster.durable"))]
+        ("agentcompass_dagster.runtime", "agentcompass_dagster.durable", "agentcompass_dagster.reruns"))]
     code = ("import importlib, sys\n"
             f"for name in {names!r}:\n    importlib.import_module(name)\n"
             "print(sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.')))")
@@ -151,35 +151,70 @@ def test_the_runtime_is_in_rooms() -> None:
     assert all(any(room.glob("*.py")) for room in (runtime / name for name in rooms))
 
 
-# Issue 40: the reporting modules, which sat loose at the package's top beside runtime/results/.
+# Issue 40: the package's top holds rooms, each a package whose docstring says what lives there and what
+# it may import; only the code location Dagster loads (definitions.py) sits beside them.
+ROOMS = {"cli", "contracts", "declarations", "defs", "dispatch", "durable", "gateway", "launcher", "plugins",
+         "reporting", "reruns", "runtime", "templates"}
+PLUGIN_FAMILIES = {"benchmarks", "harnesses", "environments", "models", "analyzers"}
+# The rooms from the bottom up: a module imports modules of its own room, of a room on its own level, or of
+# a room below, never one above (wherever the import is: under TYPE_CHECKING, inside a function). The
+# run directory's store and the scores it is read into are one level: the run directory computes its
+# tasks' scores on read, and the scores read its records.
+LEVELS = [("contracts",), ("declarations",), ("runtime.store", "runtime.results"),
+          ("plugins.models", "plugins.analyzers", "plugins.environments"), ("durable",), ("gateway",),
+          ("plugins.harnesses", "plugins.benchmarks"), ("runtime.execution",), ("reruns", "dispatch"),
+          ("reporting",), ("defs",), ("launcher",), ("cli",), ("definitions",)]
+# What the reporting modules were when they sat loose at the package's top beside runtime/results/.
 REPORTING = {"results", "report", "report_data", "diagnosis", "plots", "trajectory", "history", "show"}
 
 
-def test_the_reporting_is_one_room_that_the_layers_below_do_not_import() -> None:
-    """Issue 40: what runs come to for people (the pandas API, the report, the trajectory pages, history,
-    show) lives in reporting/, none of it at the package's top; the runtime, the durable layer, the
-    contracts and the declarations never import it (the command and the Dagster layer do)."""
-    top = {p.stem for p in PACKAGE.glob("*.py")}
-    assert top & REPORTING == set(), sorted(top & REPORTING)
+def room_of(module: str) -> str:
+    """The room of a module of the package: its first package below the top, or the second for the
+    runtime's and the plugins' rooms."""
+    parts = module.split(".")[1:]
+    return ".".join(parts[:2] if parts[0] in ("runtime", "plugins") and len(parts) > 1 else parts[:1])
+
+
+def test_the_package_top_is_rooms_that_say_what_they_may_import() -> None:
+    """Issue 40: no loose module at the package's top but definitions.py (the command, the declarations,
+    the reporting and the helpers of all three sat there: 18 modules); the built-in plugins are under one
+    parent; each room's __init__.py says what lives there and what it may import."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "definitions.py"))
+    assert loose == [], f"modules at the package's top: {loose}"
+    rooms = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.is_symlink() and p.name != "__pycache__"}
+    assert rooms == ROOMS, sorted(rooms ^ ROOMS)
+    families = {p.name for p in (PACKAGE / "plugins").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert families == PLUGIN_FAMILIES, sorted(families)
     assert {p.stem for p in (PACKAGE / "reporting").glob("*.py")} == REPORTING | {"__init__"}
-    below = [p for p in sources() if module_name(p).startswith(
-        ("agentcompass_dagster.runtime", "agentcompass_dagster.durable", "agentcompass_dagster.contracts"))]
-    below += [PACKAGE / f"{name}.py" for name in DECLARATIONS]
-    offending = [found for path in below for found in imports_anywhere(path, ("agentcompass_dagster.reporting",))]
-    assert offending == [], "\n".join(offending)
+    unsaid = [room for room in sorted((ROOMS - {"templates"}) | {f"plugins/{f}" for f in PLUGIN_FAMILIES})
+              if "import" not in (ast.get_docstring(ast.parse((PACKAGE / room / "__init__.py").read_text())) or "")]
+    assert unsaid == [], f"rooms whose docstring does not say what they may import: {unsaid}"
+
+
+def test_the_rooms_import_only_their_level_and_below() -> None:
+    """Issue 40: layers point down only (the declarations imported the Dagster layer, the run directory's
+    store and the execution imported each other, the execution and the durable layer too, the launcher
+    the command's progress board, the contracts the request they name)."""
+    level = {room: index for index, rooms in enumerate(LEVELS) for room in rooms}
+    # The package's, the runtime's and the plugins' __init__.py: docstrings that import nothing.
+    parents = {"agentcompass_dagster", "agentcompass_dagster.runtime", "agentcompass_dagster.plugins"}
+    modules = [p for p in sources() if module_name(p) not in parents]
+    known = {room_of(module_name(p)) for p in modules}
+    assert known - set(level) == set(), f"rooms without a level: {sorted(known - set(level))}"
+    upward = []
+    for path in modules:
+        room = room_of(module_name(path))
+        for found in imports_anywhere(path, ("agentcompass_dagster.",)):
+            target = room_of(found.rpartition(" imports ")[2])
+            if level[target] > level[room]:
+                upward.append(f"{found} ({room} -> {target})")
+    assert room_of("agentcompass_dagster.plugins.models.none") == "plugins.models", "the check itself"
+    assert upward == [], "\n".join(upward)
 
 
 def test_the_contracts_import_nothing_from_the_runtime() -> None:
-    """Issue #30: a plugin imports the contracts and nothing else of the framework's insides: no module of
-    contracts/ imports the runtime, a plugin package, the Dagster layer or the CLI, not even under
-    TYPE_CHECKING or inside a function, and importing the contracts loads no runtime module."""
-    inside = ("agentcompass_dagster.runtime", "agentcompass_dagster.defs", "agentcompass_dagster.launcher",
-              "agentcompass_dagster.cli", "agentcompass_dagster.harnesses", "agentcompass_dagster.environments",
-              "agentcompass_dagster.benchmarks", "agentcompass_dagster.analyzers", "agentcompass_dagster.models",
-              "agentcompass_dagster.durable")
-    contracts = sorted((PACKAGE / "contracts").glob("*.py"))
-    offending = [found for path in contracts for found in imports_anywhere(path, inside)]
-    assert offending == [], "\n".join(offending)
+    """Issue #30: a plugin imports the contracts and nothing else of the framework's insides (the level
+    test above), and importing the contracts loads no runtime module."""
     code = ("import sys, agentcompass_dagster.contracts\n"
             "print(sorted(m for m in sys.modules if m.startswith('agentcompass_dagster.runtime')))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -187,26 +222,11 @@ def test_the_contracts_import_nothing_from_the_runtime() -> None:
     assert proc.stdout.strip() == "[]", proc.stdout[:500]
 
 
-# The declarations: what a sweep, a model, a harness and an environment are, read and checked.
-DECLARATIONS = ("config", "references", "validation", "declaration", "errors", "contestants", "deployment",
-                "registry")
-
-
-def test_the_declarations_import_nothing_above_them() -> None:
-    """Issue 40: the declarations point down only: none of their modules imports the Dagster layer, the
-    command or the reporting, not even inside a function (config.load_sweep imported defs.code_location
-    for the default resources directory, which lives with the references now)."""
-    above = ("agentcompass_dagster.defs", "agentcompass_dagster.cli", "agentcompass_dagster.launcher",
-             "agentcompass_dagster.reporting")
-    offending = [found for name in DECLARATIONS for found in imports_anywhere(PACKAGE / f"{name}.py", above)]
-    assert offending == [], "\n".join(offending)
-
-
 # Names every module may define for itself: a program's entry point, and a module's one rendering of
 # what it holds (called qualified: summary.render, history.render).
 OWN_IN_EVERY_MODULE = {"main", "render"}
 # Words that meant two or three things before #30, each with the one meaning it keeps.
-RETIRED = {"RunRequest": "config.EvalRequest; dg.RunRequest is Dagster's",
+RETIRED = {"RunRequest": "contracts.request.EvalRequest; dg.RunRequest is Dagster's",
            "Prepared": "ResolvedRequest; 'prepared' is PreparedTask's", "Plan": "defs.planning.LaunchPlan",
            "Worker": "processes.ProcessId; 'worker' is Dagster's run worker",
            "Components": "execution.plugins.Plugins", "resolve_components": "resolve_plugins"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentcompass_dagster.markdown import markdown_table
+from agentcompass_dagster.contracts.markdown import markdown_table
 
 
 def test_a_table_is_its_header_separator_and_rows_each_cell_on_one_line_with_pipes_escaped() -> None:

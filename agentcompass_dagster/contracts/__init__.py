@@ -1,6 +1,6 @@
 """The plugin contracts, all in this package: what a benchmark, a harness, an environment (and its
 session), a model and an analyzer must provide, and when the runtime calls each part. A plugin
-subclasses one of these ABCs and is registered by id (``agentcompass_dagster.registry``, or an entry point
+subclasses one of these ABCs and is registered by id (``agentcompass_dagster.declarations.registry``, or an entry point
 of a third-party package, named by the id, in the group ``agentcompass.benchmarks``,
 ``agentcompass.harnesses``, ``agentcompass.environments``, ``agentcompass.models`` or
 ``agentcompass.analyzers``); the registry refuses a class that does not. The records a plugin receives and

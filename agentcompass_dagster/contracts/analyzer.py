@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
-from agentcompass_dagster.markdown import markdown_table
+from agentcompass_dagster.contracts.markdown import markdown_table
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 # A flagged list longer than this shows its head in analysis_summary.md; the .json keeps all of it.

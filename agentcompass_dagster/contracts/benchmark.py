@@ -25,7 +25,8 @@ from agentcompass_dagster.contracts.records import (
 )
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.config import BenchmarkConfig, EvalRequest
+    from agentcompass_dagster.contracts.declarations import BenchmarkConfig
+    from agentcompass_dagster.contracts.request import EvalRequest
     from agentcompass_dagster.contracts.environment import EnvironmentSession
 
 

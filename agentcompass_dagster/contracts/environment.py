@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.contracts.capture import Capture
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskDir, TaskSpec
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.config import EnvironmentConfig
+    from agentcompass_dagster.contracts.declarations import EnvironmentConfig
 
 
 class ExecResult(BaseModel):

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
-from agentcompass_dagster.validation import validate_declaration
+from agentcompass_dagster.contracts.validation import validate_declaration
 from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.contracts.records import ExecutionPlan, HostMount, PreparedTask, RunResult, TaskSpec
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig
+    from agentcompass_dagster.contracts.declarations import EnvironmentConfig, HarnessConfig
     from agentcompass_dagster.contracts.benchmark import Benchmark
     from agentcompass_dagster.contracts.environment import EnvironmentSession
 

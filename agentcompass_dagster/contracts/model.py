@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentcompass_dagster.validation import validate_declaration
+from agentcompass_dagster.contracts.validation import validate_declaration
 from agentcompass_dagster.contracts.records import LimitHit, Price
 
 if TYPE_CHECKING:
-    from agentcompass_dagster.config import ModelConfig
+    from agentcompass_dagster.contracts.declarations import ModelConfig
 
 
 class ToolCall(BaseModel):

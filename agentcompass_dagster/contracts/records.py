@@ -227,7 +227,7 @@ class AgentLimits(StoredRecord):
 
 class BudgetConfig(StoredRecord):
     """What the whole sweep may spend across all of its runs, models and workers; checked before each
-    model call against a ledger every run of the sweep shares (runtime/execution/budget.py)."""
+    model call against a ledger every run of the sweep shares (runtime/store/budget.py)."""
 
     model_config = ConfigDict(extra="forbid")
 

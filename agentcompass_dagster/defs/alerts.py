@@ -19,7 +19,7 @@ from typing import Any
 
 import dagster as dg
 
-from agentcompass_dagster.config import AlertsConfig
+from agentcompass_dagster.declarations.sweep import AlertsConfig
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.store.layout import ALERTS_FILE
 from agentcompass_dagster.runtime.store.redact import redact, redact_text

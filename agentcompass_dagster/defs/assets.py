@@ -23,8 +23,8 @@ from typing import Any
 
 import dagster as dg
 
-from agentcompass_dagster.analyzers.overview import figures_table, run_figures, summed_counts
-from agentcompass_dagster.contestants import by_contestant
+from agentcompass_dagster.plugins.analyzers.overview import figures_table, run_figures, summed_counts
+from agentcompass_dagster.declarations.contestants import by_contestant
 from agentcompass_dagster.defs.coordination import (
     InstancePermits,
     claim_partitions,
@@ -39,13 +39,13 @@ from agentcompass_dagster.defs.planning import FRESH_TAG, end_evaluation, regist
 from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.defs.task_events import TaskStream
-from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.markdown import markdown_table
+from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.contracts.markdown import markdown_table
 from agentcompass_dagster.reporting.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy,
                                                   inline_accuracy, markdown_image)
 from agentcompass_dagster.runtime.results.analysis import select_analyzers
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes, atomic_write_text
-from agentcompass_dagster.runtime.store.consolidate import consolidate
+from agentcompass_dagster.runtime.execution.consolidate import consolidate
 from agentcompass_dagster.runtime.execution.orchestration_thread import OrchestrationThread
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.store.layout import (COMPARISON_FILE, COMPARISON_MD, METRICS_FILE, SUMMARY,
@@ -60,7 +60,7 @@ from agentcompass_dagster.runtime.results.parquet import (
 from agentcompass_dagster.runtime.results.regression import finished_scores
 from agentcompass_dagster.reporting.report_data import COMPARISON_COLUMNS
 from agentcompass_dagster.runtime.results.stats import paired_comparison
-from agentcompass_dagster.runtime.execution.budget import budget_figures
+from agentcompass_dagster.runtime.store.budget import budget_figures
 
 # The run tag of every run an asset backfill launches (Dagster's BACKFILL_ID_TAG).
 BACKFILL_TAG = "dagster/backfill"

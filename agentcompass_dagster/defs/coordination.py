@@ -28,7 +28,7 @@ from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_o
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.store.layout import CLAIMS_DIR, LOCK_FILE
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 
 
 @contextmanager

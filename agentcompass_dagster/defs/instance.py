@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.runtime.store.atomic import atomic_write_config
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Any
 
 import dagster as dg
 
-from agentcompass_dagster.deployment import DockerConfig, K8sConfig
+from agentcompass_dagster.declarations.deployment import DockerConfig, K8sConfig
 from agentcompass_dagster.defs.code_location import location_env, sweep_files_from_env
 from agentcompass_dagster.defs.dagster_internals import UnresolvedAssetJobDefinition
 from agentcompass_dagster.defs.instance import PG_URL_ENV

@@ -35,7 +35,7 @@ from agentcompass_dagster.defs.dagster_internals import backfill_targets
 from agentcompass_dagster.defs.run_owners import gone_owner
 from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, missing_ranges, range_keys, split_key
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.execution.budget import budget_status
+from agentcompass_dagster.runtime.store.budget import budget_status
 from agentcompass_dagster.runtime.store.run_records import read_params
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 from agentcompass_dagster.contracts.records import utcnow

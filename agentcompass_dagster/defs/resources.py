@@ -15,11 +15,13 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
-from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, EvalRequest, SweepConfig
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig, HarnessConfig
+from agentcompass_dagster.contracts.request import EvalRequest
+from agentcompass_dagster.declarations.sweep import SweepConfig
 from agentcompass_dagster.contracts import Environment, Harness, Model
 from agentcompass_dagster.defs.partitions import dagster_name
 from agentcompass_dagster.runtime.execution.plugins import Plugins, build_environment, build_harness, resolve_plugins
-from agentcompass_dagster.validation import validate_declaration
+from agentcompass_dagster.contracts.validation import validate_declaration
 
 
 D = TypeVar("D", HarnessConfig, EnvironmentConfig)

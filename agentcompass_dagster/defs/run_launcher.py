@@ -33,7 +33,7 @@ from agentcompass_dagster.defs.dagster_internals import (
 )
 from agentcompass_dagster.defs.run_owners import gone_owner, record_owner, run_worker
 from agentcompass_dagster.defs.run_worker import MODULE, StandbyWorker
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 
 LOG_DIR = "run-workers"
 

@@ -14,7 +14,7 @@ from typing import Literal
 import dagster as dg
 from pydantic import BaseModel
 
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 
 KEY = "agentcompass/run-owner/"
 # A run created by a process that recorded no owner (the UI, GraphQL) is launched in the same request;

@@ -22,7 +22,7 @@ MODULE = "agentcompass_dagster.defs.run_worker"
 
 # What every run's steps use, none of which reads the environment when imported: the job's own module
 # (the code location) does, so it is loaded only once the run's environment is in place.
-WARM_MODULES = ("agentcompass_dagster.defs.definitions", "agentcompass_dagster.runtime.execution.orchestrator",
+WARM_MODULES = ("agentcompass_dagster.defs.location", "agentcompass_dagster.runtime.execution.orchestrator",
                 "agentcompass_dagster.reporting.report", "openai", "pandas", "pyarrow.parquet",
                 "matplotlib.backends.backend_agg")
 

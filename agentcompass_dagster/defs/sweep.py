@@ -12,7 +12,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from agentcompass_dagster.config import BenchmarkConfig, OutputConfig, EvalRequest, SweepConfig
+from agentcompass_dagster.contracts.declarations import BenchmarkConfig
+from agentcompass_dagster.contracts.request import OutputConfig, EvalRequest
+from agentcompass_dagster.declarations.sweep import SweepConfig
 from agentcompass_dagster.defs.partitions import (
     asset_key,
     attempts_partitions,
@@ -22,7 +24,7 @@ from agentcompass_dagster.defs.partitions import (
     tasks_partitions_name,
 )
 from agentcompass_dagster.defs.resources import SweepResources
-from agentcompass_dagster.runtime.execution.budget import sweep_budget
+from agentcompass_dagster.runtime.store.budget import sweep_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins, resolve_plugins
 from agentcompass_dagster.runtime.execution.orchestrator import ResolvedRequest
 from agentcompass_dagster.runtime.execution.selection import Selection, load_selected_tasks

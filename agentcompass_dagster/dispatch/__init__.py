@@ -42,7 +42,8 @@ AGENT_LIMIT_EXCEEDED (it reached a limit, named in the error), MODEL_FAILED (the
 
 The package: ``spec`` (the declaration and what it resolves to), ``ledger`` (events.jsonl), ``evidence``
 (what is read back and derived from the transcript), ``receipt``, ``codes`` (exit and error codes) and
-``run`` (the flow above).
+``run`` (the flow above). May import the runtime's execution and everything below it; never
+the Dagster layer, the command or the reporting.
 """
 
 from agentcompass_dagster.dispatch.run import dispatch, run_dispatch

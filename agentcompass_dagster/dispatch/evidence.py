@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from agentcompass_dagster.contracts.model import ModelTurn, ToolCall
 from agentcompass_dagster.dispatch.receipt import UsageTotals
 from agentcompass_dagster.durable.activity import ActivityRecord
-from agentcompass_dagster.models.usage import usage_totals
+from agentcompass_dagster.plugins.models.usage import usage_totals
 from agentcompass_dagster.runtime.store.redact import redact
 from agentcompass_dagster.contracts.records import Usage
 

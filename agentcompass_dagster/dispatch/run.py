@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.config import HarnessConfig
+from agentcompass_dagster.contracts.declarations import HarnessConfig
 from agentcompass_dagster.dispatch.codes import (
     AGENT_FAILED,
     AGENT_LIMIT_EXCEEDED,
@@ -49,8 +49,8 @@ from agentcompass_dagster.dispatch.spec import (
     run_id_problem,
 )
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityError, ActivityRecord, read_activity
-from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.harnesses.tool_agent import AgentOutcome, AgentRun, fingerprint
+from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.plugins.harnesses.tool_agent import AgentOutcome, AgentRun, fingerprint
 from agentcompass_dagster.runtime.store.atomic import atomic_write_json, atomic_write_text
 from agentcompass_dagster.runtime.store.redact import redact
 from agentcompass_dagster.contracts.records import TaskSpec

@@ -16,14 +16,15 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.config import EnvironmentConfig, ModelConfig, validate_declaration
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig, ModelConfig
+from agentcompass_dagster.contracts.validation import validate_declaration
 from agentcompass_dagster.contracts.environment import Environment
 from agentcompass_dagster.contracts.model import Model
 from agentcompass_dagster.dispatch.evidence import has_secret
-from agentcompass_dagster.errors import UserError, field_error
-from agentcompass_dagster.harnesses.tool_agent import ToolAgentParams
-from agentcompass_dagster.references import load_yaml, resolve_reference
+from agentcompass_dagster.contracts.errors import UserError, field_error
+from agentcompass_dagster.plugins.harnesses.tool_agent import ToolAgentParams
+from agentcompass_dagster.declarations.references import load_yaml, resolve_reference
 from agentcompass_dagster.runtime.execution.plugins import construct_plugin, register_declared_secrets
 from agentcompass_dagster.contracts.records import AgentLimits, ExecutionPlan
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from agentcompass_dagster.contracts.model import ModelTurn
 from agentcompass_dagster.gateway.wire import (Translated, finish_reason, new_id, reply_model, results_after_calls,
                                                skipped, sse)
-from agentcompass_dagster.models.usage import turn_usage
+from agentcompass_dagster.plugins.models.usage import turn_usage
 
 _MAX_TOOL_NAME = 64  # OpenAI's bound on a function name; Anthropic allows longer
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}

@@ -10,7 +10,7 @@ from typing import Any
 
 from agentcompass_dagster.contracts.model import ModelTurn
 from agentcompass_dagster.gateway.wire import RequestRefused, Translated, finish_reason, new_id, reply_model, sse
-from agentcompass_dagster.models.usage import turn_usage
+from agentcompass_dagster.plugins.models.usage import turn_usage
 
 # Keys of a chat request that are not the model's parameters: the gateway decides how to send the answer
 # (stream or not), the model layer which model answers.

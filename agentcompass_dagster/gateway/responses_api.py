@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from agentcompass_dagster.contracts.model import ModelTurn
 from agentcompass_dagster.gateway.wire import (RequestRefused, Translated, finish_reason, new_id, reply_model,
                                                results_after_calls, skipped, sse, text_of)
-from agentcompass_dagster.models.usage import turn_usage
+from agentcompass_dagster.plugins.models.usage import turn_usage
 
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal"})

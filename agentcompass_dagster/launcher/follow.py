@@ -19,8 +19,8 @@ from agentcompass_dagster.defs.dagster_internals import BACKFILL_NOT_DONE, RunLa
 from agentcompass_dagster.defs.partitions import split_key
 from agentcompass_dagster.defs.planning import fail_run
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.progress import ProgressBoard
+from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.launcher.progress import ProgressBoard
 
 EVENTS = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION}
 FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)

@@ -22,22 +22,22 @@ from pathlib import Path
 
 import dagster as dg
 
-from agentcompass_dagster.config import SweepConfig, load_sweep
+from agentcompass_dagster.declarations.sweep import SweepConfig, load_sweep
 from agentcompass_dagster.defs.code_location import set_sweep_files
 from agentcompass_dagster.defs.coordination import sweep_lock
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.location import sweep_definitions
 from agentcompass_dagster.defs.instance import PG_URL_ENV, dagster_home, ensure_dagster_home, postgres_url
 from agentcompass_dagster.defs.jobs import mounted, same_path_mounts, shared_paths
 from agentcompass_dagster.defs.planning import LaunchPlan, plan_benchmark, plan_runs
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.defs.run_launcher import RunWorkerLauncher
 from agentcompass_dagster.defs.run_worker import StandbyWorker
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.launcher.follow import DAEMON_WAIT_S, QUEUE_DAEMON, RunFollower, daemon_alive
 from agentcompass_dagster.launcher.runs import RunFactory
 from agentcompass_dagster.launcher.workers import RunWorkers, instance_launcher
-from agentcompass_dagster.progress import ProgressBoard
-from agentcompass_dagster.runtime.execution.budget import budget_status
+from agentcompass_dagster.launcher.progress import ProgressBoard
+from agentcompass_dagster.runtime.store.budget import budget_status
 from agentcompass_dagster.runtime.execution.interrupts import Interrupts
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.store.layout import SUMMARY

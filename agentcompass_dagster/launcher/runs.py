@@ -24,7 +24,7 @@ from agentcompass_dagster.defs.dagster_internals import (
 )
 from agentcompass_dagster.defs.run_owners import record_owner
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 
 # The run's own log goes to the instance; the console of a run worker only says what went wrong.
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}

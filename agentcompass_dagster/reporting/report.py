@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass_dagster.reporting.diagnosis import OUTCOMES, Diagnosis, diagnose, share
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.reporting.plots import NoPlot, Plot
 from agentcompass_dagster.reporting.report_data import (
     BenchmarkResults,

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from agentcompass_dagster.contestants import by_contestant
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.declarations.contestants import by_contestant
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.runtime.store.layout import SUMMARY
 
 if TYPE_CHECKING:

@@ -15,15 +15,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityError, ActivityRecord, read_activity
-from agentcompass_dagster.durable.fork import forkable_cuts
-from agentcompass_dagster.durable.replay import ReplayReport
-from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.markdown import markdown_table
+from agentcompass_dagster.reruns.fork import forkable_cuts
+from agentcompass_dagster.reruns.replay import ReplayReport
+from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.contracts.markdown import markdown_table
 from agentcompass_dagster.runtime.store.layout import REPLAYS_DIR
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 from agentcompass_dagster.runtime.results.scores import DetailView
-from agentcompass_dagster.runtime.store.records import lift_metadata
+from agentcompass_dagster.contracts.request import lift_metadata
 
 TaskState = Literal["finished", "error", "unfinished", "not started"]
 

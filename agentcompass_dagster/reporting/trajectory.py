@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agentcompass_dagster.analyzers.reading import readable
-from agentcompass_dagster.analyzers.loops import LOOP_REPEATS
-from agentcompass_dagster.analyzers.steps import normalized, opening
+from agentcompass_dagster.plugins.analyzers.reading import readable
+from agentcompass_dagster.plugins.analyzers.loops import LOOP_REPEATS
+from agentcompass_dagster.plugins.analyzers.steps import normalized, opening
 from agentcompass_dagster.durable.session import BLOBS_DIR
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.reporting.show import Checkpoint, ReplayOverview, attempt_activity, replays_by_task
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON, DETAILS, ERROR_PREFIX, PAGES_DIR, REPLAYS_DIR, RUN_INFO
@@ -48,7 +48,8 @@ from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_records import read_detail, read_json
 from agentcompass_dagster.runtime.store.safe_fs import read_beneath
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, LimitHit, Usage
-from agentcompass_dagster.runtime.store.records import Lineage, TaskDetail, lift_metadata
+from agentcompass_dagster.contracts.request import Lineage, lift_metadata
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 if TYPE_CHECKING:
     import jinja2

@@ -14,10 +14,10 @@ import pytest
 from conftest import run_cli, write_sweep
 from scripted_agent import bash, submit
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.analyzers.outliers import far_above
-from agentcompass_dagster.analyzers.reward_hacking import answer_findings, findings_of
-from agentcompass_dagster.benchmarks.demo import TASKS_DIR
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.plugins.analyzers.outliers import far_above
+from agentcompass_dagster.plugins.analyzers.reward_hacking import answer_findings, findings_of
+from agentcompass_dagster.plugins.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.contracts.analyzer import AttemptResult
 from agentcompass_dagster.reporting.results import load_task_results
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec

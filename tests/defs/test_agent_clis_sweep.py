@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import REPO, run_cli
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 
 CONTESTANTS = [f"{h}.{m}" for h in ("claude-code", "codex") for m in ("scripted-agents", "scripted-agents-careless")]

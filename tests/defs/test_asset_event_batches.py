@@ -16,10 +16,10 @@ import sqlalchemy as db
 from dagster._core.event_api import EventLogRecord
 from dagster._serdes import deserialize_value
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs import dagster_internals as internals
 from agentcompass_dagster.defs.coordination import ensure_pool_limits
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.location import sweep_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 

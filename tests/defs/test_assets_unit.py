@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 from conftest import write_sweep
 
-from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, load_sweep
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig, HarnessConfig
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.contracts import Environment, Harness, Model
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.location import sweep_definitions
 from agentcompass_dagster.defs.partitions import partition_key
 from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessResource, SweepResources
 from agentcompass_dagster.defs.task_events import detail_metadata

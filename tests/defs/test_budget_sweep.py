@@ -8,9 +8,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.defs.definitions import sweep_definitions
-from agentcompass_dagster.runtime.execution.budget import Ledger
+from agentcompass_dagster.declarations.sweep import load_sweep
+from agentcompass_dagster.defs.location import sweep_definitions
+from agentcompass_dagster.runtime.store.budget import Ledger
 from agentcompass_dagster.contracts.records import BudgetConfig, Usage
 
 from conftest import run_cli, write_sweep

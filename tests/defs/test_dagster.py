@@ -16,17 +16,17 @@ import dagster as dg
 import pytest
 import yaml
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs.code_location import LOCATION_MODULE, LOCATION_NAME, SWEEPS_ENV, write_workspace
 from agentcompass_dagster.defs.coordination import claim_partitions
-from agentcompass_dagster.defs.definitions import sweep_files_definitions
+from agentcompass_dagster.defs.location import sweep_files_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.partitions import missing_ranges, partition_key
 from agentcompass_dagster.defs.run_owners import record_owner
 from agentcompass_dagster.defs.sensors import NAME as NEW_TASKS
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.reporting.results import load_metrics, load_task_results
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 from agentcompass_dagster.runtime.store.redact import register_secret
 
 from conftest import REPO, run_cli, tree_snapshot, write_sweep, write_task

@@ -21,10 +21,10 @@ import dagster as dg
 import pytest
 import yaml
 
-from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.declarations.sweep import load_sweep
+from agentcompass_dagster.defs.location import sweep_definitions
 from agentcompass_dagster.defs.run_owners import run_owner
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.reporting.results import load_metrics
 
@@ -82,7 +82,7 @@ def step_successes(inst: dg.DagsterInstance, run_id: str) -> set[str]:
 def cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """`agentcompass` as a process of its own group (its run workers are in the group too)."""
     log = open(tmp_path / f"cli-{time.monotonic_ns()}.log", "wb")
-    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", *args], cwd=tmp_path,
+    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", *args], cwd=tmp_path,
                             env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                             start_new_session=True)
 

@@ -21,17 +21,17 @@ from dagster._serdes import deserialize_value
 from dagster._utils.concurrency import ConcurrencySlotStatus
 from dagster._utils.hosted_user_process import recon_job_from_origin
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs import dagster_internals as internals
 from agentcompass_dagster.defs.code_location import LOCATION_MODULE, LOCATION_NAME, set_sweep_files
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.location import sweep_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.jobs import sweep_job
 from agentcompass_dagster.defs.run_launcher import RunWorkerLauncher, worker_command
 from agentcompass_dagster.defs.run_owners import record_owner
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.launcher.runs import RunFactory
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 
 from conftest import REPO, write_sweep
 

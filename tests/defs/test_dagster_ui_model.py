@@ -13,11 +13,11 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs.code_location import set_sweep_files
-from agentcompass_dagster.defs.definitions import location_definitions, sweep_definitions
+from agentcompass_dagster.defs.location import location_definitions, sweep_definitions
 from agentcompass_dagster.defs.sensors import NAME as NEW_TASKS
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 
 from conftest import run_cli, write_sweep, write_task
 from test_dagster_engine import _daemon, _fast_queue_home, _workspace, instance, stop_group  # noqa: F401

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.declarations.sweep import load_sweep
+from agentcompass_dagster.defs.location import sweep_definitions
 from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 
 from conftest import run_cli, write_sweep
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import dagster as dg
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs.coordination import claim_partitions
-from agentcompass_dagster.defs.definitions import sweep_files_definitions
+from agentcompass_dagster.defs.location import sweep_files_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home, generated_config
 from agentcompass_dagster.defs.run_owners import record_owner, run_owner
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 from agentcompass_dagster.runtime.store.layout import CLAIMS_DIR
 
 from test_dagster_engine import (

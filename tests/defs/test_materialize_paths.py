@@ -18,9 +18,9 @@ from typing import Any
 
 import dagster as dg
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs.dagster_internals import backfill_status, create_asset_backfill
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.location import sweep_definitions
 from agentcompass_dagster.defs.jobs import AUTOMATION_INTERVAL_ENV
 
 from conftest import run_cli

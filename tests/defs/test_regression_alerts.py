@@ -16,9 +16,9 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs.alerts import NAME as ALERTS_SENSOR
-from agentcompass_dagster.defs.definitions import sweep_definitions, sweep_files_definitions
+from agentcompass_dagster.defs.location import sweep_definitions, sweep_files_definitions
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, range_keys, split_key
 from agentcompass_dagster.defs.planning import FRESH_TAG, register_tasks

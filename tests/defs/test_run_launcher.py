@@ -17,15 +17,15 @@ import dagster as dg
 import pytest
 import sqlalchemy as db
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs.code_location import SWEEPS_ENV
-from agentcompass_dagster.defs.definitions import sweep_definitions
+from agentcompass_dagster.defs.location import sweep_definitions
 from agentcompass_dagster.defs.planning import plan_benchmark
 from agentcompass_dagster.defs.run_launcher import RunWorkerLauncher
 from agentcompass_dagster.defs.run_owners import ORPHAN_AFTER_S, run_owner
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 from agentcompass_dagster.launcher.runs import RunFactory
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 
 from test_dagster_engine import (
     JOB, _daemon, _fast_queue_home, _queue_daemon_alive, _workspace, cli, engine_sweep, every, finish, harness_calls,

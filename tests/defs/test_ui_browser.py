@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import dagster as dg
 import pytest
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.defs.instance import ensure_dagster_home
 from agentcompass_dagster.defs.sweep import sweep_benchmarks
 
@@ -226,7 +226,7 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
     pgid: int | None = None
     with log.open("wb") as out:
         ui = subprocess.Popen(
-            [sys.executable, "-m", "agentcompass_dagster.cli", "ui", "--port", str(port)],
+            [sys.executable, "-m", "agentcompass_dagster.cli.main", "ui", "--port", str(port)],
             cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             preexec_fn=_default_sigint,
         )
@@ -285,7 +285,7 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
 def _ui(project: Path, port: int, env: dict[str, str], log: Path, *sweeps: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "agentcompass_dagster.cli", "ui", *map(str, sweeps), "--port", str(port)],
+            [sys.executable, "-m", "agentcompass_dagster.cli.main", "ui", *map(str, sweeps), "--port", str(port)],
             cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
@@ -328,7 +328,7 @@ def test_ui_shows_partitions_turning_green_during_a_sweep_and_re_executes_its_ru
         wait_until(lambda: _answers(f"{base}/server_info"), f"`agentcompass ui` to answer at {base}", START_TIMEOUT_S,
                    proc=ui, log=tmp_path / "ui.log", interval=0.5)
         with (tmp_path / "run.log").open("wb") as out:
-            run = subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep)], cwd=tmp_path,
+            run = subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep)], cwd=tmp_path,
                                    env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         ensure_dagster_home(dagster_home)

@@ -17,7 +17,7 @@ from agentcompass_dagster.dispatch import run_dispatch
 from agentcompass_dagster.dispatch.evidence import usage_summary
 from agentcompass_dagster.dispatch.ledger import EventLedger
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE
-from agentcompass_dagster.models.usage import turn_usage
+from agentcompass_dagster.plugins.models.usage import turn_usage
 
 SECRET = "sk-" + "A1b2C3d4E5" * 4
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}

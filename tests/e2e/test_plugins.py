@@ -25,7 +25,7 @@ import pytest
 import yaml
 from conftest import run_cli, write_sweep
 
-from agentcompass_dagster import registry
+from agentcompass_dagster.declarations import registry
 from agentcompass_dagster.runtime.store.records import TaskDetail
 
 TINY_PYPROJECT = """\
@@ -207,7 +207,7 @@ def _sweep(directory: Path, benchmark_id: str, name: str = "plugsweep") -> Path:
 def _run(sweep: Path, cwd: Path, site: Path | None) -> subprocess.CompletedProcess[str]:
     env = _clean_env(PYTHONPATH=str(site)) if site is not None else _clean_env()
     return subprocess.run(
-        [sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep)],
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep)],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -328,7 +328,7 @@ def test_broken_entry_points_do_not_hide_working_ones(broken_site: Path, tiny_si
     both = os.pathsep.join([str(tiny_site), str(broken_site)])
     env = _clean_env(PYTHONPATH=both)
     ok = subprocess.run(
-        [sys.executable, "-m", "agentcompass_dagster.cli", "run", str(_sweep(tmp_path, "tiny", "ok"))],
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(_sweep(tmp_path, "tiny", "ok"))],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
@@ -336,7 +336,7 @@ def test_broken_entry_points_do_not_hide_working_ones(broken_site: Path, tiny_si
     assert counts["correct"] == 4
 
     bad = subprocess.run(
-        [sys.executable, "-m", "agentcompass_dagster.cli", "run", str(_sweep(tmp_path, "nosuch", "bad"))],
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(_sweep(tmp_path, "nosuch", "bad"))],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert bad.returncode == 2, bad.stdout + bad.stderr
@@ -421,7 +421,7 @@ def _distribution(site: Path, name: str, entry_points: str) -> None:
 @pytest.mark.parametrize(("distributions", "expected"), [
     ({"foo": "[agentcompass.harnesses]\ntool_agent = foo_pkg.mod:Cls\n"},
      "harness id 'tool_agent' is declared by entry point 'tool_agent = foo_pkg.mod:Cls' (distribution foo 1.0) and "
-     "built in as agentcompass_dagster.harnesses.tool_agent:ToolAgentHarness"),
+     "built in as agentcompass_dagster.plugins.harnesses.tool_agent:ToolAgentHarness"),
     ({"foo": "[agentcompass.benchmarks]\nmine = foo_pkg:Mine\n", "bar": "[agentcompass.benchmarks]\nmine = bar_pkg:Mine\n"},
      "benchmark id 'mine' is declared by entry point 'mine = bar_pkg:Mine' (distribution bar 1.0) and entry point "
      "'mine = foo_pkg:Mine' (distribution foo 1.0)"),
@@ -437,12 +437,12 @@ def test_an_id_declared_twice_is_an_error_naming_both(
         _distribution(tmp_path / name, name, text)
         sites.append(str(tmp_path / name))
     env = _clean_env(PYTHONPATH=os.pathsep.join(sites))
-    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(_sweep(tmp_path, "demo")),
+    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(_sweep(tmp_path, "demo")),
                            "--direct"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr == f"agentcompass: error: {expected}\n", proc.stderr
     assert not (tmp_path / "results").exists()
-    helped = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "--help"], cwd=tmp_path, env=env,
+    helped = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "--help"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=300)
     assert helped.returncode == 0, helped.stderr
 
@@ -452,11 +452,11 @@ def test_an_id_declared_twice_is_an_error_naming_both(
 CLASS_PATH_PLUGINS = '''\
 """One plugin of each kind, importable only from the folder a test puts on PYTHONPATH."""
 
-from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
+from agentcompass_dagster.plugins.benchmarks.synthetic import SyntheticBenchmark
 from agentcompass_dagster.contracts.analyzer import Analyzer
-from agentcompass_dagster.environments.local import LocalEnvironment
-from agentcompass_dagster.harnesses.oracle import OracleHarness
-from agentcompass_dagster.models.none import NoModel
+from agentcompass_dagster.plugins.environments.local import LocalEnvironment
+from agentcompass_dagster.plugins.harnesses.oracle import OracleHarness
+from agentcompass_dagster.plugins.models.none import NoModel
 
 
 class Bench(SyntheticBenchmark):
@@ -531,19 +531,19 @@ def test_plugins_named_by_class_path_run_through_dagster_step_processes(tmp_path
     ({"harness": "no_such_module_30.agent:Agent"},
      "harness.id='no_such_module_30.agent:Agent': the harness class cannot be loaded: No module named "
      "'no_such_module_30'; is it on PYTHONPATH?"),
-    ({"benchmarks": [{"id": "agentcompass_dagster.benchmarks.demo:NoSuchBenchmark"}]},
-     "benchmarks[0].id='agentcompass_dagster.benchmarks.demo:NoSuchBenchmark': the benchmark class cannot be loaded: "
-     "module 'agentcompass_dagster.benchmarks.demo' has no attribute 'NoSuchBenchmark'"),
-    ({"environment": {"id": "box", "provider": "agentcompass_dagster.harnesses.oracle:OracleHarness"}},
-     "environment.provider='agentcompass_dagster.harnesses.oracle:OracleHarness': the environment plugin "
-     "<class 'agentcompass_dagster.harnesses.oracle.OracleHarness'> is not a subclass of "
+    ({"benchmarks": [{"id": "agentcompass_dagster.plugins.benchmarks.demo:NoSuchBenchmark"}]},
+     "benchmarks[0].id='agentcompass_dagster.plugins.benchmarks.demo:NoSuchBenchmark': the benchmark class cannot be loaded: "
+     "module 'agentcompass_dagster.plugins.benchmarks.demo' has no attribute 'NoSuchBenchmark'"),
+    ({"environment": {"id": "box", "provider": "agentcompass_dagster.plugins.harnesses.oracle:OracleHarness"}},
+     "environment.provider='agentcompass_dagster.plugins.harnesses.oracle:OracleHarness': the environment plugin "
+     "<class 'agentcompass_dagster.plugins.harnesses.oracle.OracleHarness'> is not a subclass of "
      "agentcompass_dagster.contracts.environment.Environment"),
     ({"models": [{"id": "m", "provider": "collections:OrderedDict"}]},
      "models[0].provider='collections:OrderedDict': the model plugin <class 'collections.OrderedDict'> is not a "
      "subclass of agentcompass_dagster.contracts.model.Model"),
-    ({"execution": {"analyzers": ["agentcompass_dagster.analyzers.loops:Nope"]}},
-     "execution.analyzers[0]='agentcompass_dagster.analyzers.loops:Nope': the analyzer class cannot be loaded: "
-     "module 'agentcompass_dagster.analyzers.loops' has no attribute 'Nope'"),
+    ({"execution": {"analyzers": ["agentcompass_dagster.plugins.analyzers.loops:Nope"]}},
+     "execution.analyzers[0]='agentcompass_dagster.plugins.analyzers.loops:Nope': the analyzer class cannot be loaded: "
+     "module 'agentcompass_dagster.plugins.analyzers.loops' has no attribute 'Nope'"),
 ])
 def test_a_bad_class_path_is_one_line_naming_the_file_the_field_and_the_value(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, Any], expected: str

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 from conftest import REPO
@@ -54,7 +54,7 @@ def test_readme_scale_out_declaration_validates() -> None:
     """The `dagster:` block under "Scale-out" (docs/dagster.md) is a valid deployment declaration."""
     import yaml
 
-    from agentcompass_dagster.deployment import DagsterDeployment
+    from agentcompass_dagster.declarations.deployment import DagsterDeployment
 
     section = (DOCS / "dagster.md").read_text().split("## Scale-out", 1)[1]
     block = re.search(r"```yaml\n(.*?)```", section, re.S)

@@ -59,9 +59,9 @@ def _materialize_benchmark_assets(directory: Path) -> bool:
     --direct (they read each model's newest run); False when this version has no comparison asset."""
     import dagster as dg
 
-    from agentcompass_dagster.config import load_sweep
+    from agentcompass_dagster.declarations.sweep import load_sweep
     from agentcompass_dagster.defs import assets
-    from agentcompass_dagster.defs.definitions import sweep_definitions
+    from agentcompass_dagster.defs.location import sweep_definitions
     from agentcompass_dagster.defs.sweep import sweep_benchmarks
 
     if not hasattr(assets, "comparison_asset"):

@@ -26,7 +26,7 @@ import pytest
 from conftest import offline_page, run_cli
 from scripted_agent import bash, submit, sweep_file
 
-from agentcompass_dagster.harnesses.miniswe import quiet_import
+from agentcompass_dagster.plugins.harnesses.miniswe import quiet_import
 from agentcompass_dagster.reporting.report import write_report
 
 with quiet_import():

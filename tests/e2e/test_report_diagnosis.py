@@ -20,7 +20,7 @@ import pytest
 from conftest import run_cli, write_sweep, write_task
 from scripted_agent import bash, submit
 
-from agentcompass_dagster.benchmarks.demo import TASKS_DIR
+from agentcompass_dagster.plugins.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.reporting import report
 from agentcompass_dagster.reporting.report import build_report
 

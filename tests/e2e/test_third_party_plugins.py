@@ -22,7 +22,7 @@ import pytest
 import yaml
 from conftest import REPO, details_by_task, run_cli_process
 
-from agentcompass_dagster import registry
+from agentcompass_dagster.declarations import registry
 
 PACKAGE = REPO / "tests" / "third_party"
 PLUGINS = PACKAGE / "acme_plugins"

@@ -20,7 +20,7 @@ import pytest
 from conftest import offline_page, run_cli
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.reporting.report import write_report
 from agentcompass_dagster.runtime.store.layout import TASK_RESULTS_FILE
 from agentcompass_dagster.reporting.trajectory import (

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from conftest import IMAGE, REPO, needs_docker
 
-from agentcompass_dagster.config import EnvironmentConfig
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
 from agentcompass_dagster.contracts.capture import capture_file
 from agentcompass_dagster.contracts.conformance import CHECKS, CheckResult, Outcome, assert_conformant, check
 from agentcompass_dagster.contracts.environment import Caller, Environment, ExecResult
-from agentcompass_dagster.environments.docker import DockerEnvironment
-from agentcompass_dagster.environments.local import LocalEnvironment
-from agentcompass_dagster.environments.sandbox import SandboxEnvironment
+from agentcompass_dagster.plugins.environments.docker import DockerEnvironment
+from agentcompass_dagster.plugins.environments.local import LocalEnvironment
+from agentcompass_dagster.plugins.environments.sandbox import SandboxEnvironment
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from conftest import IMAGE, details_by_task, needs_docker, opened_session, write_sweep, write_task
 
-from agentcompass_dagster.config import EnvironmentConfig, load_sweep
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentLimitExceeded
-from agentcompass_dagster.environments.docker import DockerEnvironment
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.plugins.environments.docker import DockerEnvironment
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 pytestmark = needs_docker

@@ -16,9 +16,10 @@ import pytest
 from conftest import IMAGE, details_by_task, needs_docker, opened_session, write_sweep
 from test_verifier_context import SITE, harbor_task
 
-from agentcompass_dagster.config import EnvironmentConfig, load_sweep
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.contracts.environment import VERIFIER_PATH, Caller, EnvironmentSession
-from agentcompass_dagster.environments.docker import DockerEnvironment
+from agentcompass_dagster.plugins.environments.docker import DockerEnvironment
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 pytestmark = needs_docker

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 from conftest import IMAGE, needs_docker, opened_session
 
-from agentcompass_dagster.config import EnvironmentConfig
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
 from agentcompass_dagster.contracts.environment import Caller, Environment, EnvironmentSession, ExecResult
 from agentcompass_dagster.contracts.records import ExecutionPlan, HostMount, NetworkPolicy
-from agentcompass_dagster.environments.docker import DockerEnvironment
-from agentcompass_dagster.environments.local import LocalEnvironment
-from agentcompass_dagster.environments.sandbox import SandboxEnvironment
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.plugins.environments.docker import DockerEnvironment
+from agentcompass_dagster.plugins.environments.local import LocalEnvironment
+from agentcompass_dagster.plugins.environments.sandbox import SandboxEnvironment
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.gateway.forwarding import GATEWAY_DIR, GATEWAY_SOCKET, NO_RUNTIME, forwarded, install_forwarder
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")

@@ -23,11 +23,12 @@ import pytest
 from conftest import IMAGE, REPO, details_by_task, needs_docker, opened_session, processes_with, run_cli_process, write_sweep
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
-from agentcompass_dagster.config import EnvironmentConfig, load_sweep
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.contracts.environment import EnvironmentSession, ExecResult
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
-from agentcompass_dagster.environments.cgroups import Cgroup, CgroupUnavailable
-from agentcompass_dagster.environments.sandbox import SandboxEnvironment
+from agentcompass_dagster.plugins.environments.cgroups import Cgroup, CgroupUnavailable
+from agentcompass_dagster.plugins.environments.sandbox import SandboxEnvironment
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 HARBOR_TASKS = REPO / "resources" / "data" / "harbor_tasks"
@@ -457,7 +458,7 @@ def test_the_next_run_removes_what_a_killed_local_run_left(tmp_path: Path) -> No
 def test_each_environment_kind_sweeps_only_its_own_cgroups() -> None:
     """R-RESUME-1: a dead local session's cgroup may still hold the command a resume will collect; the
     sandbox's sweep of dead groups leaves it alone, the local sweep finds it."""
-    from agentcompass_dagster.environments.cgroups import stale
+    from agentcompass_dagster.plugins.environments.cgroups import stale
 
     name = f"{_dead_pid()}-sweep"
     group = Cgroup.create("local", name, None, None)

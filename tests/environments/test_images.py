@@ -23,8 +23,8 @@ import docker.errors
 import pytest
 from conftest import IMAGE, needs_docker
 
-from agentcompass_dagster.environments import images
-from agentcompass_dagster.environments.images import (
+from agentcompass_dagster.plugins.environments import images
+from agentcompass_dagster.plugins.environments.images import (
     BuiltImage,
     ImageBuildError,
     TaskImageError,

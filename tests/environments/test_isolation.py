@@ -23,8 +23,8 @@ import pytest
 from conftest import IMAGE, needs_docker, processes_with, write_sweep, write_task
 from waiting import wait_until
 
-from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.declarations.sweep import load_sweep
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
 
 
@@ -138,9 +138,9 @@ def test_sandbox_limits_give_clear_errors(tmp_path: Path) -> None:
     memory limit (a cgroup) ends the attempt with an error naming the limit and its allowance."""
     import asyncio
 
-    from agentcompass_dagster.config import EnvironmentConfig
+    from agentcompass_dagster.contracts.declarations import EnvironmentConfig
     from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded
-    from agentcompass_dagster.environments.sandbox import SandboxEnvironment
+    from agentcompass_dagster.plugins.environments.sandbox import SandboxEnvironment
     from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
     environment = SandboxEnvironment(EnvironmentConfig(id="sandbox", params={"memory_mb": 64}))
@@ -196,7 +196,7 @@ def test_capacity_two_means_two_containers_at_most(tmp_path: Path) -> None:
 
 
 def _start_cli(tmp_path: Path, sweep: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", "--direct", str(sweep)],
+    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", "--direct", str(sweep)],
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -261,8 +261,8 @@ def test_a_bwrap_that_died_with_the_runtime_leaves_no_orphan(tmp_path: Path, san
                         harness={"id": "scripted", "params": {"default": {"command": "true"}}})
     stuck_child = textwrap.dedent(f"""\
         import sys
-        from agentcompass_dagster.cli import main
-        from agentcompass_dagster.environments import sandbox
+        from agentcompass_dagster.cli.main import main
+        from agentcompass_dagster.plugins.environments import sandbox
         sandbox.SandboxSession.bwrap = lambda *args: ["bash", "-c", "{marker} & wait"]
         sys.exit(main(["run", "--direct", sys.argv[1]]))
         """)
@@ -307,8 +307,8 @@ def test_a_sandboxed_command_dies_with_the_runtime_without_any_parent_death_sign
                         harness={"id": "scripted", "params": {"default": {"command": f"{marker} & {marker}; wait"}}})
     without_death_signal = textwrap.dedent("""\
         import sys
-        from agentcompass_dagster.cli import main
-        from agentcompass_dagster.environments import hostdir, sandbox
+        from agentcompass_dagster.cli.main import main
+        from agentcompass_dagster.plugins.environments import hostdir, sandbox
         hostdir.DEATH_SIGNAL = []
         bwrap = sandbox.SandboxSession.bwrap
         sandbox.SandboxSession.bwrap = lambda *args: [word for word in bwrap(*args) if word != "--die-with-parent"]

@@ -15,10 +15,10 @@ import pytest
 from conftest import processes_with
 from waiting import wait_until
 
-from agentcompass_dagster.config import EnvironmentConfig
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
 from agentcompass_dagster.durable.file_tree import MAX_DEPTH, link_tree, walk
-from agentcompass_dagster.environments.hostdir import child_argv
-from agentcompass_dagster.environments.sandbox import SandboxEnvironment
+from agentcompass_dagster.plugins.environments.hostdir import child_argv
+from agentcompass_dagster.plugins.environments.sandbox import SandboxEnvironment
 from agentcompass_dagster.runtime.store.safe_fs import open_dir, remove_tree
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
@@ -136,7 +136,7 @@ def test_a_command_dies_with_its_runtime_killed_by_sigkill(tmp_path: Path) -> No
     marker = f"sleep 79.{os.getpid()}"
     script = f"""
 import subprocess, sys
-from agentcompass_dagster.environments.hostdir import child_argv
+from agentcompass_dagster.plugins.environments.hostdir import child_argv
 subprocess.Popen(child_argv(["bash", "-c", "exec sleep " + "{marker.split()[1]}"], []))
 print("started", flush=True)
 sys.stdin.read()

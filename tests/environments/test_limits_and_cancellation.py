@@ -29,10 +29,10 @@ from conftest import max_open_at_once, processes_with, write_sweep
 from lifecycle import NumberedSession
 from waiting import wait_until
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.contracts.environment import EnvironmentSession
-from agentcompass_dagster.environments.local import LocalEnvironment
+from agentcompass_dagster.plugins.environments.local import LocalEnvironment
 from agentcompass_dagster.runtime.execution.interrupts import Interrupts
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
@@ -291,7 +291,7 @@ def start_cli(tmp_path: Path, sweep: Path, tmpdir: Path, *options: str) -> tuple
     err = tmp_path / "cli.stderr"
     with open(tmp_path / "cli.stdout", "wb") as out, open(err, "wb") as errors:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agentcompass_dagster.cli", "run", *options, str(sweep)],
+            [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", *options, str(sweep)],
             cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=errors,
         )
     return proc, err

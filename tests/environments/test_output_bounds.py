@@ -26,10 +26,11 @@ import pytest
 from conftest import IMAGE, details_by_task, needs_docker, opened_session, processes_with
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
-from agentcompass_dagster.config import EnvironmentConfig, load_sweep
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.contracts.environment import EnvironmentSession
-from agentcompass_dagster.environments.docker import DockerEnvironment
-from agentcompass_dagster.environments.local import LocalEnvironment
+from agentcompass_dagster.plugins.environments.docker import DockerEnvironment
+from agentcompass_dagster.plugins.environments.local import LocalEnvironment
 from agentcompass_dagster.contracts.capture import OUTPUT_LIMIT
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
@@ -41,9 +42,9 @@ HOST_ENVIRONMENTS = ["local", pytest.param("sandbox", marks=needs_bwrap)]
 # Run in a process of its own, so that its peak memory is this command's alone, not the test session's.
 MEASURE = """
 import asyncio, json, resource, sys
-from agentcompass_dagster.config import EnvironmentConfig
-from agentcompass_dagster.environments.local import LocalEnvironment
-from agentcompass_dagster.environments.sandbox import SandboxEnvironment
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
+from agentcompass_dagster.plugins.environments.local import LocalEnvironment
+from agentcompass_dagster.plugins.environments.sandbox import SandboxEnvironment
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
 kind, command = sys.argv[1:]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass_dagster.config import EnvironmentConfig
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
 from agentcompass_dagster.contracts.environment import Caller, ExecResult
-from agentcompass_dagster.environments.sandbox import SandboxEnvironment
+from agentcompass_dagster.plugins.environments.sandbox import SandboxEnvironment
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")

@@ -19,11 +19,11 @@ import pytest
 from conftest import HARBOR_LOADED as GOOD
 from conftest import FIXTURE_BASE, HARBOR_TASKS, details_by_task, fixture_base, needs_docker, opened_session, run_harbor
 
-from agentcompass_dagster.benchmarks.harbor.loader import load_task
-from agentcompass_dagster.config import EnvironmentConfig
+from agentcompass_dagster.plugins.benchmarks.harbor.loader import load_task
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig
 from agentcompass_dagster.contracts.environment import Caller, EnvironmentSession
 from agentcompass_dagster.contracts.records import TaskEnvironment, TaskSpec
-from agentcompass_dagster.environments.docker import DockerEnvironment
+from agentcompass_dagster.plugins.environments.docker import DockerEnvironment
 
 pytestmark = needs_docker
 DOCKER: dict[str, Any] = {"id": "docker", "params": {}}

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from conftest import IMAGE, details_by_task, fixture_base, needs_docker, write_sweep
 
-from agentcompass_dagster.benchmarks import judge
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.plugins.benchmarks import judge
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")

@@ -12,7 +12,7 @@ from conftest import details_by_task, run_cli
 from scripted_agent import sweep_file
 
 from agentcompass_dagster.durable.activity import read_activity
-from agentcompass_dagster.harnesses.miniswe import quiet_import
+from agentcompass_dagster.plugins.harnesses.miniswe import quiet_import
 
 with quiet_import():
     pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed (extra 'miniswe')")
@@ -101,7 +101,7 @@ def test_miniswe_ends_with_its_limit_exit_when_the_limits_refuse_a_command() -> 
 
     from agentcompass_dagster.contracts.model import LimitExceeded
     from agentcompass_dagster.contracts.records import LimitHit
-    from agentcompass_dagster.harnesses.miniswe_bridge import MiniEnvironment, MiniEnvironmentConfig
+    from agentcompass_dagster.plugins.harnesses.miniswe_bridge import MiniEnvironment, MiniEnvironmentConfig
 
     hit = LimitHit(limit="max_wall_s", allowance=2, used=2.001)
 

@@ -20,9 +20,9 @@ from fake_agents import agent_packages, fake_agent
 from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 from waiting import wait_until
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.contracts.records import BudgetConfig
-from agentcompass_dagster.runtime.execution.budget import Ledger
+from agentcompass_dagster.runtime.store.budget import Ledger
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
 from agentcompass_dagster.reporting.trajectory import write_trajectory_pages
 
@@ -164,7 +164,7 @@ def test_a_run_killed_mid_attempt_replays_the_recorded_turns_for_free(tmp_path: 
     sweep = write_sweep(tmp_path, harness=fake_agent("fake-chat", packages), environment="sandbox",
                         models=[endpoint(fake_openai)], benchmarks=[{"id": "demo", "tasks": ["create-hello"]}])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), "--direct"],
+    proc = subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), "--direct"],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:

@@ -11,10 +11,11 @@ import pytest
 import yaml
 from conftest import REPO, details_by_task, write_sweep
 
-from agentcompass_dagster.config import HarnessConfig, ModelConfig, load_sweep
-from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.harnesses.cli_agent import CliAgentHarness
-from agentcompass_dagster.models.scripted import ScriptedModel
+from agentcompass_dagster.contracts.declarations import HarnessConfig, ModelConfig
+from agentcompass_dagster.declarations.sweep import load_sweep
+from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.plugins.harnesses.cli_agent import CliAgentHarness
+from agentcompass_dagster.plugins.models.scripted import ScriptedModel
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 DECLARATIONS = sorted(p for p in (REPO / "resources" / "harnesses").glob("*.yaml")

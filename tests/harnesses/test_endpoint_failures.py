@@ -18,9 +18,9 @@ from conftest import REPO, details_by_task, write_sweep
 from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 from waiting import wait_until
 
-from agentcompass_dagster.benchmarks.demo import TASKS_DIR
+from agentcompass_dagster.plugins.benchmarks.demo import TASKS_DIR
 from agentcompass_dagster.durable.activity import read_activity
-from agentcompass_dagster.harnesses.miniswe import quiet_import
+from agentcompass_dagster.plugins.harnesses.miniswe import quiet_import
 
 with quiet_import():
     pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed (extra 'miniswe')")
@@ -53,7 +53,7 @@ def endpoint_sweep(tmp_path: Path, fake: FakeOpenAI, harness: str, tasks: list[s
 
 def start(tmp_path: Path, sweep: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), *args],
+    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), *args],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
@@ -122,7 +122,7 @@ def test_a_re_run_sends_errored_tasks_again_and_not_finished_ones(tmp_path: Path
     bash_reply(fake_openai, SOLVE)
     submit_reply(fake_openai, "tool_agent")
     sweep = endpoint_sweep(tmp_path, fake_openai, "tool_agent", ["count-errors", "create-hello"])
-    first = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), "--direct"],
+    first = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), "--direct"],
                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                            text=True, timeout=120)
     assert first.returncode == 3, first.stderr
@@ -133,7 +133,7 @@ def test_a_re_run_sends_errored_tasks_again_and_not_finished_ones(tmp_path: Path
     bash_reply(fake_openai, (TASKS_DIR / "create-hello" / "solution.sh").read_text())
     submit_reply(fake_openai, "tool_agent", "done")
     args = ["--direct", "--reuse"] if mode == "direct-reuse" else []
-    second = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), *args],
+    second = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), *args],
                             cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                             text=True, timeout=180)
     assert second.returncode == 0, second.stderr[-3000:]
@@ -165,7 +165,7 @@ def test_a_context_overflow_compacts_and_sends_the_turn_again(tmp_path: Path, fa
     data = json.loads(json.dumps(__import__("yaml").safe_load(sweep.read_text())))
     data["harness"]["params"] = {"keep_recent_messages": 2}
     sweep.write_text(json.dumps(data))
-    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), "--direct"],
+    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), "--direct"],
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -185,7 +185,7 @@ def test_a_large_output_is_stored_once_and_bounded(tmp_path: Path, fake_openai: 
         bash_reply(fake_openai, command, f"call_{i}")
     submit_reply(fake_openai, "tool_agent")
     sweep = endpoint_sweep(tmp_path, fake_openai, "tool_agent", ["count-errors"])
-    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), "--direct"],
+    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), "--direct"],
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -206,7 +206,7 @@ def test_a_reply_cut_at_the_token_limit_is_not_an_answer(tmp_path: Path, fake_op
     counted in accuracy), not an error that would leave the denominator and run again."""
     fake_openai.reply(content="The assistant is a user who is a user of the system." * 20, finish_reason="length")
     sweep = endpoint_sweep(tmp_path, fake_openai, "tool_agent", ["count-errors"])
-    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli", "run", str(sweep), "--direct"],
+    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), "--direct"],
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

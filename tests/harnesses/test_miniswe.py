@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from conftest import run_cli, tree_snapshot, write_sweep
 
-from agentcompass_dagster import registry
+from agentcompass_dagster.declarations import registry
 from agentcompass_dagster.contracts.model import CallContext, ModelTurn
-from agentcompass_dagster.harnesses.miniswe import quiet_import
-from agentcompass_dagster.models.scripted import ScriptedModel
+from agentcompass_dagster.plugins.harnesses.miniswe import quiet_import
+from agentcompass_dagster.plugins.models.scripted import ScriptedModel
 
 with quiet_import():
     pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed (extra 'miniswe')")
@@ -168,7 +168,7 @@ def test_a_failed_model_call_is_in_the_trajectory_with_its_time(tmp_path: Path, 
     last = attempt["trajectory"][-1]
     assert (last["type"], last["status"], last["turn"]) == ("model_call", "aborted", 1) and "timed out" in last["error"]
     assert last["duration_s"] >= 1.0
-    from agentcompass_dagster.analyzers.time_split import TimeSplitAnalyzer
+    from agentcompass_dagster.plugins.analyzers.time_split import TimeSplitAnalyzer
     from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
     split = TimeSplitAnalyzer().analyze(TaskSpec(id="count-errors", input=""), EvaluatedAttempt.model_validate(attempt))
@@ -181,8 +181,8 @@ def test_a_config_path_is_beside_the_declaration_and_a_bare_name_is_minis(
     """Issue #36: a ``config`` that is a path is read beside the file that declares the harness, whatever
     the working directory holds; a bare name is one of mini-swe-agent's own configs, even beside a sweep
     named after it (mini.yaml)."""
-    from agentcompass_dagster.config import HarnessConfig
-    from agentcompass_dagster.harnesses.miniswe import load_config
+    from agentcompass_dagster.contracts.declarations import HarnessConfig
+    from agentcompass_dagster.plugins.harnesses.miniswe import load_config
 
     project, cwd = tmp_path / "project", tmp_path / "cwd"
     for folder in (project, cwd):

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from conftest import details_by_task, run_cli, write_sweep
 
-from agentcompass_dagster.benchmarks.demo import TASKS_DIR as DEMO_TASKS_DIR
+from agentcompass_dagster.plugins.benchmarks.demo import TASKS_DIR as DEMO_TASKS_DIR
 from agentcompass_dagster.durable.activity import read_activity
-from agentcompass_dagster.harnesses.tool_agent.state import AgentState
-from agentcompass_dagster.harnesses.tool_agent.tools import DEFAULT_SYSTEM_PROMPT
+from agentcompass_dagster.plugins.harnesses.tool_agent.state import AgentState
+from agentcompass_dagster.plugins.harnesses.tool_agent.tools import DEFAULT_SYSTEM_PROMPT
 from agentcompass_dagster.reporting.results import load_task_results
 
 DEMO_IDS = sorted(p.name for p in DEMO_TASKS_DIR.iterdir() if (p / "task.yaml").is_file())

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, ModelConfig
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig, HarnessConfig, ModelConfig
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, read_activity
-from agentcompass_dagster.environments.local import LocalEnvironment, LocalSession
-from agentcompass_dagster.harnesses.tool_agent import AgentOutcome, AgentRun, ToolAgentParams, fingerprint
-from agentcompass_dagster.models.scripted import ScriptedModel
+from agentcompass_dagster.plugins.environments.local import LocalEnvironment, LocalSession
+from agentcompass_dagster.plugins.harnesses.tool_agent import AgentOutcome, AgentRun, ToolAgentParams, fingerprint
+from agentcompass_dagster.plugins.models.scripted import ScriptedModel
 from agentcompass_dagster.contracts.records import AgentLimits
 from agentcompass_dagster.runtime.execution.agent_limits import AttemptLimits, LimitedEnvironment, LimitedModel
 

@@ -21,7 +21,7 @@ import pytest
 from conftest import run_cli, write_sweep
 from fake_openai import FakeOpenAI, fake_openai_server, tool_call  # noqa: F401
 
-from agentcompass_dagster.harnesses.miniswe import quiet_import
+from agentcompass_dagster.plugins.harnesses.miniswe import quiet_import
 from agentcompass_dagster.reporting.results import load_metrics, load_task_results
 
 TASK = "count-errors"

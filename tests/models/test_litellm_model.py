@@ -26,12 +26,12 @@ from fake_openai import (  # noqa: F401
     tool_call,
 )
 
-from agentcompass_dagster.config import ModelConfig
+from agentcompass_dagster.contracts.declarations import ModelConfig
 from agentcompass_dagster.contracts.model import CALL_WATCH, CallContext, CallWatch, ContextOverflow, ModelError
-from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.models.litellm_model import LiteLLMModel
-from agentcompass_dagster.models.usage import turn_usage
-from agentcompass_dagster.registry import models
+from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.plugins.models.litellm_model import LiteLLMModel
+from agentcompass_dagster.plugins.models.usage import turn_usage
+from agentcompass_dagster.declarations.registry import models
 
 KEY_ENV = "AGENTCOMPASS_TEST_LITELLM_KEY"
 KEY = "sk-canary-" + "c0ffee" * 6
@@ -150,7 +150,7 @@ def test_the_wait_before_a_retry_honours_retry_after_within_a_minute() -> None:
     date) when it is positive and at most a minute, else 0.5 s doubling per retry up to 8 s, less a jitter."""
     from email.utils import formatdate
 
-    from agentcompass_dagster.models.litellm_failures import Failure, _retry_after_s
+    from agentcompass_dagster.plugins.models.litellm_failures import Failure, _retry_after_s
 
     assert _retry_after_s({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
     assert _retry_after_s({"retry-after": "3"}) == 3.0
@@ -293,7 +293,7 @@ def test_extra_arguments_may_not_carry_keys_or_override_the_declaration(extra: d
 
 def test_the_registry_names_the_provider_and_importing_it_does_not_import_litellm() -> None:
     assert models.get("litellm") is LiteLLMModel
-    code = ("import sys, agentcompass_dagster.models.litellm_model, agentcompass_dagster.registry; "
+    code = ("import sys, agentcompass_dagster.plugins.models.litellm_model, agentcompass_dagster.declarations.registry; "
             "sys.exit('litellm' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
 
@@ -316,9 +316,9 @@ def test_a_call_leaves_no_logging_task_of_litellms_on_the_loop(fake_openai: Fake
 
 PRINTS = """
 import asyncio, sys
-from agentcompass_dagster.config import ModelConfig
+from agentcompass_dagster.contracts.declarations import ModelConfig
 from agentcompass_dagster.contracts.model import CallContext, ModelError
-from agentcompass_dagster.models.litellm_model import LiteLLMModel
+from agentcompass_dagster.plugins.models.litellm_model import LiteLLMModel
 model = LiteLLMModel(ModelConfig(id="lite", provider="litellm", model="openai/served", base_url=sys.argv[1],
                                  api_key_env="AGENTCOMPASS_TEST_LITELLM_KEY", params={"max_retries": 0}))
 for _ in range(2):

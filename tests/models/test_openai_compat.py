@@ -20,12 +20,12 @@ from fake_openai import (  # noqa: F401
     tool_call,
 )
 
-from agentcompass_dagster.config import ModelConfig
+from agentcompass_dagster.contracts.declarations import ModelConfig
 from agentcompass_dagster.contracts.model import CallContext, ContextOverflow, ModelError
-from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.models.openai_compat import PLACEHOLDER_KEY, OpenAICompatModel
-from agentcompass_dagster.models.usage import turn_usage
-from agentcompass_dagster.registry import models
+from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.plugins.models.openai_compat import PLACEHOLDER_KEY, OpenAICompatModel
+from agentcompass_dagster.plugins.models.usage import turn_usage
+from agentcompass_dagster.declarations.registry import models
 
 KEY_ENV = "AGENTCOMPASS_TEST_OPENAI_KEY"
 KEY = "sk-test-0123456789abcdef"
@@ -322,7 +322,7 @@ def test_the_registry_names_the_provider() -> None:
 
 
 def test_importing_the_plugin_does_not_import_the_sdk() -> None:
-    code = ("import sys, agentcompass_dagster.models.openai_compat, agentcompass_dagster.registry; "
+    code = ("import sys, agentcompass_dagster.plugins.models.openai_compat, agentcompass_dagster.declarations.registry; "
             "sys.exit('openai' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
 

@@ -11,24 +11,18 @@ from typing import Any, get_args
 import pytest
 from lifecycle import Lifecycle
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.config import (
-    BenchmarkConfig,
-    EnvironmentConfig,
-    ExecutionConfig,
-    HarnessConfig,
-    ModelConfig,
-    OutputConfig,
-    EvalRequest,
-    validate_declaration,
-)
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
+from agentcompass_dagster.contracts.request import ExecutionConfig, OutputConfig, EvalRequest
+from agentcompass_dagster.contracts.validation import validate_declaration
 from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.runtime.execution.strategies import STRATEGIES
 from agentcompass_dagster.runtime.results.metrics import pass_at_k
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
-from agentcompass_dagster.runtime.store.records import RequestResult, Strategy, TaskDetail
+from agentcompass_dagster.runtime.store.records import RequestResult, TaskDetail
+from agentcompass_dagster.contracts.request import Strategy
 
 SPLIT_NETWORK = {"baseline": "host", "run": "none", "evaluation": "host"}
 

@@ -12,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.store import atomic
 from agentcompass_dagster.runtime.store import run_dir
 from agentcompass_dagster.runtime.store.detail_writer import DetailWriter
@@ -121,7 +121,7 @@ def test_a_task_is_reported_only_once_its_directory_entry_is_durable_and_fsyncs_
 CHILD = r"""
 import sys
 
-from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, orchestrate
 
 

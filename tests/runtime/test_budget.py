@@ -1,4 +1,4 @@
-"""The sweep's budget ledger (runtime/execution/budget.py): shared by processes through one flock'ed file, it
+"""The sweep's budget ledger (runtime/store/budget.py): shared by processes through one flock'ed file, it
 admits a model call only while the spend plus the calls in flight stays below the budget, so the total
 passes it by less than one call; a dead process's reservation stops counting; a run stopped by the
 budget leaves its tasks without a result (neither failures nor errors) and runs them once it is raised."""
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from agentcompass_dagster.config import load_sweep
-from agentcompass_dagster.runtime.execution.budget import BudgetExhausted, Ledger, ledger
+from agentcompass_dagster.declarations.sweep import load_sweep
+from agentcompass_dagster.runtime.store.budget import BudgetExhausted, Ledger, ledger
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 from agentcompass_dagster.runtime.store.run_records import RunInfo
 from agentcompass_dagster.runtime.results.summary import SummaryCounts
 from agentcompass_dagster.contracts.records import BudgetConfig, Usage

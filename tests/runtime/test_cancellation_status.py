@@ -14,17 +14,10 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
-from agentcompass_dagster.config import (
-    BenchmarkConfig,
-    EnvironmentConfig,
-    ExecutionConfig,
-    HarnessConfig,
-    ModelConfig,
-    OutputConfig,
-    EvalRequest,
-)
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.plugins.benchmarks.synthetic import SyntheticBenchmark
+from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
+from agentcompass_dagster.contracts.request import ExecutionConfig, OutputConfig, EvalRequest
 from agentcompass_dagster.runtime.execution.orchestration_thread import OrchestrationThread
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.results.scores import TaskScores
@@ -83,7 +76,7 @@ def test_a_stop_during_finalization_leaves_the_run_cancelled_not_running(
 EXITS_WHILE_RUNNING = """
 import json, sys, time
 from pathlib import Path
-from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.execution.orchestration_thread import OrchestrationThread
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
 
@@ -133,7 +126,7 @@ def test_a_killed_direct_run_is_marked_failed_by_the_next_one(tmp_path: Path) ->
     sweep = write_sweep(tmp_path, name="killed", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
                         harness={"id": "scripted", "params": {"tasks": {"t1": {"gate": str(gate)}}}},
                         execution={"limits": {"task_concurrency": 2}})
-    command = [sys.executable, "-m", "agentcompass_dagster.cli", "run", "--direct", str(sweep)]
+    command = [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", "--direct", str(sweep)]
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     details = tmp_path / "results" / "killed" / "synthetic" / "none"
     try:

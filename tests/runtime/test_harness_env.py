@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import details_by_task, write_sweep
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.contracts import Harness, HarnessSession, NetworkPolicy, RunResult
-from agentcompass_dagster.harnesses.oracle import run_reference
+from agentcompass_dagster.plugins.harnesses.oracle import run_reference
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
 pytestmark = pytest.mark.usefixtures("plugin_registries")

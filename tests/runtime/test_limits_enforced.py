@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 from conftest import details_by_task, write_sweep
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.config import ModelConfig, load_sweep
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.contracts.declarations import ModelConfig
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.contracts.harness import Harness, HarnessSession
 from agentcompass_dagster.contracts.model import CallContext, LimitExceeded
 from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, RunResult, Usage
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog, ActivityRecord
-from agentcompass_dagster.models.scripted import ScriptedModel
+from agentcompass_dagster.plugins.models.scripted import ScriptedModel
 from agentcompass_dagster.runtime.execution.agent_limits import AttemptLimits, LimitedModel
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store.run_files import set_aside

@@ -12,18 +12,11 @@ from typing import Any
 import pytest
 from lifecycle import Lifecycle
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.benchmarks.synthetic import SyntheticBenchmark
-from agentcompass_dagster.config import (
-    BenchmarkConfig,
-    EnvironmentConfig,
-    ExecutionConfig,
-    HarnessConfig,
-    ModelConfig,
-    OutputConfig,
-    EvalRequest,
-)
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.plugins.benchmarks.synthetic import SyntheticBenchmark
+from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
+from agentcompass_dagster.contracts.request import ExecutionConfig, OutputConfig, EvalRequest
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, Orchestrator, orchestrate
 from agentcompass_dagster.contracts.records import TaskSpec
 

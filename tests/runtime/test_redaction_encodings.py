@@ -15,7 +15,7 @@ import pytest
 from scripted_agent import bash, submit, sweep_file
 from test_redaction_corpus import ORDINARY
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
 from agentcompass_dagster.reporting.report import write_report
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate

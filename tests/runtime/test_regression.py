@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from agentcompass_dagster.config import AlertsConfig
+from agentcompass_dagster.declarations.sweep import AlertsConfig
 from agentcompass_dagster.reporting.results import load_alerts
 from agentcompass_dagster.runtime.store.layout import ALERTS_FILE
 from agentcompass_dagster.runtime.results.regression import (

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, permutation_test
 
-from agentcompass_dagster.config import load_sweep
+from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.reporting.results import load_metrics
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.results.stats import bootstrap_mean, mcnemar_exact, paired_comparison, sign_flip_p_value

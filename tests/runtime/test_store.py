@@ -10,17 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agentcompass_dagster.config import (
-    BenchmarkConfig,
-    EnvironmentConfig,
-    ExecutionConfig,
-    HarnessConfig,
-    ModelConfig,
-    OutputConfig,
-    EvalRequest,
-    load_sweep,
-)
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
+from agentcompass_dagster.contracts.request import ExecutionConfig, OutputConfig, EvalRequest
+from agentcompass_dagster.declarations.sweep import load_sweep
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
 from agentcompass_dagster.runtime.store.layout import run_root
 from agentcompass_dagster.runtime.store.run_store import RunStore, open_run_dir
@@ -260,7 +253,7 @@ def test_existing_run_directories_still_load(tmp_path: Path) -> None:
            "correct": True, "score": 1.0, "future_field": {"anything": 1}}
     detail = TaskDetail.model_validate(old)
     assert detail.attempts["1"].usage.input_tokens == 0 and detail.retry_count == 0 and not detail.is_error
-    from agentcompass_dagster.benchmarks.demo import DemoBenchmark
+    from agentcompass_dagster.plugins.benchmarks.demo import DemoBenchmark
 
     bench = DemoBenchmark(BenchmarkConfig(id="demo"))
     assert [t.id for t in bench.load_tasks()] == [t.id for t in bench.load_tasks()]
@@ -275,7 +268,7 @@ def test_a_fork_written_with_lineage_in_metadata_still_reads_as_a_fork(tmp_path:
     from agentcompass_dagster.runtime.execution.finalize import rerender_summary
     from agentcompass_dagster.runtime.store.run_records import read_params
     from agentcompass_dagster.runtime.store.run_store import load_run_request
-    from agentcompass_dagster.runtime.store.records import Lineage
+    from agentcompass_dagster.contracts.request import Lineage
 
     run_dir = Path(only_result([synthetic_request(tmp_path / "results", n=2)]).run_dir)
     lineage = {"kind": "fork", "parent_run_id": "parent-1", "parent_run_dir": "/results/parent-1", "task_id": "t0",

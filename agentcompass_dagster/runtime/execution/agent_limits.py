@@ -27,7 +27,7 @@ from agentcompass_dagster.contracts.model import CallContext, LimitExceeded, Mod
 from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, NetworkPolicy, RunResult, Usage
 from agentcompass_dagster.durable.activity import read_activity
 from agentcompass_dagster.runtime.execution.model_calls import CallsInFlight
-from agentcompass_dagster.models.usage import turn_usage, usage_totals
+from agentcompass_dagster.plugins.models.usage import turn_usage, usage_totals
 
 T = TypeVar("T")
 H = TypeVar("H", bound=Harness)

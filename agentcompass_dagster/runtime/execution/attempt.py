@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.contracts.environment import EnvironmentLimitExceeded, EnvironmentSession
 from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog
 from agentcompass_dagster.runtime.results.analysis import analyze_attempt
 from agentcompass_dagster.runtime.execution.agent_limits import AttemptLimits, LimitedEnvironment, limited_harness
-from agentcompass_dagster.runtime.execution.budget import BudgetExhausted, check_budget
+from agentcompass_dagster.runtime.store.budget import BudgetExhausted, check_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins
 from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource, TaskRefused, open_session
 from agentcompass_dagster.runtime.execution.plan import Planner

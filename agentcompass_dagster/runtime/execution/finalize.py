@@ -6,9 +6,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.config import EvalRequest
-from agentcompass_dagster.validation import validate_declaration
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.contracts.request import EvalRequest
+from agentcompass_dagster.contracts.validation import validate_declaration
 from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.runtime.results import summary
 from agentcompass_dagster.runtime.results.analysis import summarize_analysis

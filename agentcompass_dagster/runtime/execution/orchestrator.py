@@ -32,12 +32,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.runtime.results.analysis import check_analyzer_names, select_analyzers
 from agentcompass_dagster.runtime.execution.attempt import TaskRunner
-from agentcompass_dagster.runtime.execution.budget import BudgetExhausted, budget_status
+from agentcompass_dagster.runtime.store.budget import BudgetExhausted, budget_status
 from agentcompass_dagster.runtime.execution.plugins import Plugins, resolve_plugins
 from agentcompass_dagster.runtime.execution.finalize import finalize_request
 from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource
@@ -49,15 +49,7 @@ from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
 from agentcompass_dagster.runtime.store.run_store import RunStore
 from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec, utcnow
-from agentcompass_dagster.runtime.store.records import (
-    BudgetOutcome,
-    OrchestrationResult,
-    RequestOutcome,
-    RequestResult,
-    RequestStatus,
-    TaskDetail,
-    TerminalStatus,
-)
+from agentcompass_dagster.runtime.store.records import BudgetOutcome, OrchestrationResult, RequestOutcome, RequestResult, RequestStatus, TaskDetail, TerminalStatus
 
 log = logging.getLogger(__name__)
 

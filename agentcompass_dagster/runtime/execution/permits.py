@@ -18,7 +18,7 @@ from typing import AsyncIterator, Protocol
 
 from agentcompass_dagster.contracts.environment import Environment, EnvironmentSession
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError
 
 
 class Capacity:

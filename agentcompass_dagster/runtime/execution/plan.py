@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, NamedTuple
+from typing import Any
 
-from agentcompass_dagster.config import EvalRequest
-from agentcompass_dagster.errors import field_error
-from agentcompass_dagster.runtime.execution.budget import sweep_budget
+from agentcompass_dagster.contracts.request import EvalRequest
+from agentcompass_dagster.contracts.errors import field_error
+from agentcompass_dagster.runtime.store.budget import sweep_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
-
-
-class PersistedPlan(NamedTuple):
-    """What run_info.json and a detail record of a plan: its allow-listed view, and the digest
-    run_info.json stores it under."""
-
-    view: dict[str, Any]
-    digest: str
+from agentcompass_dagster.runtime.store.records import PersistedPlan
 
 
 class Planner:

@@ -8,10 +8,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.config import EnvironmentConfig, HarnessConfig, EvalRequest
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.contracts.declarations import EnvironmentConfig, HarnessConfig
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.contracts import Benchmark, Environment, Harness, HarnessFreeBenchmark, Model
-from agentcompass_dagster.errors import UserError, field_error
+from agentcompass_dagster.contracts.errors import UserError, field_error
 from agentcompass_dagster.runtime.store.redact import register_host_secrets, register_secret, register_url_passwords
 
 P = TypeVar("P")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import difflib
 from typing import NamedTuple
 
-from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.contracts.benchmark import Benchmark
-from agentcompass_dagster.errors import UserError, field_error
+from agentcompass_dagster.contracts.errors import UserError, field_error
 from agentcompass_dagster.runtime.store.naming import task_id_problem
 from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec
 

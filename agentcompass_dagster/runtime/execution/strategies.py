@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec, utcnow
-from agentcompass_dagster.runtime.store.records import Strategy, TaskDetail
+from agentcompass_dagster.contracts.request import Strategy
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 
 def _avg_done(attempts: dict[int, EvaluatedAttempt]) -> bool:

@@ -16,8 +16,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from agentcompass_dagster import registry
-from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.declarations import registry
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
 from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec

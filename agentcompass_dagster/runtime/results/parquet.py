@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agentcompass_dagster.analyzers.columns import analysis_columns
+from agentcompass_dagster.plugins.analyzers.columns import analysis_columns
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.store.layout import METRICS_FILE, TASK_RESULTS_FILE
 from agentcompass_dagster.runtime.results.scores import TaskScores
@@ -54,7 +54,7 @@ def task_results_schema() -> pa.Schema:
         ("limit", pa.string()),
         # The attempt's named rewards (Harbor's reward.json), null where its benchmark gave none.
         ("rewards", pa.map_(pa.string(), pa.float64())),
-        # The analyzers' figures (agentcompass_dagster.analyzers.columns), null where one did not run.
+        # The analyzers' figures (agentcompass_dagster.plugins.analyzers.columns), null where one did not run.
         ("loop_max_repeats", pa.int64()), ("no_progress_streak", pa.int64()), ("tool_error_rate", pa.float64()),
         ("malformed_call_rate", pa.float64()), ("token_outlier", pa.bool_()), ("cost_outlier", pa.bool_()),
         ("model_time_s", pa.float64()), ("tool_time_s", pa.float64()), ("framework_time_s", pa.float64()),

@@ -22,7 +22,8 @@ from pydantic import Field
 
 from agentcompass_dagster.runtime.store.redact import redact_text
 from agentcompass_dagster.contracts.records import LimitHit, StoredRecord, TaskSpec
-from agentcompass_dagster.runtime.store.records import Strategy, TaskDetail
+from agentcompass_dagster.contracts.request import Strategy
+from agentcompass_dagster.runtime.store.records import TaskDetail
 
 
 class UsageView(StoredRecord):

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from agentcompass_dagster.markdown import markdown_table
+from agentcompass_dagster.contracts.markdown import markdown_table
 from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.contracts.records import MetricResult, StoredRecord
 from agentcompass_dagster.runtime.store.records import BudgetOutcome, BudgetStatus

@@ -9,9 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agentcompass_dagster.config import EvalRequest, PluginDeclaration
-from agentcompass_dagster.errors import UserError
-from agentcompass_dagster.references import load_yaml
+from agentcompass_dagster.contracts.request import EvalRequest
+from agentcompass_dagster.contracts.declarations import PluginDeclaration
+from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.declarations.references import load_yaml
 from agentcompass_dagster.runtime.store.redact import REDACTED
 
 # Where a sweep file lists the declarations of each field of a request.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentcompass_dagster.config import EvalRequest, OutputConfig
+from agentcompass_dagster.contracts.request import EvalRequest, OutputConfig
 from agentcompass_dagster.runtime.store.naming import file_stem, normalize_component
 
 RUN_INFO = "run_info.json"

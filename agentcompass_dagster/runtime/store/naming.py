@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from agentcompass_dagster.errors import field_error
+from agentcompass_dagster.contracts.errors import field_error
 
 MAX_COMPONENT = 120
 MAX_TASK_ID = 512

@@ -7,7 +7,7 @@ OrchestrationResult (one RequestOutcome per request). Persisted records only gro
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
 
@@ -17,50 +17,15 @@ from agentcompass_dagster.contracts.records import (
     MetricResult,
     StoredRecord,
     Usage,
-    utcnow,
 )
+from agentcompass_dagster.contracts.request import Strategy
 
-# How a task's semantic attempts end (R-RETRY-1): ``avg`` runs all k, ``pass`` stops at the first valid success.
-Strategy = Literal["avg", "pass"]
 
 # How a request (and the run directory it wrote) ends; before that it is pending, then running.
 TerminalStatus = Literal["completed", "failed", "cancelled", "timeout"]
 RequestStatus = Literal["pending", "running", TerminalStatus]
 # What run_info.json says: a run directory exists once its request runs.
 RunDirStatus = Literal["running", TerminalStatus]
-
-
-class Lineage(StoredRecord):
-    """Where a forked run comes from (R-FORK-1): the parent run and attempt, the checkpoint it was cut
-    at, and the change of solver model."""
-
-    kind: Literal["fork"] = "fork"
-    parent_run_id: str
-    parent_run_dir: str
-    task_id: str
-    attempt: int
-    checkpoint_seq: int
-    parent_model: str
-    model: str
-    forked_at: str = Field(default_factory=utcnow)
-
-
-# What older versions kept in the ``metadata`` mapping of a request and of params.json; fields now.
-_METADATA_FIELDS = ("lineage", "durable_seed", "dagster_run_id")
-
-
-def lift_metadata(data: Any) -> Any:
-    """A request or params.json as older versions wrote it (R-COMPAT-1): the lineage, durable seed and
-    Dagster run id in its ``metadata`` become fields; the rest of ``metadata`` goes (``resumed_from``
-    repeated output.reuse_run_id)."""
-    if not isinstance(data, dict) or "metadata" not in data:
-        return data
-    data = dict(data)
-    metadata = data.pop("metadata")
-    for name in _METADATA_FIELDS:
-        if isinstance(metadata, dict) and metadata.get(name) is not None:
-            data.setdefault(name, metadata[name])
-    return data
 
 
 class BudgetStatus(StoredRecord):
@@ -164,3 +129,11 @@ class OrchestrationResult(StoredRecord):
     started_at: str
     finished_at: str
     outcomes: dict[str, RequestOutcome] = Field(default_factory=dict)
+
+
+class PersistedPlan(NamedTuple):
+    """What run_info.json and a detail record of a plan: its allow-listed view, and the digest
+    run_info.json stores it under."""
+
+    view: dict[str, Any]
+    digest: str

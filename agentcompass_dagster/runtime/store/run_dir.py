@@ -8,9 +8,9 @@ import asyncio
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.store.atomic import (
     DirectorySync,
     atomic_write_bytes,
@@ -41,7 +41,7 @@ from agentcompass_dagster.runtime.store.layout import (
     detail_names,
 )
 from agentcompass_dagster.runtime.store.naming import file_stem
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 from agentcompass_dagster.runtime.store.redact import redact, redact_text
 from agentcompass_dagster.runtime.store.run_files import link_or_copy, set_aside
 from agentcompass_dagster.runtime.store.run_records import (
@@ -55,10 +55,7 @@ from agentcompass_dagster.runtime.store.run_records import (
 from agentcompass_dagster.runtime.results.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.results.summary import SummaryCounts
 from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec, utcnow
-from agentcompass_dagster.runtime.store.records import BudgetOutcome, TaskDetail, TerminalStatus
-
-if TYPE_CHECKING:
-    from agentcompass_dagster.runtime.execution.plan import PersistedPlan
+from agentcompass_dagster.runtime.store.records import BudgetOutcome, PersistedPlan, TaskDetail, TerminalStatus
 
 
 class RunDir:

@@ -10,11 +10,12 @@ from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 
-from agentcompass_dagster.config import EvalRequest
+from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.store.layout import PARAMS, RUN_INFO
 from agentcompass_dagster.runtime.results.scores import DetailView
 from agentcompass_dagster.contracts.records import SCHEMA_VERSION, NotLoaded, StoredRecord, utcnow
-from agentcompass_dagster.runtime.store.records import BudgetOutcome, Lineage, RunDirStatus, TaskDetail, lift_metadata
+from agentcompass_dagster.runtime.store.records import BudgetOutcome, RunDirStatus, TaskDetail
+from agentcompass_dagster.contracts.request import Lineage, lift_metadata
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from agentcompass_dagster.config import OutputConfig, EvalRequest
-from agentcompass_dagster.errors import UserError
+from agentcompass_dagster.contracts.request import OutputConfig, EvalRequest
+from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.runtime.store.atomic import TMP_SUFFIX, fsync_dir
 from agentcompass_dagster.runtime.store.declared import unredacted
 from agentcompass_dagster.runtime.store.layout import (
@@ -23,7 +23,7 @@ from agentcompass_dagster.runtime.store.layout import (
     results_dir_of,
 )
 from agentcompass_dagster.runtime.store.naming import normalize_component
-from agentcompass_dagster.runtime.execution.processes import ProcessId
+from agentcompass_dagster.runtime.store.processes import ProcessId
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_records import ReuseSource, RunInfo, read_json, run_started_at
 from agentcompass_dagster.contracts.records import TaskSpec
