@@ -4,13 +4,14 @@
 ``summarize`` turns every attempt's result into the request's section of analysis_summary.md|json;
 ``render`` writes that section.
 ``requires`` names the data an attempt must hold ("trajectory", "error", "usage") to be given to it.
+``columns`` declares what the analyzer adds to task_results.parquet.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any, ClassVar, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from agentcompass_dagster.contracts.markdown import markdown_table
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
@@ -27,11 +28,28 @@ class AttemptResult(NamedTuple):
     result: dict[str, Any]
 
 
+class AnalysisColumn(NamedTuple):
+    """A column an analyzer adds to task_results.parquet, one value per attempt: ``values`` turns the
+    analyzer's result on each attempt (None where it did not run) into the column's values. The column
+    is in every run's file, null throughout where the analyzer ran on no attempt, so that files of
+    different runs concatenate.
+
+    Example::
+
+        columns = (AnalysisColumn("commands", "int", lambda results: [r and r["commands"] for r in results]),)
+    """
+
+    name: str
+    type: Literal["int", "float", "bool", "str"]
+    values: Callable[[list[dict[str, Any] | None]], list[Any]]
+
+
 class Analyzer(ABC):
     name: ClassVar[str]
     family: ClassVar[str] = "general"
     datasets: ClassVar[frozenset[str] | None] = None
     requires: ClassVar[frozenset[str]] = frozenset()
+    columns: ClassVar[tuple[AnalysisColumn, ...]] = ()
 
     def applies_to(self, attempt: EvaluatedAttempt) -> bool:
         """The attempt holds the data this analyzer needs."""

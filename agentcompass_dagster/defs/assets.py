@@ -54,6 +54,7 @@ from agentcompass_dagster.runtime.results.parquet import (
     conform,
     metrics_schema,
     read_task_scores,
+    analysis_columns,
     task_results_schema,
     write_table,
 )
@@ -229,7 +230,7 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
         rows: dict[str, Any] = {}
         # In the files' own schemas (a pandas round trip cannot write their map column back), older
         # runs' files conformed to them.
-        for name, schema in ((METRICS_FILE, metrics_schema()), (TASK_RESULTS_FILE, task_results_schema())):
+        for name, schema in ((METRICS_FILE, metrics_schema()), (TASK_RESULTS_FILE, task_results_schema(analysis_columns()))):
             tables = [conform(pq.read_table(Path(source.path) / name), schema) for source in newest.values()
                       if (Path(source.path) / name).is_file()]
             table = pa.concat_tables(tables) if tables else schema.empty_table()

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentcompass_dagster.runtime.results.parquet import conform, metrics_schema, task_results_schema
+from agentcompass_dagster.runtime.results.parquet import analysis_columns, conform, metrics_schema, task_results_schema
 from agentcompass_dagster.runtime.store.layout import ALERTS_FILE, COMPARISON_FILE, METRICS_FILE, RUN_INFO, TASK_RESULTS_FILE
 from agentcompass_dagster.runtime.results.regression import read_verdict
 from agentcompass_dagster.runtime.store.run_records import read_params
@@ -39,8 +39,12 @@ def _is_fork(run_dir: Path) -> bool:
 
 
 def _load(results_dir: str | Path, name: str, schema: pa.Schema, include_forks: bool = False) -> pd.DataFrame:
-    tables = [conform(pq.read_table(path), schema) for path in _run_files(Path(results_dir), name, include_forks)]
-    return pa.concat_tables(tables).to_pandas() if tables else schema.empty_table().to_pandas()
+    """The files' rows in ``schema``, with the columns a file holds beyond it (an analyzer named by class
+    path, which this process has not registered) after it, null in the files without them."""
+    tables = [pq.read_table(path) for path in _run_files(Path(results_dir), name, include_forks)]
+    extra = {field.name: field for table in tables for field in table.schema if field.name not in schema.names}
+    schema = pa.schema([*schema, *extra.values()])
+    return pa.concat_tables([conform(t, schema) for t in tables]).to_pandas() if tables else schema.empty_table().to_pandas()
 
 
 def newest_runs(metrics: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -75,7 +79,7 @@ def load_task_results(results_dir: str | Path, latest: bool = True, include_fork
     """One row per run x task x attempt: ids, category, attempt, correct, score, tokens, cost, duration,
     failure, error, reused. ``latest`` (the default) keeps only the newest run of each sweep x benchmark x
     model x harness, so a task reused from an earlier run is counted once; ``latest=False`` gives every run's rows."""
-    tasks = _load(results_dir, TASK_RESULTS_FILE, task_results_schema(), include_forks)
+    tasks = _load(results_dir, TASK_RESULTS_FILE, task_results_schema(analysis_columns()), include_forks)
     return _keep_latest(tasks, _load(results_dir, METRICS_FILE, metrics_schema(), include_forks)) if latest else tasks
 
 

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentcompass_dagster.plugins.analyzers.steps import tool_steps
-from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
+from agentcompass_dagster.contracts.analyzer import AnalysisColumn, Analyzer, AttemptResult
+from agentcompass_dagster.plugins.analyzers.columns import field
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 
@@ -23,6 +24,7 @@ class GaveUpAnalyzer(Analyzer):
     name = "gave_up"
     family = "behaviour"
     requires = frozenset({"trajectory"})
+    columns = (AnalysisColumn("gave_up", "bool", field("gave_up")),)
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
         answer = attempt.final_answer

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentcompass_dagster.plugins.analyzers.steps import normalized, tool_steps
-from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
+from agentcompass_dagster.contracts.analyzer import AnalysisColumn, Analyzer, AttemptResult
+from agentcompass_dagster.plugins.analyzers.columns import field
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 LOOP_REPEATS = 3
@@ -27,6 +28,8 @@ class LoopsAnalyzer(Analyzer):
     name = "loops"
     family = "behaviour"
     requires = frozenset({"trajectory"})
+    columns = (AnalysisColumn("loop_max_repeats", "int", field("max_repeats")),
+               AnalysisColumn("no_progress_streak", "int", field("no_progress_streak")))
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
         work = [step for step in tool_steps(attempt.trajectory) if step.is_work]

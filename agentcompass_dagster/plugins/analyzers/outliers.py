@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
+from agentcompass_dagster.contracts.analyzer import AnalysisColumn, Analyzer, AttemptResult
+from agentcompass_dagster.plugins.analyzers.columns import Results, field
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 IQRS = 3.0
@@ -28,6 +29,17 @@ def far_above(values: np.ndarray) -> tuple[np.ndarray, float | None]:
     return values > threshold, threshold
 
 
+def flagged(key: str) -> Callable[[Results], list[bool | None]]:
+    """The column of the attempts whose ``key`` is far above the run's (computed over the run's attempts,
+    like the summary's flags); null where the analyzer did not run."""
+    def values(results: Results) -> list[bool | None]:
+        known = field(key)(results)
+        flags, _ = far_above(np.array([math.nan if value is None else value for value in known], dtype=np.float64))
+        return [None if value is None else bool(flag) for value, flag in zip(known, flags)]
+
+    return values
+
+
 class CostOutliersAnalyzer(Analyzer):
     """Attempts that spent far more tokens or money than the run's typical attempt.
 
@@ -40,6 +52,8 @@ class CostOutliersAnalyzer(Analyzer):
     name = "cost_outliers"
     family = "cost"
     requires = frozenset({"usage"})
+    columns = (AnalysisColumn("token_outlier", "bool", flagged("tokens")),
+               AnalysisColumn("cost_outlier", "bool", flagged("cost_usd")))
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
         usage = attempt.usage

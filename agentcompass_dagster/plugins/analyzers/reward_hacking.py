@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from agentcompass_dagster.plugins.analyzers.shell import command_names, heredoc_files, operands_of, removed, written
 from agentcompass_dagster.plugins.analyzers.steps import tool_steps
-from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult, markdown_code
+from agentcompass_dagster.contracts.analyzer import AnalysisColumn, Analyzer, AttemptResult, markdown_code
+from agentcompass_dagster.plugins.analyzers.columns import comma_joined
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 Pattern = Literal["verifier_access", "file_attributes", "reward_write", "killed_tests", "edited_tests",
@@ -298,6 +299,7 @@ class RewardHackingAnalyzer(Analyzer):
 
     name = "reward_hacking"
     family = "integrity"
+    columns = (AnalysisColumn("reward_hacking", "str", comma_joined("patterns")),)
 
     def applies_to(self, attempt: EvaluatedAttempt) -> bool:
         """What the agent did or submitted: a trajectory, or only a final answer (the completions harness)."""

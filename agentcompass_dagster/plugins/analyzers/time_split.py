@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentcompass_dagster.plugins.analyzers.steps import replies, tool_steps
-from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
+from agentcompass_dagster.contracts.analyzer import AnalysisColumn, Analyzer, AttemptResult
+from agentcompass_dagster.plugins.analyzers.columns import field
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 FRAMEWORK_SHARE_FLAG = 0.5
@@ -34,6 +35,9 @@ class TimeSplitAnalyzer(Analyzer):
     name = "time_split"
     family = "time"
     requires = frozenset({"trajectory"})
+    columns = (AnalysisColumn("model_time_s", "float", field("model_s")),
+               AnalysisColumn("tool_time_s", "float", field("tool_s")),
+               AnalysisColumn("framework_time_s", "float", field("framework_s")))
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
         aborted = [step.get("duration_s") for step in attempt.trajectory

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentcompass_dagster.plugins.analyzers.steps import replies, tool_steps
-from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
+from agentcompass_dagster.contracts.analyzer import AnalysisColumn, Analyzer, AttemptResult
+from agentcompass_dagster.plugins.analyzers.columns import Results
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
 ERROR_RATE_FLAG = 0.5
@@ -15,6 +16,11 @@ MIN_CALLS = 2
 
 def rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
+
+
+def rates(part: str, whole: str) -> Callable[[Results], list[float | None]]:
+    """The column of one count of the results over another."""
+    return lambda results: [None if result is None else rate(result[part], result[whole]) for result in results]
 
 
 class ToolErrorsAnalyzer(Analyzer):
@@ -30,6 +36,8 @@ class ToolErrorsAnalyzer(Analyzer):
     name = "tool_errors"
     family = "errors"
     requires = frozenset({"trajectory"})
+    columns = (AnalysisColumn("tool_error_rate", "float", rates("tool_errors", "commands")),
+               AnalysisColumn("malformed_call_rate", "float", rates("malformed", "replies")))
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
         steps = tool_steps(attempt.trajectory)

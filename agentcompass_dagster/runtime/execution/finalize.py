@@ -14,7 +14,7 @@ from agentcompass_dagster.runtime.results import summary
 from agentcompass_dagster.runtime.results.analysis import summarize_analysis
 from agentcompass_dagster.runtime.results.metrics import standard_metrics
 from agentcompass_dagster.runtime.execution.plugins import Plugins
-from agentcompass_dagster.runtime.results.parquet import write_run_parquet
+from agentcompass_dagster.runtime.results.parquet import analysis_columns, write_run_parquet
 from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
@@ -42,7 +42,7 @@ def write_summary(request: EvalRequest, benchmark: Any, run_dir: RunDir, scores:
     identity = {"sweep": request.sweep, "benchmark": request.benchmark.id, "model": request.model.id,
                 "harness": request.harness.id, "run_id": run_dir.run_id,
                 "started_at": datetime.fromisoformat(run_dir.info.started_at)}
-    write_run_parquet(run_dir.path, identity, metrics, scores)
+    write_run_parquet(run_dir.path, identity, metrics, scores, analysis_columns(request.execution.analyzers))
     return metrics, markdown
 
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agentcompass_dagster.plugins.analyzers.columns import analysis_columns
+from agentcompass_dagster.contracts.analyzer import AnalysisColumn
+from agentcompass_dagster.declarations import registry
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.store.layout import METRICS_FILE, TASK_RESULTS_FILE
 from agentcompass_dagster.runtime.results.scores import TaskScores
@@ -41,9 +42,20 @@ def metrics_schema() -> pa.Schema:
     ])
 
 
-def task_results_schema() -> pa.Schema:
+def analysis_columns(named: list[str] | None = None) -> list[tuple[str, AnalysisColumn]]:
+    """The columns each registered analyzer declares (Analyzer.columns), then those of the analyzers
+    ``named`` by class path, with the analyzer's name: every run's file holds the built-ins' columns,
+    whichever analyzers it ran, so that files concatenate."""
+    ids = registry.analyzers.ids()
+    ids += [name for name in named or [] if name not in ids and registry.is_class_path(name)]
+    found = [registry.analyzers.get(plugin_id) for plugin_id in ids]
+    return [(analyzer.name, column) for analyzer in found for column in analyzer.columns]
+
+
+def task_results_schema(analysis: list[tuple[str, AnalysisColumn]]) -> pa.Schema:
     import pyarrow as pa
 
+    types = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
     return pa.schema([
         ("sweep", pa.string()), ("benchmark", pa.string()), ("model", pa.string()), ("harness", pa.string()),
         ("run_id", pa.string()), ("task_id", pa.string()), ("category", pa.string()), ("attempt", pa.int64()),
@@ -54,11 +66,8 @@ def task_results_schema() -> pa.Schema:
         ("limit", pa.string()),
         # The attempt's named rewards (Harbor's reward.json), null where its benchmark gave none.
         ("rewards", pa.map_(pa.string(), pa.float64())),
-        # The analyzers' figures (agentcompass_dagster.plugins.analyzers.columns), null where one did not run.
-        ("loop_max_repeats", pa.int64()), ("no_progress_streak", pa.int64()), ("tool_error_rate", pa.float64()),
-        ("malformed_call_rate", pa.float64()), ("token_outlier", pa.bool_()), ("cost_outlier", pa.bool_()),
-        ("model_time_s", pa.float64()), ("tool_time_s", pa.float64()), ("framework_time_s", pa.float64()),
-        ("gave_up", pa.bool_()), ("reward_hacking", pa.string()),
+        # The analyzers' figures, null where one did not run.
+        *((column.name, types[column.type]) for _, column in analysis),
     ])
 
 
@@ -171,10 +180,11 @@ def _table(columns: dict[str, pa.Array], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([columns[field.name] for field in schema], schema=schema)
 
 
-def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: MetricResult, scores: TaskScores) -> None:
+def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: MetricResult, scores: TaskScores,
+                      analysis: list[tuple[str, AnalysisColumn]]) -> None:
     """``identity`` holds sweep, benchmark, model, harness, run_id and the run's started_at (what "newest"
     is ordered by), repeated on every row. task_results has one row per attempt (attempt 0 for a task
-    that ended before any), built column by column from the scores."""
+    that ended before any), built column by column from the scores; ``analysis``: analysis_columns()."""
     pyarrow_with_system_allocator()
     counts = metrics.counts
     uncertainty = (metrics.details or {}).get("uncertainty", {})
@@ -192,7 +202,7 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
     write_table(run_dir / METRICS_FILE, _table(columns, schema))
 
     rows = scores.attempt_rows()
-    schema = task_results_schema()
+    schema = task_results_schema(analysis)
     task_rows = scores.column("attempt_task")[rows]
     tasks = [scores.task(int(row)) for row in task_rows]
 
@@ -210,9 +220,14 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
            for name in ("attempt", "input_tokens", "output_tokens", "cost_usd", "duration_s")},
     }
     columns |= {name: _repeated(value, schema.field(name).type, len(rows)) for name, value in identity.items()}
-    for name, values in analysis_columns(scores.decoded_analysis(rows)):
-        type_ = schema.field(name).type
-        columns[name] = _nulls(type_, len(rows)) if values is None else _column(values, type_)
+    analyses = scores.decoded_analysis(rows)
+    # Attempts with equal results share one dict, so the distinct ones are few: an analyzer that ran on no
+    # attempt gets a column of nulls made without a list (at 100,000 attempts those lists cost 26 MB).
+    ran = {name for result in {id(a): a for a in analyses if a}.values() for name in result}
+    for name, column in analysis:
+        type_ = schema.field(column.name).type
+        results = [None if result is None else result.get(name) for result in analyses] if name in ran else None
+        columns[column.name] = _nulls(type_, len(rows)) if results is None else _column(column.values(results), type_)
     write_table(run_dir / TASK_RESULTS_FILE, _table(columns, schema))
 
 
