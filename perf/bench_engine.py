@@ -7,7 +7,7 @@ most 1000), so that a flat cost per task is visible:
   ``local`` environment (a real temp directory per attempt), the ``oracle`` harness (no subprocess),
   ``execution.attempts = {k, strategy: avg}`` (every attempt runs) and
   ``execution.limits.task_concurrency = --concurrency``. With k > 1 every attempt is checkpointed under
-  ``.attempt_checkpoints/`` and the task's checkpoints are deleted once its detail is written.
+  ``.finished_attempts/`` and the task's checkpoints are deleted once its detail is written.
 * wall time, tasks/s, attempts/s (N * k / s), ms/task, and the ms/attempt ratio of the full N to the
   small N for each k;
 * CPU ms/task: user+system CPU seconds of the child spent in ``orchestrate`` (every thread);
@@ -22,7 +22,7 @@ Sanity checks (the exit status is non-zero when one fails), besides the run stor
 completes, accuracy is the harness's expected one, details/ holds exactly N normal details,
 ``.summary_counts.json`` says new == N): every detail holds attempts 1..k with attempts_tried == k; the
 metrics hold pass@j for j in 1..k of the usual pass@ sizes (pass@1, pass@2, pass@3 for k=3; none for
-k=1), each equal to the expected accuracy; and ``.attempt_checkpoints/`` exists when k > 1 but holds
+k=1), each equal to the expected accuracy; and ``.finished_attempts/`` exists when k > 1 but holds
 nothing after the run; the floor's directory holds N files and no temp file. Timings are reported
 against the design targets (at k=1: >= 1500 tasks/s at N=10,000 with concurrency 8 and wall <= 1.5x the
 floor's; CPU <= 1 ms per attempt; peak RSS < 200 MB at N=100,000; ms/attempt flat from N=1,000 to

@@ -21,7 +21,7 @@ from pydantic import BaseModel, TypeAdapter
 from agentcompass_dagster.runtime.store import layout
 from agentcompass_dagster.runtime.results.scores import AttemptMetaView, AttemptView, DetailView, UsageView
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, LimitHit, Usage
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 from conftest import REPO
 
@@ -449,7 +449,7 @@ def view_mismatches(view: type[BaseModel], model: type[BaseModel]) -> list[str]:
 
 def test_the_read_views_have_the_fields_of_the_models_they_read() -> None:
     """Issue #30: DetailView, AttemptView and UsageView (runtime/results/scores.py) are slim copies of TaskDetail,
-    EvaluatedAttempt and Usage (runtime/store/records.py), written by hand: each field of a view is a field of
+    EvaluatedAttempt and Usage (runtime/store/outcomes.py), written by hand: each field of a view is a field of
     its model with the same annotation (a view where the model has the model the view reads) and reads
     the model's default as its own default. A field renamed or retyped in the model alone fails here;
     so does a view property (``error``, ``is_error``, ``analysis_errors``, which reads a key of

@@ -3,7 +3,7 @@ RunResult a harness returns, the Evaluation a benchmark decides, the scored Eval
 reads, and the MetricResult a benchmark aggregates.
 
 RunResult (raw, no score) -> Evaluation -> EvaluatedAttempt (authoritative score). The runtime keeps them
-in its own records (runtime/store/records.py). Persisted records only grow by fields with defaults
+in its own records (runtime/store/outcomes.py). Persisted records only grow by fields with defaults
 (R-COMPAT-1) and ignore unknown fields, so a run directory written by another version still loads.
 """
 

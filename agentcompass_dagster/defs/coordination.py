@@ -110,7 +110,7 @@ def write_claim(sweep_benchmark: SweepBenchmark, run_id: str, partitions: list[s
     claim = Claim(run_id=run_id, worker=str(ProcessId.this()), partitions=partitions)
     # Not atomic_write_json: its redaction would rewrite a partition key holding a registered secret (a
     # task id with an env value in it), and the claim would no longer hold that partition (#36).
-    atomic_write_bytes(directory / f"{run_id}.json", claim.model_dump_json().encode(), durable=False)
+    atomic_write_bytes(directory / f"{run_id}.json", claim.model_dump_json().encode(), fsync=False)
 
 
 def drop_claim(sweep_benchmark: SweepBenchmark, run_id: str) -> None:

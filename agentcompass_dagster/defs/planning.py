@@ -39,7 +39,7 @@ from agentcompass_dagster.runtime.store.budget import budget_status
 from agentcompass_dagster.runtime.store.run_records import read_params
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 from agentcompass_dagster.contracts.records import utcnow
-from agentcompass_dagster.runtime.store.records import BudgetStatus
+from agentcompass_dagster.runtime.store.outcomes import BudgetStatus
 
 PARTITION = "dagster/partition"
 # The run tag of a fresh round's runs; its value is the round's start (UTC, ISO 8601).

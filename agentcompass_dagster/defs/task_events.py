@@ -11,7 +11,7 @@ import dagster as dg
 
 from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 from agentcompass_dagster.reporting.trajectory import trajectory_page_name, trajectory_pages_dir
 
 

@@ -72,7 +72,7 @@ class ActivityLog:
         if not records:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         # A new log is made durable at once (its directory entry too); records after it by ``sync``.
-        append_line(self.path, line, 0o600, durable=not records)
+        append_line(self.path, line, 0o600, fsync=not records)
         records.append(record)
         self._appended += 1
         return record

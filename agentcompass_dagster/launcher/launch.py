@@ -42,7 +42,7 @@ from agentcompass_dagster.runtime.execution.interrupts import Interrupts
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
 from agentcompass_dagster.runtime.store.layout import SUMMARY
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
-from agentcompass_dagster.runtime.store.records import BudgetStatus
+from agentcompass_dagster.runtime.store.outcomes import BudgetStatus
 
 POLL_S = 0.2
 QUIET_POLL_S = 1.0

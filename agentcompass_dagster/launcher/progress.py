@@ -12,7 +12,7 @@ from typing import Any
 
 from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState
 from agentcompass_dagster.contracts.records import TaskSpec
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 
 class ProgressBoard:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # How an attempt ended. A failure the agent caused is scored (0, like a wrong answer); an infrastructure
-# error is not scored and is re-run by the next run of the sweep (runtime/store/records.py).
+# error is not scored and is re-run by the next run of the sweep (runtime/store/outcomes.py).
 CORRECT, WRONG, AGENT_FAILURE, INFRASTRUCTURE = "correct", "wrong", "agent failure", "infrastructure error"
 OUTCOMES = (CORRECT, WRONG, AGENT_FAILURE, INFRASTRUCTURE)
 # The analyzers whose summaries list flagged attempts, in the order shown, with what a flag means.

@@ -49,7 +49,7 @@ from agentcompass_dagster.runtime.store.run_records import read_detail, read_jso
 from agentcompass_dagster.runtime.store.safe_fs import read_beneath
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, LimitHit, Usage
 from agentcompass_dagster.contracts.request import Lineage, lift_metadata
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 if TYPE_CHECKING:
     import jinja2
@@ -431,7 +431,7 @@ def _write_page(trajectory: Trajectory, page: Path, report: Path | None) -> None
         if step.output is not None and len(step.output) > INLINE_CHARS:
             target = files / f"output-{step.index}.txt"
             target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(target, step.output.encode(), durable=False)
+            atomic_write_bytes(target, step.output.encode(), fsync=False)
             links[step.index] = f"{files.name}/{target.name}"
     file_links = {}
     for name in trajectory.files:
@@ -439,10 +439,10 @@ def _write_page(trajectory: Trajectory, page: Path, report: Path | None) -> None
         target = files / "files" / name
         target.parent.mkdir(parents=True, exist_ok=True)
         data = read_beneath(trajectory.files_dir, name, limit=MAX_BLOB_BYTES)
-        atomic_write_bytes(target, redact_text(data.decode("latin-1")).encode("latin-1"), durable=False)
+        atomic_write_bytes(target, redact_text(data.decode("latin-1")).encode("latin-1"), fsync=False)
         file_links[name] = f"{files.name}/files/{name}"
     html = _environment().get_template("trajectory.html.j2").render(
         t=trajectory, links=links, file_links=file_links, inline_chars=INLINE_CHARS, edge_chars=EDGE_CHARS,
         report_link=os.path.relpath(report, page.parent) if report is not None else None)
     page.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(page, html.encode(), durable=False)
+    atomic_write_bytes(page, html.encode(), fsync=False)

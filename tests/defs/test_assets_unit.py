@@ -23,7 +23,7 @@ from agentcompass_dagster.defs.resources import EnvironmentResource, HarnessReso
 from agentcompass_dagster.defs.task_events import detail_metadata
 from agentcompass_dagster.defs.sweep import SweepBenchmark, sweep_benchmarks
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, Usage
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 TASKS = ["create-hello", "count-errors"]
 

@@ -24,7 +24,7 @@ from agentcompass_dagster.runtime.execution.finalize import rerender_summary
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_store import RunStore
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 KILLS = 3  # writers SIGKILLed at a random moment after a few progress lines
 WRITERS = KILLS + 1  # and one that dies inside a write, every time
@@ -52,7 +52,7 @@ from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_store import RunStore
 from agentcompass_dagster.contracts.records import EvaluatedAttempt
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 results_dir, k, existing = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 RANGE, WRITERS = int(sys.argv[4]), int(sys.argv[5])
@@ -360,7 +360,7 @@ import sys
 from pathlib import Path
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.contracts.records import EvaluatedAttempt
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 run_dir, version = RunDir(Path(sys.argv[1])), sys.argv[2]
 print("ready", flush=True)
 if sys.stdin.readline() != "go\n":  # released by the test, or ended with it

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 from conftest import run_cli, run_cli_process, tree_snapshot, write_sweep, write_task
 

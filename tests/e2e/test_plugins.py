@@ -26,7 +26,7 @@ import yaml
 from conftest import run_cli, write_sweep
 
 from agentcompass_dagster.declarations import registry
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 TINY_PYPROJECT = """\
 [build-system]

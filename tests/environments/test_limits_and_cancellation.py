@@ -36,7 +36,7 @@ from agentcompass_dagster.plugins.environments.local import LocalEnvironment
 from agentcompass_dagster.runtime.execution.interrupts import Interrupts
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.contracts.records import ExecutionPlan, TaskSpec
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 Event = tuple[float, str, int]  # (time.monotonic(), "open" | "close", session number)
 

@@ -21,7 +21,7 @@ from agentcompass_dagster.runtime.execution.strategies import STRATEGIES
 from agentcompass_dagster.runtime.results.metrics import pass_at_k
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
-from agentcompass_dagster.runtime.store.records import RequestResult, TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import RequestResult, TaskDetail
 from agentcompass_dagster.contracts.request import Strategy
 
 SPLIT_NETWORK = {"baseline": "host", "run": "none", "evaluation": "host"}
@@ -195,16 +195,21 @@ def test_the_declarable_strategies_are_the_ones_the_runner_knows() -> None:
         validate_declaration(ExecutionConfig, {"attempts": {"strategy": "best"}}, "execution")
 
 
-def test_interrupted_task_runs_only_missing_attempts(tmp_path: Path) -> None:
-    """R-RETRY-4: each evaluated attempt is checkpointed under its index; a rerun with reuse restores
-    compatible checkpoints and runs only the missing attempts; checkpoints go once the detail is saved."""
+@pytest.mark.parametrize("older", [False, True], ids=["finished_attempts", "older-name"])
+def test_interrupted_task_runs_only_missing_attempts(tmp_path: Path, older: bool) -> None:
+    """R-RETRY-4: each evaluated attempt is recorded under its index; a rerun with reuse restores
+    compatible records and runs only the missing attempts; the records go once the detail is saved.
+    R-COMPAT-1: a source run that kept them under the name before issue 40 (.attempt_checkpoints) too."""
     record = tmp_path / "calls.jsonl"
     slow = {"tasks": {"t0": [{"oracle": True}, {"oracle": True}, {"sleep": 30}]}, "record": str(record)}
     first = orchestrate([make_request(tmp_path, attempts={"k": 3}, harness=slow,
                                        limits={"orchestration_timeout_s": 1.5, "cleanup_grace_seconds": 5})])
     assert first.status == "timeout"
     source = Path(first.outcomes["r"].paths["run_dir"])
-    assert sorted(p.name for p in (source / ".attempt_checkpoints").iterdir()) == ["t0@1.json", "t0@2.json"]
+    assert sorted(p.name for p in (source / ".finished_attempts").iterdir()) == ["t0@1.json", "t0@2.json"]
+    kept = source / (".attempt_checkpoints" if older else ".finished_attempts")
+    if older:
+        (source / ".finished_attempts").rename(kept)
     record.unlink()
     quick = {"record": str(record)}
     request = make_request(tmp_path, attempts={"k": 3}, harness=quick)
@@ -213,8 +218,8 @@ def test_interrupted_task_runs_only_missing_attempts(tmp_path: Path) -> None:
     starts = [json.loads(line) for line in record.read_text().splitlines() if '"start"' in line]
     assert [(s["task"], s["attempt"]) for s in starts] == [("t0", 3)]
     assert list(detail.attempts) == ["1", "2", "3"] and detail.correct
-    assert list((Path(result.run_dir) / ".attempt_checkpoints").iterdir()) == []
-    assert sorted(p.name for p in (source / ".attempt_checkpoints").iterdir()) == ["t0@1.json", "t0@2.json"]
+    assert list((Path(result.run_dir) / ".finished_attempts").iterdir()) == []
+    assert sorted(p.name for p in kept.iterdir()) == ["t0@1.json", "t0@2.json"]
 
 
 class ExplodingAnalyzer(Analyzer):

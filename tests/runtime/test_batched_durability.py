@@ -17,7 +17,7 @@ from agentcompass_dagster.runtime.store import atomic
 from agentcompass_dagster.runtime.store import run_dir
 from agentcompass_dagster.runtime.store.detail_writer import DetailWriter
 from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState, orchestrate
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 CONCURRENCY = 8
 

@@ -18,7 +18,7 @@ from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, or
 from agentcompass_dagster.runtime.store.layout import run_root
 from agentcompass_dagster.runtime.store.run_store import RunStore, open_run_dir
 from agentcompass_dagster.contracts.records import ExecutionPlan, MetricCounts, MetricResult
-from agentcompass_dagster.runtime.store.records import OrchestrationResult, RequestResult, TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import OrchestrationResult, RequestResult, TaskDetail
 
 from conftest import run_cli, tree_snapshot, write_sweep, write_task
 

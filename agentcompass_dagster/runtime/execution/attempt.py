@@ -45,7 +45,7 @@ from agentcompass_dagster.contracts.records import (
     TaskSpec,
     utcnow,
 )
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_store import open_run_dir
 from agentcompass_dagster.contracts.records import MetricResult, TaskSpec
-from agentcompass_dagster.runtime.store.records import RequestResult, RunDirStatus, TerminalStatus
+from agentcompass_dagster.runtime.store.outcomes import RequestResult, RunDirStatus, TerminalStatus
 
 
 def write_summary(request: EvalRequest, benchmark: Any, run_dir: RunDir, scores: TaskScores,

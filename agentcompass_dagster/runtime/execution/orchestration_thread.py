@@ -9,7 +9,7 @@ import weakref
 
 from agentcompass_dagster.runtime.execution.interrupts import Interrupts
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
-from agentcompass_dagster.runtime.store.records import OrchestrationResult
+from agentcompass_dagster.runtime.store.outcomes import OrchestrationResult
 
 # How long a stop waits for the runtime's cleanup beyond the sweep's own cleanup grace.
 STOP_SLACK_S = 5.0

@@ -49,7 +49,7 @@ from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
 from agentcompass_dagster.runtime.store.run_store import RunStore
 from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec, utcnow
-from agentcompass_dagster.runtime.store.records import BudgetOutcome, OrchestrationResult, RequestOutcome, RequestResult, RequestStatus, TaskDetail, TerminalStatus
+from agentcompass_dagster.runtime.store.outcomes import BudgetOutcome, OrchestrationResult, RequestOutcome, RequestResult, RequestStatus, TaskDetail, TerminalStatus
 
 log = logging.getLogger(__name__)
 

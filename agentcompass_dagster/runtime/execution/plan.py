@@ -11,7 +11,7 @@ from agentcompass_dagster.contracts.errors import field_error
 from agentcompass_dagster.runtime.store.budget import sweep_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
-from agentcompass_dagster.runtime.store.records import PersistedPlan
+from agentcompass_dagster.runtime.store.outcomes import PersistedPlan
 
 
 class Planner:

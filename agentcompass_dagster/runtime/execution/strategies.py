@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec, utcnow
 from agentcompass_dagster.contracts.request import Strategy
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 
 def _avg_done(attempts: dict[int, EvaluatedAttempt]) -> bool:

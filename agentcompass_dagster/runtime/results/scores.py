@@ -4,7 +4,7 @@ A task's detail stays on disk; the orchestrator keeps its scores, counts, usage 
 about a hundred bytes a task, so memory does not grow with what details hold (R-FIN-1 merges reused
 and new tasks in selected order from these columns). Reuse reads only these fields of a source detail
 (``DetailView``), which skips trajectories, artifacts and plans without building them. The views name
-their fields after the models they read (runtime/store/records.py); tests/test_house.py fails when one of those
+their fields after the models they read (runtime/store/outcomes.py); tests/test_house.py fails when one of those
 fields is renamed or retyped in the model alone.
 """
 
@@ -23,7 +23,7 @@ from pydantic import Field
 from agentcompass_dagster.runtime.store.redact import redact_text
 from agentcompass_dagster.contracts.records import LimitHit, StoredRecord, TaskSpec
 from agentcompass_dagster.contracts.request import Strategy
-from agentcompass_dagster.runtime.store.records import TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 
 class UsageView(StoredRecord):

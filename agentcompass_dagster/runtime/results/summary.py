@@ -11,7 +11,7 @@ from pydantic import Field
 from agentcompass_dagster.contracts.markdown import markdown_table
 from agentcompass_dagster.runtime.results.scores import TaskScores
 from agentcompass_dagster.contracts.records import MetricResult, StoredRecord
-from agentcompass_dagster.runtime.store.records import BudgetOutcome, BudgetStatus
+from agentcompass_dagster.runtime.store.outcomes import BudgetOutcome, BudgetStatus
 
 
 class CategoryCounts(StoredRecord):

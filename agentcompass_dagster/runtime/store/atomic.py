@@ -65,10 +65,10 @@ def open_temp(path: Path, data: bytes) -> tuple[Path, int]:
     return tmp, fd
 
 
-def _write_temp(path: Path, data: bytes, durable: bool = True) -> Path:
+def _write_temp(path: Path, data: bytes, fsync: bool = True) -> Path:
     tmp, fd = open_temp(path, data)
     try:
-        if durable:
+        if fsync:
             os.fsync(fd)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -86,32 +86,32 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def append_line(path: Path, line: bytes, mode: int = 0o644, durable: bool = True) -> None:
-    """Append one newline-terminated line to a JSON-lines log and, ``durable``, fsync it (and, for a new
+def append_line(path: Path, line: bytes, mode: int = 0o644, fsync: bool = True) -> None:
+    """Append one newline-terminated line to a JSON-lines log and, with ``fsync``, fsync it (and, for a new
     file, its directory) before returning. A torn last line left by a crashed writer is cut first:
     readers drop it anyway, and a line appended after it would turn it into a corrupt line in the
-    middle. Without ``durable`` the line survives the writer's crash (it is in the page cache) but not
-    the machine's: the next durable append to the file makes it durable too."""
+    middle. Without ``fsync`` the line survives the writer's crash (it is in the page cache) but not
+    the machine's: the next fsynced append to the file fsyncs it too."""
     created = not path.exists()
-    append_and_close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode), line, durable)
-    if created and durable:
+    append_and_close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode), line, fsync)
+    if created and fsync:
         fsync_dir(path.parent)
 
 
-def append_and_close(fd: int, line: bytes, durable: bool = True) -> None:
+def append_and_close(fd: int, line: bytes, fsync: bool = True) -> None:
     """append_line on a descriptor opened O_RDWR | O_APPEND, which it closes: for callers that open the
     file their own way (safe_fs.append_beneath, which follows no symlink)."""
     try:
-        append_to(fd, line, durable)
+        append_to(fd, line, fsync)
     finally:
         os.close(fd)
 
 
-def append_to(fd: int, line: bytes, durable: bool = True) -> None:
+def append_to(fd: int, line: bytes, fsync: bool = True) -> None:
     """append_line on a file its caller holds open (and locked), O_APPEND: cut a torn tail, write, fsync."""
     _drop_torn_tail(fd)
     os.write(fd, line)
-    if durable:
+    if fsync:
         os.fsync(fd)
 
 
@@ -126,16 +126,16 @@ def _drop_torn_tail(fd: int) -> None:
     os.ftruncate(fd, start + cut + 1)
 
 
-def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically; ``durable=False`` skips the fsyncs (for caches whose
+def atomic_write_bytes(path: Path, data: bytes, fsync: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically; ``fsync=False`` skips the fsyncs (for caches whose
     loss costs recomputation, never a wrong result)."""
-    tmp = _write_temp(path, data, durable)
+    tmp = _write_temp(path, data, fsync)
     try:
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    if durable:
+    if fsync:
         fsync_dir(path.parent)
 
 
@@ -143,7 +143,7 @@ class DirectorySync:
     """Group commit of one directory's new entries: a writer whose file is fsynced and renamed into
     place calls ``sync`` and returns once an fsync of the directory that began after its rename has
     ended. Writers that finish while an fsync runs share the next one, so N concurrent writers cost
-    far fewer than N directory fsyncs, and none returns before its entry is durable."""
+    far fewer than N directory fsyncs, and none returns before its entry is on disk."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -214,8 +214,8 @@ def rename_noreplace(source: Path, target: Path) -> bool:
     return True
 
 
-def atomic_write_json(path: Path, value: Any, durable: bool = True) -> None:
-    atomic_write_bytes(path, dumps(value), durable)
+def atomic_write_json(path: Path, value: Any, fsync: bool = True) -> None:
+    atomic_write_bytes(path, dumps(value), fsync)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

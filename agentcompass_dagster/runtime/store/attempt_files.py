@@ -24,7 +24,7 @@ def save_files(root: Path, files: dict[str, bytes]) -> list[str]:
         path = root.joinpath(*parts)
         path.parent.mkdir(parents=True, exist_ok=True)
         # Latin-1 maps every byte to one character and back: text is redacted, binary kept as it is.
-        atomic_write_bytes(path, redact_text(data.decode("latin-1")).encode("latin-1"), durable=False)
+        atomic_write_bytes(path, redact_text(data.decode("latin-1")).encode("latin-1"), fsync=False)
         written.append("/".join(parts))
     return written
 

@@ -33,7 +33,7 @@ from agentcompass_dagster.runtime.store.atomic import append_to, fsync_dir
 from agentcompass_dagster.runtime.store.layout import BUDGET_LEDGER, sweep_root
 from agentcompass_dagster.runtime.store.processes import ProcessId
 from agentcompass_dagster.contracts.records import BudgetConfig, StoredRecord, SweepBudget, Usage, utcnow
-from agentcompass_dagster.runtime.store.records import BudgetStatus
+from agentcompass_dagster.runtime.store.outcomes import BudgetStatus
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 from agentcompass_dagster.runtime.store.atomic import atomic_write_json
-from agentcompass_dagster.runtime.store.layout import DURABLE, FINISHED_ATTEMPTS_DIR
+from agentcompass_dagster.runtime.store.layout import DURABLE, FINISHED_ATTEMPTS_DIR, OLDER_FINISHED_ATTEMPTS_DIR
 from agentcompass_dagster.runtime.store.naming import file_stem
 from agentcompass_dagster.runtime.store.run_files import copy_durable, link_or_copy
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
@@ -27,7 +27,7 @@ class FinishedAttempts:
         return self.path / FINISHED_ATTEMPTS_DIR / f"{file_stem(task_id)}@{index}.json"
 
     def save(self, task: TaskSpec, attempt: EvaluatedAttempt) -> None:
-        atomic_write_json(self.file(task.id, attempt.attempt), attempt, durable=False)
+        atomic_write_json(self.file(task.id, attempt.attempt), attempt, fsync=False)
 
     def may_hold(self, task: TaskSpec) -> bool:
         return self.restorable is None or file_stem(task.id) in self.restorable
@@ -56,7 +56,9 @@ class FinishedAttempts:
         (R-RESUME-3). The source is only read: immutable files are hard-linked, activity logs (which
         the resumed attempt appends to) are copied."""
         wanted = {file_stem(task.id) for task in tasks}
-        origin = Path(source.path) / FINISHED_ATTEMPTS_DIR
+        run = Path(source.path)
+        origin = next((run / name for name in (FINISHED_ATTEMPTS_DIR, OLDER_FINISHED_ATTEMPTS_DIR)
+                       if (run / name).is_dir()), run / FINISHED_ATTEMPTS_DIR)
         names = os.listdir(origin) if origin.is_dir() else []
         linked = 0
         for name in names:

@@ -22,8 +22,10 @@ OWNER = ".running"
 PARAMS = "params.json"
 DETAILS = "details"
 RETRY_DETAILS = "retry_details"
-# The k>1 tasks' finished attempts (R-RETRY-4); the directory keeps its old name for old runs.
-FINISHED_ATTEMPTS_DIR = ".attempt_checkpoints"
+# The k>1 tasks' finished attempts (R-RETRY-4); runs before issue 40 kept them under the older name,
+# which said "checkpoints", a word that means the durable layer's (R-COMPAT-1: still read).
+FINISHED_ATTEMPTS_DIR = ".finished_attempts"
+OLDER_FINISHED_ATTEMPTS_DIR = ".attempt_checkpoints"
 DURABLE = ".durable"
 # Each attempt's files beside its detail (<task>@<attempt>/): a task image's build log, what the verifier
 # left in /logs/verifier.

@@ -55,7 +55,7 @@ from agentcompass_dagster.runtime.store.run_records import (
 from agentcompass_dagster.runtime.results.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.results.summary import SummaryCounts
 from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec, utcnow
-from agentcompass_dagster.runtime.store.records import BudgetOutcome, PersistedPlan, TaskDetail, TerminalStatus
+from agentcompass_dagster.runtime.store.outcomes import BudgetOutcome, PersistedPlan, TaskDetail, TerminalStatus
 
 
 class RunDir:

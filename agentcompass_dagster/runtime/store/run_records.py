@@ -14,7 +14,7 @@ from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.store.layout import PARAMS, RUN_INFO
 from agentcompass_dagster.runtime.results.scores import DetailView
 from agentcompass_dagster.contracts.records import SCHEMA_VERSION, NotLoaded, StoredRecord, utcnow
-from agentcompass_dagster.runtime.store.records import BudgetOutcome, RunDirStatus, TaskDetail
+from agentcompass_dagster.runtime.store.outcomes import BudgetOutcome, RunDirStatus, TaskDetail
 from agentcompass_dagster.contracts.request import Lineage, lift_metadata
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
-"""The runtime's own records (R-STORE-5), around the plugins' (contracts/records.py).
+"""The runtime's own records of how tasks, requests and runs end (R-STORE-5), around the plugins'
+(contracts/records.py).
 
 EvaluatedAttempt -> TaskDetail (attempts "1".."k") -> RequestResult (validated metrics) ->
 OrchestrationResult (one RequestOutcome per request). Persisted records only grow by fields with defaults
