@@ -276,10 +276,13 @@ def cmd_fork(args: argparse.Namespace) -> int:
     from agentcompass_dagster.runtime.store.layout import request_root
 
     request = prepare_fork(args.run_dir, args.task, args.checkpoint, args.model, load_sweep(args.sweep), args.attempt)
+    fork_run_id = request.output.run_id
+    if fork_run_id is None:  # prepare_fork names the fork's run
+        raise RuntimeError("the fork's request has no run id")
     code = _run_direct([request])
-    fork_dir = request_root(request) / request.output.run_id
+    fork_dir = request_root(request) / fork_run_id
     report_derived(args.run_dir, args.task, args.attempt, "fork", {
-        "checkpoint": args.checkpoint, "model": request.model.id, "fork run": request.output.run_id,
+        "checkpoint": args.checkpoint, "model": request.model.id, "fork run": fork_run_id,
         "fork run dir": fork_dir.resolve(), "exit code": code})
     return code
 

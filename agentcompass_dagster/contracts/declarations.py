@@ -24,6 +24,7 @@ class PluginDeclaration(Declaration):
     """What a plugin is built from. The plugin validates its params only once built, far from the YAML, so
     the declaration keeps the file it was read from for the plugin's errors to name."""
 
+    id: str = Field(min_length=1)
     # resources/<kind>/NAME.yaml, or the sweep that declares it inline; set by load_sweep. Not part of what
     # was declared, so never persisted.
     _file: str | None = PrivateAttr(default=None)
@@ -54,14 +55,12 @@ class PluginDeclaration(Declaration):
 
 
 class BenchmarkConfig(PluginDeclaration):
-    id: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
     tasks: list[str] | None = None
     limit: int | None = Field(default=None, ge=1)
 
 
 class ModelConfig(PluginDeclaration):
-    id: str = Field(min_length=1)
     provider: str = "none"
     model: str | None = None
     base_url: str | None = None
@@ -72,7 +71,6 @@ class ModelConfig(PluginDeclaration):
 class ProvidedDeclaration(PluginDeclaration):
     """A declaration whose plugin is its ``provider`` (each agent CLI a ``cli_agent``), else its id."""
 
-    id: str = Field(min_length=1)
     provider: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
 

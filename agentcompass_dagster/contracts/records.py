@@ -245,11 +245,15 @@ class SweepBudget(StoredRecord):
     run: str | None = None
 
 
+# The fields of AgentLimits an attempt can reach.
+LimitName = Literal["max_turns", "max_tokens", "max_cost_usd", "max_wall_s"]
+
+
 class LimitHit(StoredRecord):
     """The limit an attempt reached: which, its allowance, and what was used when it stopped. Reaching a
     limit is an outcome of the attempt (it is scored, usually as incorrect), not an error to re-run."""
 
-    limit: Literal["max_turns", "max_tokens", "max_cost_usd", "max_wall_s"]
+    limit: LimitName
     allowance: float
     used: float
 

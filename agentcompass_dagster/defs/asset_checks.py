@@ -4,6 +4,7 @@ no model got worse (than its previous run, and than the sweep's baseline model).
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict
 
 import dagster as dg
 
@@ -91,6 +92,15 @@ def with_the_metrics() -> dg.AutomationCondition:
     return dg.AutomationCondition.any_deps_match(dg.AutomationCondition.will_be_requested())
 
 
+class _Identity(TypedDict):
+    """The arguments of every regression verdict of a benchmark (judge's keywords)."""
+
+    sweep: str
+    benchmark: str
+    alpha: float
+    min_drop: float
+
+
 def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
     """Per model, its newest complete run against its previous one; with alerts.baseline_model, per other
     model, its newest complete run against the baseline model's. One step computes them all: each is
@@ -111,13 +121,14 @@ def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefiniti
                                 automation_condition=with_the_metrics(),
                                 description=f"{model}'s newest complete run of {benchmark!r} against the baseline "
                                 f"model {baseline}'s, on the tasks both finished: {rule}. {COMPLETE_RUN}")
-              for model in others]
+              for model in others if baseline is not None]  # (others is empty without a baseline)
 
     # Subsettable, so that a check with nothing to compare may yield nothing (and the UI can run one).
     @dg.multi_asset_check(specs=specs, name=dagster_name(sweep.name, benchmark, "regression"), can_subset=True,
                           description=f"Regression checks of {benchmark!r}: {rule}.")
     def regression(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
-        identity = {"sweep": sweep.name, "benchmark": benchmark, "alpha": alerts.alpha, "min_drop": alerts.min_drop}
+        identity: _Identity = {"sweep": sweep.name, "benchmark": benchmark, "alpha": alerts.alpha,
+                               "min_drop": alerts.min_drop}
         selected = {key.name for key in context.selected_asset_check_keys}
         newest = {}
         for model in models:

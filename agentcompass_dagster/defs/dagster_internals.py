@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import sqlalchemy as db
@@ -65,11 +65,19 @@ __all__ = [
     "WorkerStatus",
 ]
 
+# The storages the mixins below go into (defs/storage.py, defs/postgres_storage.py), as their base for
+# the type checker only, which then knows what their super() is; at run time they stay plain mixins.
+if TYPE_CHECKING:
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage as _EventLog
+    _SqliteEventLog = ConsolidatedSqliteEventLogStorage
+else:
+    _EventLog = _SqliteEventLog = object
+
 POOL_SIZE = 4
 POOL_RECYCLE_S = 3600
 
 
-class RememberedColumns:
+class RememberedColumns(_EventLog):
     """The asset table's columns reflected once per storage, not once per event (its schema changes
     only by migration, which restarts every process)."""
 
@@ -78,11 +86,11 @@ class RememberedColumns:
     def _has_asset_key_col_on_connection(self, conn: db.Connection, column_name: str) -> bool:
         columns = self.__dict__.setdefault("_columns", {})
         if column_name not in columns:
-            columns[column_name] = super()._has_asset_key_col_on_connection(conn, column_name)  # type: ignore[misc]
+            columns[column_name] = super()._has_asset_key_col_on_connection(conn, column_name)
         return columns[column_name]
 
 
-class AtomicSlotClaims:
+class AtomicSlotClaims(_EventLog):
     """A pool's slot claimed by one statement that takes a slot only while it is free: of two processes
     after the same slot, one updates it and the other finds it taken and stays blocked (it asks again).
     Dagster selects a free row and then updates it by id unconditionally, so two processes that pick the
@@ -109,7 +117,7 @@ class AtomicSlotClaims:
         slots = ConcurrencySlotsTable.c
         free = db.and_(slots.concurrency_key == concurrency_key, slots.step_key.is_(None), slots.deleted.is_(False))
         one_free = db.select(slots.id).where(free).limit(1).scalar_subquery()
-        with self.index_connection() as conn:  # type: ignore[attr-defined]
+        with self.index_connection() as conn:
             taken = conn.execute(ConcurrencySlotsTable.update().values(run_id=run_id, step_key=step_key)
                                  .where(db.and_(slots.id == one_free, free))).rowcount
         return ConcurrencySlotStatus.CLAIMED if taken else ConcurrencySlotStatus.BLOCKED
@@ -126,7 +134,7 @@ BUFFERED_EVENTS = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventTyp
 BATCH_WRITTEN = {dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, *BUFFERED_EVENTS}
 
 
-class BatchedAssetEvents:
+class BatchedAssetEvents(_EventLog):
     """A step's asset events written a batch at a time: one transaction, one insert of every event, one
     insert of their tags and one update of each asset's row per batch, instead of two transactions, two
     serialisations of the event and a failed insert then an update of the asset's row per event (the
@@ -158,7 +166,7 @@ class BatchedAssetEvents:
                     self._timer.start()
                 return
             self.write_waiting_events()
-            super().store_event(event)  # type: ignore[misc]
+            super().store_event(event)
 
     def store_event_batch(self, events: Sequence[Any]) -> None:
         with self._waiting_lock:
@@ -168,7 +176,7 @@ class BatchedAssetEvents:
                 self._write_asset_events(batched)
             for event in events:
                 if event.get_dagster_event().event_type not in BATCH_WRITTEN:
-                    super().store_event(event)  # type: ignore[misc]
+                    super().store_event(event)
 
     def write_waiting_events(self) -> None:
         """Write the events that wait, now (any thread; also what the timer calls)."""
@@ -200,10 +208,10 @@ class BatchedAssetEvents:
 
     def dispose(self) -> None:
         self.write_waiting_events()
-        super().dispose()  # type: ignore[misc]
+        super().dispose()
 
 
-class PooledSqliteConnections:
+class PooledSqliteConnections(_SqliteEventLog):
     """Dagster's SQLite storage opens an engine per connection; this keeps one engine with a small pool
     (write-ahead log, ``synchronous=NORMAL``)."""
 
@@ -234,7 +242,7 @@ class PooledSqliteConnections:
             if self._engine is not None:
                 self._engine.dispose()
                 self._engine = None
-        super().dispose()  # type: ignore[misc]
+        super().dispose()
 
 
 def _tune(connection: Any, record: object) -> None:
@@ -265,6 +273,7 @@ def execute_run(serialized_args: str) -> int:
     from dagster._serdes import deserialize_value
     from dagster._utils.interrupts import capture_interrupts
 
+    # A patch of Dagster's method, on purpose (pending_claim_wait says why); mypy refuses assigning to a method.
     InstanceConcurrencyContext.interval_to_next_pending_claim_check = pending_claim_wait  # type: ignore[method-assign]
     with capture_interrupts():
         args = deserialize_value(serialized_args, ExecuteRunArgs)

@@ -102,7 +102,9 @@ def sweep_files_definitions(paths: list[Path], resources: Path | None,
     not load (invalid YAML, an invalid field, a name that clashes with an earlier file's sweep) becomes a
     broken_sweeps asset naming its error, and the other sweeps load: one bad file must not take the whole
     code location down."""
-    parts, sweeps, groups, broken, executors = [], [], {}, [], set()
+    parts, sweeps, executors = [], [], set()
+    groups: dict[str, str] = {}  # a sweep's group -> the file that declares it
+    broken: list[dg.AssetSpec] = []
     for path in paths:
         try:
             sweep = load_sweep(path, resources)

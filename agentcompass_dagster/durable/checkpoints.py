@@ -43,6 +43,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_IMODE, S_ISREG
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -312,7 +313,7 @@ class CheckpointStore:
             raise CheckpointError(f"the checkpoint store {self.root} and the managed root {root} overlap")
 
     def _capture_file(self, dir_fd: int, name: str, redacted: bool, stats: CaptureStats,
-                      touched: set[Path]) -> FileEntry | str | None:
+                      touched: set[Path]) -> FileEntry | Literal["too large"] | None:
         """Store one file's content; None when it vanished or stopped being a regular file since the
         directory was listed, TOO_LARGE when it holds more than MAX_FILE_BYTES of data."""
         try:
@@ -446,4 +447,4 @@ class CheckpointStore:
             raise CheckpointError(f"blob {digest} of {where} is truncated or has trailing data ({path})")
 
 
-TOO_LARGE = "too large"
+TOO_LARGE: Final = "too large"

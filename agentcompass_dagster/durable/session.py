@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog, ActivityRecord
+from agentcompass_dagster.durable.activity import ACTIVITY_FILE, ActivityLog, ActivityRecord, Status
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
 from agentcompass_dagster.runtime.store.redact import redact_text
 
@@ -160,7 +160,7 @@ class DurableSession:
         return {"output": bounded(output, self.max_observation_chars),
                 "output_blob": {"sha256": digest, "chars": len(output)}}
 
-    async def complete_tool(self, key: str, data: dict[str, Any], status: str = "completed") -> ActivityRecord:
+    async def complete_tool(self, key: str, data: dict[str, Any], status: Status = "completed") -> ActivityRecord:
         """R-LOG-1: the checkpoint is saved before the completed record that names it. A command that
         changed no file names the checkpoint the files are still at, and the environment's cursor stays."""
         seq = self.log.next_seq()
@@ -168,7 +168,7 @@ class DurableSession:
         roots = self.env.checkpoint_roots()
         if self.store is not None and roots is not None and data.get("command") is not None:
             checkpoint_seq = (await asyncio.to_thread(self.store.capture, seq, roots)).seq
-        record = self.append(ActivityRecord(id=key, kind="tool_call", status=status,  # type: ignore[arg-type]
+        record = self.append(ActivityRecord(id=key, kind="tool_call", status=status,
                                             seq=seq, checkpoint_seq=checkpoint_seq, data=data))
         if checkpoint_seq != previous:
             await self.env.write_file(f"{self.env.scratch}/{CURSOR_FILE}", str(checkpoint_seq).encode())

@@ -123,7 +123,7 @@ def _system_content(content: str | list[dict[str, Any]]) -> str | list[dict[str,
 
 
 def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
-    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    source = found if isinstance(found := block.get("source"), dict) else {}
     if source.get("type") == "base64" and source.get("data"):
         url = f"data:{source.get('media_type') or 'image/jpeg'};base64,{source['data']}"
     elif source.get("type") == "url" and isinstance(source.get("url"), str):
@@ -230,6 +230,7 @@ def message_events(turn: ModelTurn, requested_model: str | None, tool_names: dic
     events = [sse("message_start", {"type": "message_start", "message": {
         **message, "stop_reason": None, "usage": {**usage, "output_tokens": 0}}})]
     for index, block in enumerate(_blocks(turn, tool_names)):
+        start: dict[str, Any]
         if block["type"] == "text":
             start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
         else:

@@ -161,8 +161,8 @@ class ModelGateway:
         if admission is None:
             return refusal(api, 401, "unknown or expired token")
         if anthropic:
-            entry = {"type": "model", "id": admission.model, "display_name": admission.model,
-                     "created_at": "1970-01-01T00:00:00Z"}
+            entry: dict[str, str | int] = {"type": "model", "id": admission.model, "display_name": admission.model,
+                                           "created_at": "1970-01-01T00:00:00Z"}
             return web.json_response({"data": [entry], "has_more": False, "first_id": admission.model,
                                       "last_id": admission.model})
         entry = {"id": admission.model, "object": "model", "created": 0, "owned_by": "agentcompass"}

@@ -259,6 +259,7 @@ def _submitted(runs: list[dg.DagsterRun], follower: RunFollower) -> None:
     """Hand the runs to the run queue and follow them (the follower stops the wait when no daemon is
     there to launch them)."""
     for run in runs:
+        # Dagster types the workspace as required; the queued run coordinator never reads it.
         follower.instance.submit_run(run.run_id, workspace=None)  # type: ignore[arg-type]
     while follower.poll():
         time.sleep(POLL_S)

@@ -58,6 +58,7 @@ class RunWorkers:
 
     def _launch(self, run: dg.DagsterRun) -> None:
         if self.launcher is self.instance.run_launcher:
+            # Dagster types the workspace as required; the launcher takes None (LaunchRunContext: Optional).
             self.instance.launch_run(run.run_id, workspace=None)  # type: ignore[arg-type]
         else:
             self.launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=None))
@@ -80,8 +81,8 @@ class RunWorkers:
         Terminate: the run is marked canceling and its worker cancels its tasks); later, the worker is
         signalled again (SIGINT: it marks its run canceled and exits without waiting for the cleanup),
         or killed, when its run is marked canceled here. Runs that never started are marked canceled."""
-        for run in self.waiting:
-            self.instance.report_run_canceled(run, message="agentcompass run was interrupted before it started")
+        for unstarted in self.waiting:
+            self.instance.report_run_canceled(unstarted, message="agentcompass run was interrupted before it started")
         self.waiting.clear()
         for run_id in self.running:
             run = self.instance.get_run_by_id(run_id)

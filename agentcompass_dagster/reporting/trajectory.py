@@ -301,8 +301,8 @@ def _trajectory(run: _Run, detail: TaskDetail, attempt: EvaluatedAttempt) -> Tra
         retries=attempt.retries, analysis_errors=_analysis_errors(record["meta"]),
         checkpoints=list(checkpoints.values()), lineage=run.lineage(),
         replays=[r for r in run.replays.get(detail.task_id, []) if r.attempt == attempt.attempt],
-        files_dir=RunDir(run.path).attempt_files.dir(detail.task_id, attempt.attempt))
-    trajectory.files = sorted(str(p.relative_to(trajectory.files_dir)) for p in trajectory.files_dir.rglob("*")
+        files_dir=(files_dir := RunDir(run.path).attempt_files.dir(detail.task_id, attempt.attempt)))
+    trajectory.files = sorted(str(p.relative_to(files_dir)) for p in files_dir.rglob("*")
                               if p.is_file() and not p.is_symlink())
     opened = opening(record["trajectory"])
     for index, raw in enumerate(record["trajectory"]):
@@ -329,7 +329,7 @@ def _step(index: int, raw: dict[str, Any], run_dir: Path, durable: Path) -> Step
         fields.update(text=raw.get("content"), usage=raw.get("usage"), tries=raw.get("tries") or [],
                       tool_calls=[_tool_call(call) for call in raw.get("tool_calls") or [] if isinstance(call, dict)])
     elif kind in ("tool_call", "command"):
-        call = raw.get("call") if isinstance(raw.get("call"), dict) else {}
+        call = found if isinstance(found := raw.get("call"), dict) else {}
         output = raw.get("output")
         if output is None and raw.get("command") is not None:
             output = raw.get("observation")  # an interrupted command: what the model was told instead

@@ -60,6 +60,8 @@ def forkable_cuts(records: list[ActivityRecord]) -> list[int]:
     for index, record in enumerate(records):
         if record.kind != "tool_call" or record.status != "completed" or record.checkpoint_seq is None:
             continue
+        if record.seq is None:  # the log numbers each completed tool call it writes: no cut without one
+            continue
         if record.data.get("error") or record.data["call"]["name"] == "submit":
             continue
         later = records[index + 1:]

@@ -175,8 +175,8 @@ def _exits(node: ast.AST, guard_exempts: bool, guarded: bool = False) -> Iterato
         return
     if isinstance(node, (ast.expr, ast.stmt)) and _exit_of(node, guarded):
         yield " ".join(ast.unparse(node).split())[:60], node.lineno
-    for child in ast.iter_child_nodes(node):
-        yield from _exits(child, guard_exempts, guarded)
+    for nested in ast.iter_child_nodes(node):
+        yield from _exits(nested, guard_exempts, guarded)
 
 
 def _parsed(text: str) -> tuple[ast.Module, int] | None:
@@ -307,8 +307,9 @@ class RewardHackingAnalyzer(Analyzer):
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
         task_dir = task.metadata.get("dir")
-        sources = [(step.index, step.command, findings_of(step.command, task_dir))
-                   for step in tool_steps(attempt.trajectory) if step.command is not None]
+        sources: list[tuple[int | None, str, list[PatternMatch]]] = [
+            (step.index, step.command, findings_of(step.command, task_dir))
+            for step in tool_steps(attempt.trajectory) if step.command is not None]
         if attempt.final_answer:
             sources.append((None, attempt.final_answer, answer_findings(attempt.final_answer)))
         evidence: list[Evidence] = []

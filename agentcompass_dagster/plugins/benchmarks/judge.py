@@ -46,7 +46,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import IO
+    from typing import IO, Any
 
 VERDICT = "AGENTCOMPASS-VERDICT"
 EXIT_CODE = "verifier exit code"
@@ -85,18 +85,18 @@ def encode(value: object, depth: int = 0) -> Encoded:
     if depth > MAX_DEPTH:
         raise NotPlain(f"data nested deeper than {MAX_DEPTH}")
     kind = type(value)
-    if value is None or kind in (bool, int, float, str):
-        return value  # type: ignore[return-value]
-    if kind is list:
-        return [encode(item, depth + 1) for item in value]  # type: ignore[attr-defined]
-    if kind in (tuple, set, frozenset):
-        return {kind.__name__: [encode(item, depth + 1) for item in value]}  # type: ignore[attr-defined]
-    if kind is dict:
-        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}  # type: ignore[attr-defined]
-    if kind is complex:
-        return {"complex": [value.real, value.imag]}  # type: ignore[attr-defined]
-    if kind is bytes:
-        return {"bytes": value.hex()}  # type: ignore[attr-defined]
+    if value is None or kind in (bool, int, float, str) and isinstance(value, (bool, int, float, str)):
+        return value
+    if type(value) is list:
+        return [encode(item, depth + 1) for item in value]
+    if kind in (tuple, set, frozenset) and isinstance(value, (tuple, set, frozenset)):
+        return {kind.__name__: [encode(item, depth + 1) for item in value]}
+    if type(value) is dict:
+        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if type(value) is complex:
+        return {"complex": [value.real, value.imag]}
+    if type(value) is bytes:
+        return {"bytes": value.hex()}
     raise NotPlain(f"a {kind.__module__}.{kind.__qualname__}")
 
 
@@ -105,29 +105,29 @@ def decode(data: Encoded) -> Plain:
         return [decode(item) for item in data]
     if not isinstance(data, dict):
         return data
-    ((tag, inner),) = data.items()
-    if tag == "tuple":
-        return tuple(decode(item) for item in inner)  # type: ignore[union-attr]
-    if tag == "set":
-        return {decode(item) for item in inner}  # type: ignore[union-attr]
-    if tag == "frozenset":
-        return frozenset(decode(item) for item in inner)  # type: ignore[union-attr]
-    if tag == "dict":
-        return {decode(k): decode(v) for k, v in inner}  # type: ignore[union-attr, misc]
-    if tag == "complex":
-        return complex(*inner)  # type: ignore[misc]
-    if tag == "bytes":
-        return bytes.fromhex(inner)  # type: ignore[arg-type]
-    raise ValueError(f"unknown tag {tag!r}")
+    match list(data.items()):
+        case [("tuple", list() as items)]:
+            return tuple(decode(item) for item in items)
+        case [("set", list() as items)]:
+            return {decode(item) for item in items}
+        case [("frozenset", list() as items)]:
+            return frozenset(decode(item) for item in items)
+        case [("dict", list() as pairs)] if all(isinstance(pair, list) and len(pair) == 2 for pair in pairs):
+            return {decode(pair[0]): decode(pair[1]) for pair in pairs if isinstance(pair, list)}
+        case [("complex", [int() | float() as real, int() | float() as imag])]:
+            return complex(real, imag)
+        case [("bytes", str() as digits)]:
+            return bytes.fromhex(digits)
+    raise ValueError(f"not one known tag with its data: {list(data)[:2]!r}")
 
 
-def send(stream: IO[bytes], message: dict[str, object]) -> None:
+def send(stream: IO[bytes], message: dict[str, Encoded]) -> None:
     data = json.dumps(message).encode()
     stream.write(struct.pack(">I", len(data)) + data)
     stream.flush()
 
 
-def receive(stream: IO[bytes]) -> dict[str, object] | None:
+def receive(stream: IO[bytes]) -> dict[str, Encoded] | None:
     header = stream.read(4)
     if len(header) < 4:
         return None
@@ -197,7 +197,7 @@ class Candidate:
         self.replies = os.fdopen(replies_read, "rb")
         self.broken: str | None = None
 
-    def load(self, what: dict[str, object]) -> None:
+    def load(self, what: dict[str, Encoded]) -> None:
         """Load the tested code (``source`` to exec, or a ``module`` path to import); ImportError when it
         does not load."""
         try:
@@ -207,7 +207,7 @@ class Candidate:
         if "load_error" in reply:
             raise ImportError(f"the tested code does not load: {reply['load_error']}")
 
-    def _ask(self, message: dict[str, object]) -> dict[str, object]:
+    def _ask(self, message: dict[str, Encoded]) -> dict[str, Encoded]:
         if self.broken is not None:
             raise CandidateBroken(self.broken)
         try:
@@ -226,18 +226,18 @@ class Candidate:
 
     def call(self, name: str, args: tuple[object, ...], kwargs: dict[str, object]) -> Plain:
         try:
-            message = {"call": name, "args": encode(list(args)), "kwargs": encode(kwargs)}
+            message: dict[str, Encoded] = {"call": name, "args": encode(list(args)), "kwargs": encode(kwargs)}
         except NotPlain as why:
             raise TypeError(f"the judge passes plain data only, not {why}") from None
         reply = self._ask(message)
-        if "raised" in reply:
-            kind, text = reply["raised"]  # type: ignore[misc]
-            builtin = getattr(builtins, kind, None)
-            if isinstance(builtin, type) and issubclass(builtin, Exception):
-                raise builtin(text)
-            raise RuntimeError(f"{kind}: {text}")
+        match reply.get("raised"):  # one that is not [name, message] has no value: garbage, below
+            case [str() as kind, str() as text]:
+                builtin = getattr(builtins, kind, None)
+                if isinstance(builtin, type) and issubclass(builtin, Exception):
+                    raise builtin(text)
+                raise RuntimeError(f"{kind}: {text}")
         try:
-            return decode(reply["value"])  # type: ignore[arg-type]
+            return decode(reply["value"])
         except (KeyError, ValueError, TypeError, RecursionError) as error:
             self.broken = f"the tested code answered garbage ({error!r})"
             raise CandidateBroken(self.broken) from None
@@ -286,7 +286,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     load = receive(requests)
     if load is None:
         return
-    namespace: dict[str, object]
+    namespace: dict[str, Any]  # what the tested code defines
     try:
         if "source" in load:
             namespace = {}
@@ -304,10 +304,11 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     send(replies, {"loaded": True})
     while (request := receive(requests)) is not None:
         try:
-            function = namespace[str(request["call"])]
-            value = function(*decode(request["args"]), **decode(request["kwargs"]))  # type: ignore[arg-type, operator, misc]
+            function, args, kwargs = namespace[str(request["call"])], decode(request["args"]), decode(request["kwargs"])
+            assert isinstance(args, list) and isinstance(kwargs, dict)  # what Candidate.call sends
+            value = function(*args, **{str(name): item for name, item in kwargs.items()})
         except Exception as error:  # noqa: BLE001 - reported to the test, which may expect it
-            reply: dict[str, object] = {"raised": [type(error).__name__, str(error)]}
+            reply: dict[str, Encoded] = {"raised": [type(error).__name__, str(error)]}
         except BaseException as error:  # noqa: BLE001 - SystemExit and the like end the test as failed
             reply = {"broken": f"raised {type(error).__name__}"}
         else:
@@ -328,7 +329,7 @@ def judge_humaneval(candidate: Candidate, payload: str) -> str | None:
         candidate.load({"source": problem["prompt"] + problem["completion"]})
     except ImportError as error:
         return str(error)
-    namespace: dict[str, object] = {}
+    namespace: dict[str, Any] = {}  # what the prompt and the test define
     function = candidate.function(problem["entry_point"])
     try:
         # The prompt is the dataset's: its helpers (poly, encode_cyclic, ...) are the test's to use; a test
@@ -336,7 +337,7 @@ def judge_humaneval(candidate: Candidate, payload: str) -> str | None:
         exec(compile(problem["prompt"], "<prompt>", "exec"), namespace)
         namespace[problem["entry_point"]] = function
         exec(compile(problem["test"], "<test>", "exec"), namespace)
-        namespace["check"](function)  # type: ignore[operator]
+        namespace["check"](function)
     except BaseException as error:  # noqa: BLE001 - a failed assertion or anything else fails the test
         return candidate.broken or f"{type(error).__name__}: {error}"
     finally:
@@ -352,7 +353,7 @@ def run_check(command: list[str]) -> str | None:
     check = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, close_fds=True)
     tail = b""
-    while chunk := check.stdout.read(1 << 16):  # type: ignore[union-attr]
+    while chunk := check.stdout.read(1 << 16):  # type: ignore[union-attr]  # PIPE: never None (typeshed: Optional)
         tail = (tail + chunk)[-CHECK_OUTPUT_KEPT:]
     code = check.wait()
     output = tail.decode(errors="replace")

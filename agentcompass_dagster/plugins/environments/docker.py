@@ -134,7 +134,7 @@ class DockerSession(EnvironmentSession):
         user = self.layout.users.of(caller.value)
         exit_code, stdout, stderr = await run_command(self.container, ["bash", "-c", script], user,
                                                       cwd or self.workdir, variables)
-        timed_out = bool(timeout_s) and exit_code == 137 and time.monotonic() - started >= timeout_s
+        timed_out = bool(timeout_s and exit_code == 137 and time.monotonic() - started >= timeout_s)
         hits = await asyncio.to_thread(self._limits_hit)
         if hits:
             raise EnvironmentLimitExceeded("; ".join(hits))
@@ -223,7 +223,7 @@ class DockerSession(EnvironmentSession):
         with tarfile.open(fileobj=io.BufferedReader(_Chunks(chunks)), mode="r|") as archive:
             member = archive.next()
             extracted = archive.extractfile(member) if member is not None else None
-            if extracted is None:
+            if member is None or extracted is None:
                 raise FileNotFoundError(path)
             capture = Capture()
             while capture.total < STREAM_LIMIT and (chunk := extracted.read(READ_CHUNK)):

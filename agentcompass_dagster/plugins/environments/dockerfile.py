@@ -148,8 +148,8 @@ def _files(context: Path, sources: list[str], destination: str, at: str | None, 
             elif source.is_file():
                 name = posixpath.join(relative, source.name) if into_dir or len(matched) > 1 else relative
                 files.append(FileCopy(source=source, target=posixpath.normpath(name)))
-    for file in files:
-        if file.target in (".", "") or file.target.startswith("../"):
+    for copy in files:
+        if copy.target in (".", "") or copy.target.startswith("../"):
             raise Unsupported(f"COPY to {target}: not a file below the working directory")
     return files
 

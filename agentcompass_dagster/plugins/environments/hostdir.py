@@ -391,7 +391,7 @@ async def _stop(proc: asyncio.subprocess.Process, streams: asyncio.Future[Any], 
         # The cancelled readers' outcome is no one's to see: retrieved, so asyncio does not log it.
         streams.add_done_callback(lambda done: done.cancelled() or done.exception())
         # asyncio's Process closes the pipes' read ends, and lets wait() return, only once every writer
-        # has gone: closed here instead.
+        # has gone: closed here instead (its private transport, which typeshed's stub does not declare).
         proc._transport.close()  # type: ignore[attr-defined]
     await proc.wait()
 

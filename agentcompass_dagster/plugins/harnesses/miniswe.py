@@ -166,10 +166,10 @@ def durable_agent_class() -> type:
     limits refuse or cut a model call."""
     from minisweagent.agents.default import DefaultAgent
 
-    class DurableAgent(DefaultAgent):  # type: ignore[misc]
+    class DurableAgent(DefaultAgent):
         def query(self) -> dict[str, Any]:
             try:
-                return super().query()  # type: ignore[no-any-return]
+                return super().query()
             except LimitExceeded as exc:
                 raise limits_exit(exc.hit) from None
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from agentcompass_dagster.contracts.environment import Caller, DelegatingSession, EnvironmentSession, ExecResult
 from agentcompass_dagster.contracts.harness import Harness
 from agentcompass_dagster.contracts.model import CallContext, LimitExceeded, Model, ModelTurn
-from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, NetworkPolicy, RunResult, Usage
+from agentcompass_dagster.contracts.records import AgentLimits, LimitHit, LimitName, NetworkPolicy, RunResult, Usage
 from agentcompass_dagster.durable.activity import read_activity
 from agentcompass_dagster.runtime.execution.model_calls import CallsInFlight
 from agentcompass_dagster.plugins.models.usage import turn_usage, usage_totals
@@ -81,7 +81,7 @@ class AttemptLimits:
 
     def _reached(self, *, calls: bool) -> LimitHit | None:
         """The first limit reached: of them all before a model call (``calls``), else the wall time."""
-        used: dict[str, float] = {"max_wall_s": self.elapsed()}
+        used: dict[LimitName, float] = {"max_wall_s": self.elapsed()}
         if calls:
             total = usage_totals(self.usages)[0]
             used = {"max_turns": len(self.usages), "max_tokens": total.input_tokens + total.output_tokens,
@@ -89,7 +89,7 @@ class AttemptLimits:
         for name, amount in used.items():
             allowance = getattr(self.limits, name)
             if allowance is not None and amount >= allowance:
-                return LimitHit(limit=name, allowance=allowance, used=round(amount, 6))  # type: ignore[arg-type]
+                return LimitHit(limit=name, allowance=allowance, used=round(amount, 6))
         return None
 
     async def admit(self, *, call: bool) -> float | None:

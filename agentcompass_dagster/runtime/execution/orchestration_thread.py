@@ -38,7 +38,13 @@ class OrchestrationThread:
         # as a Ctrl-C stops it, and its run directories say so. threading's own exit hook, not atexit: that
         # one runs after concurrent.futures has refused new work, so the cleanup's threads could not start.
         ref = weakref.ref(self)
-        threading._register_atexit(lambda: (orchestration := ref()) is not None and orchestration.stop())
+
+        def stop_at_exit() -> None:
+            if (orchestration := ref()) is not None:
+                orchestration.stop()
+
+        # A private function of threading, which typeshed's stub leaves out.
+        threading._register_atexit(stop_at_exit)  # type: ignore[attr-defined]
         self._thread.start()
         self._started.wait()
         return self
@@ -73,7 +79,7 @@ class OrchestrationThread:
     def _run(self) -> None:
         async def main() -> OrchestrationResult:
             self._loop = asyncio.get_running_loop()
-            self._main = asyncio.current_task()  # type: ignore[assignment]
+            self._main = asyncio.current_task()
             self._started.set()
             self.orchestrator.use_thread_pool()
             return await self.orchestrator.run()

@@ -234,7 +234,7 @@ class Orchestrator:
     async def _start_in_order(self) -> None:
         for index, state in enumerate(self.states):
             async with self._cond:
-                await self._cond.wait_for(lambda i=index: self._may_start(i))
+                await self._cond.wait_for(lambda: self._may_start(index))  # called within this await only
             try:
                 await asyncio.to_thread(self._start, state)
             except Exception as exc:

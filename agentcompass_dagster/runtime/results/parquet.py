@@ -8,7 +8,7 @@ import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -134,13 +134,16 @@ def _column(values: list[object] | np.ndarray, type_: pa.DataType) -> pa.Array:
     """Any column of the schemas above from a list (None for missing) or a numpy array."""
     import pyarrow as pa
 
+    # The schema's type tells what the values are (str, datetime or a number; None for missing): the casts say so.
     if pa.types.is_string(type_):
-        return _strings(list(values))  # type: ignore[arg-type]
+        return _strings(cast("list[str | None]", list(values)))
     if isinstance(values, np.ndarray):
         return _fixed(values, type_, np.isnan(values) if values.dtype.kind == "f" else None)
     missing = np.fromiter((value is None for value in values), dtype=bool, count=len(values))
+    numbers: list[object]
     if pa.types.is_timestamp(type_):
-        numbers = [0 if value is None else int(value.timestamp() * 1_000_000) for value in values]  # type: ignore[attr-defined]
+        stamps = cast("list[datetime | None]", values)
+        numbers = [0 if value is None else int(value.timestamp() * 1_000_000) for value in stamps]
     else:
         numbers = [0 if value is None else value for value in values]
     return _fixed(np.asarray(numbers), type_, missing)

@@ -21,7 +21,7 @@ import pydantic_core
 from pydantic import Field
 
 from agentcompass_dagster.runtime.store.redact import redact_text
-from agentcompass_dagster.contracts.records import LimitHit, StoredRecord, TaskSpec
+from agentcompass_dagster.contracts.records import EvaluatedAttempt, LimitHit, StoredRecord, TaskSpec
 from agentcompass_dagster.contracts.request import Strategy
 from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
@@ -159,7 +159,7 @@ class TaskScores:
             return
         self._held[position] = 1
         row = len(self.position)
-        attempts = list(detail.attempts.values())
+        attempts: list[EvaluatedAttempt | AttemptView] = list(detail.attempts.values())
         self.position.append(position)
         self.k.append(detail.k)
         self.tried.append(detail.attempts_tried)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.store.atomic import (
@@ -324,10 +325,17 @@ class RunDir:
                 found[task.id] = detail
         return found
 
-    def load_all_details(self, model: type[DetailT] = TaskDetail) -> dict[str, DetailT]:  # type: ignore[assignment]
+    @overload
+    def load_all_details(self) -> dict[str, TaskDetail]: ...
+
+    @overload
+    def load_all_details(self, model: type[DetailT]) -> dict[str, DetailT]: ...
+
+    def load_all_details(self, model: type[DetailT] | type[TaskDetail] = TaskDetail
+                         ) -> Mapping[str, DetailT | TaskDetail]:
         """Every readable detail in details/ (read as ``model``), by task id; a normal detail wins over
         an ``_error_`` one."""
-        found: dict[str, DetailT] = {}
+        found: dict[str, DetailT | TaskDetail] = {}
         for path in sorted(self.details_dir.glob("*.json"), key=lambda p: not p.name.startswith(ERROR_PREFIX)):
             if path.name.startswith("."):
                 continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -111,7 +111,15 @@ def run_started_at(run_dir: Path) -> str | None:
     return str(info["started_at"]) if info is not None and info.get("started_at") else ""
 
 
-def read_detail(path: Path, model: type[DetailT] = TaskDetail) -> DetailT | None:  # type: ignore[assignment]
+@overload
+def read_detail(path: Path) -> TaskDetail | None: ...
+
+
+@overload
+def read_detail(path: Path, model: type[DetailT]) -> DetailT | None: ...
+
+
+def read_detail(path: Path, model: type[DetailT] | type[TaskDetail] = TaskDetail) -> DetailT | TaskDetail | None:
     """A detail file (as ``model``), or None (with a warning) when it is unreadable: it is then treated
     as missing."""
     try:

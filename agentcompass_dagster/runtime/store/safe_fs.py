@@ -43,7 +43,7 @@ class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
-def relative(root: Path, path: str | Path) -> PurePosixPath:
+def relative(root: Path, path: str | os.PathLike[str]) -> PurePosixPath:
     """``path`` as a path relative to ``root``; absolute paths must lie below root. No ``..``."""
     candidate = PurePosixPath(path)
     if candidate.is_absolute():
@@ -106,7 +106,7 @@ def _walk_open(dir_fd: int, rel: PurePosixPath, flags: int, mode: int) -> int:
         os.close(current)
 
 
-def open_beneath(root: Path, path: str | Path, flags: int, mode: int = 0o644) -> int:
+def open_beneath(root: Path, path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
     """A file descriptor for ``path`` beneath ``root``, following no symlink."""
     rel = relative(root, path)
     root_fd = open_dir(root)
@@ -117,7 +117,7 @@ def open_beneath(root: Path, path: str | Path, flags: int, mode: int = 0o644) ->
         os.close(root_fd)
 
 
-def open_regular_beneath(root: Path, path: str | Path) -> int:
+def open_regular_beneath(root: Path, path: str | os.PathLike[str]) -> int:
     """A read-only descriptor for the regular file ``path`` beneath ``root`` (never a FIFO to block on,
     nor a device)."""
     fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
@@ -127,7 +127,7 @@ def open_regular_beneath(root: Path, path: str | Path) -> int:
     return fd
 
 
-def read_beneath(root: Path, path: str | Path, limit: int | None = None) -> bytes:
+def read_beneath(root: Path, path: str | os.PathLike[str], limit: int | None = None) -> bytes:
     """The bytes of a regular file beneath ``root`` (at most ``limit`` of them)."""
     fd = open_regular_beneath(root, path)
     try:
@@ -144,7 +144,8 @@ def read_beneath(root: Path, path: str | Path, limit: int | None = None) -> byte
         os.close(fd)
 
 
-def makedirs_beneath(root: Path, path: str | Path, mode: int = 0o755, owner: tuple[int, int] | None = None) -> None:
+def makedirs_beneath(root: Path, path: str | os.PathLike[str], mode: int = 0o755,
+                     owner: tuple[int, int] | None = None) -> None:
     """Create ``path`` and its missing parents beneath ``root``; an existing symlink on the way is refused."""
     rel = relative(root, path)
     for depth in range(1, len(rel.parts) + 1):
@@ -164,7 +165,7 @@ def makedirs_beneath(root: Path, path: str | Path, mode: int = 0o755, owner: tup
             os.close(parent_fd)
 
 
-def write_beneath(root: Path, path: str | Path, data: bytes, mode: int = 0o644,
+def write_beneath(root: Path, path: str | os.PathLike[str], data: bytes, mode: int = 0o644,
                   owner: tuple[int, int] | None = None) -> None:
     """Write a regular file beneath ``root`` whole: a temp file beside it, renamed over the target (a
     symlink or directory in its place is replaced, never followed). Parents are created as needed."""
@@ -201,7 +202,7 @@ def write_beneath(root: Path, path: str | Path, data: bytes, mode: int = 0o644,
         os.close(dir_fd)
 
 
-def append_beneath(root: Path, path: str | Path, line: bytes, mode: int = 0o644) -> None:
+def append_beneath(root: Path, path: str | os.PathLike[str], line: bytes, mode: int = 0o644) -> None:
     """append_line for a file beneath ``root``, following no symlink: a planted link in its place or on
     its way is refused instead of appended to. Parents are created as needed."""
     rel = relative(root, path)
@@ -280,6 +281,12 @@ def _enter(name: str, dir_fd: int) -> int:
     return child
 
 
+def _moved(name: str, dir_fd: int, new_name: str, new_dir_fd: int) -> bool:
+    """``name`` of ``dir_fd`` renamed to ``new_name`` of ``new_dir_fd``: True (for _twice, whose None is a failure)."""
+    os.rename(name, new_name, src_dir_fd=dir_fd, dst_dir_fd=new_dir_fd)
+    return True
+
+
 def _listing(dir_fd: int) -> Iterator[os.DirEntry[str]]:
     with os.scandir(dir_fd) as entries:
         return iter(list(entries))
@@ -307,8 +314,7 @@ def _empty(top_fd: int, problems: list[str], where: str) -> bool:
                 _twice(fd, child_name, lambda: os.unlink(child_name, dir_fd=fd), problems, here)
             elif len(stack) >= _MAX_OPEN:
                 aside = f".deep-{secrets.token_hex(8)}"
-                done = _twice(fd, child_name, lambda: os.rename(child_name, aside, src_dir_fd=fd, dst_dir_fd=top_fd) or True,
-                              problems, here)
+                done = _twice(fd, child_name, lambda: _moved(child_name, fd, aside, top_fd), problems, here)
                 moved = moved or done is not None
             else:
                 child = _twice(fd, child_name, lambda: _enter(child_name, fd), problems, here)
