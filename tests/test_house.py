@@ -225,11 +225,46 @@ def test_the_contracts_import_nothing_from_the_runtime() -> None:
 # Names every module may define for itself: a program's entry point, and a module's one rendering of
 # what it holds (called qualified: summary.render, history.render).
 OWN_IN_EVERY_MODULE = {"main", "render"}
-# Words that meant two or three things before #30, each with the one meaning it keeps.
-RETIRED = {"RunRequest": "contracts.request.EvalRequest; dg.RunRequest is Dagster's",
-           "Prepared": "ResolvedRequest; 'prepared' is PreparedTask's", "Plan": "defs.planning.LaunchPlan",
-           "Worker": "processes.ProcessId; 'worker' is Dagster's run worker",
-           "Components": "execution.plugins.Plugins", "resolve_components": "resolve_plugins"}
+GLOSSARY = REPO / "docs" / "glossary.md"
+
+
+def glossary() -> tuple[set[str], dict[str, str]]:
+    """The terms docs/glossary.md defines (bold, ``**term**``) and its retired words (``| `word` ... | use |``
+    rows below "Retired words"; one qualified as a ``bool`` parameter is keyed ``word:bool``, one as a
+    module ``word:module``), each with what replaces it."""
+    defined, _, retired_part = GLOSSARY.read_text().partition("## Retired words")
+    retired = {}
+    for word, qualifier, use in re.findall(r"^\| `(\w+)`([^|]*)\| (.+) \|$", retired_part, re.M):
+        retired[f"{word}:bool" if "bool" in qualifier else f"{word}:module" if "module" in qualifier else word] = use
+    return set(re.findall(r"\*\*([a-z_]+)\*\*", defined)), retired
+
+
+def test_the_glossary_names_every_shared_name_and_no_retired_word_is_used() -> None:
+    """Issue 40: one word per idea, written down (docs/glossary.md). A module or package name that occurs
+    twice in the package is a glossary term, so that the two are one meaning (records.py, errors.py and
+    steps.py each meant two things); no retired word names a module, class or function, and no ``bool``
+    parameter is called ``durable`` (it meant fsynced: the atomic writes' flag is ``fsync``)."""
+    terms, retired = glossary()
+    assert {"run_name", "reuse", "fresh", "resources", "durable"} <= terms, "the check itself"
+    names: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*"):
+        if "__pycache__" in path.parts or "demo_tasks" in path.parts or path.name == "__init__.py":
+            continue
+        if path.suffix == ".py" or path.is_dir():
+            names.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
+    shared = {name: where for name, where in names.items()
+              if len(where) > 1 and name not in terms and name.removesuffix("s") not in terms}
+    assert shared == {}, f"names used twice that docs/glossary.md does not define: {shared}"
+    used = []
+    for path in sources():
+        used += [f"{path.relative_to(PACKAGE)}: module {path.stem}" for word in retired
+                 if word in (path.stem, f"{path.stem}:module")]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in retired:
+                used.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}: use {retired[node.name]}")
+            if isinstance(node, ast.arg) and node.annotation is not None and f"{node.arg}:{ast.unparse(node.annotation)}" in retired:
+                used.append(f"{path.relative_to(PACKAGE)}:{node.lineno} parameter {node.arg}")
+    assert used == [], used
 
 
 def test_each_public_name_has_one_meaning() -> None:
@@ -247,8 +282,6 @@ def test_each_public_name_has_one_meaning() -> None:
             defined.setdefault(node.name, []).append(module_name(path))
     twice = {name: where for name, where in defined.items() if len(where) > 1 and name not in OWN_IN_EVERY_MODULE}
     assert twice == {}, twice
-    retired = {name: f"{defined[name]}: use {use}" for name, use in RETIRED.items() if name in defined}
-    assert retired == {}, retired
     assert defined["run_requests"] == ["agentcompass_dagster.defs.schedules"]
     runtime_words = {word for p in sources() if ".runtime." in module_name(p)
                      for node in ast.walk(ast.parse(p.read_text()))

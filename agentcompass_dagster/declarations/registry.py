@@ -202,8 +202,8 @@ analyzers: Registry[Analyzer] = Registry(
     "agentcompass.analyzers",
     "agentcompass_dagster.contracts.analyzer:Analyzer",
     {
-        "error_category": "agentcompass_dagster.plugins.analyzers.errors:ErrorCategoryAnalyzer",
-        "trajectory_stats": "agentcompass_dagster.plugins.analyzers.errors:TrajectoryStatsAnalyzer",
+        "error_category": "agentcompass_dagster.plugins.analyzers.error_category:ErrorCategoryAnalyzer",
+        "trajectory_stats": "agentcompass_dagster.plugins.analyzers.trajectory_stats:TrajectoryStatsAnalyzer",
         "loops": "agentcompass_dagster.plugins.analyzers.loops:LoopsAnalyzer",
         "tool_errors": "agentcompass_dagster.plugins.analyzers.tool_errors:ToolErrorsAnalyzer",
         "cost_outliers": "agentcompass_dagster.plugins.analyzers.outliers:CostOutliersAnalyzer",

@@ -31,7 +31,7 @@ from agentcompass_dagster.runtime.execution.plan import Planner
 from agentcompass_dagster.runtime.execution.retries import WHOLE_ATTEMPT_SITES, RetryAllowance
 from agentcompass_dagster.runtime.execution.strategies import STRATEGIES, build_detail
 from agentcompass_dagster.runtime.execution.timed_run import timed_run
-from agentcompass_dagster.runtime.execution.steps import joined, step_plan
+from agentcompass_dagster.runtime.execution.task_steps import joined, step_plan
 from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_files import copy_durable
 from agentcompass_dagster.contracts.records import (
