@@ -43,7 +43,13 @@ from typing import Any
 
 import yaml
 from _tree import TreeRun
-from agentcompass_dagster.contracts.request import AttemptsConfig, ExecutionConfig, LimitsConfig, OutputConfig, EvalRequest
+from agentcompass_dagster.contracts.request import (
+    AttemptsConfig,
+    ExecutionConfig,
+    LimitsConfig,
+    OutputConfig,
+    EvalRequest,
+)
 from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
 from agentcompass_dagster.defs.instance import PG_URL_ENV
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
@@ -125,10 +131,16 @@ class Measurement:
         return self.cpu_seconds / self.floor_cpu_seconds if self.floor_cpu_seconds > 0 else None
 
     def to_json(self) -> dict[str, Any]:
-        derived = {"tasks_per_s": self.tasks_per_s, "attempts_per_s": self.attempts_per_s,
-                   "ms_per_task": self.ms_per_task, "ms_per_attempt": self.ms_per_attempt,
-                   "cpu_ms_per_task": self.cpu_ms_per_task, "floor_tasks_per_s": self.floor_tasks_per_s,
-                   "wall_over_floor": self.wall_over_floor, "cpu_over_floor": self.cpu_over_floor}
+        derived = {
+            "tasks_per_s": self.tasks_per_s,
+            "attempts_per_s": self.attempts_per_s,
+            "ms_per_task": self.ms_per_task,
+            "ms_per_attempt": self.ms_per_attempt,
+            "cpu_ms_per_task": self.cpu_ms_per_task,
+            "floor_tasks_per_s": self.floor_tasks_per_s,
+            "wall_over_floor": self.wall_over_floor,
+            "cpu_over_floor": self.cpu_over_floor,
+        }
         return {**asdict(self), **{key: None if value is None else round(value, 4) for key, value in derived.items()}}
 
     @classmethod
@@ -185,8 +197,16 @@ def check_run(m: Measurement, harness: str) -> list[str]:
     return check_run_dir(Path(m.run_dir), m.n, harness, reused=m.phase != "run", accuracy=m.accuracy, counts=m.counts)
 
 
-def check_run_dir(run_dir: Path, n: int, harness: str, *, reused: bool, accuracy: float | None,
-                  counts: dict[str, Any], expected_accuracy: float | None = None) -> list[str]:
+def check_run_dir(
+    run_dir: Path,
+    n: int,
+    harness: str,
+    *,
+    reused: bool,
+    accuracy: float | None,
+    counts: dict[str, Any],
+    expected_accuracy: float | None = None,
+) -> list[str]:
     """A finished run directory of N tasks: the harness's expected accuracy (``expected_accuracy`` for a
     harness whose accuracy depends on its model), N normal details in details/, and summary counts that
     say every task was new (or, with ``reused``, every one reused)."""
@@ -225,20 +245,35 @@ def run_request(request: EvalRequest) -> RequestRun:
     seconds, cpu = time.perf_counter() - started, own_cpu_seconds() - cpu_started
     outcome = result.outcomes[request.name]
     if result.status != "completed" or outcome.result is None:
-        return RequestRun(seconds, cpu,
-                          error=f"orchestration {result.status}, request {outcome.status}: {outcome.error}")
+        return RequestRun(
+            seconds, cpu, error=f"orchestration {result.status}, request {outcome.status}: {outcome.error}"
+        )
     run_dir = outcome.result.run_dir
-    return RequestRun(seconds, cpu, run_dir, dict(outcome.result.metrics.metrics),
-                      json.loads((Path(run_dir) / SUMMARY_COUNTS).read_text()))
+    return RequestRun(
+        seconds,
+        cpu,
+        run_dir,
+        dict(outcome.result.metrics.metrics),
+        json.loads((Path(run_dir) / SUMMARY_COUNTS).read_text()),
+    )
 
 
 def run_measurement(request: EvalRequest, phase: str) -> Measurement:
     """Run one request in this process, which must be a fresh child, without checking it."""
     rss_after_import = max_rss_mb()
     run = run_request(request)
-    m = Measurement(n=request.benchmark.params["n_tasks"], phase=phase, k=request.execution.attempts.k,
-                    seconds=run.seconds, peak_rss_mb=max_rss_mb(), rss_after_import_mb=rss_after_import,
-                    cpu_seconds=run.cpu_seconds, run_dir=run.run_dir, metrics=run.metrics, counts=run.counts)
+    m = Measurement(
+        n=request.benchmark.params["n_tasks"],
+        phase=phase,
+        k=request.execution.attempts.k,
+        seconds=run.seconds,
+        peak_rss_mb=max_rss_mb(),
+        rss_after_import_mb=rss_after_import,
+        cpu_seconds=run.cpu_seconds,
+        run_dir=run.run_dir,
+        metrics=run.metrics,
+        counts=run.counts,
+    )
     if run.error:
         m.problems.append(run.error)
     return m
@@ -262,8 +297,13 @@ class ChildOutput:
     error: str = ""
 
 
-def run_child_json(script: str, child_args: list[str], python: str = sys.executable,
-                   env: dict[str, str] | None = None, cwd: Path | None = None) -> ChildOutput:
+def run_child_json(
+    script: str,
+    child_args: list[str],
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> ChildOutput:
     """Run ``script`` with ``child_args`` under ``python`` (in ``env`` and ``cwd``, default this process's), time it,
     and read the JSON object on its last stdout line. The child's stderr is passed through. Its CPU is this
     process's RUSAGE_CHILDREN difference, which is the child's alone as long as no other child ends meanwhile."""
@@ -283,8 +323,9 @@ def run_child(script: str, child_args: list[str], n: int, phase: str, k: int) ->
     """Re-invoke ``script`` with ``child_args`` and read its Measurement from the last stdout line."""
     out = run_child_json(script, child_args)
     if out.data is None:
-        return Measurement(n=n, phase=phase, k=k, seconds=0.0, peak_rss_mb=0.0, rss_after_import_mb=0.0,
-                           problems=[out.error])
+        return Measurement(
+            n=n, phase=phase, k=k, seconds=0.0, peak_rss_mb=0.0, rss_after_import_mb=0.0, problems=[out.error]
+        )
     m = Measurement.from_json(out.data)
     m.process_seconds, m.process_cpu_seconds = out.seconds, out.cpu_seconds
     return m
@@ -295,8 +336,15 @@ def measure_tree(command: list[str], env: dict[str, str] | None = None, cwd: Pat
     every descendant and reports the whole tree's wall, CPU and largest peak RSS (see its docstring)."""
     out = run_child_json(str(TREE_CHILD), ["--", *command], env=env, cwd=cwd)
     if out.data is None:
-        return TreeRun(returncode=-1, seconds=out.seconds, tree_seconds=out.seconds, cpu_seconds=out.cpu_seconds,
-                       peak_rss_mb=0.0, stdout="", error=out.error)
+        return TreeRun(
+            returncode=-1,
+            seconds=out.seconds,
+            tree_seconds=out.seconds,
+            cpu_seconds=out.cpu_seconds,
+            peak_rss_mb=0.0,
+            stdout="",
+            error=out.error,
+        )
     return TreeRun(**out.data)
 
 
@@ -327,8 +375,17 @@ def tree_bytes(root: Path) -> int:
     return total
 
 
-def write_sweep(n: int, concurrency: int, harness: str, workdir: Path, *, name: str, model: str | dict[str, Any],
-                runs: int = 1, sleep: float = 0.0) -> Path:
+def write_sweep(
+    n: int,
+    concurrency: int,
+    harness: str,
+    workdir: Path,
+    *,
+    name: str,
+    model: str | dict[str, Any],
+    runs: int = 1,
+    sleep: float = 0.0,
+) -> Path:
     """A sweep of the synthetic benchmark with N tasks x one model, ``local``, results in ``workdir/results``,
     as a file ``workdir/<name>.yaml``: run workers load it again, as `agentcompass run` has them. ``model``
     is the model's id (provider none) or its whole declaration. With ``runs`` > 1 it is split into that
@@ -340,11 +397,20 @@ def write_sweep(n: int, concurrency: int, harness: str, workdir: Path, *, name: 
         declared = {"id": "scripted", "params": {"default": {"oracle": harness == "oracle", "sleep": sleep}}}
     declared_model = {"id": model, "provider": "none"} if isinstance(model, str) else model
     path = workdir / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": name, "benchmarks": [{"id": "synthetic", "params": {"n_tasks": n}}],
-        "models": [declared_model], "harness": declared, "environment": "local",
-        "execution": {"limits": {"task_concurrency": concurrency}},
-        "output": {"results_dir": str(workdir / "results")}, "dagster": dagster}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "benchmarks": [{"id": "synthetic", "params": {"n_tasks": n}}],
+                "models": [declared_model],
+                "harness": declared,
+                "environment": "local",
+                "execution": {"limits": {"task_concurrency": concurrency}},
+                "output": {"results_dir": str(workdir / "results")},
+                "dagster": dagster,
+            }
+        )
+    )
     return path
 
 
@@ -380,7 +446,7 @@ def write_durably(directory: Path, n: int, size: int, threads: int) -> None:
                 try:
                     view = memoryview(data)
                     while view:
-                        view = view[os.write(fd, view):]
+                        view = view[os.write(fd, view) :]
                     os.fsync(fd)
                 finally:
                     os.close(fd)
@@ -403,8 +469,9 @@ def measure_floor(directory: Path, n: int, size: int, threads: int) -> Floor:
     with os.scandir(directory) as entries:
         temps = Counter(entry.name.startswith(".") for entry in entries)
     if temps[False] != n or temps[True]:
-        floor.problems.append(f"floor: {directory} holds {temps[False]} final files and {temps[True]} temp files, "
-                              f"expected {n} and none")
+        floor.problems.append(
+            f"floor: {directory} holds {temps[False]} final files and {temps[True]} temp files, expected {n} and none"
+        )
     return floor
 
 
@@ -417,8 +484,10 @@ def add_floor(m: Measurement, threads: int) -> Measurement:
     m.detail_bytes = detail_size(run_dir)
     directory = Path(tempfile.mkdtemp(prefix="durable-write-floor-", dir=run_dir.parent))
     try:
-        out = run_child_json(__file__, ["--floor", str(directory), "--n", str(m.n), "--bytes", str(m.detail_bytes),
-                                        "--threads", str(threads)])
+        out = run_child_json(
+            __file__,
+            ["--floor", str(directory), "--n", str(m.n), "--bytes", str(m.detail_bytes), "--threads", str(threads)],
+        )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     if out.data is None:
@@ -467,24 +536,36 @@ def target_report(measurements: list[Measurement], n: int) -> dict[str, Any]:
     per = "task" if full.k == 1 else "attempt"
     report: dict[str, Any] = {}
     if full.k == 1:
-        report["tasks/s"] = goal(full.tasks_per_s, f">= {TARGET_TASKS_PER_S:g}", full.tasks_per_s >= TARGET_TASKS_PER_S,
-                                 n, TARGET_TASKS_PER_S_N)
-    report[f"CPU ms/{per}"] = goal(full.cpu_ms_per_attempt, f"<= {TARGET_CPU_MS_PER_ATTEMPT:g}",
-                                   full.cpu_ms_per_attempt <= TARGET_CPU_MS_PER_ATTEMPT, n)
+        report["tasks/s"] = goal(
+            full.tasks_per_s,
+            f">= {TARGET_TASKS_PER_S:g}",
+            full.tasks_per_s >= TARGET_TASKS_PER_S,
+            n,
+            TARGET_TASKS_PER_S_N,
+        )
+    report[f"CPU ms/{per}"] = goal(
+        full.cpu_ms_per_attempt,
+        f"<= {TARGET_CPU_MS_PER_ATTEMPT:g}",
+        full.cpu_ms_per_attempt <= TARGET_CPU_MS_PER_ATTEMPT,
+        n,
+    )
     if full.k == 1 and (ratio := full.wall_over_floor) is not None:
-        report["wall / floor"] = goal(ratio, f"<= {TARGET_FLOOR_RATIO:g}", ratio <= TARGET_FLOOR_RATIO, n,
-                                      TARGET_FLOOR_RATIO_N)
+        report["wall / floor"] = goal(
+            ratio, f"<= {TARGET_FLOOR_RATIO:g}", ratio <= TARGET_FLOOR_RATIO, n, TARGET_FLOOR_RATIO_N
+        )
     peak = max(m.peak_rss_mb for m in measurements if m.n == n)
     report["peak RSS MB"] = goal(peak, f"< {TARGET_PEAK_RSS_MB:g}", peak < TARGET_PEAK_RSS_MB, n, TARGET_PEAK_RSS_N)
     reuse = next((m for m in measurements if m.n == n and m.phase == "reuse" and not m.problems), None)
     if reuse is not None:
-        report["reuse s"] = goal(reuse.seconds, f"< {TARGET_REUSE_S:g}", reuse.seconds < TARGET_REUSE_S, n,
-                                 TARGET_REUSE_N)
+        report["reuse s"] = goal(
+            reuse.seconds, f"< {TARGET_REUSE_S:g}", reuse.seconds < TARGET_REUSE_S, n, TARGET_REUSE_N
+        )
     small = min(runs)
     if small != n:
         ratio = full.ms_per_attempt / runs[small].ms_per_attempt
-        report[f"ms/{per} ratio"] = goal(ratio, f"<= {TARGET_FLATNESS:g} (N={n} vs N={small})",
-                                         ratio <= TARGET_FLATNESS, n, TARGET_FLATNESS_N)
+        report[f"ms/{per} ratio"] = goal(
+            ratio, f"<= {TARGET_FLATNESS:g} (N={n} vs N={small})", ratio <= TARGET_FLATNESS, n, TARGET_FLATNESS_N
+        )
     return report
 
 
@@ -498,12 +579,15 @@ def render_targets(targets: dict[str, Any]) -> str:
 
 def render_floors(measurements: list[Measurement]) -> str:
     """One row per measurement whose durable-write floor was measured."""
-    header = (f"{'k':>3} {'N':>7} {'detail B':>9} {'floor s':>9} {'floor tasks/s':>14} {'floor CPU s':>12} "
-              f"{'wall/floor':>11} {'CPU/floor':>10}")
+    header = (
+        f"{'k':>3} {'N':>7} {'detail B':>9} {'floor s':>9} {'floor tasks/s':>14} {'floor CPU s':>12} "
+        f"{'wall/floor':>11} {'CPU/floor':>10}"
+    )
     rows = [
         f"{m.k:>3} {m.n:>7} {m.detail_bytes:>9} {m.floor_seconds:>9.3f} {m.floor_tasks_per_s or 0.0:>14.1f} "
         f"{m.floor_cpu_seconds:>12.3f} {m.wall_over_floor or 0.0:>11.2f} {m.cpu_over_floor or 0.0:>10.2f}"
-        for m in measurements if m.floor_seconds > 0
+        for m in measurements
+        if m.floor_seconds > 0
     ]
     return "\n".join([header, "-" * len(header), *rows])
 

@@ -40,8 +40,15 @@ def main() -> int:
     args = parser.parse_args()
     task = Task(dataset=samples(args.n), solver=[generate() for _ in range(args.calls)], scorer=includes())
     # Chat completions, not streamed, whatever Inspect would pick for a model of that name.
-    data = timed_eval(task, args.n, args.concurrency, args.log_dir, model=f"openai/{args.model}",
-                      model_base_url=args.base_url, model_args={"responses_api": False, "streaming": False})
+    data = timed_eval(
+        task,
+        args.n,
+        args.concurrency,
+        args.log_dir,
+        model=f"openai/{args.model}",
+        model_base_url=args.base_url,
+        model_args={"responses_api": False, "streaming": False},
+    )
     print(json.dumps(data))
     return 0
 

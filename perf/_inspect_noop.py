@@ -37,8 +37,9 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 MOCK_OUTPUT = "Default output from mockllm/model"
 
 
-def mock_output(messages: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
-                config: GenerateConfig) -> ModelOutput:
+def mock_output(
+    messages: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig
+) -> ModelOutput:
     output = ModelOutput.from_content(model="mockllm", content=MOCK_OUTPUT)
     output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
     return output
@@ -59,16 +60,18 @@ def timed_eval(task: Task, n: int, concurrency: int, log_dir: Path, **eval_args:
     ``log_dir`` and no display; ``eval_args`` are eval()'s others (the model). ``problems`` says what is
     wrong with the log: anything but status success with N of N samples completed."""
     started, cpu_started = time.perf_counter(), cpu_seconds()
-    log = inspect_ai.eval(task, display="none", log_dir=str(log_dir), max_samples=concurrency,
-                          max_connections=concurrency, **eval_args)[0]
+    log = inspect_ai.eval(
+        task, display="none", log_dir=str(log_dir), max_samples=concurrency, max_connections=concurrency, **eval_args
+    )[0]
     seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
     error = log.error.message if log.error else ""
     total = log.results.total_samples if log.results else 0
     completed = log.results.completed_samples if log.results else 0
     problems = []
     if log.status != "success" or total != n or completed != n:
-        problems.append(f"Inspect's log: status {log.status} {error}, {completed} of {total} samples completed, "
-                        f"expected {n} of {n}")
+        problems.append(
+            f"Inspect's log: status {log.status} {error}, {completed} of {total} samples completed, expected {n} of {n}"
+        )
     return {
         "n": n,
         "seconds": seconds,

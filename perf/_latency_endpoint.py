@@ -57,8 +57,13 @@ class Stats:
         self.max_extra_ms = 0.0
 
     def take(self) -> dict[str, Any]:
-        data = {"completions": self.completions, "max_in_flight": self.max_in_flight, "streamed": self.streamed,
-                "max_extra_ms": round(self.max_extra_ms, 3), "refused": self.refused}
+        data = {
+            "completions": self.completions,
+            "max_in_flight": self.max_in_flight,
+            "streamed": self.streamed,
+            "max_extra_ms": round(self.max_extra_ms, 3),
+            "refused": self.refused,
+        }
         self.reset()
         return data
 
@@ -84,19 +89,29 @@ def reply(body: dict[str, Any], calls: int) -> dict[str, Any]:
         return {"role": "assistant", "content": answer}
     offered = {tool.get("function", {}).get("name") for tool in tools}
     if not {SHELL_TOOL, SUBMIT_TOOL} <= offered:
-        raise ValueError(f"the request offers the tools {sorted(map(str, offered))}, "
-                         f"not {SHELL_TOOL} and {SUBMIT_TOOL}")
+        raise ValueError(
+            f"the request offers the tools {sorted(map(str, offered))}, not {SHELL_TOOL} and {SUBMIT_TOOL}"
+        )
     turn = sum(message.get("role") == "assistant" for message in messages)
     name, value = (SHELL_TOOL, COMMAND) if turn < calls - 1 else (SUBMIT_TOOL, answer)
-    call = {"id": f"call_{turn}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps({TOOL_ARGUMENT[name]: value})}}
+    call = {
+        "id": f"call_{turn}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps({TOOL_ARGUMENT[name]: value})},
+    }
     return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
 def completion(message: dict[str, Any]) -> dict[str, Any]:
     finish = "tool_calls" if message.get("tool_calls") else "stop"
-    return {"id": "chatcmpl-latency", "object": "chat.completion", "created": int(time.time()), "model": MODEL,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": USAGE}
+    return {
+        "id": "chatcmpl-latency",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": MODEL,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": USAGE,
+    }
 
 
 def chunks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -106,9 +121,11 @@ def chunks(message: dict[str, Any]) -> list[dict[str, Any]]:
     if "tool_calls" in delta:
         delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(delta["tool_calls"])]
     finish = "tool_calls" if message.get("tool_calls") else "stop"
-    return [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
-            {**base, "choices": [], "usage": USAGE}]
+    return [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+        {**base, "choices": [], "usage": USAGE},
+    ]
 
 
 def make_app(latency: float, calls: int) -> web.Application:

@@ -77,8 +77,14 @@ def run_tree(command: list[str]) -> TreeRun:
         out.seek(0)
         stdout = out.read().decode(errors="replace")
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return TreeRun(returncode, seconds, tree_seconds, usage.ru_utime + usage.ru_stime - cpu_started,
-                   usage.ru_maxrss / 1024.0, stdout)
+    return TreeRun(
+        returncode,
+        seconds,
+        tree_seconds,
+        usage.ru_utime + usage.ru_stime - cpu_started,
+        usage.ru_maxrss / 1024.0,
+        stdout,
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -9,8 +9,9 @@ in the ``local`` or ``sandbox`` environment, with checkpoints on or off. From th
 
 where a model call's own time is what ``openai_compat`` measured around the SDK call and a command's
 own time is the environment's measure of ``exec``, both read from the attempt's activity log (the
-attempt time is the detail's, which also holds opening and closing the environment and scoring). What is left is the loop: activity-log appends
-(fsynced), checkpoints, the command wrapper's bookkeeping, redaction, the event loop.
+attempt time is the detail's, which also holds opening and closing the environment and scoring). What is
+left is the loop: activity-log appends (fsynced), checkpoints, the command wrapper's bookkeeping,
+redaction, the event loop.
 
     python perf/bench_agent_turns.py [--turns 50] [--harness tool_agent] [--environment local]
                                            [--no-checkpoints] [--json]
@@ -69,20 +70,40 @@ class InstantEndpoint:
             name, arguments = "bash", {"command": f"echo {SUBMIT_MARKER}; echo 5"}
         else:
             name, arguments = "submit", {"answer": "5"}
-        call = {"id": f"call_{turn}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
-        return {"id": "x", "object": "chat.completion", "created": 0, "model": "instant",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-                             "finish_reason": "tool_calls"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+        call = {
+            "id": f"call_{turn}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
+        return {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "instant",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        }
 
 
 def measure(turns: int, harness: str, environment: str, checkpoints: bool) -> dict[str, Any]:
     endpoint = InstantEndpoint(turns, harness)
     with tempfile.TemporaryDirectory(prefix="bench-turns-") as results:
         request = EvalRequest(
-            name="bench", benchmark=BenchmarkConfig(id="demo", tasks=["count-errors"]),
-            model=ModelConfig(id="instant", provider="openai_compat", model="instant", base_url=endpoint.base_url,
-                              params={"max_retries": 0}),
+            name="bench",
+            benchmark=BenchmarkConfig(id="demo", tasks=["count-errors"]),
+            model=ModelConfig(
+                id="instant",
+                provider="openai_compat",
+                model="instant",
+                base_url=endpoint.base_url,
+                params={"max_retries": 0},
+            ),
             harness=HarnessConfig(id=harness, params={"checkpoints": checkpoints}),
             environment=EnvironmentConfig(id=environment),
             execution=ExecutionConfig(limits=LimitsConfig(max_turns=turns + 2)),
@@ -94,15 +115,27 @@ def measure(turns: int, harness: str, environment: str, checkpoints: bool) -> di
         detail = json.loads(next((run_dir / "details").glob("*.json")).read_text())
         records = read_activity(next(run_dir.rglob("activity.jsonl")))
     endpoint.server.shutdown()
-    model_s = sum(r.data["response"]["duration_s"] for r in records if r.kind == "model_call" and r.status == "completed")
-    command_s = sum(r.data.get("duration_s") or 0.0 for r in records if r.kind == "tool_call" and r.status == "completed")
+    model_s = sum(
+        r.data["response"]["duration_s"] for r in records if r.kind == "model_call" and r.status == "completed"
+    )
+    command_s = sum(
+        r.data.get("duration_s") or 0.0 for r in records if r.kind == "tool_call" and r.status == "completed"
+    )
     done = turns + 1
     attempt_s = detail["attempts"]["1"]["duration_s"]
     overhead = attempt_s - model_s - command_s
-    return {"harness": harness, "environment": environment, "checkpoints": checkpoints, "turns": done,
-            "attempt_s": round(attempt_s, 3), "model_s": round(model_s, 3), "command_s": round(command_s, 3),
-            "overhead_ms_per_turn": round(1000 * overhead / done, 2), "model_ms_per_turn": round(1000 * model_s / done, 2),
-            "command_ms_per_turn": round(1000 * command_s / done, 2)}
+    return {
+        "harness": harness,
+        "environment": environment,
+        "checkpoints": checkpoints,
+        "turns": done,
+        "attempt_s": round(attempt_s, 3),
+        "model_s": round(model_s, 3),
+        "command_s": round(command_s, 3),
+        "overhead_ms_per_turn": round(1000 * overhead / done, 2),
+        "model_ms_per_turn": round(1000 * model_s / done, 2),
+        "command_ms_per_turn": round(1000 * command_s / done, 2),
+    }
 
 
 def main() -> None:
@@ -113,17 +146,22 @@ def main() -> None:
     parser.add_argument("--no-checkpoints", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    rows = [measure(args.turns, harness, environment, checkpoints)
-            for harness in args.harness for environment in args.environment
-            for checkpoints in ([False] if args.no_checkpoints else [True, False])]
+    rows = [
+        measure(args.turns, harness, environment, checkpoints)
+        for harness in args.harness
+        for environment in args.environment
+        for checkpoints in ([False] if args.no_checkpoints else [True, False])
+    ]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
     print("| harness | environment | checkpoints | turns | overhead ms/turn | model ms/turn | command ms/turn |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['harness']} | {r['environment']} | {r['checkpoints']} | {r['turns']} | {r['overhead_ms_per_turn']} "
-              f"| {r['model_ms_per_turn']} | {r['command_ms_per_turn']} |")
+        print(
+            f"| {r['harness']} | {r['environment']} | {r['checkpoints']} | {r['turns']} | {r['overhead_ms_per_turn']} "
+            f"| {r['model_ms_per_turn']} | {r['command_ms_per_turn']} |"
+        )
     print(f"\ntarget: <= {TARGET_MS:g} ms/turn of overhead")
 
 

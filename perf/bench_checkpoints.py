@@ -44,8 +44,32 @@ from _bench import report_problems, results_root
 
 from agentcompass_dagster.durable.checkpoints import CheckpointStore
 
-WORDS = ["def", "return", "self", "import", "class", "value", "result", "agent", "tool", "call", "step", "error",
-         "file", "path", "test", "assert", "config", "model", "token", "json", "list", "dict", "print", "loop"]
+WORDS = [
+    "def",
+    "return",
+    "self",
+    "import",
+    "class",
+    "value",
+    "result",
+    "agent",
+    "tool",
+    "call",
+    "step",
+    "error",
+    "file",
+    "path",
+    "test",
+    "assert",
+    "config",
+    "model",
+    "token",
+    "json",
+    "list",
+    "dict",
+    "print",
+    "loop",
+]
 MB = 1_000_000
 
 
@@ -85,7 +109,7 @@ def make_tree(root: Path, files: int, total: int, seed: int) -> list[Path]:
         path = root / f"pkg{i % 20:02d}" / f"sub{i % 7}" / f"file{i:05d}.dat"
         path.parent.mkdir(parents=True, exist_ok=True)
         start = rng.randrange(len(pool) - size + 1)
-        text = pool[start:start + size]
+        text = pool[start : start + size]
         kind = i % 3
         if kind == 0:
             data = text
@@ -116,22 +140,41 @@ def timed(function: Any, *args: Any) -> tuple[float, Any]:
 
 
 def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid",
-                    "-c", "commit.gpgsign=false", "-c", "gc.auto=0", *args],
-                   cwd=repo, check=True, capture_output=True)
+    subprocess.run(
+        [
+            "git",
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "gc.auto=0",
+            *args,
+        ],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
 
 
 def du(path: Path) -> dict[str, int]:
     def run(*flags: str) -> int:
-        out = subprocess.run(["du", "-s", "--block-size=1", *flags, str(path)],
-                             check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            ["du", "-s", "--block-size=1", *flags, str(path)], check=True, capture_output=True, text=True
+        )
         return int(out.stdout.split()[0])
+
     return {"apparent_bytes": run("--apparent-size"), "disk_bytes": run()}
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, bytes]]:
-    return {str(p.relative_to(root)): (p.stat().st_mode & 0o7777, p.read_bytes())
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): (p.stat().st_mode & 0o7777, p.read_bytes())
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def measure(parent: Path, files: int, total: int, changed: int, seed: int) -> dict[str, Any]:
@@ -167,8 +210,11 @@ def measure(parent: Path, files: int, total: int, changed: int, seed: int) -> di
     timings.append(Timing("git", f"add -A + commit, {changed} changed", seconds))
     git_fresh = parent / "git-restored"
     git_fresh.mkdir()
-    seconds, _ = timed(lambda: subprocess.run(f"git archive HEAD | tar -x -C {shlex.quote(str(git_fresh))}",
-                                              shell=True, cwd=repo, check=True))
+    seconds, _ = timed(
+        lambda: subprocess.run(
+            f"git archive HEAD | tar -x -C {shlex.quote(str(git_fresh))}", shell=True, cwd=repo, check=True
+        )
+    )
     timings.append(Timing("git", "archive | tar into empty dir", seconds))
     if {k: v[1] for k, v in tree_state(git_fresh).items()} != {k: v[1] for k, v in tree_state(work).items()}:
         problems.append("git's tree differs from the checkpoint's")
@@ -218,8 +264,12 @@ def main(argv: list[str] | None = None) -> int:
         parent = Path(tempfile.mkdtemp(prefix="bench-checkpoints-", dir=root))
         result = measure(parent, args.files, int(args.total_mb * MB), args.changed, args.seed)
     if args.json:
-        print(json.dumps({"command": command, "files": args.files, "total_mb": args.total_mb,
-                          "changed": args.changed, **result}, indent=2))
+        print(
+            json.dumps(
+                {"command": command, "files": args.files, "total_mb": args.total_mb, "changed": args.changed, **result},
+                indent=2,
+            )
+        )
     else:
         print(f"command: {command}")
         print(f"{args.files} files, {args.total_mb:g} MB, {args.changed} changed\n")

@@ -155,9 +155,13 @@ class SizeResult:
         return own + [f"N={self.n} check: {p}" for p in self.check_problems]
 
     def to_json(self) -> dict[str, Any]:
-        return {"n": self.n, "runtime": self.runtime.to_json(), "launches": [m.to_json() for m in self.launches],
-                "dagster_overhead_ms_per_task": self.dagster_overhead_ms_per_task(),
-                "check_problems": self.check_problems}
+        return {
+            "n": self.n,
+            "runtime": self.runtime.to_json(),
+            "launches": [m.to_json() for m in self.launches],
+            "dagster_overhead_ms_per_task": self.dagster_overhead_ms_per_task(),
+            "check_problems": self.check_problems,
+        }
 
 
 def fresh_instance(workdir: Path, instance: str) -> None:
@@ -180,10 +184,16 @@ def step_split(instance: dg.DagsterInstance, record: dg.RunRecord) -> list[Segme
     """The evaluating step cut at its start, its first and last materialization, and its end."""
     run_id = record.dagster_run.run_id
     step = f"{SWEEP_NAME}__synthetic__evaluate"
-    events = {e.dagster_event_type: e.timestamp for e in instance.all_logs(run_id, of_type={
-        dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS}) if e.step_key == step}
-    materializations = [r.event_log_entry.timestamp for r in instance.get_records_for_run(
-        run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records if r.event_log_entry.step_key == step]
+    events = {
+        e.dagster_event_type: e.timestamp
+        for e in instance.all_logs(run_id, of_type={dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS})
+        if e.step_key == step
+    }
+    materializations = [
+        r.event_log_entry.timestamp
+        for r in instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+        if r.event_log_entry.step_key == step
+    ]
     if record.start_time is None or record.end_time is None or len(events) < 2 or not materializations:
         return []
     start, end = events[dg.DagsterEventType.STEP_START], events[dg.DagsterEventType.STEP_SUCCESS]
@@ -215,9 +225,14 @@ def measure_launch(phase: str, sweep_file: Path, n: int, profile: Path | None) -
         started = time.perf_counter()
         launch = launch_sweep(sweep, sweep_file)
         seconds = time.perf_counter() - started
-    m = LaunchMeasurement(n=n, phase=phase, seconds=seconds, peak_rss_mb=max_rss_mb(),
-                          rss_after_import_mb=rss_after_import,
-                          worker_peak_rss_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    m = LaunchMeasurement(
+        n=n,
+        phase=phase,
+        seconds=seconds,
+        peak_rss_mb=max_rss_mb(),
+        rss_after_import_mb=rss_after_import,
+        worker_peak_rss_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    )
     if profile is not None:
         profile.mkdir(parents=True, exist_ok=True)
         profiler.dump_stats(profile / f"{phase}-n{n}.prof")
@@ -247,8 +262,9 @@ def check_sweep(sweep_file: Path, n: int, harness: str) -> list[str]:
         return [*problems, f"no finished run directory of model {MODEL_ID!r}"]
     run_dir = Path(newest.path)
     counts = json.loads((run_dir / SUMMARY_COUNTS).read_text())
-    return problems + check_run_dir(run_dir, n, harness, reused=False, accuracy=counts["metrics"].get("accuracy"),
-                                    counts=counts)
+    return problems + check_run_dir(
+        run_dir, n, harness, reused=False, accuracy=counts["metrics"].get("accuracy"), counts=counts
+    )
 
 
 def run_child_phase(args: argparse.Namespace) -> dict[str, Any]:
@@ -266,15 +282,33 @@ def run_child_phase(args: argparse.Namespace) -> dict[str, Any]:
 
 def child_args(phase: str, n: int, args: argparse.Namespace, workdir: Path) -> list[str]:
     extra = ["--profile", str(args.profile)] if args.profile is not None and phase in LAUNCH_PHASES else []
-    return ["--child", phase, "--n", str(n), "--concurrency", str(args.concurrency), "--harness", args.harness,
-            "--results-dir", str(workdir), *extra]
+    return [
+        "--child",
+        phase,
+        "--n",
+        str(n),
+        "--concurrency",
+        str(args.concurrency),
+        "--harness",
+        args.harness,
+        "--results-dir",
+        str(workdir),
+        *extra,
+    ]
 
 
 def launch_child(phase: str, n: int, args: argparse.Namespace, workdir: Path) -> LaunchMeasurement:
     out = run_child_json(__file__, child_args(phase, n, args, workdir))
     if out.data is None:
-        return LaunchMeasurement(n=n, phase=phase, seconds=0.0, peak_rss_mb=0.0, rss_after_import_mb=0.0,
-                                 process_seconds=out.seconds, problems=[out.error])
+        return LaunchMeasurement(
+            n=n,
+            phase=phase,
+            seconds=0.0,
+            peak_rss_mb=0.0,
+            rss_after_import_mb=0.0,
+            process_seconds=out.seconds,
+            problems=[out.error],
+        )
     m = LaunchMeasurement.from_json(out.data)
     m.process_seconds = out.seconds
     return m
@@ -305,8 +339,16 @@ def measure_split(args: argparse.Namespace, parent: Path) -> list[LaunchMeasurem
         for runs in (1, args.split):
             workdir = Path(tempfile.mkdtemp(prefix=f"bench-split{runs}-", dir=parent))
             fresh_instance(workdir, args.instance)
-            write_sweep(SPLIT_N, args.concurrency, args.harness, workdir, name=SWEEP_NAME, model=MODEL_ID,
-                        runs=runs, sleep=sleep)
+            write_sweep(
+                SPLIT_N,
+                args.concurrency,
+                args.harness,
+                workdir,
+                name=SWEEP_NAME,
+                model=MODEL_ID,
+                runs=runs,
+                sleep=sleep,
+            )
             m = launch_child("split", SPLIT_N, args, workdir)
             m.phase = f"split sleep={sleep:g}"
             if not m.problems and len(m.runs) != runs:
@@ -325,37 +367,48 @@ def target_report(results: list[SizeResult], n: int) -> dict[str, Any]:
     full = next(r for r in results if r.n == n)
     report: dict[str, Any] = {}
     if (overhead := full.dagster_overhead_ms_per_task()) is not None:
-        report["Dagster overhead ms/task"] = target(overhead, f"<= {TARGET_OVERHEAD_MS_PER_TASK:g}",
-                                                    overhead <= TARGET_OVERHEAD_MS_PER_TASK)
+        report["Dagster overhead ms/task"] = target(
+            overhead, f"<= {TARGET_OVERHEAD_MS_PER_TASK:g}", overhead <= TARGET_OVERHEAD_MS_PER_TASK
+        )
     first = full.launch("first")
     if first is not None:
         peak = max(first.peak_rss_mb, first.worker_peak_rss_mb)
-        report["first peak RSS MB (launcher, worker)"] = target(peak, f"< {TARGET_PEAK_RSS_MB:g}", peak < TARGET_PEAK_RSS_MB)
+        report["first peak RSS MB (launcher, worker)"] = target(
+            peak, f"< {TARGET_PEAK_RSS_MB:g}", peak < TARGET_PEAK_RSS_MB
+        )
     if (rerun := full.launch("rerun")) is not None:
         report["re-run launch s"] = target(rerun.seconds, f"< {TARGET_RERUN_S:g}", rerun.seconds < TARGET_RERUN_S)
-        report["re-run process s"] = target(rerun.process_seconds, f"< {TARGET_RERUN_PROCESS_S:g}",
-                                            rerun.process_seconds < TARGET_RERUN_PROCESS_S)
+        report["re-run process s"] = target(
+            rerun.process_seconds, f"< {TARGET_RERUN_PROCESS_S:g}", rerun.process_seconds < TARGET_RERUN_PROCESS_S
+        )
     small = min(results, key=lambda r: r.n)
     if small.n != n and first is not None and (small_first := small.launch("first")) is not None:
         ratio = first.ms_per_task / small_first.ms_per_task
-        report["first ms/task ratio"] = target(ratio, f"<= {TARGET_FLATNESS:g} (N={n} vs N={small.n})",
-                                               ratio <= TARGET_FLATNESS)
+        report["first ms/task ratio"] = target(
+            ratio, f"<= {TARGET_FLATNESS:g} (N={n} vs N={small.n})", ratio <= TARGET_FLATNESS
+        )
     return report
 
 
 def render_phases(results: list[SizeResult]) -> str:
     """One row per phase; ms/task only where tasks ran, process seconds only where the parent timed a launch."""
-    header = (f"{'N':>7}  {'phase':<8} {'seconds':>9} {'ms/task':>9} {'process s':>10} {'peak RSS MB':>12} "
-              f"{'worker RSS MB':>14}")
+    header = (
+        f"{'N':>7}  {'phase':<8} {'seconds':>9} {'ms/task':>9} {'process s':>10} {'peak RSS MB':>12} "
+        f"{'worker RSS MB':>14}"
+    )
     rows = []
     for r in results:
-        rows.append(f"{r.n:>7}  {'runtime':<8} {r.runtime.seconds:>9.3f} {r.runtime.ms_per_task:>9.3f} {'':>10} "
-                    f"{r.runtime.peak_rss_mb:>12.1f} {'':>14}")
+        rows.append(
+            f"{r.n:>7}  {'runtime':<8} {r.runtime.seconds:>9.3f} {r.runtime.ms_per_task:>9.3f} {'':>10} "
+            f"{r.runtime.peak_rss_mb:>12.1f} {'':>14}"
+        )
         for m in r.launches:
             ms = f"{m.ms_per_task:.3f}" if m.phase == "first" else ""
             worker = f"{m.worker_peak_rss_mb:.1f}" if m.phase == "first" else ""
-            rows.append(f"{r.n:>7}  {m.phase:<8} {m.seconds:>9.3f} {ms:>9} {m.process_seconds:>10.3f} "
-                        f"{m.peak_rss_mb:>12.1f} {worker:>14}")
+            rows.append(
+                f"{r.n:>7}  {m.phase:<8} {m.seconds:>9.3f} {ms:>9} {m.process_seconds:>10.3f} "
+                f"{m.peak_rss_mb:>12.1f} {worker:>14}"
+            )
     return "\n".join([header, "-" * len(header), *rows])
 
 
@@ -366,13 +419,18 @@ def render_first(results: list[SizeResult]) -> str:
         if (first := r.launch("first")) is None:
             continue
         runs = ", ".join(f"{seconds:.3f} s" for seconds in first.runs.values())
-        lines.append(f"N={r.n}: run {runs}; outside the run (planning, creating it, the worker's start) "
-                     f"{first.seconds - sum(first.runs.values()):.3f} s")
+        lines.append(
+            f"N={r.n}: run {runs}; outside the run (planning, creating it, the worker's start) "
+            f"{first.seconds - sum(first.runs.values()):.3f} s"
+        )
         if (overhead := r.dagster_overhead_ms_per_task()) is not None:
             lines.append(f"  Dagster overhead over the runtime alone: {overhead:.3f} ms/task")
         for segment in first.step_split:
-            events = (f"  ({segment.events} events, {1000.0 * segment.seconds / segment.events:.3f} ms each)"
-                      if segment.events else "")
+            events = (
+                f"  ({segment.events} events, {1000.0 * segment.seconds / segment.events:.3f} ms each)"
+                if segment.events
+                else ""
+            )
             lines.append(f"    {segment.name:<48} {segment.seconds:>9.3f} s{events}")
     return "\n".join(lines)
 
@@ -384,13 +442,24 @@ def render_split(measurements: list[LaunchMeasurement]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_arguments(parser)
-    parser.add_argument("--instance", default="sqlite",
-                        help="sqlite (default) or a postgresql+psycopg2:// URL of a server to make databases on")
+    parser.add_argument(
+        "--instance",
+        default="sqlite",
+        help="sqlite (default) or a postgresql+psycopg2:// URL of a server to make databases on",
+    )
     parser.add_argument("--split", type=int, default=4, help="concurrent runs of the split comparison (0: skip it)")
-    parser.add_argument("--split-sleep", type=float, default=0.05,
-                        help="seconds each task waits in the second split comparison, as for a model's answer")
-    parser.add_argument("--profile", type=Path, metavar="DIR",
-                        help="run launch_sweep of the first and rerun phases under cProfile, stats to DIR")
+    parser.add_argument(
+        "--split-sleep",
+        type=float,
+        default=0.05,
+        help="seconds each task waits in the second split comparison, as for a model's answer",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="run launch_sweep of the first and rerun phases under cProfile, stats to DIR",
+    )
     parser.add_argument("--child", choices=CHILD_PHASES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     check_common_arguments(parser, args)
@@ -412,15 +481,28 @@ def main(argv: list[str] | None = None) -> int:
     storage = "SQLite" if args.instance == "sqlite" else f"PostgreSQL at {urlsplit(args.instance).hostname}"
 
     if args.json:
-        print(json.dumps({
-            "command": command, "n": args.n, "concurrency": args.concurrency, "harness": args.harness,
-            "instance": storage, "sizes": [r.to_json() for r in results], "split": [m.to_json() for m in split],
-            "targets": targets, "problems": problems,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "command": command,
+                    "n": args.n,
+                    "concurrency": args.concurrency,
+                    "harness": args.harness,
+                    "instance": storage,
+                    "sizes": [r.to_json() for r in results],
+                    "split": [m.to_json() for m in split],
+                    "targets": targets,
+                    "problems": problems,
+                },
+                indent=2,
+            )
+        )
     else:
         print(f"command: {command}")
-        print(f"synthetic benchmark x 1 model, harness={args.harness}, environment=local, "
-              f"concurrency={args.concurrency}, Dagster {dg.__version__} on {storage}\n")
+        print(
+            f"synthetic benchmark x 1 model, harness={args.harness}, environment=local, "
+            f"concurrency={args.concurrency}, Dagster {dg.__version__} on {storage}\n"
+        )
         print(render_phases(results))
         print("\nfirst materialization, from the run record and the evaluating step's event log:")
         print(render_first(results))
@@ -431,8 +513,10 @@ def main(argv: list[str] | None = None) -> int:
             print("\ntargets (informational):")
             print(render_targets(targets))
         if not problems:
-            print("\nsanity checks passed: runs launched without failure, the re-run launched none, N materialized "
-                  "attempts partitions, N details, expected accuracy, summary counts")
+            print(
+                "\nsanity checks passed: runs launched without failure, the re-run launched none, N materialized "
+                "attempts partitions, N details, expected accuracy, summary counts"
+            )
     return report_problems(problems)
 
 

@@ -71,9 +71,12 @@ class Repetition:
 
     def to_json(self) -> dict[str, Any]:
         # The commands' stdout is left out: 18 tasks' summaries, twice, five times, say nothing measured.
-        return {name: None if (run := self.phase(name)) is None else
-                {key: value for key, value in asdict(run).items() if key != "stdout"}
-                for name in PHASES} | {"workdir": self.workdir, "problems": self.problems}
+        return {
+            name: None
+            if (run := self.phase(name)) is None
+            else {key: value for key, value in asdict(run).items() if key != "stdout"}
+            for name in PHASES
+        } | {"workdir": self.workdir, "problems": self.problems}
 
 
 def check_results(results: Path) -> list[str]:
@@ -85,8 +88,10 @@ def check_results(results: Path) -> list[str]:
     rows = metrics.loc[metrics["metric"] == "accuracy"]
     accuracy, totals = rows["value"].tolist(), rows["total"].tolist()
     if accuracy != [EXPECTED_ACCURACY["oracle"]] or totals != [EXPECTED_TASKS]:
-        return [f"the metrics parquet says accuracy {accuracy} over {totals} tasks, "
-                f"expected [{EXPECTED_ACCURACY['oracle']}] over [{EXPECTED_TASKS}]"]
+        return [
+            f"the metrics parquet says accuracy {accuracy} over {totals} tasks, "
+            f"expected [{EXPECTED_ACCURACY['oracle']}] over [{EXPECTED_TASKS}]"
+        ]
     return []
 
 
@@ -101,10 +106,13 @@ def repeat_once(parent: Path, index: int) -> Repetition:
         return rep
     rep.rerun = measure_tree(command, env, workdir)
     if rep.rerun.error or rep.rerun.returncode != 0:
-        rep.problems.append(rep.rerun.error or f"the re-run exited with {rep.rerun.returncode}: "
-                                               f"{rep.rerun.stdout[-500:]}")
+        rep.problems.append(
+            rep.rerun.error or f"the re-run exited with {rep.rerun.returncode}: {rep.rerun.stdout[-500:]}"
+        )
     elif NOTHING_TO_RUN not in rep.rerun.stdout:
-        rep.problems.append(f"the re-run does not say {NOTHING_TO_RUN!r}, so it launched runs: {rep.rerun.stdout[-500:]}")
+        rep.problems.append(
+            f"the re-run does not say {NOTHING_TO_RUN!r}, so it launched runs: {rep.rerun.stdout[-500:]}"
+        )
     return rep
 
 
@@ -114,15 +122,21 @@ def medians(reps: list[Repetition]) -> dict[str, dict[str, float]]:
     for name in PHASES:
         runs = [run for rep in reps if not rep.problems and (run := rep.phase(name)) is not None]
         if runs:
-            result[name] = {key: statistics.median(getattr(run, key) for run in runs)
-                            for key in ("tree_seconds", "seconds", "cpu_seconds", "peak_rss_mb")}
+            result[name] = {
+                key: statistics.median(getattr(run, key) for run in runs)
+                for key in ("tree_seconds", "seconds", "cpu_seconds", "peak_rss_mb")
+            }
     return result
 
 
 def goal_report(median: dict[str, dict[str, float]]) -> dict[str, Any]:
-    return {f"median {name} s": goal(median[name]["tree_seconds"], f"< {limit:g}", median[name]["tree_seconds"] < limit,
-                                      EXPECTED_TASKS)
-            for name, limit in TARGET_SECONDS.items() if name in median}
+    return {
+        f"median {name} s": goal(
+            median[name]["tree_seconds"], f"< {limit:g}", median[name]["tree_seconds"] < limit, EXPECTED_TASKS
+        )
+        for name, limit in TARGET_SECONDS.items()
+        if name in median
+    }
 
 
 def render(reps: list[Repetition], median: dict[str, dict[str, float]]) -> str:
@@ -130,8 +144,10 @@ def render(reps: list[Repetition], median: dict[str, dict[str, float]]) -> str:
     lines = [header, "-" * len(header)]
 
     def row(label: str, name: str, figures: dict[str, float]) -> str:
-        return (f"{label:<8} {name:<6} {figures['tree_seconds']:>8.3f} {figures['seconds']:>8.3f} "
-                f"{figures['cpu_seconds']:>8.3f} {figures['peak_rss_mb']:>12.1f}")
+        return (
+            f"{label:<8} {name:<6} {figures['tree_seconds']:>8.3f} {figures['seconds']:>8.3f} "
+            f"{figures['cpu_seconds']:>8.3f} {figures['peak_rss_mb']:>12.1f}"
+        )
 
     for i, rep in enumerate(reps, 1):
         for name in PHASES:
@@ -170,20 +186,35 @@ def main(argv: list[str] | None = None) -> int:
     goals = goal_report(median)
 
     if args.json:
-        print(json.dumps({"command": command, "repeat": args.repeat, "repetitions": [rep.to_json() for rep in reps],
-                          "median": median, "goals": goals, "problems": problems}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "command": command,
+                    "repeat": args.repeat,
+                    "repetitions": [rep.to_json() for rep in reps],
+                    "median": median,
+                    "goals": goals,
+                    "problems": problems,
+                },
+                indent=2,
+            )
+        )
     else:
         print(f"command: {command}")
-        print(f"`agentcompass run` (the embedded demo sweep, {EXPECTED_TASKS} tasks) and its no-op re-run, "
-              f"{args.repeat} times in a fresh directory and SQLite DAGSTER_HOME; whole process trees "
-              f"(tree s: until the last process was reaped; CLI s: until the CLI exited)\n")
+        print(
+            f"`agentcompass run` (the embedded demo sweep, {EXPECTED_TASKS} tasks) and its no-op re-run, "
+            f"{args.repeat} times in a fresh directory and SQLite DAGSTER_HOME; whole process trees "
+            f"(tree s: until the last process was reaped; CLI s: until the CLI exited)\n"
+        )
         print(render(reps, median))
         if goals:
             print("\ngoals (informational):")
             print(render_targets(goals))
         if not problems:
-            print("\nsanity checks passed: exit 0 twice, the re-run launched nothing, accuracy 1.0 over 18 tasks "
-                  "in the metrics parquet")
+            print(
+                "\nsanity checks passed: exit 0 twice, the re-run launched nothing, accuracy 1.0 over 18 tasks "
+                "in the metrics parquet"
+            )
     return report_problems(problems)
 
 

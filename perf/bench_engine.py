@@ -109,8 +109,12 @@ def check_checkpoints(run_dir: Path, k: int) -> list[str]:
         example = example or path
     if example is None:
         return []
-    return [(f"{FINISHED_ATTEMPTS_DIR}/ still holds {files} files and {directories} directories, "
-             f"e.g. {example.relative_to(run_dir)}")]
+    return [
+        (
+            f"{FINISHED_ATTEMPTS_DIR}/ still holds {files} files and {directories} directories, "
+            f"e.g. {example.relative_to(run_dir)}"
+        )
+    ]
 
 
 def measure_child(k: int, n: int, concurrency: int, harness: str, results_dir: Path) -> Measurement:
@@ -130,15 +134,27 @@ def measure_all(ks: list[int], sizes: list[int], concurrency: int, harness: str,
     for k in ks:
         for n in sizes:
             results_dir = Path(tempfile.mkdtemp(prefix=f"bench-k{k}-n{n}-", dir=parent))
-            args = ["--child", str(k), "--n", str(n), "--concurrency", str(concurrency), "--harness", harness,
-                    "--results-dir", str(results_dir)]
+            args = [
+                "--child",
+                str(k),
+                "--n",
+                str(n),
+                "--concurrency",
+                str(concurrency),
+                "--harness",
+                harness,
+                "--results-dir",
+                str(results_dir),
+            ]
             measurements.append(add_floor(run_child(__file__, args, n, PHASE, k), concurrency))
     return measurements
 
 
 def render_table(measurements: list[Measurement]) -> str:
-    header = (f"{'k':>3} {'N':>7} {'seconds':>9} {'tasks/s':>9} {'attempts/s':>11} {'ms/task':>9} "
-              f"{'CPU ms/task':>12} {'peak RSS MB':>12}")
+    header = (
+        f"{'k':>3} {'N':>7} {'seconds':>9} {'tasks/s':>9} {'attempts/s':>11} {'ms/task':>9} "
+        f"{'CPU ms/task':>12} {'peak RSS MB':>12}"
+    )
     rows = [
         f"{m.k:>3} {m.n:>7} {m.seconds:>9.3f} {m.tasks_per_s:>9.1f} {m.attempts_per_s:>11.1f} "
         f"{m.ms_per_task:>9.3f} {m.cpu_ms_per_task:>12.3f} {m.peak_rss_mb:>12.1f}"
@@ -174,31 +190,42 @@ def main(argv: list[str] | None = None) -> int:
     targets = {k: target_report([m for m in measurements if m.k == k], args.n) for k in ks}
 
     if args.json:
-        print(json.dumps({
-            "command": command,
-            "k": ks,
-            "n": args.n,
-            "concurrency": args.concurrency,
-            "harness": args.harness,
-            "measurements": [m.to_json() for m in measurements],
-            "targets": {f"k={k}": report for k, report in targets.items()},
-            "problems": problems,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "command": command,
+                    "k": ks,
+                    "n": args.n,
+                    "concurrency": args.concurrency,
+                    "harness": args.harness,
+                    "measurements": [m.to_json() for m in measurements],
+                    "targets": {f"k={k}": report for k, report in targets.items()},
+                    "problems": problems,
+                },
+                indent=2,
+            )
+        )
     else:
         print(f"command: {command}")
-        print(f"synthetic benchmark, harness={args.harness}, environment=local, strategy=avg, "
-              f"concurrency={args.concurrency}\n")
+        print(
+            f"synthetic benchmark, harness={args.harness}, environment=local, strategy=avg, "
+            f"concurrency={args.concurrency}\n"
+        )
         print(render_table(measurements))
-        print(f"\ndurable-write floor: {args.concurrency} threads, per task a temp file, fsync, rename, fsync of "
-              "the directory\n")
+        print(
+            f"\ndurable-write floor: {args.concurrency} threads, per task a temp file, fsync, rename, fsync of "
+            "the directory\n"
+        )
         print(render_floors(measurements))
         for k, report in targets.items():
             if report:
                 print(f"\ndesign targets at N={args.n}, k={k} (informational):")
                 print(render_targets(report))
         if not problems:
-            print("\nsanity checks passed: completed, accuracy, N details of k attempts each, summary counts, "
-                  "pass@j, no leftover finished-attempt records, N floor files")
+            print(
+                "\nsanity checks passed: completed, accuracy, N details of k attempts each, summary counts, "
+                "pass@j, no leftover finished-attempt records, N floor files"
+            )
     return report_problems(problems)
 
 

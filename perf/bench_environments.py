@@ -55,7 +55,13 @@ from _bench import check_run_dir, report_problems, results_root, run_request
 from agentcompass_dagster.declarations import registry
 from agentcompass_dagster.plugins.benchmarks.demo import DemoBenchmark
 from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
-from agentcompass_dagster.contracts.request import ExecutionConfig, LimitsConfig, NetworkConfig, OutputConfig, EvalRequest
+from agentcompass_dagster.contracts.request import (
+    ExecutionConfig,
+    LimitsConfig,
+    NetworkConfig,
+    OutputConfig,
+    EvalRequest,
+)
 from agentcompass_dagster.contracts.environment import Environment
 from agentcompass_dagster.plugins.environments.hostdir import HostDirSession
 from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
@@ -135,9 +141,17 @@ def skip_reason(name: str) -> str:
 
 
 def make_plan(config: EnvironmentConfig, policy: NetworkPolicy) -> ExecutionPlan:
-    return ExecutionPlan(task_id=TASK.id, attempt=1, benchmark_id="none", harness_id="none", environment_id=config.id,
-                         model_id="none", baseline_network_policy=policy, run_network_policy=policy,
-                         evaluation_network_policy=policy)
+    return ExecutionPlan(
+        task_id=TASK.id,
+        attempt=1,
+        benchmark_id="none",
+        harness_id="none",
+        environment_id=config.id,
+        model_id="none",
+        baseline_network_policy=policy,
+        run_network_policy=policy,
+        evaluation_network_policy=policy,
+    )
 
 
 def leftovers(environment: Environment, roots: list[Path]) -> list[str]:
@@ -172,10 +186,12 @@ async def measure_open_close(environment: Environment, plan: ExecutionPlan, n: i
         if isinstance(session, HostDirSession):
             roots.append(session.root)
     first = 1000.0 * (opens.pop(0) + closes.pop(0))
-    values = {"first_open_close_ms": first,
-              **summarize("open_close", [o + c for o, c in zip(opens, closes, strict=True)]),
-              "open_median_ms": 1000.0 * statistics.median(opens),
-              "close_median_ms": 1000.0 * statistics.median(closes)}
+    values = {
+        "first_open_close_ms": first,
+        **summarize("open_close", [o + c for o, c in zip(opens, closes, strict=True)]),
+        "open_median_ms": 1000.0 * statistics.median(opens),
+        "close_median_ms": 1000.0 * statistics.median(closes),
+    }
     return values, leftovers(environment, roots)
 
 
@@ -223,8 +239,10 @@ def run_demo(config: EnvironmentConfig, policy: NetworkPolicy, results_dir: Path
         model=ModelConfig(id="none"),
         harness=HarnessConfig(id=HARNESS),
         environment=config,
-        execution=ExecutionConfig(network=NetworkConfig(baseline=policy, run=policy, evaluation=policy),
-                                  limits=LimitsConfig(task_concurrency=DEMO_CONCURRENCY)),
+        execution=ExecutionConfig(
+            network=NetworkConfig(baseline=policy, run=policy, evaluation=policy),
+            limits=LimitsConfig(task_concurrency=DEMO_CONCURRENCY),
+        ),
         output=OutputConfig(results_dir=results_dir),
     )
     run = run_request(request)
@@ -291,8 +309,11 @@ def render_table(results: list[EnvironmentResult]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100, help="timed repetitions of each operation (default 100)")
-    parser.add_argument("--only", default=",".join(ENVIRONMENTS),
-                        help=f"comma-separated environments to measure (default {','.join(ENVIRONMENTS)})")
+    parser.add_argument(
+        "--only",
+        default=",".join(ENVIRONMENTS),
+        help=f"comma-separated environments to measure (default {','.join(ENVIRONMENTS)})",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
     if args.n < 1:
@@ -312,25 +333,34 @@ def main(argv: list[str] | None = None) -> int:
     problems = [f"{r.name}: {problem}" for r in results for problem in r.problems]
 
     if args.json:
-        print(json.dumps({
-            "command": command,
-            "n": args.n,
-            "docker_host": os.environ.get("DOCKER_HOST"),
-            "environments": [asdict(r) for r in results],
-            "problems": problems,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "command": command,
+                    "n": args.n,
+                    "docker_host": os.environ.get("DOCKER_HOST"),
+                    "environments": [asdict(r) for r in results],
+                    "problems": problems,
+                },
+                indent=2,
+            )
+        )
     else:
         print(f"command: {command}")
-        print(f"median/p90 of --n={args.n} sequential operations; demo benchmark, harness={HARNESS}, "
-              f"network: local host, sandbox and docker none\n")
+        print(
+            f"median/p90 of --n={args.n} sequential operations; demo benchmark, harness={HARNESS}, "
+            f"network: local host, sandbox and docker none\n"
+        )
         if any(not r.skipped for r in results):
             print(render_table(results))
         for r in results:
             if r.skipped:
                 print(f"\n{r.name}: skipped: {r.skipped}")
         if not problems:
-            print("\nsanity checks passed: every command exited 0, every file read back as written, nothing left "
-                  "behind by closed sessions, demo sweep accuracy 1.0 with one detail per task")
+            print(
+                "\nsanity checks passed: every command exited 0, every file read back as written, nothing left "
+                "behind by closed sessions, demo sweep accuracy 1.0 with one detail per task"
+            )
     return report_problems(problems)
 
 

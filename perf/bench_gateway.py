@@ -45,11 +45,17 @@ from agentcompass_dagster.gateway.server import ModelGateway  # noqa: E402
 TARGET_MS_PER_CALL = 2.0
 TARGET_RUN_MB = 50.0
 WARM_UP = 50
-PATHS: dict[Api, str] = {"chat_completions": "/v1/chat/completions", "responses": "/v1/responses",
-                         "anthropic_messages": "/v1/messages"}
-TURN = ModelTurn(content="Let me look at the files first.",
-                 tool_calls=[ToolCall(id="call_1", name="bash", arguments='{"command": "ls -la /work"}')],
-                 usage={"prompt_tokens": 812, "completion_tokens": 23}, model_id="bench-model")
+PATHS: dict[Api, str] = {
+    "chat_completions": "/v1/chat/completions",
+    "responses": "/v1/responses",
+    "anthropic_messages": "/v1/messages",
+}
+TURN = ModelTurn(
+    content="Let me look at the files first.",
+    tool_calls=[ToolCall(id="call_1", name="bash", arguments='{"command": "ls -la /work"}')],
+    usage={"prompt_tokens": 812, "completion_tokens": 23},
+    model_id="bench-model",
+)
 PARAMETERS = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 INSTRUCTIONS = "You are a careful engineer. Use the bash tool to inspect the repository. " * 8
 QUESTION = "Count the lines that mention ERROR in /work/app.log and answer with the number. " * 4
@@ -58,17 +64,29 @@ QUESTION = "Count the lines that mention ERROR in /work/app.log and answer with 
 def request_body(api: Api, stream: bool) -> bytes:
     """A first request of an agent with one tool, as each API family's SDK sends it."""
     if api == "chat_completions":
-        body: dict[str, Any] = {"model": "m", "messages": [{"role": "system", "content": INSTRUCTIONS},
-                                                           {"role": "user", "content": QUESTION}],
-                                "tools": [{"type": "function", "function": {"name": "bash", "description": "run",
-                                                                            "parameters": PARAMETERS}}]}
+        body: dict[str, Any] = {
+            "model": "m",
+            "messages": [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": QUESTION}],
+            "tools": [
+                {"type": "function", "function": {"name": "bash", "description": "run", "parameters": PARAMETERS}}
+            ],
+        }
     elif api == "responses":
-        body = {"model": "m", "instructions": INSTRUCTIONS, "input": QUESTION, "store": False,
-                "tools": [{"type": "function", "name": "bash", "description": "run", "parameters": PARAMETERS}]}
+        body = {
+            "model": "m",
+            "instructions": INSTRUCTIONS,
+            "input": QUESTION,
+            "store": False,
+            "tools": [{"type": "function", "name": "bash", "description": "run", "parameters": PARAMETERS}],
+        }
     else:
-        body = {"model": "m", "max_tokens": 4096, "system": INSTRUCTIONS,
-                "messages": [{"role": "user", "content": QUESTION}],
-                "tools": [{"name": "bash", "description": "run", "input_schema": PARAMETERS}]}
+        body = {
+            "model": "m",
+            "max_tokens": 4096,
+            "system": INSTRUCTIONS,
+            "messages": [{"role": "user", "content": QUESTION}],
+            "tools": [{"name": "bash", "description": "run", "input_schema": PARAMETERS}],
+        }
     return json.dumps({**body, "stream": stream}).encode()
 
 
@@ -108,8 +126,10 @@ async def measure(n: int) -> dict[str, Any]:
             for api, path in PATHS.items():
                 for stream in (False, True):
                     body = request_body(api, stream)
-                    request = (f"POST {path} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {token}\r\n"
-                               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+                    request = (
+                        f"POST {path} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {token}\r\n"
+                        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                    ).encode() + body
                     answer.seconds = 0.0
                     started = time.perf_counter()
                     for _ in range(count):
@@ -136,18 +156,26 @@ async def through_forwarder(gateway: ModelGateway, token: str, n: int) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-fw-") as directory:
         port_file = Path(directory) / "port"
         forwarder = await asyncio.create_subprocess_exec(
-            sys.executable, str(Path(server.__file__).with_name("forward.py")), str(gateway.socket_path), "0",
-            str(port_file))
+            sys.executable,
+            str(Path(server.__file__).with_name("forward.py")),
+            str(gateway.socket_path),
+            "0",
+            str(port_file),
+        )
         try:
             while not port_file.exists() or not port_file.read_text().endswith("\n"):
                 await asyncio.sleep(0.01)
             port = int(port_file.read_text())
             body = request_body("chat_completions", False)
-            request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {token}\r\n"
-                       f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+            request = (
+                f"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode() + body
             timings = []
-            for opened in (asyncio.open_unix_connection(str(gateway.socket_path)),
-                           asyncio.open_connection("127.0.0.1", port)):
+            for opened in (
+                asyncio.open_unix_connection(str(gateway.socket_path)),
+                asyncio.open_connection("127.0.0.1", port),
+            ):
                 reader, writer = await opened
                 for _ in range(WARM_UP):
                     await exchange(reader, writer, request)
@@ -172,13 +200,16 @@ def main_bench(argv: list[str] | None = None) -> dict[str, Any]:
     if args.json:
         print(json.dumps(result))
         return result
-    print(f"gateway cost per call over {args.n} calls each (Answer's time taken off; target <= "
-          f"{TARGET_MS_PER_CALL} ms):")
+    print(
+        f"gateway cost per call over {args.n} calls each (Answer's time taken off; target <= {TARGET_MS_PER_CALL} ms):"
+    )
     for mode, ms in result["ms_per_call"].items():
         print(f"  {mode:28} {ms:7.3f} ms/call")
-    print(f"RSS: {result['rss_before_imports_mb']} MB before the imports, {result['rss_after_start_mb']} MB after "
-          f"them and the start, {result['rss_after_warm_up_mb']} MB after warm-up; grew {result['rss_growth_mb']} MB "
-          f"over {6 * args.n} calls; a run pays {result['rss_run_mb']} MB (target <= {TARGET_RUN_MB} MB per run)")
+    print(
+        f"RSS: {result['rss_before_imports_mb']} MB before the imports, {result['rss_after_start_mb']} MB after "
+        f"them and the start, {result['rss_after_warm_up_mb']} MB after warm-up; grew {result['rss_growth_mb']} MB "
+        f"over {6 * args.n} calls; a run pays {result['rss_run_mb']} MB (target <= {TARGET_RUN_MB} MB per run)"
+    )
     print(f"the environment's forwarder (forward.py) adds {result['forwarder_ms_per_call']} ms per call")
     return result
 

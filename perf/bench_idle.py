@@ -69,9 +69,10 @@ def sensors_and_ticks(home: Path, since: float) -> dict[str, int]:
     import dagster as dg
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        return {state.instigator_name: len(instance.get_ticks(state.instigator_origin_id, state.selector_id,
-                                                              after=since))
-                for state in instance.all_instigator_state()}
+        return {
+            state.instigator_name: len(instance.get_ticks(state.instigator_origin_id, state.selector_id, after=since))
+            for state in instance.all_instigator_state()
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,15 +97,24 @@ def main(argv: list[str] | None = None) -> int:
     repository = sweep_files_definitions(sweeps, None).get_repository_def()
     log_path = work / "daemon.log"
     with log_path.open("wb") as log:
-        daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
-                                  stdout=log, stderr=log, start_new_session=True)
+        daemon = subprocess.Popen(
+            [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
     try:
         since = 0.0
         time.sleep(args.warmup)
         if daemon.poll() is not None:
             print(f"the daemon exited with {daemon.returncode}; see {log_path}", file=sys.stderr)
             return 1
-        cpu, size, started, since = session_cpu_seconds(daemon.pid), log_path.stat().st_size, time.monotonic(), time.time()
+        cpu, size, started, since = (
+            session_cpu_seconds(daemon.pid),
+            log_path.stat().st_size,
+            time.monotonic(),
+            time.time(),
+        )
         time.sleep(args.seconds)
         cpu, size = session_cpu_seconds(daemon.pid) - cpu, log_path.stat().st_size - size
         wall = time.monotonic() - started
@@ -114,13 +124,23 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     cores = cpu / wall
-    result = {"sweeps": args.sweeps, "sensors": len(repository.sensor_defs), "schedules": len(repository.schedule_defs),
-              "window_s": round(wall, 1), "cpu_s": round(cpu, 2), "cores": round(cores, 4),
-              "daemon_log_bytes": size, "daemon_log_bytes_per_min": round(size * 60 / wall),
-              "ticks_in_window": ticks, "work_dir": str(work) if args.keep else None}
+    result = {
+        "sweeps": args.sweeps,
+        "sensors": len(repository.sensor_defs),
+        "schedules": len(repository.schedule_defs),
+        "window_s": round(wall, 1),
+        "cpu_s": round(cpu, 2),
+        "cores": round(cores, 4),
+        "daemon_log_bytes": size,
+        "daemon_log_bytes_per_min": round(size * 60 / wall),
+        "ticks_in_window": ticks,
+        "work_dir": str(work) if args.keep else None,
+    }
     print(json.dumps(result, indent=2))
-    print(f"{cores:.3f} cores idle with {args.sweeps} sweeps ({result['sensors']} sensors): "
-          f"goal <= {GOAL_CORES} {'met' if cores <= GOAL_CORES else 'NOT met'}")
+    print(
+        f"{cores:.3f} cores idle with {args.sweeps} sweeps ({result['sensors']} sensors): "
+        f"goal <= {GOAL_CORES} {'met' if cores <= GOAL_CORES else 'NOT met'}"
+    )
     return 0
 
 

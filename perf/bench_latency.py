@@ -181,8 +181,11 @@ class Endpoint:
     """``_latency_endpoint.py`` in a process of its own, started by this one (and ended by ``close``)."""
 
     def __init__(self, latency: float, calls: int) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(ENDPOINT_CHILD), "--latency", str(latency),
-                                      "--calls", str(calls)], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ENDPOINT_CHILD), "--latency", str(latency), "--calls", str(calls)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # {"port": PORT}, once it listens
         if not line:
@@ -210,8 +213,13 @@ def endpoint_process(latency: float, calls: int) -> Iterator[Endpoint]:
 
 
 def model_declaration(endpoint: Endpoint) -> dict[str, Any]:
-    return {"id": MODEL_ID, "provider": "openai_compat", "model": SERVED_MODEL, "base_url": endpoint.base_url,
-            "api_key_env": KEY_ENV}
+    return {
+        "id": MODEL_ID,
+        "provider": "openai_compat",
+        "model": SERVED_MODEL,
+        "base_url": endpoint.base_url,
+        "api_key_env": KEY_ENV,
+    }
 
 
 def echo_baseline_ms() -> float:
@@ -228,23 +236,46 @@ def measured_side(name: str, point: Point, tree: TreeRun, endpoint: Endpoint) ->
     """A Side from its process tree and the endpoint's counters since the side started; checked that
     the command exited 0 and that the endpoint answered N x calls completions and refused none."""
     stats = endpoint.stats()
-    side = Side(name, point.n, point.concurrency, tree.tree_seconds, tree.cpu_seconds, tree.peak_rss_mb,
-                completions=stats["completions"], max_in_flight=stats["max_in_flight"],
-                endpoint_extra_ms=stats["max_extra_ms"])
+    side = Side(
+        name,
+        point.n,
+        point.concurrency,
+        tree.tree_seconds,
+        tree.cpu_seconds,
+        tree.peak_rss_mb,
+        completions=stats["completions"],
+        max_in_flight=stats["max_in_flight"],
+        endpoint_extra_ms=stats["max_extra_ms"],
+    )
     if tree.error or tree.returncode != 0:
         side.problems.append(tree.error or f"exited with {tree.returncode}: {tree.stdout[-1000:]}")
     expected = point.n * point.calls
     if stats["completions"] != expected or stats["refused"]:
-        side.problems.append(f"the endpoint answered {stats['completions']} chat completions and refused "
-                             f"{stats['refused']}, expected {expected} and none")
+        side.problems.append(
+            f"the endpoint answered {stats['completions']} chat completions and refused "
+            f"{stats['refused']}, expected {expected} and none"
+        )
     return side
 
 
 def measure_inspect(inspect: Inspect, point: Point, endpoint: Endpoint, parent: Path) -> Side:
     log_dir = Path(tempfile.mkdtemp(prefix=f"inspect-n{point.n}-c{point.concurrency}-", dir=parent))
-    command = [str(inspect.python), str(INSPECT_CHILD), "--n", str(point.n), "--calls", str(point.calls),
-               "--concurrency", str(point.concurrency), "--base-url", endpoint.base_url, "--model", SERVED_MODEL,
-               "--log-dir", str(log_dir)]
+    command = [
+        str(inspect.python),
+        str(INSPECT_CHILD),
+        "--n",
+        str(point.n),
+        "--calls",
+        str(point.calls),
+        "--concurrency",
+        str(point.concurrency),
+        "--base-url",
+        endpoint.base_url,
+        "--model",
+        SERVED_MODEL,
+        "--log-dir",
+        str(log_dir),
+    ]
     endpoint.stats()
     tree = measure_tree(command, {**os.environ, "OPENAI_API_KEY": DUMMY_KEY})
     side = measured_side("inspect", point, tree, endpoint)
@@ -259,8 +290,9 @@ def measure_ours(name: str, point: Point, endpoint: Endpoint, parent: Path) -> S
     """`agentcompass run SWEEP --direct` (name "direct") or `--fresh` through Dagster (name "dagster"), in a
     fresh directory and DAGSTER_HOME; then its run directory checked and its activity logs read."""
     workdir = Path(tempfile.mkdtemp(prefix=f"{name}-n{point.n}-c{point.concurrency}-", dir=parent))
-    sweep = write_sweep(point.n, point.concurrency, HARNESS, workdir, name=SWEEP_NAME,
-                        model=model_declaration(endpoint))
+    sweep = write_sweep(
+        point.n, point.concurrency, HARNESS, workdir, name=SWEEP_NAME, model=model_declaration(endpoint)
+    )
     command = [*agentcompass_command(), "run", str(sweep), "--direct" if name == "direct" else "--fresh"]
     env = {**dagster_env(workdir / DAGSTER_HOME_DIR), KEY_ENV: DUMMY_KEY}
     endpoint.stats()
@@ -288,8 +320,15 @@ def check_ours(run_dir: Path, info: dict[str, Any], n: int) -> list[str]:
     if (status := info.get("status")) != "completed":
         problems.append(f"{run_dir / RUN_INFO} says status {status}, expected completed")
     counts = json.loads((run_dir / SUMMARY_COUNTS).read_text())
-    return problems + check_run_dir(run_dir, n, HARNESS, reused=False, accuracy=counts["metrics"].get("accuracy"),
-                                    counts=counts, expected_accuracy=1.0)
+    return problems + check_run_dir(
+        run_dir,
+        n,
+        HARNESS,
+        reused=False,
+        accuracy=counts["metrics"].get("accuracy"),
+        counts=counts,
+        expected_accuracy=1.0,
+    )
 
 
 def call_figures(run_dir: Path, latency: float) -> tuple[dict[str, list[float]], list[str]]:
@@ -309,8 +348,9 @@ def call_figures(run_dir: Path, latency: float) -> tuple[dict[str, list[float]],
     return figures, problems
 
 
-def attempt_figures(records: list[ActivityRecord], attempt_s: float, latency: float,
-                    figures: dict[str, list[float]]) -> None:
+def attempt_figures(
+    records: list[ActivityRecord], attempt_s: float, latency: float, figures: dict[str, list[float]]
+) -> None:
     """One attempt's model calls, commands and rest, appended to ``figures`` (ms). Spans are measured on
     the records' ``elapsed_s``, the attempt's monotonic clock."""
     previous: float | None = None  # the previous step's completion, the session's start before the first
@@ -345,16 +385,22 @@ def summary(values: list[float]) -> dict[str, float | None]:
 
 
 def render_point(point: Point, sides: list[Side]) -> str:
-    lines = [f"{point.label}: latency {point.latency:g} s, {point.calls} calls per task, ideal wall "
-             f"{point.ideal_seconds:.3f} s (ceil(N/C) x calls x latency)"]
-    header = (f"  {'side':<8} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} {'wall/ideal':>11} {'run s':>9} "
-              f"{'completions':>12} {'max in flight':>14} {'endpoint late ms':>17}")
+    lines = [
+        f"{point.label}: latency {point.latency:g} s, {point.calls} calls per task, ideal wall "
+        f"{point.ideal_seconds:.3f} s (ceil(N/C) x calls x latency)"
+    ]
+    header = (
+        f"  {'side':<8} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} {'wall/ideal':>11} {'run s':>9} "
+        f"{'completions':>12} {'max in flight':>14} {'endpoint late ms':>17}"
+    )
     lines += [header, "  " + "-" * (len(header) - 2)]
     for side in sides:
         run_s = "-" if side.run_seconds is None else f"{side.run_seconds:.3f}"
-        lines.append(f"  {side.side:<8} {side.seconds:>8.3f} {side.cpu_seconds:>8.3f} {side.peak_rss_mb:>12.1f} "
-                     f"{side.over_ideal(point):>10.3f}x {run_s:>9} {side.completions:>12} {side.max_in_flight:>14} "
-                     f"{side.endpoint_extra_ms:>17.1f}")
+        lines.append(
+            f"  {side.side:<8} {side.seconds:>8.3f} {side.cpu_seconds:>8.3f} {side.peak_rss_mb:>12.1f} "
+            f"{side.over_ideal(point):>10.3f}x {run_s:>9} {side.completions:>12} {side.max_in_flight:>14} "
+            f"{side.endpoint_extra_ms:>17.1f}"
+        )
     timed = [side for side in sides if side.calls]
     if timed:
         lines.append("  per call, ms (median / p90), from the activity logs:")
@@ -375,17 +421,27 @@ def goal_report(point: Point, sides: list[Side]) -> dict[str, Any]:
     named = {side.side: side for side in sides if not side.problems}
     inspect = named.get("inspect")
     report: dict[str, Any] = {}
-    wall_note = (None if point.concurrency in TARGET_WALL_CONCURRENCY else
-                 f"at C={point.concurrency}; the goal is at C={' and '.join(map(str, TARGET_WALL_CONCURRENCY))}")
+    wall_note = (
+        None
+        if point.concurrency in TARGET_WALL_CONCURRENCY
+        else f"at C={point.concurrency}; the goal is at C={' and '.join(map(str, TARGET_WALL_CONCURRENCY))}"
+    )
     if (direct := named.get("direct")) is not None:
         ratio = direct.over_ideal(point)
-        report["direct wall/ideal"] = noted(goal(ratio, f"<= {TARGET_DIRECT_OVER_IDEAL:g}",
-                                                 ratio <= TARGET_DIRECT_OVER_IDEAL, point.n), wall_note)
+        report["direct wall/ideal"] = noted(
+            goal(ratio, f"<= {TARGET_DIRECT_OVER_IDEAL:g}", ratio <= TARGET_DIRECT_OVER_IDEAL, point.n), wall_note
+        )
     if (dagster := named.get("dagster")) is not None:
         limit = TARGET_DAGSTER_OVER_IDEAL * point.ideal_seconds + TARGET_DAGSTER_EXTRA_S
-        report["dagster wall s"] = noted(goal(dagster.seconds, f"<= {limit:.3f} ({TARGET_DAGSTER_OVER_IDEAL:g}x "
-                                                               f"ideal + {TARGET_DAGSTER_EXTRA_S:g} s)",
-                                              dagster.seconds <= limit, point.n), wall_note)
+        report["dagster wall s"] = noted(
+            goal(
+                dagster.seconds,
+                f"<= {limit:.3f} ({TARGET_DAGSTER_OVER_IDEAL:g}x ideal + {TARGET_DAGSTER_EXTRA_S:g} s)",
+                dagster.seconds <= limit,
+                point.n,
+            ),
+            wall_note,
+        )
     for side in (direct, dagster):
         if side is None:
             continue
@@ -395,11 +451,14 @@ def goal_report(point: Point, sides: list[Side]) -> dict[str, Any]:
         factor = {1: 1.0, TARGET_CONTENDED_C: TARGET_CONTENDED_FACTOR}.get(point.concurrency)
         if factor is None:
             continue
-        for key, label, limit in (("model_overhead_ms", "model", TARGET_MODEL_OVERHEAD_MS),
-                                  ("tool_overhead_ms", "tool", TARGET_TOOL_OVERHEAD_MS)):
+        for key, label, limit in (
+            ("model_overhead_ms", "model", TARGET_MODEL_OVERHEAD_MS),
+            ("tool_overhead_ms", "tool", TARGET_TOOL_OVERHEAD_MS),
+        ):
             if (median := side.calls.get(key, {}).get("median")) is not None:
-                report[f"{side.side} {label} ms"] = goal(median, f"<= {factor * limit:g} (median overhead/call)",
-                                                         median <= factor * limit, point.n)
+                report[f"{side.side} {label} ms"] = goal(
+                    median, f"<= {factor * limit:g} (median overhead/call)", median <= factor * limit, point.n
+                )
     return report
 
 
@@ -407,15 +466,26 @@ def noted(row: dict[str, Any], note: str | None) -> dict[str, Any]:
     return {**row, "note": note} if note else row
 
 
-def render_text(command: str, inspect: Inspect | None, args: argparse.Namespace, baseline_ms: float,
-                rows: list[tuple[Point, list[Side]]], goals: dict[str, Any], passed: bool) -> str:
+def render_text(
+    command: str,
+    inspect: Inspect | None,
+    args: argparse.Namespace,
+    baseline_ms: float,
+    rows: list[tuple[Point, list[Side]]],
+    goals: dict[str, Any],
+    passed: bool,
+) -> str:
     """The whole report as text: what was run, each point's table, the goals, the sanity checks passed."""
-    lines = [f"command: {command}", *([describe(inspect)] if inspect is not None else []),
-             f"endpoint: {ENDPOINT_CHILD.name} in its own process, {args.latency:g} s per call, {args.calls} calls "
-             f"per conversation ({args.calls - 1} x bash {COMMAND!r}, then submit)",
-             f"{COMMAND!r} alone (bash -c from this process, median of {BASELINE_RUNS}): {baseline_ms:.1f} ms",
-             "wall, CPU and peak RSS: each side's whole process tree (imports and startup included); run s: "
-             "Inspect's eval() call, our run directory's run_info.json start to finish", ""]
+    lines = [
+        f"command: {command}",
+        *([describe(inspect)] if inspect is not None else []),
+        f"endpoint: {ENDPOINT_CHILD.name} in its own process, {args.latency:g} s per call, {args.calls} calls "
+        f"per conversation ({args.calls - 1} x bash {COMMAND!r}, then submit)",
+        f"{COMMAND!r} alone (bash -c from this process, median of {BASELINE_RUNS}): {baseline_ms:.1f} ms",
+        "wall, CPU and peak RSS: each side's whole process tree (imports and startup included); run s: "
+        "Inspect's eval() call, our run directory's run_info.json start to finish",
+        "",
+    ]
     lines += [render_point(point, sides) + "\n" for point, sides in rows]
     if goals:
         lines.append("goals (informational):")
@@ -425,8 +495,10 @@ def render_text(command: str, inspect: Inspect | None, args: argparse.Namespace,
         if "inspect" in args.sides:
             checks.append("Inspect's log success with N of N samples")
         if {"direct", "dagster"} & set(args.sides):
-            checks.append("our commands exit 0, one completed run directory each with N details, accuracy 1.0, "
-                          "N new tasks, no error, an activity log per attempt")
+            checks.append(
+                "our commands exit 0, one completed run directory each with N details, accuracy 1.0, "
+                "N new tasks, no error, an activity log per attempt"
+            )
         lines.append("\nsanity checks passed: " + "; ".join(checks))
     return "\n".join(lines)
 
@@ -434,19 +506,32 @@ def render_text(command: str, inspect: Inspect | None, args: argparse.Namespace,
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=64, help="tasks (default 64)")
-    parser.add_argument("--concurrency", type=int, default=16,
-                        help="our task_concurrency, Inspect's max_samples and max_connections (default 16)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=16,
+        help="our task_concurrency, Inspect's max_samples and max_connections (default 16)",
+    )
     parser.add_argument("--latency", type=float, default=0.5, help="seconds the endpoint takes per call (default 0.5)")
-    parser.add_argument("--calls", type=int, default=3,
-                        help="model calls per task: calls - 1 commands, then submit (default 3)")
-    parser.add_argument("--grid", action="store_true",
-                        help=f"instead of --n and --concurrency: {UNCONTENDED_N} tasks at C=1, then 64x16, 64x64, "
-                             f"256x64")
-    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
-                        help="which sides to measure (default all: inspect direct dagster)")
+    parser.add_argument(
+        "--calls", type=int, default=3, help="model calls per task: calls - 1 commands, then submit (default 3)"
+    )
+    parser.add_argument(
+        "--grid",
+        action="store_true",
+        help=f"instead of --n and --concurrency: {UNCONTENDED_N} tasks at C=1, then 64x16, 64x64, 256x64",
+    )
+    parser.add_argument(
+        "--sides",
+        nargs="+",
+        choices=SIDES,
+        default=list(SIDES),
+        help="which sides to measure (default all: inspect direct dagster)",
+    )
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help=f"Inspect AI's venv (default {DEFAULT_VENV})")
-    parser.add_argument("--results-dir", type=Path,
-                        help="keep run directories, instances and Inspect's logs below this directory")
+    parser.add_argument(
+        "--results-dir", type=Path, help="keep run directories, instances and Inspect's logs below this directory"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     args = parser.parse_args(argv)
     if args.n < 1 or args.concurrency < 1 or args.calls < 1 or args.latency < 0:
@@ -461,33 +546,49 @@ def main(argv: list[str] | None = None) -> int:
     points = [Point(n, c, args.latency, args.calls) for n, c in (GRID if args.grid else [(args.n, args.concurrency)])]
     baseline_ms = echo_baseline_ms()
     # The same SDK on both sides: Inspect's openai provider gets the version our openai_compat model uses.
-    inspect = (ensure_inspect(args.venv, {"openai": importlib.metadata.version("openai")})
-               if "inspect" in args.sides else None)
+    inspect = (
+        ensure_inspect(args.venv, {"openai": importlib.metadata.version("openai")}) if "inspect" in args.sides else None
+    )
     rows: list[tuple[Point, list[Side]]] = []
-    with results_root(args.results_dir, "bench-latency-") as parent, \
-            endpoint_process(args.latency, args.calls) as endpoint:
+    with (
+        results_root(args.results_dir, "bench-latency-") as parent,
+        endpoint_process(args.latency, args.calls) as endpoint,
+    ):
         for point in points:
             sides = []
             if inspect is not None:
                 sides.append(measure_inspect(inspect, point, endpoint, parent))
-            sides += [measure_ours(name, point, endpoint, parent) for name in ("direct", "dagster")
-                      if name in args.sides]
+            sides += [
+                measure_ours(name, point, endpoint, parent) for name in ("direct", "dagster") if name in args.sides
+            ]
             rows.append((point, sides))
     problems = [f"{point.label} {side.side}: {p}" for point, sides in rows for side in sides for p in side.problems]
     goals = {point.label: report for point, sides in rows if (report := goal_report(point, sides))}
 
     if args.json:
-        print(json.dumps({
-            "command": command,
-            "inspect": None if inspect is None else {"version": inspect.version, "how": inspect.how},
-            "latency": args.latency,
-            "calls": args.calls,
-            "echo_baseline_ms": round(baseline_ms, 3),
-            "points": [{"n": point.n, "concurrency": point.concurrency, "ideal_seconds": round(point.ideal_seconds, 6),
-                        "sides": [side.to_json(point) for side in sides]} for point, sides in rows],
-            "goals": goals,
-            "problems": problems,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "command": command,
+                    "inspect": None if inspect is None else {"version": inspect.version, "how": inspect.how},
+                    "latency": args.latency,
+                    "calls": args.calls,
+                    "echo_baseline_ms": round(baseline_ms, 3),
+                    "points": [
+                        {
+                            "n": point.n,
+                            "concurrency": point.concurrency,
+                            "ideal_seconds": round(point.ideal_seconds, 6),
+                            "sides": [side.to_json(point) for side in sides],
+                        }
+                        for point, sides in rows
+                    ],
+                    "goals": goals,
+                    "problems": problems,
+                },
+                indent=2,
+            )
+        )
     else:
         print(render_text(command, inspect, args, baseline_ms, rows, goals, passed=not problems))
     return report_problems(problems)

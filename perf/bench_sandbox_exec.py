@@ -22,7 +22,7 @@ class Unfiltered(SandboxSession):
     def bwrap(self, command: str, cwd: str, caller, fds: list[int]) -> list[str]:  # type: ignore[no-untyped-def]
         args = super().bwrap(command, cwd, caller, fds)
         at = args.index("--seccomp")
-        return args[:at] + args[at + 2:]
+        return args[:at] + args[at + 2 :]
 
 
 async def timings(session: SandboxSession, n: int) -> list[float]:
@@ -38,7 +38,9 @@ async def timings(session: SandboxSession, n: int) -> list[float]:
 async def main(n: int) -> None:
     os.environ.setdefault("AGENTCOMPASS_SANDBOX_ROOT", tempfile.mkdtemp(prefix="bench-sandbox-", dir="/var/tmp"))
     environment = SandboxEnvironment(EnvironmentConfig(id="sandbox", provider="sandbox"))
-    plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="sandbox", model_id="m")
+    plan = ExecutionPlan(
+        task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="sandbox", model_id="m"
+    )
     session = await environment.open(plan, TaskSpec(id="t", input="x"))
     assert isinstance(session, SandboxSession)
     results: dict[str, list[float]] = {"with seccomp": [], "without": []}

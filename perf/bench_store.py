@@ -67,8 +67,18 @@ REQUEST_NAME = "bench-store"
 
 
 def child_args(phase: str, n: int, concurrency: int, harness: str, results_dir: Path) -> list[str]:
-    return ["--child", phase, "--n", str(n), "--concurrency", str(concurrency), "--harness", harness,
-            "--results-dir", str(results_dir)]
+    return [
+        "--child",
+        phase,
+        "--n",
+        str(n),
+        "--concurrency",
+        str(concurrency),
+        "--harness",
+        harness,
+        "--results-dir",
+        str(results_dir),
+    ]
 
 
 def measure_all(sizes: list[int], concurrency: int, harness: str, results_parent: Path) -> list[Measurement]:
@@ -88,8 +98,9 @@ def measure_all(sizes: list[int], concurrency: int, harness: str, results_parent
 
 
 def render_table(measurements: list[Measurement]) -> str:
-    header = (f"{'N':>7}  {'phase':<6} {'seconds':>9} {'tasks/s':>10} {'ms/task':>9} {'CPU ms/task':>12} "
-              f"{'peak RSS MB':>12}")
+    header = (
+        f"{'N':>7}  {'phase':<6} {'seconds':>9} {'tasks/s':>10} {'ms/task':>9} {'CPU ms/task':>12} {'peak RSS MB':>12}"
+    )
     rows = [
         f"{m.n:>7}  {m.phase:<6} {m.seconds:>9.3f} {m.tasks_per_s:>10.1f} {m.ms_per_task:>9.3f} "
         f"{m.cpu_ms_per_task:>12.3f} {m.peak_rss_mb:>12.1f}"
@@ -110,8 +121,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
-        request = build_request(REQUEST_NAME, args.n, args.concurrency, args.harness, args.results_dir,
-                                reuse=args.child == "reuse")
+        request = build_request(
+            REQUEST_NAME, args.n, args.concurrency, args.harness, args.results_dir, reuse=args.child == "reuse"
+        )
         print(json.dumps(measure(request, args.child).to_json()))
         return 0
 
@@ -122,21 +134,28 @@ def main(argv: list[str] | None = None) -> int:
     targets = target_report(measurements, args.n)
 
     if args.json:
-        print(json.dumps({
-            "command": command,
-            "n": args.n,
-            "concurrency": args.concurrency,
-            "harness": args.harness,
-            "measurements": [m.to_json() for m in measurements],
-            "targets": targets,
-            "problems": problems,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "command": command,
+                    "n": args.n,
+                    "concurrency": args.concurrency,
+                    "harness": args.harness,
+                    "measurements": [m.to_json() for m in measurements],
+                    "targets": targets,
+                    "problems": problems,
+                },
+                indent=2,
+            )
+        )
     else:
         print(f"command: {command}")
         print(f"synthetic benchmark, harness={args.harness}, environment=local, concurrency={args.concurrency}\n")
         print(render_table(measurements))
-        print(f"\ndurable-write floor of each run: {args.concurrency} threads, per task a temp file, fsync, "
-              "rename, fsync of the directory\n")
+        print(
+            f"\ndurable-write floor of each run: {args.concurrency} threads, per task a temp file, fsync, "
+            "rename, fsync of the directory\n"
+        )
         print(render_floors(measurements))
         if targets:
             print("\ndesign targets (informational):")

@@ -30,25 +30,44 @@ from agentcompass_dagster.cli.main import main
 from agentcompass_dagster.reporting.trajectory import write_trajectory_pages
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 TARGET_S = 1.0
 
 
 def make_run(directory: Path, turns: int, kb: int) -> Path:
     """A finished run whose count-errors attempt ran ``turns`` commands of about ``kb`` KB of output each."""
     lines = kb * 1024 // 7  # seq prints 6-digit numbers and a newline
-    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": f"seq {100000 + i} {100000 + i + lines}"}}],
-               "content": f"turn {i}: looking further", "usage": {"prompt_tokens": 1000, "completion_tokens": 50}}
-              for i in range(turns)]
+    script = [
+        {
+            "tool_calls": [{"name": "bash", "arguments": {"command": f"seq {100000 + i} {100000 + i + lines}"}}],
+            "content": f"turn {i}: looking further",
+            "usage": {"prompt_tokens": 1000, "completion_tokens": 50},
+        }
+        for i in range(turns)
+    ]
     script.append({"tool_calls": [{"name": "submit", "arguments": {"answer": "done"}}]})
     sweep = directory / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({
-        "name": "bench", "benchmarks": [{"id": "demo", "tasks": ["count-errors"]}],
-        "models": [{"id": "scripted", "provider": "scripted", "params": {"turns": {"count-errors": script}}}],
-        "harness": {"id": "tool_agent"}, "environment": "local",
-        "execution": {"limits": {"max_turns": turns + 1}}, "output": {"results_dir": str(directory / "results")},
-    }))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "bench",
+                "benchmarks": [{"id": "demo", "tasks": ["count-errors"]}],
+                "models": [{"id": "scripted", "provider": "scripted", "params": {"turns": {"count-errors": script}}}],
+                "harness": {"id": "tool_agent"},
+                "environment": "local",
+                "execution": {"limits": {"max_turns": turns + 1}},
+                "output": {"results_dir": str(directory / "results")},
+            }
+        )
+    )
     main(["run", str(sweep), "--direct"])
     return next((directory / "results").rglob("run_info.json")).parent
 
@@ -90,7 +109,9 @@ def main_bench(argv: list[str] | None = None) -> dict[str, Any]:
             generation.append(time.perf_counter() - started)
         (page,) = pages.values()
         result: dict[str, Any] = {
-            "turns": args.turns, "output_mb": round(output_bytes / 1e6, 2), "generation_s": round(min(generation), 3),
+            "turns": args.turns,
+            "output_mb": round(output_bytes / 1e6, 2),
+            "generation_s": round(min(generation), 3),
             "page_kb": round(page.stat().st_size / 1024, 1),
             "full_output_files": sum(1 for _ in (page.parent / page.stem).iterdir()),
             **{name: round(value, 3) for name, value in browser_load(page, args.repeat).items()},
@@ -98,10 +119,12 @@ def main_bench(argv: list[str] | None = None) -> dict[str, Any]:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{result['turns']} turns, {result['output_mb']} MB of output: page written in {result['generation_s']} s "
-              f"({result['page_kb']} KB, {result['full_output_files']} full-output files); in Chromium "
-              f"DOMContentLoaded {result['dom_content_loaded_s']} s, load {result['load_s']} s "
-              f"({result['steps']} steps; target < {TARGET_S} s)")
+        print(
+            f"{result['turns']} turns, {result['output_mb']} MB of output: page written in {result['generation_s']} s "
+            f"({result['page_kb']} KB, {result['full_output_files']} full-output files); in Chromium "
+            f"DOMContentLoaded {result['dom_content_loaded_s']} s, load {result['load_s']} s "
+            f"({result['steps']} steps; target < {TARGET_S} s)"
+        )
     return result
 
 

@@ -58,8 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": str(args.workdir / "dagster_home")}
     log = (args.workdir / "ui.log").open("wb")
-    ui = subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", "ui", str(sweep), "--port", str(port)],
-                          cwd=args.workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", "ui", str(sweep), "--port", str(port)],
+        cwd=args.workdir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S

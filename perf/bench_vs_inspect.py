@@ -150,8 +150,11 @@ class Side:
         return None if self.instance_bytes is None else self.instance_bytes / self.n
 
     def to_json(self) -> dict[str, Any]:
-        derived = {"cpu_ms_per_task": self.cpu_ms_per_task, "process_cpu_ms_per_task": self.process_cpu_ms_per_task,
-                   "instance_bytes_per_task": self.instance_bytes_per_task}
+        derived = {
+            "cpu_ms_per_task": self.cpu_ms_per_task,
+            "process_cpu_ms_per_task": self.process_cpu_ms_per_task,
+            "instance_bytes_per_task": self.instance_bytes_per_task,
+        }
         return {**asdict(self), **{key: None if value is None else round(value, 4) for key, value in derived.items()}}
 
 
@@ -160,15 +163,23 @@ RATIOS = ("process_seconds", "process_cpu_seconds", "seconds", "cpu_seconds", "p
 
 def installed_version(python: Path, package: str = "inspect-ai") -> str | None:
     """The version of ``package`` installed for ``python``, None when there is none."""
-    proc = subprocess.run([str(python), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
-                          check=False, capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def pip_install(python: Path, spec: str, venv: Path) -> subprocess.CompletedProcess[str]:
     print(f"installing {spec} into {venv} ...", file=sys.stderr)
-    return subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", spec],
-                          check=False, capture_output=True, text=True)
+    return subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", spec],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
 
 
 def ensure_inspect(venv: Path, extras: dict[str, str] | None = None) -> Inspect:
@@ -181,8 +192,10 @@ def ensure_inspect(venv: Path, extras: dict[str, str] | None = None) -> Inspect:
             continue
         proc = pip_install(inspect.python, f"{package}=={version}", venv)
         if proc.returncode != 0:
-            raise SystemExit(f"could not install {package}=={version} beside Inspect AI: pip exited with "
-                             f"{proc.returncode}: {proc.stderr.strip()[-1000:]}")
+            raise SystemExit(
+                f"could not install {package}=={version} beside Inspect AI: pip exited with "
+                f"{proc.returncode}: {proc.stderr.strip()[-1000:]}"
+            )
         inspect.how += f", with {package}=={version} installed"
     return inspect
 
@@ -205,7 +218,9 @@ def find_or_install_inspect(venv: Path) -> Inspect:
 def describe(inspect: Inspect) -> str:
     if inspect.version == INSPECT_VERSION:
         return f"Inspect AI {inspect.version}, the pinned version ({inspect.how})"
-    return f"Inspect AI {inspect.version}, not the pinned {INSPECT_VERSION}, which could not be installed ({inspect.how})"
+    return (
+        f"Inspect AI {inspect.version}, not the pinned {INSPECT_VERSION}, which could not be installed ({inspect.how})"
+    )
 
 
 def measure_inspect(inspect: Inspect, n: int, concurrency: int, parent: Path) -> Side:
@@ -215,18 +230,39 @@ def measure_inspect(inspect: Inspect, n: int, concurrency: int, parent: Path) ->
     if out.data is None:
         return Side("inspect", n, out.seconds, out.cpu_seconds, 0.0, 0.0, 0.0, problems=[out.error])
     data = out.data
-    return Side("inspect", n, out.seconds, out.cpu_seconds, data["seconds"], data["cpu_seconds"], data["peak_rss_mb"],
-                problems=data["problems"])
+    return Side(
+        "inspect",
+        n,
+        out.seconds,
+        out.cpu_seconds,
+        data["seconds"],
+        data["cpu_seconds"],
+        data["peak_rss_mb"],
+        problems=data["problems"],
+    )
 
 
 def measure_ours(n: int, concurrency: int, parent: Path) -> Side:
     results_dir = Path(tempfile.mkdtemp(prefix=f"ours-n{n}-", dir=parent))
-    m = run_child(__file__, ["--child", "--n", str(n), "--concurrency", str(concurrency), "--results-dir",
-                             str(results_dir)], n, "run", k=1)
+    m = run_child(
+        __file__,
+        ["--child", "--n", str(n), "--concurrency", str(concurrency), "--results-dir", str(results_dir)],
+        n,
+        "run",
+        k=1,
+    )
     if not m.problems:
         m.problems = check_run(m, HARNESS)
-    return Side("ours", n, m.process_seconds, m.process_cpu_seconds, m.seconds, m.cpu_seconds, m.peak_rss_mb,
-                problems=m.problems)
+    return Side(
+        "ours",
+        n,
+        m.process_seconds,
+        m.process_cpu_seconds,
+        m.seconds,
+        m.cpu_seconds,
+        m.peak_rss_mb,
+        problems=m.problems,
+    )
 
 
 def measure_dagster(n: int, concurrency: int, parent: Path) -> Side:
@@ -289,28 +325,38 @@ def by_side(sides: list[Side]) -> dict[str, Side]:
 def render_table(rows: list[list[Side]]) -> str:
     """One row per side and N (dagster's process columns are its whole tree's), then each side's ratio to
     Inspect's where Inspect was measured."""
+
     def cell(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    header = (f"{'N':>7}  {'side':<15} {'process s':>10} {'process CPU s':>14} {'proc CPU ms/task':>17} "
-              f"{'run s':>9} {'run CPU s':>10} {'run CPU ms/task':>16} {'peak RSS MB':>12}")
+    header = (
+        f"{'N':>7}  {'side':<15} {'process s':>10} {'process CPU s':>14} {'proc CPU ms/task':>17} "
+        f"{'run s':>9} {'run CPU s':>10} {'run CPU ms/task':>16} {'peak RSS MB':>12}"
+    )
     lines = []
     for sides in rows:
         for side in sides:
-            lines.append(f"{side.n:>7}  {side.side:<15} {side.process_seconds:>10.3f} {side.process_cpu_seconds:>14.3f} "
-                         f"{side.process_cpu_ms_per_task:>17.3f} {cell(side.seconds, '.3f'):>9} "
-                         f"{cell(side.cpu_seconds, '.3f'):>10} {cell(side.cpu_ms_per_task, '.3f'):>16} "
-                         f"{side.peak_rss_mb:>12.1f}")
+            lines.append(
+                f"{side.n:>7}  {side.side:<15} {side.process_seconds:>10.3f} {side.process_cpu_seconds:>14.3f} "
+                f"{side.process_cpu_ms_per_task:>17.3f} {cell(side.seconds, '.3f'):>9} "
+                f"{cell(side.cpu_seconds, '.3f'):>10} {cell(side.cpu_ms_per_task, '.3f'):>16} "
+                f"{side.peak_rss_mb:>12.1f}"
+            )
         named = by_side(sides)
         if (inspect := named.get("inspect")) is None:
             continue
         for side in sides:
             if side is inspect:
                 continue
-            r = {key: cell(value, '.3f') + ("x" if value is not None else "") for key, value in ratios(side, inspect).items()}
-            lines.append(f"{side.n:>7}  {side.side + '/inspect':<15} {r['process_seconds']:>10} "
-                         f"{r['process_cpu_seconds']:>14} {'':>17} {r['seconds']:>9} {r['cpu_seconds']:>10} {'':>16} "
-                         f"{r['peak_rss_mb']:>12}")
+            r = {
+                key: cell(value, ".3f") + ("x" if value is not None else "")
+                for key, value in ratios(side, inspect).items()
+            }
+            lines.append(
+                f"{side.n:>7}  {side.side + '/inspect':<15} {r['process_seconds']:>10} "
+                f"{r['process_cpu_seconds']:>14} {'':>17} {r['seconds']:>9} {r['cpu_seconds']:>10} {'':>16} "
+                f"{r['peak_rss_mb']:>12}"
+            )
     return "\n".join([header, "-" * len(header), *lines])
 
 
@@ -322,8 +368,10 @@ def render_dagster(rows: list[list[Side]]) -> str:
             continue
         line = f"  N={d.n:<7} first run {d.process_seconds:.3f} s, {d.process_cpu_ms_per_task:.3f} CPU ms/task"
         if d.rerun_seconds is not None and d.rerun_cpu_seconds is not None:
-            line += (f"; no-op re-run {d.rerun_seconds:.3f} s, {d.rerun_cpu_seconds:.3f} CPU s, "
-                     f"peak RSS {d.rerun_peak_rss_mb or 0.0:.1f} MB")
+            line += (
+                f"; no-op re-run {d.rerun_seconds:.3f} s, {d.rerun_cpu_seconds:.3f} CPU s, "
+                f"peak RSS {d.rerun_peak_rss_mb or 0.0:.1f} MB"
+            )
         if d.instance_bytes is not None and d.instance_bytes_per_task is not None:
             line += f"; instance {d.instance_bytes / 2**20:.1f} MB, {d.instance_bytes_per_task:.0f} B/task"
         lines.append(line)
@@ -353,27 +401,44 @@ def goal_report(sides: list[Side]) -> dict[str, Any]:
         limit = TARGET_DAGSTER_CPU_RATIO[goal_n]
         report["dagster CPU, tree"] = goal(value, f"<= {limit:g}x Inspect's", value <= limit, n, goal_n)
     peak = max(dagster.peak_rss_mb, dagster.rerun_peak_rss_mb or 0.0)
-    report["dagster peak MB"] = goal(peak, f"< {TARGET_DAGSTER_PEAK_RSS_MB:g} (any process)",
-                                     peak < TARGET_DAGSTER_PEAK_RSS_MB, n, TARGET_DAGSTER_PEAK_RSS_N)
+    report["dagster peak MB"] = goal(
+        peak,
+        f"< {TARGET_DAGSTER_PEAK_RSS_MB:g} (any process)",
+        peak < TARGET_DAGSTER_PEAK_RSS_MB,
+        n,
+        TARGET_DAGSTER_PEAK_RSS_N,
+    )
     if dagster.rerun_seconds is not None:
-        report["dagster re-run s"] = goal(dagster.rerun_seconds, f"< {TARGET_DAGSTER_RERUN_S:g}",
-                                          dagster.rerun_seconds < TARGET_DAGSTER_RERUN_S, n)
+        report["dagster re-run s"] = goal(
+            dagster.rerun_seconds, f"< {TARGET_DAGSTER_RERUN_S:g}", dagster.rerun_seconds < TARGET_DAGSTER_RERUN_S, n
+        )
     return report
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sizes = parser.add_mutually_exclusive_group()
-    sizes.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000],
-                       help="numbers of tasks (default 1000 10000)")
+    sizes.add_argument(
+        "--sizes", type=int, nargs="+", default=[1000, 10_000], help="numbers of tasks (default 1000 10000)"
+    )
     sizes.add_argument("--n", type=int, help="one number of tasks, instead of --sizes")
-    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
-                        help="which sides to measure (default all: inspect ours dagster); ratios need inspect")
-    parser.add_argument("--concurrency", type=int, default=8,
-                        help="our task_concurrency, Inspect's max_samples and max_connections (default 8)")
+    parser.add_argument(
+        "--sides",
+        nargs="+",
+        choices=SIDES,
+        default=list(SIDES),
+        help="which sides to measure (default all: inspect ours dagster); ratios need inspect",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="our task_concurrency, Inspect's max_samples and max_connections (default 8)",
+    )
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help=f"Inspect AI's venv (default {DEFAULT_VENV})")
-    parser.add_argument("--results-dir", type=Path,
-                        help="keep run directories, instances and Inspect's logs below this directory")
+    parser.add_argument(
+        "--results-dir", type=Path, help="keep run directories, instances and Inspect's logs below this directory"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dagster-check", action="store_true", help=argparse.SUPPRESS)
@@ -413,31 +478,45 @@ def main(argv: list[str] | None = None) -> int:
     goals = {n: report for n, sides in zip(args.sizes, rows) if (report := goal_report(sides))}
 
     if args.json:
-        print(json.dumps({
-            "command": command,
-            "inspect": None if inspect is None else {"version": inspect.version,
-                                                     "pinned": inspect.version == INSPECT_VERSION, "how": inspect.how},
-            "sizes": args.sizes,
-            "sides_measured": args.sides,
-            "concurrency": args.concurrency,
-            "sides": [side.to_json() for sides in rows for side in sides],
-            "ratios": {str(sides[0].n): {side.side: {key: None if value is None else round(value, 4)
-                                                     for key, value in ratios(side, named["inspect"]).items()}
-                                         for side in sides if side.side != "inspect"}
-                       for sides in rows if "inspect" in (named := by_side(sides))},
-            "goals": {str(n): report for n, report in goals.items()},
-            "problems": problems,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "command": command,
+                    "inspect": None
+                    if inspect is None
+                    else {"version": inspect.version, "pinned": inspect.version == INSPECT_VERSION, "how": inspect.how},
+                    "sizes": args.sizes,
+                    "sides_measured": args.sides,
+                    "concurrency": args.concurrency,
+                    "sides": [side.to_json() for sides in rows for side in sides],
+                    "ratios": {
+                        str(sides[0].n): {
+                            side.side: {
+                                key: None if value is None else round(value, 4)
+                                for key, value in ratios(side, named["inspect"]).items()
+                            }
+                            for side in sides
+                            if side.side != "inspect"
+                        }
+                        for sides in rows
+                        if "inspect" in (named := by_side(sides))
+                    },
+                    "goals": {str(n): report for n, report in goals.items()},
+                    "problems": problems,
+                },
+                indent=2,
+            )
+        )
     else:
         print(f"command: {command}")
         if inspect is not None:
             print(describe(inspect))
         workload = {
             "inspect": f"Inspect: {INSPECT_CHILD.name}, mockllm/model, generate(), includes(), "
-                       f"max_samples=max_connections={args.concurrency}",
+            f"max_samples=max_connections={args.concurrency}",
             "ours": f"ours: synthetic benchmark, harness={HARNESS}, environment=local, concurrency={args.concurrency}",
             "dagster": "dagster: `agentcompass run` of the same as a sweep, fresh SQLite DAGSTER_HOME, its whole "
-                       "process tree (process columns) and its largest process (peak RSS)",
+            "process tree (process columns) and its largest process (peak RSS)",
         }
         print("\n".join(workload[side] for side in args.sides) + "\n")
         print(render_table(rows))
@@ -450,12 +529,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(f" N={n}:")
                 print(render_targets(report))
         if not problems:
-            print("\nsanity checks passed: " + "; ".join({
-                "inspect": "Inspect's log success with N samples completed",
-                "ours": "our run completed, accuracy, N details, summary counts",
-                "dagster": "agentcompass run exit 0 twice, the re-run launched nothing, accuracy in the metrics "
-                           "parquet, N materialized attempts partitions",
-            }[side] for side in args.sides))
+            print(
+                "\nsanity checks passed: "
+                + "; ".join(
+                    {
+                        "inspect": "Inspect's log success with N samples completed",
+                        "ours": "our run completed, accuracy, N details, summary counts",
+                        "dagster": "agentcompass run exit 0 twice, the re-run launched nothing, accuracy in the "
+                        "metrics parquet, N materialized attempts partitions",
+                    }[side]
+                    for side in args.sides
+                )
+            )
     return report_problems(problems)
 
 

@@ -104,10 +104,22 @@ class Script:
 
     def turns(self, side: Path) -> list[dict[str, Any]]:
         usage = {"prompt_tokens": 100, "completion_tokens": 10}
-        bash = [{"tool_calls": [{"name": "bash", "arguments": {"command": self.command(i, side)}}],
-                 "usage": usage, "sleep": self.model_sleep} for i in range(self.steps + 1)]
-        return [*bash, {"tool_calls": [{"name": "submit", "arguments": {"answer": "done"}}], "usage": usage,
-                        "sleep": self.model_sleep}]
+        bash = [
+            {
+                "tool_calls": [{"name": "bash", "arguments": {"command": self.command(i, side)}}],
+                "usage": usage,
+                "sleep": self.model_sleep,
+            }
+            for i in range(self.steps + 1)
+        ]
+        return [
+            *bash,
+            {
+                "tool_calls": [{"name": "submit", "arguments": {"answer": "done"}}],
+                "usage": usage,
+                "sleep": self.model_sleep,
+            },
+        ]
 
     @property
     def bash_keys(self) -> list[str]:
@@ -126,14 +138,25 @@ class Live:
         self.model_record = directory / "model-calls.jsonl"
         self.results = directory / "results"
         # The environment's directory goes below the trial too, so removing the trial removes it.
-        self.env = {**os.environ, "PYTHONPATH": str(REPO), "DAGSTER_HOME": str(directory / "dagster_home"),
-                    "TMPDIR": str(directory / "tmp")}
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "DAGSTER_HOME": str(directory / "dagster_home"),
+            "TMPDIR": str(directory / "tmp"),
+        }
         sweep = {
-            "name": "fault", "benchmarks": [{"id": "demo", "tasks": [TASK]}],
-            "models": [{"id": "scripted", "provider": "scripted",
-                        "params": {"turns": {TASK: script.turns(self.side)}, "record": str(self.model_record)}}],
+            "name": "fault",
+            "benchmarks": [{"id": "demo", "tasks": [TASK]}],
+            "models": [
+                {
+                    "id": "scripted",
+                    "provider": "scripted",
+                    "params": {"turns": {TASK: script.turns(self.side)}, "record": str(self.model_record)},
+                }
+            ],
             "harness": {"id": "tool_agent", "params": {"replay_safe_commands": REPLAY_SAFE}},
-            "environment": "local", "output": {"results_dir": str(self.results)},
+            "environment": "local",
+            "output": {"results_dir": str(self.results)},
             "execution": {"limits": {"task_concurrency": 1}},
         }
         self.sweep = directory / "sweep.yaml"
@@ -145,8 +168,13 @@ class Live:
 
     def start(self) -> None:
         with open(self.dir / "run.stderr", "wb") as stderr:
-            self.proc = subprocess.Popen(cli("run", str(self.sweep), "--direct"), cwd=self.dir, env=self.env,
-                                         stdout=subprocess.DEVNULL, stderr=stderr)
+            self.proc = subprocess.Popen(
+                cli("run", str(self.sweep), "--direct"),
+                cwd=self.dir,
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -270,8 +298,13 @@ def run_baseline(directory: Path, script: Script, warm_up: bool = True) -> Basel
         steps, _ = completed_steps(detail, live.side)
         records = live.records()
         submit = next(r for r in records if r.id == f"{script.steps + 1}.0" and r.status == "completed")
-        found.append(Baseline(steps=steps, span_s=submit.at - records[0].at,
-                              completed_records=sum(r.status == "completed" for r in records)))
+        found.append(
+            Baseline(
+                steps=steps,
+                span_s=submit.at - records[0].at,
+                completed_records=sum(r.status == "completed" for r in records),
+            )
+        )
     if found[0].steps != found[-1].steps:
         raise TrialError("two uninterrupted runs of one script took different steps")
     return found[-1]
@@ -416,9 +449,15 @@ def run_trial(directory: Path, scenario: str, script: Script, baseline: Baseline
 
     started_wall, started = time.time(), time.perf_counter()
     with open(directory / "resume.stderr", "wb") as stderr:
-        trial.resume_exit = subprocess.run(cli("resume", str(first_run)), check=False, cwd=directory,
-                                           env=live.env, stdout=subprocess.DEVNULL, stderr=stderr,
-                                           timeout=TIMEOUT_S).returncode
+        trial.resume_exit = subprocess.run(
+            cli("resume", str(first_run)),
+            check=False,
+            cwd=directory,
+            env=live.env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            timeout=TIMEOUT_S,
+        ).returncode
     trial.resume_s = time.perf_counter() - started
     resumed = [d for d in live.run_dirs() if d != first_run]
     detail = final_detail(resumed[-1]) if resumed else None
@@ -434,16 +473,18 @@ def run_trial(directory: Path, scenario: str, script: Script, baseline: Baseline
     log = next(resumed[-1].rglob(f"{TASK}@1/activity.jsonl"), None)
     new = read_activity(log) if log is not None else []
     # A fresh start archived the old log and began a new one; otherwise the old records come first.
-    new = new if trial.classification == "fresh" else new[len(before):]
-    first = next((r for r in new if r.kind in ("model_call", "tool_call") and r.status in ("completed", "interrupted")),
-                 None)
+    new = new if trial.classification == "fresh" else new[len(before) :]
+    first = next(
+        (r for r in new if r.kind in ("model_call", "tool_call") and r.status in ("completed", "interrupted")), None
+    )
     trial.first_record_s = first.at - started_wall if first is not None else None
 
     in_flight = {r.id for r in before if r.status == "in_flight" and not closed(before, r.id)}
     steps, interrupted = completed_steps(detail, live.side)
     # Only a non-replay-safe command that was running at the crash may end up reported as interrupted.
-    allowed = {script.command(int(key.split(".")[0]), Path("<side>")) for key in in_flight
-               if key in script.bash_keys[:-1]}
+    allowed = {
+        script.command(int(key.split(".")[0]), Path("<side>")) for key in in_flight if key in script.bash_keys[:-1]
+    }
     expected = [s for s in baseline.steps if not (s[0] == "tool_call" and s[1] in interrupted)]
     trial.interrupted_commands = len(interrupted)
     trial.steps_match = steps == expected and interrupted <= allowed
@@ -463,17 +504,31 @@ def run_trial(directory: Path, scenario: str, script: Script, baseline: Baseline
             trial.repeated_completed_commands += count - 1
         else:
             trial.repeated_other_commands += max(0, count - 1)
-    repeats = (trial.repeated_completed_turns, trial.repeated_other_turns, trial.repeated_completed_commands,
-               trial.repeated_other_commands)
+    repeats = (
+        trial.repeated_completed_turns,
+        trial.repeated_other_turns,
+        trial.repeated_completed_commands,
+        trial.repeated_other_commands,
+    )
     if any(repeats):
-        trial.problems.append("work repeated (completed turns, other turns, completed commands, other commands): "
-                              f"{repeats}; resumed as {trial.classification}; records before the kill: "
-                              + ", ".join(f"{r.id}:{r.status}" for r in before))
+        trial.problems.append(
+            "work repeated (completed turns, other turns, completed commands, other commands): "
+            f"{repeats}; resumed as {trial.classification}; records before the kill: "
+            + ", ".join(f"{r.id}:{r.status}" for r in before)
+        )
     return trial
 
 
-def run_experiment(root: Path, scenarios: list[str], trials: int, seed: int, script: Script, keep: bool,
-                   on_trial: Callable[[int, Trial], None] | None = None, warm_up: bool = True) -> list[Trial]:
+def run_experiment(
+    root: Path,
+    scenarios: list[str],
+    trials: int,
+    seed: int,
+    script: Script,
+    keep: bool,
+    on_trial: Callable[[int, Trial], None] | None = None,
+    warm_up: bool = True,
+) -> list[Trial]:
     """Every trial of every scenario in a directory of its own below ``root``; one baseline per script
     (``script.files`` applies to the scenarios in MANY_FILES only)."""
     rng = random.Random(seed)
@@ -537,37 +592,81 @@ def render(summaries: dict[str, dict[str, Any]]) -> str:
     seen = {c for s in summaries.values() for c in s["classification"]}
     classes = [c for c in CLASSIFICATIONS if c in seen or c in ("attached", "rebuilt")]
     classes += sorted(seen - set(classes))
-    headers = ["scenario", "trials", "in window", "recovered", "success rate", "resume s (median / p95)",
-               "first new record s (median / p95)", "model calls re-sent", "completed turns repeated",
-               "other turns repeated", "completed commands repeated", "other commands repeated",
-               "interrupted (told model)", *classes]
+    headers = [
+        "scenario",
+        "trials",
+        "in window",
+        "recovered",
+        "success rate",
+        "resume s (median / p95)",
+        "first new record s (median / p95)",
+        "model calls re-sent",
+        "completed turns repeated",
+        "other turns repeated",
+        "completed commands repeated",
+        "other commands repeated",
+        "interrupted (told model)",
+        *classes,
+    ]
     rows = []
     for name, s in summaries.items():
         rate = "-" if s["success_rate"] is None else f"{100 * s['success_rate']:.0f}%"
         resumable = s["trials"] - s["finished_before_kill"]
-        rows.append([name, s["trials"], s["in_window"], f"{s['recovered']}/{resumable}", rate,
-                     _seconds(s["resume_s"]), _seconds(s["first_record_s"]), s["resent_model_calls"],
-                     s["repeated_completed_turns"], s["repeated_other_turns"], s["repeated_completed_commands"],
-                     s["repeated_other_commands"], s["interrupted_commands"],
-                     *(s["classification"].get(c, 0) for c in classes)])
+        rows.append(
+            [
+                name,
+                s["trials"],
+                s["in_window"],
+                f"{s['recovered']}/{resumable}",
+                rate,
+                _seconds(s["resume_s"]),
+                _seconds(s["first_record_s"]),
+                s["resent_model_calls"],
+                s["repeated_completed_turns"],
+                s["repeated_other_turns"],
+                s["repeated_completed_commands"],
+                s["repeated_other_commands"],
+                s["interrupted_commands"],
+                *(s["classification"].get(c, 0) for c in classes),
+            ]
+        )
     return markdown_table(headers, rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=50, help="trials per scenario (default 50)")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
-                        help=f"comma-separated subset of: {', '.join(SCENARIOS)} (default all)")
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help=f"comma-separated subset of: {', '.join(SCENARIOS)} (default all)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill points (default 0)")
-    parser.add_argument("--files", type=int, default=2000,
-                        help="files the first step creates in parent-during-checkpoint (default 2000)")
+    parser.add_argument(
+        "--files",
+        type=int,
+        default=2000,
+        help="files the first step creates in parent-during-checkpoint (default 2000)",
+    )
     default = Script()
-    parser.add_argument("--steps", type=int, default=default.steps,
-                        help=f"marker steps before the reference command (default {default.steps})")
-    parser.add_argument("--model-sleep", type=float, default=default.model_sleep,
-                        help=f"seconds every model call sleeps (default {default.model_sleep:g})")
-    parser.add_argument("--command-sleep", type=float, default=default.command_sleep,
-                        help=f"seconds every marker step sleeps (default {default.command_sleep:g})")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=default.steps,
+        help=f"marker steps before the reference command (default {default.steps})",
+    )
+    parser.add_argument(
+        "--model-sleep",
+        type=float,
+        default=default.model_sleep,
+        help=f"seconds every model call sleeps (default {default.model_sleep:g})",
+    )
+    parser.add_argument(
+        "--command-sleep",
+        type=float,
+        default=default.command_sleep,
+        help=f"seconds every marker step sleeps (default {default.command_sleep:g})",
+    )
     parser.add_argument("--dir", type=Path, help="keep every trial's directory below this directory")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
     args = parser.parse_args(argv)
@@ -576,8 +675,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown scenarios {unknown}; choose from {', '.join(SCENARIOS)}")
     if min(args.trials, args.files, args.steps) < 1 or min(args.model_sleep, args.command_sleep) <= 0:
         parser.error("--trials, --files, --steps, --model-sleep and --command-sleep must be positive")
-    script = Script(steps=args.steps, files=args.files, model_sleep=args.model_sleep,
-                    command_sleep=args.command_sleep)
+    script = Script(steps=args.steps, files=args.files, model_sleep=args.model_sleep, command_sleep=args.command_sleep)
 
     command = shlex.join([sys.executable, *sys.argv])
     print(f"command: {command}", file=sys.stderr)
@@ -588,16 +686,26 @@ def main(argv: list[str] | None = None) -> int:
 
     with results_root(args.dir, "fault-injection-") as parent:
         root = Path(tempfile.mkdtemp(prefix="fault-injection-", dir=parent))
-        trials = run_experiment(root, scenarios, args.trials, args.seed, script, keep=args.dir is not None,
-                                on_trial=progress)
+        trials = run_experiment(
+            root, scenarios, args.trials, args.seed, script, keep=args.dir is not None, on_trial=progress
+        )
     summaries = {name: summarize([t for t in trials if t.scenario == name]) for name in scenarios}
     print(f"command: {command}\n")
     print(render(summaries))
     if args.json is not None:
-        args.json.write_text(json.dumps({"command": command, "seed": args.seed, "trials_per_scenario": args.trials,
-                                         "script": asdict(script), "scenarios": summaries,
-                                         "trials": [{**asdict(t), "recovered": t.recovered} for t in trials]},
-                                        indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "command": command,
+                    "seed": args.seed,
+                    "trials_per_scenario": args.trials,
+                    "script": asdict(script),
+                    "scenarios": summaries,
+                    "trials": [{**asdict(t), "recovered": t.recovered} for t in trials],
+                },
+                indent=2,
+            )
+        )
     problems = [f"{t.scenario}: {p}" for t in trials for p in t.problems]
     return report_problems(problems)
 

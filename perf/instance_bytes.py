@@ -45,15 +45,18 @@ def report(home: Path, tasks: int) -> str:
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         lines += ["", f"event log by table and index (pages of {page_size} bytes; bytes per task, unused share):"]
         for name, size, unused in conn.execute(
-                "SELECT name, sum(pgsize), sum(unused) FROM dbstat GROUP BY name ORDER BY 2 DESC"):
+            "SELECT name, sum(pgsize), sum(unused) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ):
             if size >= 2 * page_size:
                 lines.append(f"  {size / tasks:9.0f}  {unused / size:4.0%}  {name}")
         lines += ["", "event rows by type (rows per task, average serialized event bytes):"]
         for kind, count, length in conn.execute(
-                "SELECT dagster_event_type, count(*), avg(length(event)) FROM event_logs GROUP BY 1 ORDER BY 2 DESC"):
+            "SELECT dagster_event_type, count(*), avg(length(event)) FROM event_logs GROUP BY 1 ORDER BY 2 DESC"
+        ):
             lines.append(f"  {count / tasks:7.3f}  {length:7.0f}  {kind}")
-        per_page = Counter(row[0] for row in conn.execute(
-            "SELECT ncell FROM dbstat WHERE name = 'event_logs' AND pagetype = 'leaf'"))
+        per_page = Counter(
+            row[0] for row in conn.execute("SELECT ncell FROM dbstat WHERE name = 'event_logs' AND pagetype = 'leaf'")
+        )
         lines += ["", "event_logs leaf pages by rows per page (pages):"]
         lines += [f"  {cells:3d} rows: {pages}" for cells, pages in sorted(per_page.items())]
         lines += ["", "rows beside the events (rows per task):"]

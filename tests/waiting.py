@@ -44,18 +44,30 @@ def wait_until(
         if proc is not None and not proc_may_exit and proc.poll() is not None:
             if value := condition():  # it held as the process ended
                 return value  # type: ignore[return-value]
-            pytest.fail(_message(f"the process (pid {proc.pid}) exited with {proc.returncode} while waiting for "
-                                 f"{what}", proc, log, describe))
+            pytest.fail(
+                _message(
+                    f"the process (pid {proc.pid}) exited with {proc.returncode} while waiting for {what}",
+                    proc,
+                    log,
+                    describe,
+                )
+            )
         if time.monotonic() >= deadline:
-            state = "" if proc is None else (
-                f"; the process (pid {proc.pid}) " +
-                ("still runs" if proc.poll() is None else f"exited with {proc.returncode}"))
+            state = (
+                ""
+                if proc is None
+                else (
+                    f"; the process (pid {proc.pid}) "
+                    + ("still runs" if proc.poll() is None else f"exited with {proc.returncode}")
+                )
+            )
             pytest.fail(_message(f"timed out after {timeout:g}s waiting for {what}{state}", proc, log, describe))
         time.sleep(interval)
 
 
-def _message(head: str, proc: subprocess.Popen[Any] | None, log: Path | None,
-             describe: Callable[[], object] | None) -> str:
+def _message(
+    head: str, proc: subprocess.Popen[Any] | None, log: Path | None, describe: Callable[[], object] | None
+) -> str:
     parts = [head]
     if describe is not None:
         parts.append(f"seen: {describe()}")

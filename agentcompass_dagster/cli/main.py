@@ -45,8 +45,10 @@ SUPERSEDED_DEV = "ignore:Function `dev_command` is superseded"
 EXIT_OK = 0
 EXIT_NOT_COMPLETED = 1
 EXIT_TASK_ERRORS = 3
-EXIT_CODES = ("exit codes: 0 the sweep completed; 3 it completed but tasks ended in error; 1 it could not run to its "
-              "end; 2 bad input; 130 interrupted")
+EXIT_CODES = (
+    "exit codes: 0 the sweep completed; 3 it completed but tasks ended in error; 1 it could not run to its "
+    "end; 2 bad input; 130 interrupted"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,44 +59,73 @@ def _parser() -> argparse.ArgumentParser:
         help="run a declared sweep (default: resources/sweeps/demo.yaml) through Dagster, only what is missing",
         epilog=EXIT_CODES,
     )
-    run.add_argument("sweep", nargs="?", type=Path, default=None,
-                     help="sweep YAML file or NAME (resources/sweeps/NAME.yaml here, else packaged; default: demo)")
+    run.add_argument(
+        "sweep",
+        nargs="?",
+        type=Path,
+        default=None,
+        help="sweep YAML file or NAME (resources/sweeps/NAME.yaml here, else packaged; default: demo)",
+    )
     run.add_argument("--results-dir", type=Path, help="override output.results_dir")
-    run.add_argument("--direct", action="store_true",
-                     help="run with the runtime alone, without Dagster: a new run directory every time")
+    run.add_argument(
+        "--direct",
+        action="store_true",
+        help="run with the runtime alone, without Dagster: a new run directory every time",
+    )
     run.add_argument("--run-id", help="with --direct: override output.run_id (must not exist yet)")
     run.add_argument("--reuse", action="store_true", help="with --direct: reuse the newest earlier run")
     run.add_argument("--reuse-run-id", help="with --direct: reuse this earlier run id")
-    run.add_argument("--submit", action="store_true",
-                     help="hand the runs to the instance's run queue (the daemon launches them), then follow them")
-    run.add_argument("--fresh", action="store_true",
-                     help="evaluate every task again, reusing no earlier result (a new run per model; the earlier "
-                          "runs stay, the regression check compares with them)")
-    resume = sub.add_parser("resume", help="continue an interrupted run: finished tasks are kept, unfinished "
-                            "agent attempts continue from their activity logs and checkpoints")
+    run.add_argument(
+        "--submit",
+        action="store_true",
+        help="hand the runs to the instance's run queue (the daemon launches them), then follow them",
+    )
+    run.add_argument(
+        "--fresh",
+        action="store_true",
+        help="evaluate every task again, reusing no earlier result (a new run per model; the earlier "
+        "runs stay, the regression check compares with them)",
+    )
+    resume = sub.add_parser(
+        "resume",
+        help="continue an interrupted run: finished tasks are kept, unfinished "
+        "agent attempts continue from their activity logs and checkpoints",
+    )
     resume.add_argument("run_dir", type=Path)
     resume.add_argument("--task", help="resume only this task")
-    fork = sub.add_parser("fork", help="continue an agent attempt from one of its checkpoints with another "
-                          "solver model, in a new run (kept out of from-scratch statistics)")
+    fork = sub.add_parser(
+        "fork",
+        help="continue an agent attempt from one of its checkpoints with another "
+        "solver model, in a new run (kept out of from-scratch statistics)",
+    )
     fork.add_argument("run_dir", type=Path)
     fork.add_argument("--task", required=True)
     fork.add_argument("--checkpoint", type=int, required=True, help="the checkpoint sequence number to fork at")
     fork.add_argument("--model", required=True, help="the new solver model's id, declared in --sweep")
     fork.add_argument("--sweep", type=Path, required=True, help="the sweep file declaring the model")
     fork.add_argument("--attempt", type=int, default=1)
-    replay = sub.add_parser("replay", help="re-run an attempt's recorded terminal actions in a clean environment "
-                            "and report the first difference (exit code 1 when there is one)")
+    replay = sub.add_parser(
+        "replay",
+        help="re-run an attempt's recorded terminal actions in a clean environment "
+        "and report the first difference (exit code 1 when there is one)",
+    )
     replay.add_argument("run_dir", type=Path)
     replay.add_argument("--task", required=True)
     replay.add_argument("--attempt", type=int, default=1)
     replay.add_argument("--score", action="store_true", help="also evaluate the replayed state")
-    dispatch = sub.add_parser("dispatch", help="run one prompt through the tool agent, fail-closed: prints the "
-                              "receipt JSON; exit 0 ok, 2 spec, 3 agent, 4 output, 5 evidence")
+    dispatch = sub.add_parser(
+        "dispatch",
+        help="run one prompt through the tool agent, fail-closed: prints the "
+        "receipt JSON; exit 0 ok, 2 spec, 3 agent, 4 output, 5 evidence",
+    )
     dispatch.add_argument("spec", type=Path, help="dispatch spec YAML file")
     dispatch.add_argument("--run-id", help="override the spec's run_id (must not exist yet)")
     dispatch.add_argument("--runs-dir", type=Path, help="override the spec's runs_dir")
-    show = sub.add_parser("show", help="what a run directory holds: tasks, attempts and their outcome, "
-                          "checkpoints (which are forkable), replays and lineage")
+    show = sub.add_parser(
+        "show",
+        help="what a run directory holds: tasks, attempts and their outcome, "
+        "checkpoints (which are forkable), replays and lineage",
+    )
     show.add_argument("run_dir", type=Path)
     show.add_argument("--task", help="one task, with each attempt's checkpoints and a fork command")
     show.add_argument("--json", action="store_true", help="print the overview as JSON")
@@ -104,21 +135,36 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("results_dir", type=Path)
     report.add_argument("-o", "--output", type=Path, help="the HTML file (default: RESULTS_DIR/report.html)")
     _history_parser(sub)
-    ui = sub.add_parser("ui", help="start the Dagster UI and daemon (dagster dev) on 127.0.0.1, for the project's "
-                        "workspace.yaml (else the agentcompass code location) or for the sweeps named")
-    ui.add_argument("sweeps", nargs="*", type=Path, help="sweep YAML files (default: ./workspace.yaml, else ./resources)")
+    ui = sub.add_parser(
+        "ui",
+        help="start the Dagster UI and daemon (dagster dev) on 127.0.0.1, for the project's "
+        "workspace.yaml (else the agentcompass code location) or for the sweeps named",
+    )
+    ui.add_argument(
+        "sweeps", nargs="*", type=Path, help="sweep YAML files (default: ./workspace.yaml, else ./resources)"
+    )
     ui.add_argument("--port", type=int, default=3000)
     return parser
 
 
 def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    history = sub.add_parser("history", help="one line per run of each benchmark x model of a sweep, oldest first: "
-                             "accuracy with its 95%% interval, cost, the regression check's verdict")
+    history = sub.add_parser(
+        "history",
+        help="one line per run of each benchmark x model of a sweep, oldest first: "
+        "accuracy with its 95%% interval, cost, the regression check's verdict",
+    )
     history.add_argument("sweep", help="the sweep's name, or its YAML file")
-    history.add_argument("--results-dir", type=Path,
-                         help="where the runs are (default: the sweep file's output.results_dir, else results)")
-    history.add_argument("--format", choices=("table", "csv"), default="table",
-                         help="csv: load_history's frame, every column unformatted")
+    history.add_argument(
+        "--results-dir",
+        type=Path,
+        help="where the runs are (default: the sweep file's output.results_dir, else results)",
+    )
+    history.add_argument(
+        "--format",
+        choices=("table", "csv"),
+        default="table",
+        help="csv: load_history's frame, every column unformatted",
+    )
 
 
 def _load(args: argparse.Namespace) -> Any:
@@ -179,7 +225,9 @@ def _run_direct(requests: list[Any]) -> int:
         result = orchestrate(requests)
     errors = 0
     for outcome in result.outcomes.values():
-        print(outcome.result.summary if outcome.result else f"# {outcome.name}: {outcome.status}\n{outcome.error or ''}\n")
+        print(
+            outcome.result.summary if outcome.result else f"# {outcome.name}: {outcome.status}\n{outcome.error or ''}\n"
+        )
         if outcome.paths.get("run_dir"):
             print(f"run directory: {outcome.paths['run_dir']}\n")
         if outcome.result is not None:
@@ -193,8 +241,11 @@ def _run_direct(requests: list[Any]) -> int:
 def _task_errors(errors: int) -> int:
     if not errors:
         return EXIT_OK
-    print(f"agentcompass: the sweep completed, but {errors} task(s) ended in error (see their details; "
-          f"`agentcompass run` again re-runs them)", file=sys.stderr)
+    print(
+        f"agentcompass: the sweep completed, but {errors} task(s) ended in error (see their details; "
+        f"`agentcompass run` again re-runs them)",
+        file=sys.stderr,
+    )
     return EXIT_TASK_ERRORS
 
 
@@ -221,13 +272,17 @@ def _run_dagster(sweep: Any, sweep_file: Path, submit: bool, fresh: bool) -> int
     errors = 0
     if launch.budget_refused and not launch.evaluated:
         assert launch.budget is not None
-        print(f"Nothing launched: the sweep's budget is exhausted ({launch.budget.message}); "
-              f"{launch.budget_refused} (model, task) partition(s) without a result wait for a larger budget. "
-              "The newest complete run of each model:\n")
+        print(
+            f"Nothing launched: the sweep's budget is exhausted ({launch.budget.message}); "
+            f"{launch.budget_refused} (model, task) partition(s) without a result wait for a larger budget. "
+            "The newest complete run of each model:\n"
+        )
     elif not launch.evaluated:
         # Said first: the summaries below are of earlier runs, whose counts ("18 run in this run") are theirs.
-        print("Nothing to run: every task has a result and the metrics are current. "
-              "The newest complete run of each model:\n")
+        print(
+            "Nothing to run: every task has a result and the metrics are current. "
+            "The newest complete run of each model:\n"
+        )
     for (benchmark, model), source in sorted(launch.newest.items()):
         print((Path(source.path) / SUMMARY).read_text())
         print(f"run directory: {source.path}\n")
@@ -251,9 +306,11 @@ def _launch_line(launch: Any) -> str:
     evaluating = len(launch.launched) - launch.metrics_runs
     if evaluating:
         what = "again, results or not" if launch.fresh else "without a result"
-        parts.append(f"launched {evaluating} run(s) evaluating the {launch.missing} (model, task) partition(s) "
-                     f"{what}, one per row of a model's partitions (at most "
-                     "dagster.max_partitions_per_run), each writing into that model's run directory")
+        parts.append(
+            f"launched {evaluating} run(s) evaluating the {launch.missing} (model, task) partition(s) "
+            f"{what}, one per row of a model's partitions (at most "
+            "dagster.max_partitions_per_run), each writing into that model's run directory"
+        )
     if launch.metrics_runs:
         parts.append(f"launched {launch.metrics_runs} run(s) of the metrics alone, older than the newest result")
     if launch.followed:
@@ -281,9 +338,19 @@ def cmd_fork(args: argparse.Namespace) -> int:
         raise RuntimeError("the fork's request has no run id")
     code = _run_direct([request])
     fork_dir = request_root(request) / fork_run_id
-    report_derived(args.run_dir, args.task, args.attempt, "fork", {
-        "checkpoint": args.checkpoint, "model": request.model.id, "fork run": fork_run_id,
-        "fork run dir": fork_dir.resolve(), "exit code": code})
+    report_derived(
+        args.run_dir,
+        args.task,
+        args.attempt,
+        "fork",
+        {
+            "checkpoint": args.checkpoint,
+            "model": request.model.id,
+            "fork run": fork_run_id,
+            "fork run dir": fork_dir.resolve(),
+            "exit code": code,
+        },
+    )
     return code
 
 
@@ -293,16 +360,28 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     report = replay(args.run_dir, args.task, args.attempt, args.score)
     matched = sum(step.matches for step in report.steps)
-    report_derived(args.run_dir, args.task, args.attempt, "replay", {
-        "status": report.status, "actions matched": f"{matched}/{len(report.steps)}",
-        **({"report": Path(report.path)} if report.path else {}),
-        **({"correct": bool(report.evaluation.get("correct"))} if report.evaluation is not None else {})})
-    print(f"replay of {args.task} attempt {args.attempt}: {report.status}, {matched}/{len(report.steps)} actions matched")
+    report_derived(
+        args.run_dir,
+        args.task,
+        args.attempt,
+        "replay",
+        {
+            "status": report.status,
+            "actions matched": f"{matched}/{len(report.steps)}",
+            **({"report": Path(report.path)} if report.path else {}),
+            **({"correct": bool(report.evaluation.get("correct"))} if report.evaluation is not None else {}),
+        },
+    )
+    print(
+        f"replay of {args.task} attempt {args.attempt}: {report.status}, {matched}/{len(report.steps)} actions matched"
+    )
     if report.first_difference:
         diff = report.first_difference
-        print(f"first difference at step {diff['step']}: {diff['command']}\n"
-              f"  expected (exit {diff['expected']['exit_code']}): {diff['expected']['output'][:500]!r}\n"
-              f"  actual   (exit {diff['actual']['exit_code']}): {diff['actual']['output'][:500]!r}")
+        print(
+            f"first difference at step {diff['step']}: {diff['command']}\n"
+            f"  expected (exit {diff['expected']['exit_code']}): {diff['expected']['output'][:500]!r}\n"
+            f"  actual   (exit {diff['actual']['exit_code']}): {diff['actual']['output'][:500]!r}"
+        )
     for path in report.artifact_differences:
         print(f"artifact differs: {path}")
     if report.evaluation is not None:
@@ -363,8 +442,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     history = load_history(results_dir, name)
     if history.empty:
         known = sorted(load_history(results_dir)["sweep"].unique())
-        raise UserError(f"sweep {name!r}: no runs in {results_dir} (sweeps with runs there: "
-                        f"{', '.join(known) or 'none'})")
+        raise UserError(
+            f"sweep {name!r}: no runs in {results_dir} (sweeps with runs there: {', '.join(known) or 'none'})"
+        )
     print(history.to_csv(index=False) if args.format == "csv" else render(history), end="")
     return 0
 
@@ -404,7 +484,18 @@ def cmd_ui(args: argparse.Namespace) -> int:
         return 130
 
 
-COMMANDS = {"run": cmd_run, "resume": cmd_resume, "fork": cmd_fork, "replay": cmd_replay, "dispatch": cmd_dispatch, "show": cmd_show, "summary": cmd_summary, "report": cmd_report, "history": cmd_history, "ui": cmd_ui}
+COMMANDS = {
+    "run": cmd_run,
+    "resume": cmd_resume,
+    "fork": cmd_fork,
+    "replay": cmd_replay,
+    "dispatch": cmd_dispatch,
+    "show": cmd_show,
+    "summary": cmd_summary,
+    "report": cmd_report,
+    "history": cmd_history,
+    "ui": cmd_ui,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

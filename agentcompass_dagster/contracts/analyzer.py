@@ -107,8 +107,11 @@ class Analyzer(ABC):
         if not isinstance(item, dict):
             return str(item)
         where = f"{item['task']} attempt {item['attempt']}" if {"task", "attempt"} <= item.keys() else ""
-        rest = ", ".join(f"{key} {markdown_code(value) if key == 'command' else value}" for key, value in item.items()
-                         if key not in ("task", "attempt"))
+        rest = ", ".join(
+            f"{key} {markdown_code(value) if key == 'command' else value}"
+            for key, value in item.items()
+            if key not in ("task", "attempt")
+        )
         return f"{where}: {rest}" if where else rest
 
     def description(self) -> str:

@@ -117,7 +117,9 @@ class Benchmark(ABC):
     ) -> PreparedTask:
         return PreparedTask(task=task, input=task.input)
 
-    async def collect_artifacts(self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession) -> RunResult:
+    async def collect_artifacts(
+        self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession
+    ) -> RunResult:
         return result
 
     @abstractmethod
@@ -146,8 +148,9 @@ class Benchmark(ABC):
         the step's the one the prepared task names); None where the benchmark has none."""
         return None
 
-    async def prepare_step(self, prepared: PreparedTask, step: TaskStep, session: EnvironmentSession,
-                           done: list[StepOutcome]) -> PreparedTask | None:
+    async def prepare_step(
+        self, prepared: PreparedTask, step: TaskStep, session: EnvironmentSession, done: list[StepOutcome]
+    ) -> PreparedTask | None:
         """Make ``step`` of a multi-step task ready in the environment the earlier steps (``done``, in
         order) left: its files, its setup; the harness then runs the returned task (its ``input`` is the
         step's instruction) and ``evaluate`` checks it. None ends the attempt before this step (an
@@ -159,9 +162,11 @@ class Benchmark(ABC):
         by default the mean score, correct when every step of the task was run and correct."""
         complete = len(done) == len(prepared.task.steps)
         scores = [outcome.evaluation.score for outcome in done]
-        return Evaluation(correct=complete and all(o.evaluation.correct for o in done),
-                          score=sum(scores) / len(prepared.task.steps) if prepared.task.steps else 0.0,
-                          fields={"steps": [o.model_dump(mode="json") for o in done]})
+        return Evaluation(
+            correct=complete and all(o.evaluation.correct for o in done),
+            score=sum(scores) / len(prepared.task.steps) if prepared.task.steps else 0.0,
+            fields={"steps": [o.model_dump(mode="json") for o in done]},
+        )
 
     def aggregate_metrics(self, scores: Scores, total: int) -> MetricResult | None:
         """Request metrics from the scores of the finished tasks (``scores.rows()`` gives them in selected

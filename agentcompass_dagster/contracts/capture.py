@@ -49,7 +49,7 @@ class Capture:
 
     def data(self) -> bytes:
         """What is kept, as one file: the head, a note of how many bytes were left out, the tail."""
-        tail = bytes(self.tail[-self.half:])
+        tail = bytes(self.tail[-self.half :])
         if not self.left_out:
             return bytes(self.head) + tail
         return bytes(self.head) + f"\n[... {self.left_out} bytes of output left out ...]\n".encode() + tail

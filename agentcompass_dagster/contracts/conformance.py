@@ -87,14 +87,23 @@ class NotApplicable(Exception):
 
 def plan_for(environment: Environment, network: NetworkPolicy = NetworkPolicy.host) -> ExecutionPlan:
     """An attempt's plan that asks nothing of ``environment`` but the network policy ``network``."""
-    return ExecutionPlan(task_id="conformance", attempt=1, benchmark_id="conformance", harness_id="conformance",
-                         environment_id=environment.config.id, model_id="none", baseline_network_policy=network,
-                         run_network_policy=network, evaluation_network_policy=network)
+    return ExecutionPlan(
+        task_id="conformance",
+        attempt=1,
+        benchmark_id="conformance",
+        harness_id="conformance",
+        environment_id=environment.config.id,
+        model_id="none",
+        baseline_network_policy=network,
+        run_network_policy=network,
+        evaluation_network_policy=network,
+    )
 
 
 @asynccontextmanager
-async def opened(environment: Environment, network: NetworkPolicy = NetworkPolicy.host
-                 ) -> AsyncIterator[EnvironmentSession]:
+async def opened(
+    environment: Environment, network: NetworkPolicy = NetworkPolicy.host
+) -> AsyncIterator[EnvironmentSession]:
     plan = plan_for(environment, network)
     environment.validate_plan(plan)
     session = await environment.open(plan, TaskSpec(id="conformance"))
@@ -105,8 +114,9 @@ async def opened(environment: Environment, network: NetworkPolicy = NetworkPolic
         await session.close()
 
 
-async def _run(session: EnvironmentSession, command: str, caller: Caller = Caller.agent,
-               timeout_s: float = COMMAND_TIMEOUT_S) -> str:
+async def _run(
+    session: EnvironmentSession, command: str, caller: Caller = Caller.agent, timeout_s: float = COMMAND_TIMEOUT_S
+) -> str:
     """``command``'s stdout; Failed naming the command when it does not exit 0."""
     result = await session.exec(command, caller=caller, timeout_s=timeout_s)
     if result.exit_code != 0:
@@ -153,12 +163,16 @@ async def _gone(session: EnvironmentSession, token: str) -> None:
     killed, so the kit leaves nothing running). The pattern's bracket keeps the scan from finding its own
     command line."""
     pattern = f"'[{token[0]}]{token[1:]}'"
-    scan = (f"for ((i = 0; i < {int(GONE_WITHIN_S * 10)}; i++)); do "
-            f"grep -qsa -- {pattern} /proc/[0-9]*/cmdline || exit 0; sleep 0.1; done; exit 1")
+    scan = (
+        f"for ((i = 0; i < {int(GONE_WITHIN_S * 10)}; i++)); do "
+        f"grep -qsa -- {pattern} /proc/[0-9]*/cmdline || exit 0; sleep 0.1; done; exit 1"
+    )
     result = await session.exec(scan, timeout_s=COMMAND_TIMEOUT_S)
     if result.exit_code != 0:
-        await session.exec(f"for p in /proc/[0-9]*; do grep -qsa -- {pattern} $p/cmdline && kill -KILL ${{p#/proc/}}; "
-                           "done; true", timeout_s=COMMAND_TIMEOUT_S)
+        await session.exec(
+            f"for p in /proc/[0-9]*; do grep -qsa -- {pattern} $p/cmdline && kill -KILL ${{p#/proc/}}; done; true",
+            timeout_s=COMMAND_TIMEOUT_S,
+        )
         raise Failed(f"a process the command started in the background was still running {GONE_WITHIN_S:g}s later")
 
 
@@ -212,15 +226,26 @@ async def _verifier_sees(session: EnvironmentSession, show: str, plant: str) -> 
     wanted = [VERIFIER_PYTHON_ENV[name] for name in ("PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONDONTWRITEBYTECODE")]
     if verifier[3:6] != wanted:
         raise Failed(f"the verifier's Python settings were {verifier[3:6]}, not {wanted}")
-    writable = await _run(session, " ".join(["for d in", *(shlex.quote(d) for d in verifier[2].split(":") if d),
-                                             '; do test -w "$d" && echo "$d"; done; true']))
+    writable = await _run(
+        session,
+        " ".join(
+            [
+                "for d in",
+                *(shlex.quote(d) for d in verifier[2].split(":") if d),
+                '; do test -w "$d" && echo "$d"; done; true',
+            ]
+        ),
+    )
     if writable:
         raise Failed(f"the agent can write {writable.split()} on the verifier's PATH {verifier[2]!r}")
     if not verifier[0] or verifier[0] == agent[0] or not verifier[1]:
-        raise Failed(f"the verifier's HOME {verifier[0]!r} and TMPDIR {verifier[1]!r} are not its own "
-                     f"(the agent's: {agent[0]!r}, {agent[1]!r})")
-    planted = await session.exec(f'ls -A "$HOME" "$TMPDIR" | grep -x {plant}', caller=Caller.verifier,
-                                 timeout_s=COMMAND_TIMEOUT_S)
+        raise Failed(
+            f"the verifier's HOME {verifier[0]!r} and TMPDIR {verifier[1]!r} are not its own "
+            f"(the agent's: {agent[0]!r}, {agent[1]!r})"
+        )
+    planted = await session.exec(
+        f'ls -A "$HOME" "$TMPDIR" | grep -x {plant}', caller=Caller.verifier, timeout_s=COMMAND_TIMEOUT_S
+    )
     if planted.exit_code == 0:
         raise Failed("the verifier's HOME or TMPDIR holds a file the agent wrote into its own")
 
@@ -246,8 +271,9 @@ async def _network_none(environment: Environment) -> None:
         server.listen()
         port = server.getsockname()[1]
         async with opened(environment, NetworkPolicy.none) as session:
-            reach = await session.exec(f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo reached",
-                                       timeout_s=COMMAND_TIMEOUT_S)
+            reach = await session.exec(
+                f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo reached", timeout_s=COMMAND_TIMEOUT_S
+            )
     if reach.exit_code == 0:
         raise Failed(f"under network none an agent's command reached the host's 127.0.0.1:{port}")
 
@@ -272,8 +298,11 @@ def _judged(environment: Environment, name: str, problem: BaseException | None) 
     if isinstance(problem, NotApplicable):
         return CheckResult(name=name, outcome=Outcome.not_applicable, detail=str(problem))
     if problem is None:
-        return CheckResult(name=name, outcome=Outcome.passed,
-                           detail="" if why is None else f"here, though the provider gives it up: {why}")
+        return CheckResult(
+            name=name,
+            outcome=Outcome.passed,
+            detail="" if why is None else f"here, though the provider gives it up: {why}",
+        )
     detail = str(problem) if isinstance(problem, Failed) else f"{type(problem).__name__}: {problem}"
     if why is not None:
         return CheckResult(name=name, outcome=Outcome.given_up, detail=f"{why} (seen: {detail})")
@@ -293,10 +322,14 @@ async def check_async(environment: Environment) -> list[CheckResult]:
     """Every check against ``environment``, in CHECKS' order: the session's checks one after another in one
     session (a container per check would make the kit slow where the provider is), each judged alone."""
     async with opened(environment) as session:
-        results = [await _run_check(environment, name, session_check(session))
-                   for name, session_check in SESSION_CHECKS.items()]
-    return results + [await _run_check(environment, name, environment_check(environment))
-                      for name, environment_check in ENVIRONMENT_CHECKS.items()]
+        results = [
+            await _run_check(environment, name, session_check(session))
+            for name, session_check in SESSION_CHECKS.items()
+        ]
+    return results + [
+        await _run_check(environment, name, environment_check(environment))
+        for name, environment_check in ENVIRONMENT_CHECKS.items()
+    ]
 
 
 def check(environment: Environment) -> list[CheckResult]:

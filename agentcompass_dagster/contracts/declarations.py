@@ -97,8 +97,11 @@ DECLARATION_FILES = "declaration_files"
 
 def declaration_files(declarations: dict[str, PluginDeclaration]) -> dict[str, str]:
     """The file of each declaration read from one, by field, absolute: the copy may be read from elsewhere."""
-    return {field: str(Path(declaration.file).absolute())
-            for field, declaration in declarations.items() if declaration.file is not None}
+    return {
+        field: str(Path(declaration.file).absolute())
+        for field, declaration in declarations.items()
+        if declaration.file is not None
+    }
 
 
 def split_declaration_files(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, str]]:

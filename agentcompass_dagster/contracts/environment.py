@@ -34,10 +34,18 @@ class ExecResult(BaseModel):
     stderr_bytes: int = 0
 
     @classmethod
-    def captured(cls, exit_code: int, stdout: Capture, stderr: Capture, duration_s: float,
-                 timed_out: bool) -> ExecResult:
-        return cls(exit_code=exit_code, stdout=stdout.text(), stderr=stderr.text(), duration_s=duration_s,
-                   timed_out=timed_out, stdout_bytes=stdout.total, stderr_bytes=stderr.total)
+    def captured(
+        cls, exit_code: int, stdout: Capture, stderr: Capture, duration_s: float, timed_out: bool
+    ) -> ExecResult:
+        return cls(
+            exit_code=exit_code,
+            stdout=stdout.text(),
+            stderr=stderr.text(),
+            duration_s=duration_s,
+            timed_out=timed_out,
+            stdout_bytes=stdout.total,
+            stderr_bytes=stderr.total,
+        )
 
     @property
     def output(self) -> str:
@@ -130,9 +138,16 @@ class EnvironmentSession(ABC):
     commands_dir: str
 
     @abstractmethod
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None,
-                   env: Mapping[str, str] | None = None) -> ExecResult:
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        caller: Caller = Caller.agent,
+        label: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
         """Run ``command``, a bash command line, for ``caller`` (what it sees, in whose context) in ``cwd``,
         the working directory unless given, with ``env`` added to the session's variables (a verifier's
         HOME, TMPDIR and Python settings stay its own). Past ``timeout_s`` the command is killed and the
@@ -231,7 +246,6 @@ class EnvironmentSession(ABC):
         """
 
 
-
 class DelegatingSession(EnvironmentSession):
     """A session that passes everything on to ``inner``: the base of a wrapper that changes one part of
     a session (the framework's limited session of a harness, a provider that logs what it runs)."""
@@ -240,9 +254,16 @@ class DelegatingSession(EnvironmentSession):
         self.inner = inner
         self.workdir, self.scratch, self.commands_dir = inner.workdir, inner.scratch, inner.commands_dir
 
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None,
-                   env: Mapping[str, str] | None = None) -> ExecResult:
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        caller: Caller = Caller.agent,
+        label: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
         return await self.inner.exec(command, timeout_s=timeout_s, cwd=cwd, caller=caller, label=label, env=env)
 
     async def stop_processes(self) -> None:
@@ -284,6 +305,7 @@ class DelegatingSession(EnvironmentSession):
     async def close(self) -> None:
         await self.inner.close()
 
+
 class Environment(ABC):
     """A provider of task environments, configured by one EnvironmentConfig declaration."""
 
@@ -321,15 +343,19 @@ class Environment(ABC):
         asks = task.environment
         if asks is None:
             return None
-        wanted = [*(["its own image"] if asks.has_image else []),
-                  *([f"the working directory {asks.workdir}"] if asks.workdir else []),
-                  *([", ".join(d.path for d in asks.dirs) + " at absolute paths"] if asks.dirs else []),
-                  *(["its own variables"] if asks.env else []),
-                  *(["its own resources"] if asks.cpus or asks.memory_mb or asks.storage_mb else [])]
+        wanted = [
+            *(["its own image"] if asks.has_image else []),
+            *([f"the working directory {asks.workdir}"] if asks.workdir else []),
+            *([", ".join(d.path for d in asks.dirs) + " at absolute paths"] if asks.dirs else []),
+            *(["its own variables"] if asks.env else []),
+            *(["its own resources"] if asks.cpus or asks.memory_mb or asks.storage_mb else []),
+        ]
         if not wanted:
             return None  # a narrower network is the plan's, which validate_plan checks
-        return (f"needs {' and '.join(wanted)}, which environment {self.config.id!r} ({self.config.provider_id}) "
-                "cannot give: run it in sandbox or docker")
+        return (
+            f"needs {' and '.join(wanted)}, which environment {self.config.id!r} ({self.config.provider_id}) "
+            "cannot give: run it in sandbox or docker"
+        )
 
     def validate_plan(self, plan: ExecutionPlan) -> None:
         """Refuse a plan this provider cannot enforce (R-NET-1): it never grants wider access silently."""

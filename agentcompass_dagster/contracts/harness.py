@@ -37,7 +37,12 @@ class HarnessSession(ABC):
     is the attempt's view of the harness, ``env`` the task's environment under the attempt's limits."""
 
     def __init__(
-        self, harness: Harness, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
+        self,
+        harness: Harness,
+        prepared: PreparedTask,
+        env: EnvironmentSession,
+        benchmark: Benchmark,
+        plan: ExecutionPlan,
     ) -> None:
         self.harness = harness
         self.prepared = prepared

@@ -137,8 +137,9 @@ class Model(ABC):
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
         raw_price = config.params.get("price")
-        self.price = None if raw_price is None else validate_declaration(Price, raw_price, config.file,
-                                                                          "model.params.price")
+        self.price = (
+            None if raw_price is None else validate_declaration(Price, raw_price, config.file, "model.params.price")
+        )
 
     @property
     def id(self) -> str:

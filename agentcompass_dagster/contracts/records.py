@@ -260,7 +260,7 @@ class LimitHit(StoredRecord):
     @property
     def message(self) -> str:
         units = {"max_turns": " model calls", "max_tokens": " tokens", "max_cost_usd": " USD", "max_wall_s": " s"}
-        return (f"limit {self.limit}={self.allowance:g} reached: {self.used:g}{units[self.limit]} used")
+        return f"limit {self.limit}={self.allowance:g} reached: {self.used:g}{units[self.limit]} used"
 
 
 class RunResult(StoredRecord):

@@ -10,11 +10,26 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model_validator
 
-from agentcompass_dagster.contracts.declarations import (DECLARATION_FILES, BenchmarkConfig, Declaration,
-                                                         EnvironmentConfig, HarnessConfig, ModelConfig,
-                                                         PluginDeclaration, declaration_files, read_declaration_files)
-from agentcompass_dagster.contracts.records import (AgentLimits, BudgetConfig, EvaluationMode, NetworkPolicy,
-                                                    StoredRecord, utcnow)
+from agentcompass_dagster.contracts.declarations import (
+    DECLARATION_FILES,
+    BenchmarkConfig,
+    Declaration,
+    EnvironmentConfig,
+    HarnessConfig,
+    ModelConfig,
+    PluginDeclaration,
+    declaration_files,
+    read_declaration_files,
+)
+from agentcompass_dagster.contracts.records import (
+    AgentLimits,
+    BudgetConfig,
+    EvaluationMode,
+    NetworkPolicy,
+    StoredRecord,
+    utcnow,
+)
+
 
 def contestant_id(harness_id: str, model_id: str, several_harnesses: bool) -> str:
     return f"{harness_id}.{model_id}" if several_harnesses else model_id
@@ -122,7 +137,6 @@ class OutputConfig(Declaration):
         return self
 
 
-
 class EvalRequest(Declaration):
     """One benchmark x model of a sweep: what the runtime executes and run_info.json records."""
 
@@ -165,14 +179,21 @@ class EvalRequest(Declaration):
 
     def declarations(self) -> dict[str, PluginDeclaration]:
         """Each plugin declaration, by its field."""
-        return {"benchmark": self.benchmark, "model": self.model, "harness": self.harness,
-                "environment": self.environment}
+        return {
+            "benchmark": self.benchmark,
+            "model": self.model,
+            "harness": self.harness,
+            "environment": self.environment,
+        }
 
     def to_task_payload(self) -> dict[str, Any]:
         """The whole request; run_info.json keeps its redacted form (unset optional fields left out, as
         older versions wrote it), with the file each declaration was read from."""
-        empty = {name for name in ("contestant", "run_only", "lineage", "durable_seed", "dagster_run_id", "budget")
-                 if not getattr(self, name)}
+        empty = {
+            name
+            for name in ("contestant", "run_only", "lineage", "durable_seed", "dagster_run_id", "budget")
+            if not getattr(self, name)
+        }
         files = declaration_files(self.declarations())
         return {**self.model_dump(mode="json", exclude=empty), DECLARATION_FILES: files}
 
@@ -191,11 +212,17 @@ class EvalRequest(Declaration):
         benchmark = self.benchmark.model_copy(update={"tasks": [task_id]})
         attempts = self.execution.attempts.model_copy(update={"k": 1})
         contestant = contestant_id(self.harness.id, model.id, True) if self.contestant else None
-        return self.model_copy(update={
-            "name": f"{self.benchmark.id}/{contestant or model.id}", "model": model, "contestant": contestant,
-            "benchmark": benchmark,
-            "execution": self.execution.model_copy(update={"attempts": attempts}), "output": output,
-            "run_only": None, "lineage": lineage, "durable_seed": seed, "dagster_run_id": None,
-        })
-
-
+        return self.model_copy(
+            update={
+                "name": f"{self.benchmark.id}/{contestant or model.id}",
+                "model": model,
+                "contestant": contestant,
+                "benchmark": benchmark,
+                "execution": self.execution.model_copy(update={"attempts": attempts}),
+                "output": output,
+                "run_only": None,
+                "lineage": lineage,
+                "durable_seed": seed,
+                "dagster_run_id": None,
+            }
+        )

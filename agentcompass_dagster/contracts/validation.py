@@ -31,8 +31,11 @@ def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
         field = current.model_fields.get(part) if isinstance(current, type) and issubclass(current, BaseModel) else None
         if field is None:
             return []
-        nested = [t for t in (field.annotation, *typing.get_args(field.annotation))
-                  if isinstance(t, type) and issubclass(t, BaseModel)]
+        nested = [
+            t
+            for t in (field.annotation, *typing.get_args(field.annotation))
+            if isinstance(t, type) and issubclass(t, BaseModel)
+        ]
         if not nested:
             args = [a for a in typing.get_args(field.annotation) for a in (a, *typing.get_args(a))]
             nested = [t for t in args if isinstance(t, type) and issubclass(t, BaseModel)]

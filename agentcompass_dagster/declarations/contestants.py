@@ -27,5 +27,8 @@ def by_contestant(frame: pd.DataFrame, several_harnesses: bool) -> pd.DataFrame:
     summary's plots, the comparisons and the report show a row as. The files keep the model's id."""
     if not several_harnesses or frame.empty:
         return frame
-    return frame.assign(model=[contestant_id(str(harness), str(model), True)
-                               for harness, model in zip(frame["harness"], frame["model"])])
+    return frame.assign(
+        model=[
+            contestant_id(str(harness), str(model), True) for harness, model in zip(frame["harness"], frame["model"])
+        ]
+    )

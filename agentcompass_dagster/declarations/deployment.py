@@ -57,6 +57,7 @@ class DagsterDeployment(Declaration):
     @model_validator(mode="after")
     def _executor_needs_its_settings(self) -> DagsterDeployment:
         if self.executor in ("docker", "k8s") and getattr(self, self.executor) is None:
-            raise ValueError(f"executor {self.executor!r} needs {self.executor}: {{image: ...}}, an image that holds "
-                             "this project")
+            raise ValueError(
+                f"executor {self.executor!r} needs {self.executor}: {{image: ...}}, an image that holds this project"
+            )
         return self

@@ -59,8 +59,10 @@ def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str,
             return data, str(path)
     declared = sorted({other.stem for path in paths for other in path.parent.glob("*.yaml")})
     if kind == "models" and ref != "none":
-        raise UserError(f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} "
-                        f"(declared models: {', '.join(declared) or 'none'})")
+        raise UserError(
+            f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} "
+            f"(declared models: {', '.join(declared) or 'none'})"
+        )
     from agentcompass_dagster.declarations import registry  # plugins import these declarations; the registry is lazy
 
     plugins = registry.harnesses if kind == "harnesses" else registry.environments
@@ -68,8 +70,10 @@ def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str,
         return {"id": ref}, None
     near = difflib.get_close_matches(ref, sorted({*declared, *plugins.ids()}), n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]!r}?" if near else ""
-    raise UserError(f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} and no "
-                    f"{plugins.kind} plugin of that id{hint}")
+    raise UserError(
+        f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} and no "
+        f"{plugins.kind} plugin of that id{hint}"
+    )
 
 
 def check_plugin_ids(sweep: SweepConfig, where: str) -> None:
@@ -82,11 +86,15 @@ def check_plugin_ids(sweep: SweepConfig, where: str) -> None:
     for index, benchmark in enumerate(sweep.benchmarks):
         registry.benchmarks.check(benchmark.id, f"benchmarks[{index}].id", where)
     for field, harness in sweep.harness_fields.items():
-        registry.harnesses.check(harness.provider_id, f"{field}.{'provider' if harness.provider else 'id'}",
-                                 harness.file or where)
+        registry.harnesses.check(
+            harness.provider_id, f"{field}.{'provider' if harness.provider else 'id'}", harness.file or where
+        )
     environment = sweep.environment
-    registry.environments.check(environment.provider_id, f"environment.{'provider' if environment.provider else 'id'}",
-                                environment.file or where)
+    registry.environments.check(
+        environment.provider_id,
+        f"environment.{'provider' if environment.provider else 'id'}",
+        environment.file or where,
+    )
     for index, model in enumerate(sweep.models):
         if model.provider != "none":
             registry.models.check(model.provider, f"models[{index}].provider", model.file or where)

@@ -124,8 +124,10 @@ class Registry(Generic[T]):
                 self._targets[plugin_id] = target
         contract = self.contract()
         if not (isinstance(target, type) and issubclass(target, contract)):
-            raise UserError(f"{name}={plugin_id!r}: the {self.kind} plugin {target!r} is not a subclass of "
-                            f"{contract.__module__}.{contract.__name__}")
+            raise UserError(
+                f"{name}={plugin_id!r}: the {self.kind} plugin {target!r} is not a subclass of "
+                f"{contract.__module__}.{contract.__name__}"
+            )
         return target
 
     def contract(self) -> type[T]:

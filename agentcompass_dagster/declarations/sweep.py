@@ -10,15 +10,25 @@ from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from agentcompass_dagster.contracts.declarations import (BenchmarkConfig, Declaration, EnvironmentConfig,
-                                                         HarnessConfig, ModelConfig, PluginDeclaration)
+from agentcompass_dagster.contracts.declarations import (
+    BenchmarkConfig,
+    Declaration,
+    EnvironmentConfig,
+    HarnessConfig,
+    ModelConfig,
+    PluginDeclaration,
+)
 from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.contracts.records import BudgetConfig
 from agentcompass_dagster.contracts.validation import validate_declaration
 from agentcompass_dagster.declarations.contestants import Contestant
 from agentcompass_dagster.declarations.deployment import DagsterDeployment
-from agentcompass_dagster.declarations.references import (check_plugin_ids, default_resources, load_yaml,
-                                                          resolve_reference)
+from agentcompass_dagster.declarations.references import (
+    check_plugin_ids,
+    default_resources,
+    load_yaml,
+    resolve_reference,
+)
 from agentcompass_dagster.contracts.request import EvalRequest, ExecutionConfig, OutputConfig, contestant_id
 
 
@@ -108,10 +118,14 @@ class SweepConfig(Declaration):
         if self.harness is None and self.harnesses is None:
             raise ValueError("harness: missing (or harnesses: a list of them)")
         if self.harness is not None and self.harnesses is not None:
-            raise ValueError(f"harness={self.harness.id!r} and harnesses={[h.id for h in self.harnesses]!r}: "
-                             "declare one of the two")
-        for field, ids in (("benchmarks", [b.id for b in self.benchmarks]), ("models", [m.id for m in self.models]),
-                           ("harnesses", [h.id for h in self.harnesses or []])):
+            raise ValueError(
+                f"harness={self.harness.id!r} and harnesses={[h.id for h in self.harnesses]!r}: declare one of the two"
+            )
+        for field, ids in (
+            ("benchmarks", [b.id for b in self.benchmarks]),
+            ("models", [m.id for m in self.models]),
+            ("harnesses", [h.id for h in self.harnesses or []]),
+        ):
             seen: set[str] = set()
             for index, item in enumerate(ids):
                 if item in seen:
@@ -119,12 +133,15 @@ class SweepConfig(Declaration):
                 seen.add(item)
         named = [c.id for c in self.contestants()]
         if twice := next((name for i, name in enumerate(named) if name in named[:i]), None):
-            raise ValueError(f"harnesses: two harness x model pairs are named {twice!r} (<harness>.<model>); "
-                             "rename one")
+            raise ValueError(
+                f"harnesses: two harness x model pairs are named {twice!r} (<harness>.<model>); rename one"
+            )
         baseline = self.alerts.baseline_model
         if baseline is not None and baseline not in {c.id for c in self.contestants()}:
-            raise ValueError(f"alerts.baseline_model {baseline!r} is not one of the sweep's "
-                             + ("contestants (<harness>.<model>)" if self.several_harnesses else "models"))
+            raise ValueError(
+                f"alerts.baseline_model {baseline!r} is not one of the sweep's "
+                + ("contestants (<harness>.<model>)" if self.several_harnesses else "models")
+            )
         return self
 
     @property
@@ -144,17 +161,23 @@ class SweepConfig(Declaration):
 
     def contestants(self) -> list[Contestant]:
         """Every model x harness, models first (in a sweep of one harness: the models)."""
-        return [Contestant(contestant_id(harness.id, model.id, self.several_harnesses), harness, model)
-                for model in self.models for harness in self.harness_list]
+        return [
+            Contestant(contestant_id(harness.id, model.id, self.several_harnesses), harness, model)
+            for model in self.models
+            for harness in self.harness_list
+        ]
 
     def contestant(self, contestant_id: str) -> Contestant:
         return next(c for c in self.contestants() if c.id == contestant_id)
 
     def declarations(self) -> dict[str, PluginDeclaration]:
         """Each plugin declaration, by its field."""
-        return {**{f"benchmarks[{i}]": benchmark for i, benchmark in enumerate(self.benchmarks)},
-                **{f"models[{i}]": model for i, model in enumerate(self.models)},
-                **self.harness_fields, "environment": self.environment}
+        return {
+            **{f"benchmarks[{i}]": benchmark for i, benchmark in enumerate(self.benchmarks)},
+            **{f"models[{i}]": model for i, model in enumerate(self.models)},
+            **self.harness_fields,
+            "environment": self.environment,
+        }
 
     def read_from(self, file: str, files: dict[str, str]) -> None:
         """Note the file the sweep was read from, and each plugin declaration's: the file a name in its field
@@ -167,8 +190,11 @@ class SweepConfig(Declaration):
         """Every benchmark x model x harness, with the declared output (the runtime alone: a new run directory
         each)."""
         output = self.output.model_copy(update={"run_name": self.output.run_name or self.name})
-        return [self.request(benchmark, contestant, output)
-                for benchmark in self.benchmarks for contestant in self.contestants()]
+        return [
+            self.request(benchmark, contestant, output)
+            for benchmark in self.benchmarks
+            for contestant in self.contestants()
+        ]
 
     def request(
         self,
@@ -199,7 +225,6 @@ class SweepConfig(Declaration):
             budget=self.budget,
             declared_in=f"{self._file}: benchmarks[{index}]" if self._file and index is not None else None,
         )
-
 
 
 def load_sweep(path: Path, resources: Path | None = None) -> SweepConfig:

@@ -42,9 +42,13 @@ def regression_alert_sensor(checks: Mapping[dg.AssetCheckKey, SweepBenchmark]) -
     them all."""
     keys = sorted(checks, key=lambda key: key.to_user_string())
 
-    @dg.sensor(name=NAME, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING,
-               description=f"Each failed regression check of a sweep: a line of <sweep>/{ALERTS_FILE} in its "
-               "results directory, and a POST to the sweep's alerts.webhook_url when it declares one.")
+    @dg.sensor(
+        name=NAME,
+        minimum_interval_seconds=INTERVAL_S,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Each failed regression check of a sweep: a line of <sweep>/{ALERTS_FILE} in its "
+        "results directory, and a POST to the sweep's alerts.webhook_url when it declares one.",
+    )
     def regression_alerts(context: dg.SensorEvaluationContext) -> dg.SkipReason:
         cursor = int(context.cursor or 0)
         records = sorted(_executions_after(context.instance, keys, cursor), key=lambda record: record.id)
@@ -89,8 +93,14 @@ def _executions_after(instance: dg.DagsterInstance, keys: Sequence[dg.AssetCheck
 def _alert(record: Any, alerts: AlertsConfig) -> RegressionAlert:
     evaluation = record.event.asset_check_evaluation
     verdict = RegressionVerdict.model_validate(evaluation.metadata["verdict"].value)
-    alert = RegressionAlert(**verdict.model_dump(), check_name=record.key.name, evaluation_id=record.id,
-                            dagster_run_id=record.run_id, alerted_at=time.time(), webhook="not declared")
+    alert = RegressionAlert(
+        **verdict.model_dump(),
+        check_name=record.key.name,
+        evaluation_id=record.id,
+        dagster_run_id=record.run_id,
+        alerted_at=time.time(),
+        webhook="not declared",
+    )
     if alerts.webhook_url:
         error = _post(alerts.webhook_url, alert)
         alert.webhook, alert.webhook_error = ("failed", error) if error else ("delivered", None)
@@ -101,11 +111,13 @@ def _post(url: str, alert: RegressionAlert) -> str | None:
     """POST the alert; what went wrong, or None. A webhook that fails is recorded, never retried: the
     record in alerts.jsonl is the alert, the webhook a notice of it. The URL is left out of the error, a
     Slack webhook's path being its secret."""
-    text = (f"Regression in sweep {alert.sweep}, {alert.benchmark}, {alert.model} ({alert.check_name}): "
-            f"{alert.reason}")
-    body = json.dumps(redact({"text": text, "alert": alert.model_dump(mode="json", exclude={"webhook", "webhook_error"})}))
-    request = urllib.request.Request(url, data=body.encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    text = f"Regression in sweep {alert.sweep}, {alert.benchmark}, {alert.model} ({alert.check_name}): {alert.reason}"
+    body = json.dumps(
+        redact({"text": text, "alert": alert.model_dump(mode="json", exclude={"webhook", "webhook_error"})})
+    )
+    request = urllib.request.Request(
+        url, data=body.encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT_S) as response:
             response.read()

@@ -19,10 +19,13 @@ MAX_FINDINGS = 20
 
 
 def counts_check(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=sweep_benchmark.key("metrics"), name="counts_match_denominators",
-                    automation_condition=current_after_deps(),
-                    description="In each model's newest run: evaluated + errors + missing = selected tasks, and "
-                    "every metric row carries those counts (accuracy per category: its category's tasks).")
+    @dg.asset_check(
+        asset=sweep_benchmark.key("metrics"),
+        name="counts_match_denominators",
+        automation_condition=current_after_deps(),
+        description="In each model's newest run: evaluated + errors + missing = selected tasks, and "
+        "every metric row carries those counts (accuracy per category: its category's tasks).",
+    )
     def counts_match_denominators() -> dg.AssetCheckResult:
         import pandas as pd
 
@@ -34,8 +37,10 @@ def counts_check(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
                 problems.append(f"{model}: no {SUMMARY_COUNTS} in {run}")
                 continue
             if counts["evaluated"] + counts["error"] + counts["missing"] != counts["total"]:
-                problems.append(f"{model}: evaluated {counts['evaluated']} + errors {counts['error']} + missing "
-                                f"{counts['missing']} != total {counts['total']}")
+                problems.append(
+                    f"{model}: evaluated {counts['evaluated']} + errors {counts['error']} + missing "
+                    f"{counts['missing']} != total {counts['total']}"
+                )
             if (run / METRICS_FILE).is_file():
                 rows = pd.read_parquet(run / METRICS_FILE).set_index("metric")
                 per_category = {f"accuracy/{name}": c["evaluated"] for name, c in counts["categories"].items()}
@@ -49,9 +54,12 @@ def counts_check(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
 
 
 def secrets_check(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=sweep_benchmark.key("metrics"), name="no_secret_in_run_dirs",
-                    automation_condition=current_after_deps(),
-                    description="No file of a model's newest run directory holds a secret-looking value.")
+    @dg.asset_check(
+        asset=sweep_benchmark.key("metrics"),
+        name="no_secret_in_run_dirs",
+        automation_condition=current_after_deps(),
+        description="No file of a model's newest run directory holds a secret-looking value.",
+    )
     def no_secret_in_run_dirs() -> dg.AssetCheckResult:
         findings = []
         scanned = 0
@@ -81,8 +89,10 @@ def baseline_check_name(model_id: str, baseline: str) -> str:
     return dagster_name(model_id, "not_worse_than", baseline)
 
 
-COMPLETE_RUN = ("A run counts once it is complete: completed, not a fork, with a result for every task it "
-                "selected (a run that reused earlier results counts; its reused tasks tie).")
+COMPLETE_RUN = (
+    "A run counts once it is complete: completed, not a fork, with a result for every task it "
+    "selected (a run that reused earlier results counts; its reused tasks tie)."
+)
 
 
 def with_the_metrics() -> dg.AutomationCondition:
@@ -111,24 +121,46 @@ def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefiniti
     alerts, metrics = sweep.alerts, sweep_benchmark.key("metrics")
     models = list(sweep_benchmark.model_keys.values())  # contestants: the models, with one harness
     rule = f"fails when worse with p < {alerts.alpha} (paired test of per-task scores) and a drop > {alerts.min_drop}"
-    specs = [dg.AssetCheckSpec(regression_check_name(model), asset=metrics, blocking=alerts.blocking,
-                               automation_condition=with_the_metrics(),
-                               description=f"{model}'s newest complete run of {benchmark!r} against its previous one, "
-                               f"on the tasks both finished: {rule}. {COMPLETE_RUN}") for model in models]
+    specs = [
+        dg.AssetCheckSpec(
+            regression_check_name(model),
+            asset=metrics,
+            blocking=alerts.blocking,
+            automation_condition=with_the_metrics(),
+            description=f"{model}'s newest complete run of {benchmark!r} against its previous one, "
+            f"on the tasks both finished: {rule}. {COMPLETE_RUN}",
+        )
+        for model in models
+    ]
     baseline = alerts.baseline_model
     others = [model for model in models if baseline is not None and model != baseline]
-    specs += [dg.AssetCheckSpec(baseline_check_name(model, baseline), asset=metrics, blocking=alerts.blocking,
-                                automation_condition=with_the_metrics(),
-                                description=f"{model}'s newest complete run of {benchmark!r} against the baseline "
-                                f"model {baseline}'s, on the tasks both finished: {rule}. {COMPLETE_RUN}")
-              for model in others if baseline is not None]  # (others is empty without a baseline)
+    specs += [
+        dg.AssetCheckSpec(
+            baseline_check_name(model, baseline),
+            asset=metrics,
+            blocking=alerts.blocking,
+            automation_condition=with_the_metrics(),
+            description=f"{model}'s newest complete run of {benchmark!r} against the baseline "
+            f"model {baseline}'s, on the tasks both finished: {rule}. {COMPLETE_RUN}",
+        )
+        for model in others
+        if baseline is not None
+    ]  # (others is empty without a baseline)
 
     # Subsettable, so that a check with nothing to compare may yield nothing (and the UI can run one).
-    @dg.multi_asset_check(specs=specs, name=dagster_name(sweep.name, benchmark, "regression"), can_subset=True,
-                          description=f"Regression checks of {benchmark!r}: {rule}.")
+    @dg.multi_asset_check(
+        specs=specs,
+        name=dagster_name(sweep.name, benchmark, "regression"),
+        can_subset=True,
+        description=f"Regression checks of {benchmark!r}: {rule}.",
+    )
     def regression(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
-        identity: _Identity = {"sweep": sweep.name, "benchmark": benchmark, "alpha": alerts.alpha,
-                               "min_drop": alerts.min_drop}
+        identity: _Identity = {
+            "sweep": sweep.name,
+            "benchmark": benchmark,
+            "alpha": alerts.alpha,
+            "min_drop": alerts.min_drop,
+        }
         selected = {key.name for key in context.selected_asset_check_keys}
         newest = {}
         for model in models:
@@ -148,20 +180,45 @@ def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefiniti
             assert baseline is not None
             if model not in newest or baseline_check_name(model, baseline) not in selected:
                 continue
-            verdict = judge(newest[model], newest.get(baseline), model=model, baseline_model=baseline,
-                            missing=f"the baseline model {baseline} has no complete run yet", **identity)
+            verdict = judge(
+                newest[model],
+                newest.get(baseline),
+                model=model,
+                baseline_model=baseline,
+                missing=f"the baseline model {baseline} has no complete run yet",
+                **identity,
+            )
             yield from _result(context, baseline_check_name(model, baseline), verdict)
 
     return regression
 
 
-def _result(context: dg.AssetCheckExecutionContext, name: str,
-            verdict: RegressionVerdict) -> Iterator[dg.AssetCheckResult]:
+def _result(
+    context: dg.AssetCheckExecutionContext, name: str, verdict: RegressionVerdict
+) -> Iterator[dg.AssetCheckResult]:
     if verdict.status == "skipped":
         context.log.info(f"{name} skipped: {verdict.reason}")
         return
-    figures = verdict.model_dump(include={"n", "mean_new", "mean_baseline", "diff", "ci_low", "ci_high", "p_value",
-                                          "test", "alpha", "min_drop", "run_id", "baseline_run_id"})
-    yield dg.AssetCheckResult(check_name=name, passed=verdict.status == "passed", severity=dg.AssetCheckSeverity.ERROR,
-                              description=verdict.reason,
-                              metadata={**figures, "verdict": dg.MetadataValue.json(verdict.model_dump(mode="json"))})
+    figures = verdict.model_dump(
+        include={
+            "n",
+            "mean_new",
+            "mean_baseline",
+            "diff",
+            "ci_low",
+            "ci_high",
+            "p_value",
+            "test",
+            "alpha",
+            "min_drop",
+            "run_id",
+            "baseline_run_id",
+        }
+    )
+    yield dg.AssetCheckResult(
+        check_name=name,
+        passed=verdict.status == "passed",
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=verdict.reason,
+        metadata={**figures, "verdict": dg.MetadataValue.json(verdict.model_dump(mode="json"))},
+    )

@@ -41,15 +41,27 @@ from agentcompass_dagster.defs.sweep import SweepBenchmark
 from agentcompass_dagster.defs.task_events import TaskStream
 from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.contracts.markdown import markdown_table
-from agentcompass_dagster.reporting.plots import (Plot, accuracy_with_ci, category_heatmap, cost_vs_accuracy,
-                                                  inline_accuracy, markdown_image)
+from agentcompass_dagster.reporting.plots import (
+    Plot,
+    accuracy_with_ci,
+    category_heatmap,
+    cost_vs_accuracy,
+    inline_accuracy,
+    markdown_image,
+)
 from agentcompass_dagster.runtime.results.analysis import select_analyzers
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes, atomic_write_text
 from agentcompass_dagster.runtime.execution.consolidate import consolidate
 from agentcompass_dagster.runtime.execution.orchestration_thread import OrchestrationThread
 from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator
-from agentcompass_dagster.runtime.store.layout import (COMPARISON_FILE, COMPARISON_MD, METRICS_FILE, SUMMARY,
-                                                 TASK_RESULTS_FILE, TASKS_FILE)
+from agentcompass_dagster.runtime.store.layout import (
+    COMPARISON_FILE,
+    COMPARISON_MD,
+    METRICS_FILE,
+    SUMMARY,
+    TASK_RESULTS_FILE,
+    TASKS_FILE,
+)
 from agentcompass_dagster.runtime.results.parquet import (
     conform,
     metrics_schema,
@@ -80,11 +92,17 @@ def tasks_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     materialized, so a materialization of the list on every run would mark every attempts partition
     "Unsynced" for good; an observed source with a data version (a hash of the list) says when the list
     changed and leaves them synced."""
+
     @dg.multi_observable_source_asset(
         name=dagster_name(sweep_benchmark.sweep.name, sweep_benchmark.benchmark.id, "tasks"),
-        specs=[dg.AssetSpec(sweep_benchmark.key("tasks"), group_name=sweep_benchmark.group,
-                            description=f"The selected tasks of benchmark {sweep_benchmark.benchmark.id!r}; one "
-                            "attempts partition per task.")],
+        specs=[
+            dg.AssetSpec(
+                sweep_benchmark.key("tasks"),
+                group_name=sweep_benchmark.group,
+                description=f"The selected tasks of benchmark {sweep_benchmark.benchmark.id!r}; one "
+                "attempts partition per task.",
+            )
+        ],
     )
     def tasks(context: dg.AssetExecutionContext) -> dg.ObserveResult:
         import pandas as pd
@@ -94,24 +112,40 @@ def tasks_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         keys = sweep_benchmark.task_keys
         _, new = register_tasks(sweep_benchmark, context.instance, list(keys))
         sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
-        frame = pd.DataFrame({"task_id": [t.id for t in keys.values()], "partition_key": list(keys),
-                              "category": [t.category for t in keys.values()]})
+        frame = pd.DataFrame(
+            {
+                "task_id": [t.id for t in keys.values()],
+                "partition_key": list(keys),
+                "category": [t.category for t in keys.values()],
+            }
+        )
         write_frame(sweep_benchmark.benchmark_dir / TASKS_FILE, frame)
-        listed = json.dumps([[t.id, t.category, t.input, t.metadata, t.environment, t.agent_timeout_s, t.steps]
-                             for t in keys.values()], sort_keys=True, default=str)
+        listed = json.dumps(
+            [[t.id, t.category, t.input, t.metadata, t.environment, t.agent_timeout_s, t.steps] for t in keys.values()],
+            sort_keys=True,
+            default=str,
+        )
         not_loaded = sweep_benchmark.selection.not_loaded
-        return dg.ObserveResult(data_version=dg.DataVersion(hashlib.sha256(listed.encode()).hexdigest()[:16]),
-                                metadata={"tasks": len(keys), "new partitions": len(new),
-                                          **({"not loaded": dg.MetadataValue.md("\n".join(
-                                              f"- `{t.id}`: {t.reason}" for t in not_loaded))} if not_loaded else {}),
-                                          "path": dg.MetadataValue.path(
-                                              str((sweep_benchmark.benchmark_dir / TASKS_FILE).resolve()))})
+        return dg.ObserveResult(
+            data_version=dg.DataVersion(hashlib.sha256(listed.encode()).hexdigest()[:16]),
+            metadata={
+                "tasks": len(keys),
+                "new partitions": len(new),
+                **(
+                    {"not loaded": dg.MetadataValue.md("\n".join(f"- `{t.id}`: {t.reason}" for t in not_loaded))}
+                    if not_loaded
+                    else {}
+                ),
+                "path": dg.MetadataValue.path(str((sweep_benchmark.benchmark_dir / TASKS_FILE).resolve())),
+            },
+        )
 
     return tasks
 
 
-def _stream(context: dg.AssetExecutionContext, orchestration: OrchestrationThread,
-            stream: TaskStream) -> Iterator[dg.AssetMaterialization | dg.AssetObservation]:
+def _stream(
+    context: dg.AssetExecutionContext, orchestration: OrchestrationThread, stream: TaskStream
+) -> Iterator[dg.AssetMaterialization | dg.AssetObservation]:
     try:
         while True:
             try:
@@ -143,8 +177,9 @@ def _wanted(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark) 
     return wanted
 
 
-def _reused(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark,
-            skipped: list[str]) -> Iterator[dg.AssetMaterialization]:
+def _reused(
+    context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark, skipped: list[str]
+) -> Iterator[dg.AssetMaterialization]:
     """The skipped partitions of a backfill's run that have a result (from an earlier run, or one that
     evaluated them beside this one), reported again with that result's metadata: an asset backfill
     counts a partition done only when a run of its own materializes it, and would otherwise end
@@ -157,7 +192,8 @@ def _reused(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark,
     cursor = None
     while len(latest) < len(done):
         page = context.instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=attempts, asset_partitions=sorted(done)), limit=len(done), cursor=cursor)
+            dg.AssetRecordsFilter(asset_key=attempts, asset_partitions=sorted(done)), limit=len(done), cursor=cursor
+        )
         for record in page.records:  # newest first
             latest.setdefault(str(record.partition_key), record.asset_materialization)
         if not page.has_more:
@@ -181,19 +217,24 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
     try:
         skipped = len(wanted) - len(mine)
         if skipped:
-            context.log.info(f"{skipped} of {len(wanted)} partitions are "
-                             f"{'' if fresh_since else 'materialized or '}being evaluated by another run: skipped")
+            context.log.info(
+                f"{skipped} of {len(wanted)} partitions are "
+                f"{'' if fresh_since else 'materialized or '}being evaluated by another run: skipped"
+            )
         if mine:
             by_model: dict[str, list[str]] = {}
             for key in mine:
                 model_key, task_key = split_key(key)
                 by_model.setdefault(sweep_benchmark.model_keys[model_key], []).append(tasks[task_key].id)
-            requests = [sweep_benchmark.request(model_id, task_ids, resources, run_id, fresh_since)
-                        for model_id, task_ids in by_model.items()]
+            requests = [
+                sweep_benchmark.request(model_id, task_ids, resources, run_id, fresh_since)
+                for model_id, task_ids in by_model.items()
+            ]
             stream = TaskStream(sweep_benchmark, {(m, t) for m, ids in by_model.items() for t in ids})
             permits = InstancePermits(context.instance, run_id, context.op_execution_context.op_handle.name)
-            orchestrator = Orchestrator(requests, observer=stream,
-                                        resolved=sweep_benchmark.resolved(requests, resources), permits=permits)
+            orchestrator = Orchestrator(
+                requests, observer=stream, resolved=sweep_benchmark.resolved(requests, resources), permits=permits
+            )
             orchestration = OrchestrationThread(orchestrator).start()
             yield from _stream(context, orchestration, stream)
             result = orchestration.result()
@@ -208,8 +249,9 @@ def _evaluate(context: dg.AssetExecutionContext, sweep_benchmark: SweepBenchmark
     failed = {name: o.error for name, o in result.outcomes.items() if o.status != "completed"}
     if not failed:
         return None
-    return "; ".join(f"{name}: {str(error).strip().splitlines()[-1][:300] if error else 'failed'}"
-                     for name, error in failed.items())
+    return "; ".join(
+        f"{name}: {str(error).strip().splitlines()[-1][:300] if error else 'failed'}" for name, error in failed.items()
+    )
 
 
 def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.MaterializeResult:
@@ -223,51 +265,75 @@ def _metrics(sweep_benchmark: SweepBenchmark, dagster_run_id: str) -> dg.Materia
         for contestant in sweep_benchmark.model_keys.values():
             request = sweep_benchmark.request(contestant, [], dagster_run_id=dagster_run_id)
             plugins = sweep_benchmark.plugins(request)
-            consolidate(request, plugins, select_analyzers(request), sweep_benchmark.tasks, sweep_benchmark.store,
-                        sweep_benchmark.root(contestant))
+            consolidate(
+                request,
+                plugins,
+                select_analyzers(request),
+                sweep_benchmark.tasks,
+                sweep_benchmark.store,
+                sweep_benchmark.root(contestant),
+            )
         newest = sweep_benchmark.newest_runs(METRICS_FILE)
         sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
         rows: dict[str, Any] = {}
         # In the files' own schemas (a pandas round trip cannot write their map column back), older
         # runs' files conformed to them.
-        for name, schema in ((METRICS_FILE, metrics_schema()), (TASK_RESULTS_FILE, task_results_schema(analysis_columns()))):
-            tables = [conform(pq.read_table(Path(source.path) / name), schema) for source in newest.values()
-                      if (Path(source.path) / name).is_file()]
+        for name, schema in (
+            (METRICS_FILE, metrics_schema()),
+            (TASK_RESULTS_FILE, task_results_schema(analysis_columns())),
+        ):
+            tables = [
+                conform(pq.read_table(Path(source.path) / name), schema)
+                for source in newest.values()
+                if (Path(source.path) / name).is_file()
+            ]
             table = pa.concat_tables(tables) if tables else schema.empty_table()
             write_table(sweep_benchmark.benchmark_dir / name, table)
             rows[name] = table.to_pandas()
         table = _markdown_table(rows[METRICS_FILE], several)
         metric_rows, task_rows = (by_contestant(rows[name], several) for name in (METRICS_FILE, TASK_RESULTS_FILE))
-        atomic_write_text(sweep_benchmark.benchmark_dir / SUMMARY,
-                          f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}\n\n{table}\n")
-        plots = {"accuracy per model": accuracy_with_ci(metric_rows),
-                 "accuracy per category": category_heatmap(metric_rows),
-                 "cost against accuracy": cost_vs_accuracy(metric_rows, task_rows)}
+        atomic_write_text(
+            sweep_benchmark.benchmark_dir / SUMMARY,
+            f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}\n\n{table}\n",
+        )
+        plots = {
+            "accuracy per model": accuracy_with_ci(metric_rows),
+            "accuracy per category": category_heatmap(metric_rows),
+            "cost against accuracy": cost_vs_accuracy(metric_rows, task_rows),
+        }
         for title, plot in plots.items():
             png_path = sweep_benchmark.benchmark_dir / f"{title.replace(' ', '_')}.png"
             if isinstance(plot, Plot):
                 atomic_write_bytes(png_path, plot.png)
             else:  # nothing to draw: no PNG, not an earlier materialization's one either
                 png_path.unlink(missing_ok=True)
-    accuracy = {f"accuracy {row.model}": float(row.value) for row in metric_rows.itertuples()
-                if row.metric == "accuracy"} if not metric_rows.empty else {}
+    accuracy = (
+        {f"accuracy {row.model}": float(row.value) for row in metric_rows.itertuples() if row.metric == "accuracy"}
+        if not metric_rows.empty
+        else {}
+    )
     inline = inline_accuracy(metric_rows)
     analysis = {model: run_figures(Path(source.path)) for model, source in newest.items()}
-    return dg.MaterializeResult(asset_key=sweep_benchmark.key("metrics"), metadata={
-        # Markdown under 1,000 characters shows inline in the UI: the table, and a tiny SVG chart.
-        "summary": dg.MetadataValue.md(table),
-        **({"accuracy per model": dg.MetadataValue.md(inline)} if inline else {}),
-        **accuracy,
-        **{f"plot: {title}": dg.MetadataValue.md(markdown_image(title, plot)) for title, plot in plots.items()},
-        # What the analyzers found in each contestant's run (its analysis_summary.md has the flagged attempts).
-        "analysis": dg.MetadataValue.md(figures_table(analysis)),
-        **summed_counts(analysis),
-        **(budget_figures(sweep_benchmark.budget) if sweep_benchmark.budget else {}),
-        "models": len(newest),
-        "runs": dg.MetadataValue.json({model: str(Path(source.path).resolve()) for model, source in newest.items()}),
-        "metrics": dg.MetadataValue.path(str((sweep_benchmark.benchmark_dir / METRICS_FILE).resolve())),
-        "report": _report(sweep_benchmark),
-    })
+    return dg.MaterializeResult(
+        asset_key=sweep_benchmark.key("metrics"),
+        metadata={
+            # Markdown under 1,000 characters shows inline in the UI: the table, and a tiny SVG chart.
+            "summary": dg.MetadataValue.md(table),
+            **({"accuracy per model": dg.MetadataValue.md(inline)} if inline else {}),
+            **accuracy,
+            **{f"plot: {title}": dg.MetadataValue.md(markdown_image(title, plot)) for title, plot in plots.items()},
+            # What the analyzers found in each contestant's run (its analysis_summary.md has the flagged attempts).
+            "analysis": dg.MetadataValue.md(figures_table(analysis)),
+            **summed_counts(analysis),
+            **(budget_figures(sweep_benchmark.budget) if sweep_benchmark.budget else {}),
+            "models": len(newest),
+            "runs": dg.MetadataValue.json(
+                {model: str(Path(source.path).resolve()) for model, source in newest.items()}
+            ),
+            "metrics": dg.MetadataValue.path(str((sweep_benchmark.benchmark_dir / METRICS_FILE).resolve())),
+            "report": _report(sweep_benchmark),
+        },
+    )
 
 
 def _report(sweep_benchmark: SweepBenchmark) -> dg.MetadataValue:
@@ -286,9 +352,13 @@ def current_after_deps() -> dg.AutomationCondition:
     that is in progress: the metrics after a run of the attempts that left them out (the comparison
     and the checks follow in the same run, their dependency being requested). A run that computes the
     metrics after its attempts resets it, so runs that include them launch nothing more."""
-    return (dg.AutomationCondition.any_deps_updated().since(
-        dg.AutomationCondition.newly_requested() | dg.AutomationCondition.newly_updated())
-        & ~dg.AutomationCondition.any_deps_in_progress() & ~dg.AutomationCondition.in_progress())
+    return (
+        dg.AutomationCondition.any_deps_updated().since(
+            dg.AutomationCondition.newly_requested() | dg.AutomationCondition.newly_updated()
+        )
+        & ~dg.AutomationCondition.any_deps_in_progress()
+        & ~dg.AutomationCondition.in_progress()
+    )
 
 
 def backfill_policy(sweep_benchmark: SweepBenchmark) -> dg.BackfillPolicy:
@@ -306,18 +376,31 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=dagster_name(sweep_benchmark.sweep.name, sweep_benchmark.benchmark.id, "evaluate"),
         specs=[
-            dg.AssetSpec(attempts_key, deps=[sweep_benchmark.key("tasks")], partitions_def=sweep_benchmark.partitions,
-                         skippable=True,
-                         group_name=sweep_benchmark.group, description=(
-                             f"Every task of {sweep_benchmark.benchmark.id!r} for every model, k attempts each "
-                             "(inside the "
-                             "task's detail). A partition is materialized when its task ends with a normal "
-                             "result; a task that ends in error stays missing and runs again. The detail paths "
-                             f"in its metadata are relative to {sweep_benchmark.benchmark_dir}; the trajectory "
-                             "pages' are whole, to open in a browser.")),
-            dg.AssetSpec(metrics_key, deps=[attempts_key], group_name=sweep_benchmark.group, skippable=True,
-                         automation_condition=current_after_deps(), description=(
-                f"Metrics of {sweep_benchmark.benchmark.id!r} per model, from each model's newest complete run.")),
+            dg.AssetSpec(
+                attempts_key,
+                deps=[sweep_benchmark.key("tasks")],
+                partitions_def=sweep_benchmark.partitions,
+                skippable=True,
+                group_name=sweep_benchmark.group,
+                description=(
+                    f"Every task of {sweep_benchmark.benchmark.id!r} for every model, k attempts each "
+                    "(inside the "
+                    "task's detail). A partition is materialized when its task ends with a normal "
+                    "result; a task that ends in error stays missing and runs again. The detail paths "
+                    f"in its metadata are relative to {sweep_benchmark.benchmark_dir}; the trajectory "
+                    "pages' are whole, to open in a browser."
+                ),
+            ),
+            dg.AssetSpec(
+                metrics_key,
+                deps=[attempts_key],
+                group_name=sweep_benchmark.group,
+                skippable=True,
+                automation_condition=current_after_deps(),
+                description=(
+                    f"Metrics of {sweep_benchmark.benchmark.id!r} per model, from each model's newest complete run."
+                ),
+            ),
         ],
         can_subset=True,
         pool=sweep_benchmark.pool,
@@ -332,8 +415,10 @@ def evaluation_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
             others = end_evaluation(sweep_benchmark, context.instance, context.run.run_id)
         if metrics_key in context.selected_asset_keys:
             if others:
-                context.log.info(f"metrics left to the run that ends its evaluation last: {len(others)} other run(s) "
-                                 f"still evaluate this sweep ({', '.join(others)})")
+                context.log.info(
+                    f"metrics left to the run that ends its evaluation last: {len(others)} other run(s) "
+                    f"still evaluate this sweep ({', '.join(others)})"
+                )
             else:
                 if not (context.has_partition_key or context.has_partition_key_range):
                     without_partitioned_provenance(context, attempts_key)
@@ -353,9 +438,14 @@ def _markdown_table(metrics: Any, several_harnesses: bool) -> str:
     wide = metrics.pivot_table(index=index, columns="metric", values="value", aggfunc="first", sort=False)
     counts = metrics.groupby(index, sort=False)[["n", "total", "errors"]].first()
     columns = list(wide.columns)
-    rows = [[*(key if several_harnesses else [key]),
-             *("n/a" if row[c] != row[c] else f"{row[c]:.4f}" for c in columns),
-             *counts.loc[key, ["n", "total", "errors"]]] for key, row in wide.iterrows()]
+    rows = [
+        [
+            *(key if several_harnesses else [key]),
+            *("n/a" if row[c] != row[c] else f"{row[c]:.4f}" for c in columns),
+            *counts.loc[key, ["n", "total", "errors"]],
+        ]
+        for key, row in wide.iterrows()
+    ]
     return markdown_table([*index, *columns, "evaluated", "total", "errors"], rows)
 
 
@@ -381,22 +471,37 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
         rows = []
         models = [contestant for contestant in sweep_benchmark.model_keys.values() if contestant in scores]
         for index, a in enumerate(models):
-            for b in models[index + 1:]:
+            for b in models[index + 1 :]:
                 result = paired_comparison(scores[a], scores[b])
                 if result is None:
                     continue
-                rows.append({"sweep": sweep_benchmark.sweep.name, "benchmark": sweep_benchmark.benchmark.id,
-                             "model_a": a, "model_b": b,
-                             "n": result.n, "accuracy_a": result.mean_a, "accuracy_b": result.mean_b,
-                             "diff": result.diff, "ci_low": result.ci_low, "ci_high": result.ci_high,
-                             "only_a": result.only_a, "only_b": result.only_b, "p_value": result.p_value,
-                             "test": result.test, "verdict": result.verdict(a, b)})
+                rows.append(
+                    {
+                        "sweep": sweep_benchmark.sweep.name,
+                        "benchmark": sweep_benchmark.benchmark.id,
+                        "model_a": a,
+                        "model_b": b,
+                        "n": result.n,
+                        "accuracy_a": result.mean_a,
+                        "accuracy_b": result.mean_b,
+                        "diff": result.diff,
+                        "ci_low": result.ci_low,
+                        "ci_high": result.ci_high,
+                        "only_a": result.only_a,
+                        "only_b": result.only_b,
+                        "p_value": result.p_value,
+                        "test": result.test,
+                        "verdict": result.verdict(a, b),
+                    }
+                )
         frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
         sweep_benchmark.benchmark_dir.mkdir(parents=True, exist_ok=True)
         write_frame(sweep_benchmark.benchmark_dir / COMPARISON_FILE, frame)
         table = comparison_table(frame)
-        atomic_write_text(sweep_benchmark.benchmark_dir / COMPARISON_MD,
-                          f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}: comparisons\n\n{table}\n")
+        atomic_write_text(
+            sweep_benchmark.benchmark_dir / COMPARISON_MD,
+            f"# {sweep_benchmark.sweep.name} · {sweep_benchmark.benchmark.id}: comparisons\n\n{table}\n",
+        )
         return dg.MaterializeResult(metadata={"comparisons": dg.MetadataValue.md(table), "pairs": len(rows)})
 
     return comparison
@@ -404,16 +509,42 @@ def comparison_asset(sweep_benchmark: SweepBenchmark) -> dg.AssetsDefinition:
 
 def _task_scores(sweep_benchmark: SweepBenchmark) -> dict[str, dict[str, float]]:
     """Contestant -> task -> mean score over attempts (what accuracy averages), for tasks without error."""
-    return {model: finished_scores(read_task_scores(Path(source.path)))
-            for model, source in sweep_benchmark.newest_runs(TASK_RESULTS_FILE).items()}
+    return {
+        model: finished_scores(read_task_scores(Path(source.path)))
+        for model, source in sweep_benchmark.newest_runs(TASK_RESULTS_FILE).items()
+    }
 
 
 def comparison_table(frame: Any) -> str:
     if frame.empty:
         return "_fewer than two models with finished tasks_"
-    headers = ["model A", "model B", "tasks", "accuracy A", "accuracy B", "A - B [95% CI]", "A higher", "B higher",
-               "p (test)", "verdict"]
-    return markdown_table(headers, [
-        (row.model_a, row.model_b, row.n, f"{row.accuracy_a:.4f}", f"{row.accuracy_b:.4f}",
-         f"{row.diff:+.4f} [{row.ci_low:+.4f}, {row.ci_high:+.4f}]", row.only_a, row.only_b,
-         f"{row.p_value:.4g} ({row.test})", row.verdict) for row in frame.itertuples()])
+    headers = [
+        "model A",
+        "model B",
+        "tasks",
+        "accuracy A",
+        "accuracy B",
+        "A - B [95% CI]",
+        "A higher",
+        "B higher",
+        "p (test)",
+        "verdict",
+    ]
+    return markdown_table(
+        headers,
+        [
+            (
+                row.model_a,
+                row.model_b,
+                row.n,
+                f"{row.accuracy_a:.4f}",
+                f"{row.accuracy_b:.4f}",
+                f"{row.diff:+.4f} [{row.ci_low:+.4f}, {row.ci_high:+.4f}]",
+                row.only_a,
+                row.only_b,
+                f"{row.p_value:.4g} ({row.test})",
+                row.verdict,
+            )
+            for row in frame.itertuples()
+        ],
+    )

@@ -48,8 +48,14 @@ def write_workspace(home: Path) -> Path:
     """A workspace file holding this location (for `agentcompass ui SWEEP...` and daemons)."""
     from agentcompass_dagster.runtime.store.atomic import atomic_write_config
 
-    entry = {"python_module": {"module_name": LOCATION_MODULE, "attribute": "defs", "location_name": LOCATION_NAME,
-                               "working_directory": os.getcwd()}}
+    entry = {
+        "python_module": {
+            "module_name": LOCATION_MODULE,
+            "attribute": "defs",
+            "location_name": LOCATION_NAME,
+            "working_directory": os.getcwd(),
+        }
+    }
     path = home / "agentcompass-workspace.yaml"
     atomic_write_config(path, json.dumps({"load_from": [entry]}, indent=2) + "\n")
     return path

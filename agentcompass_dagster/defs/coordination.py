@@ -76,8 +76,9 @@ def run_is_live(instance: dg.DagsterInstance, run_id: str) -> bool:
     return run is not None and gone_owner(instance, run) is None and not run.is_finished
 
 
-def live_claims(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance,
-                exclude: str | None = None) -> dict[str, set[str]]:
+def live_claims(
+    sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, exclude: str | None = None
+) -> dict[str, set[str]]:
     """The partitions claimed by each run still evaluating, by run id (call under the sweep lock). The
     claim file of a run that has ended, or whose worker is gone, is removed: nothing else would (the run
     that wrote it died before dropping it, or was failed by someone else), and `.claims/` would grow."""
@@ -117,14 +118,20 @@ def drop_claim(sweep_benchmark: SweepBenchmark, run_id: str) -> None:
     (_claims_dir(sweep_benchmark) / f"{run_id}.json").unlink(missing_ok=True)
 
 
-def claim_partitions(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run_id: str,
-                     wanted: list[str], fresh: bool = False) -> list[str]:
+def claim_partitions(
+    sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, run_id: str, wanted: list[str], fresh: bool = False
+) -> list[str]:
     """Of ``wanted``, the partitions this run may evaluate: not claimed by a live run, and, unless the run
     is ``fresh``, without a result in its results directory. They are claimed for this run before the
     lock is released."""
     with sweep_lock(sweep_benchmark):
-        done = set() if fresh else sweep_benchmark.with_result(
-            set(instance.get_materialized_partitions(sweep_benchmark.key("attempts"))) & set(wanted))
+        done = (
+            set()
+            if fresh
+            else sweep_benchmark.with_result(
+                set(instance.get_materialized_partitions(sweep_benchmark.key("attempts"))) & set(wanted)
+            )
+        )
         busy = claimed_partitions(live_claims(sweep_benchmark, instance, exclude=run_id))
         mine = [key for key in wanted if key not in done and key not in busy]
         write_claim(sweep_benchmark, run_id, mine)

@@ -28,12 +28,16 @@ from dagster._core.launcher.base import (
 )
 from dagster._serdes import ConfigurableClass
 from dagster._serdes.config_class import ConfigurableClassData
+
 # The command Dagster's own launchers give a run worker (`dagster api execute_run ARGS`).
 from dagster._grpc.types import ExecuteRunArgs
+
 # What `define_asset_job` returns, for typing the job the schedule and the sensor target.
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
 # Raised by context.run when an asset is invoked directly (no run to name).
 from dagster._core.errors import DagsterInvalidPropertyError
+
 # A run's code origin that any process can load again (the run worker, a step container): the
 # origins the UI's code server would give a run, built without starting a code server.
 from dagster._core.code_pointer import ModuleCodePointer
@@ -42,11 +46,14 @@ from dagster._core.definitions.repository_definition.valid_definitions import SI
 from dagster._core.origin import get_python_environment_entry_point
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
 # Asset backfills as the UI creates them, and what they target (no public API outside GraphQL).
 from dagster._core.definitions.partitions.context import partition_loading_context
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
+
 # A run's claims of pool slots, in the run worker.
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
+
 # The event log's own tables and statements, overridden below.
 from dagster._core.storage.event_log.schema import ConcurrencySlotsTable, SqlEventLogStorageTable
 from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import ConsolidatedSqliteEventLogStorage
@@ -54,14 +61,38 @@ from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._utils.concurrency import ConcurrencyClaimStatus, ConcurrencySlotStatus
 
 __all__ = [
-    "AtomicSlotClaims", "BACKFILL_NOT_DONE", "backfill_status", "backfill_targets", "BatchedAssetEvents",
-    "CheckRunHealthResult", "ConfigurableClass", "ConfigurableClassData", "ConsolidatedSqliteEventLogStorage",
-    "create_asset_backfill", "DagsterInvalidPropertyError", "DAGSTERS_PENDING_CLAIM_WAIT",
-    "execute_run", "ExecuteRunArgs", "get_python_environment_entry_point", "InProcessCodeLocationOrigin",
-    "InstanceConcurrencyContext", "LaunchRunContext", "LoadableTargetOrigin", "ModuleCodePointer",
-    "pending_claim_wait", "pool_postgres_engine", "PooledSqliteConnections", "ReconstructableRepository",
-    "RememberedColumns", "RemoteJobOrigin", "RemoteRepositoryOrigin", "run_daemon", "RunLauncher",
-    "SINGLETON_REPOSITORY_NAME", "UnresolvedAssetJobDefinition", "without_partitioned_provenance",
+    "AtomicSlotClaims",
+    "BACKFILL_NOT_DONE",
+    "backfill_status",
+    "backfill_targets",
+    "BatchedAssetEvents",
+    "CheckRunHealthResult",
+    "ConfigurableClass",
+    "ConfigurableClassData",
+    "ConsolidatedSqliteEventLogStorage",
+    "create_asset_backfill",
+    "DagsterInvalidPropertyError",
+    "DAGSTERS_PENDING_CLAIM_WAIT",
+    "execute_run",
+    "ExecuteRunArgs",
+    "get_python_environment_entry_point",
+    "InProcessCodeLocationOrigin",
+    "InstanceConcurrencyContext",
+    "LaunchRunContext",
+    "LoadableTargetOrigin",
+    "ModuleCodePointer",
+    "pending_claim_wait",
+    "pool_postgres_engine",
+    "PooledSqliteConnections",
+    "ReconstructableRepository",
+    "RememberedColumns",
+    "RemoteJobOrigin",
+    "RemoteRepositoryOrigin",
+    "run_daemon",
+    "RunLauncher",
+    "SINGLETON_REPOSITORY_NAME",
+    "UnresolvedAssetJobDefinition",
+    "without_partitioned_provenance",
     "WorkerStatus",
 ]
 
@@ -69,6 +100,7 @@ __all__ = [
 # the type checker only, which then knows what their super() is; at run time they stay plain mixins.
 if TYPE_CHECKING:
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage as _EventLog
+
     _SqliteEventLog = ConsolidatedSqliteEventLogStorage
 else:
     _EventLog = _SqliteEventLog = object
@@ -103,8 +135,9 @@ class AtomicSlotClaims(_EventLog):
     waited for ever, one time in eight in the two-process test under load). A blocked step that finds a
     slot nobody is assigned to assigns the next pending step in Dagster's order, and asks again."""
 
-    def claim_concurrency_slot(self, concurrency_key: str, run_id: str, step_key: str,
-                               priority: int | None = None) -> ConcurrencyClaimStatus:
+    def claim_concurrency_slot(
+        self, concurrency_key: str, run_id: str, step_key: str, priority: int | None = None
+    ) -> ConcurrencyClaimStatus:
         parent: Any = super()
         status: ConcurrencyClaimStatus = parent.claim_concurrency_slot(concurrency_key, run_id, step_key, priority)
         storage: Any = self
@@ -118,8 +151,11 @@ class AtomicSlotClaims(_EventLog):
         free = db.and_(slots.concurrency_key == concurrency_key, slots.step_key.is_(None), slots.deleted.is_(False))
         one_free = db.select(slots.id).where(free).limit(1).scalar_subquery()
         with self.index_connection() as conn:
-            taken = conn.execute(ConcurrencySlotsTable.update().values(run_id=run_id, step_key=step_key)
-                                 .where(db.and_(slots.id == one_free, free))).rowcount
+            taken = conn.execute(
+                ConcurrencySlotsTable.update()
+                .values(run_id=run_id, step_key=step_key)
+                .where(db.and_(slots.id == one_free, free))
+            ).rowcount
         return ConcurrencySlotStatus.CLAIMED if taken else ConcurrencySlotStatus.BLOCKED
 
 
@@ -201,8 +237,10 @@ class BatchedAssetEvents(_EventLog):
             storage._store_asset_event_tags(conn, events, ids)
             # The asset's row keeps the newest of each kind of event (its last materialization, its
             # last run): written for the newest of each, in the order they were stored.
-            newest = {(event.get_dagster_event().asset_key, event.dagster_event_type): (event_id, event)
-                      for event_id, event in zip(ids, events)}
+            newest = {
+                (event.get_dagster_event().asset_key, event.dagster_event_type): (event_id, event)
+                for event_id, event in zip(ids, events)
+            }
             for event_id, event in sorted(newest.values(), key=lambda pair: pair[0]):
                 storage._store_asset_event(conn, event, event_id)
 
@@ -226,8 +264,12 @@ class PooledSqliteConnections(_SqliteEventLog):
     def _pooled_engine(self) -> db.Engine:
         with self._engine_lock:
             if self._engine is None:
-                engine = db.create_engine(self._conn_string, poolclass=QueuePool, pool_size=POOL_SIZE,
-                                          connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
+                engine = db.create_engine(
+                    self._conn_string,
+                    poolclass=QueuePool,
+                    pool_size=POOL_SIZE,
+                    connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
+                )
                 db.event.listen(engine, "connect", _tune)
                 self._engine = engine
             return self._engine
@@ -278,8 +320,9 @@ def execute_run(serialized_args: str) -> int:
     with capture_interrupts():
         args = deserialize_value(serialized_args, ExecuteRunArgs)
         with get_instance_for_cli(instance_ref=args.instance_ref) as instance:
-            return _execute_run_command_body(args.run_id, instance, lambda event: None,
-                                             set_exit_code_on_failure=bool(args.set_exit_code_on_failure))
+            return _execute_run_command_body(
+                args.run_id, instance, lambda event: None, set_exit_code_on_failure=bool(args.set_exit_code_on_failure)
+            )
 
 
 def pool_postgres_engine(storage: Any, token_provider: Any) -> None:
@@ -288,9 +331,15 @@ def pool_postgres_engine(storage: Any, token_provider: Any) -> None:
     from dagster_postgres.utils import create_pg_engine
 
     storage._engine.dispose()
-    storage._engine = create_pg_engine(storage.postgres_url, token_provider, isolation_level="AUTOCOMMIT",
-                                       pool_size=POOL_SIZE, max_overflow=POOL_SIZE, pool_recycle=POOL_RECYCLE_S,
-                                       pool_pre_ping=True)
+    storage._engine = create_pg_engine(
+        storage.postgres_url,
+        token_provider,
+        isolation_level="AUTOCOMMIT",
+        pool_size=POOL_SIZE,
+        max_overflow=POOL_SIZE,
+        pool_recycle=POOL_RECYCLE_S,
+        pool_pre_ping=True,
+    )
 
 
 # materialization paths
@@ -299,15 +348,30 @@ def pool_postgres_engine(storage: Any, token_provider: Any) -> None:
 BACKFILL_NOT_DONE = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
 
 
-def create_asset_backfill(instance: dg.DagsterInstance, defs: dg.Definitions, asset_keys: Sequence[dg.AssetKey],
-                          partitions: Sequence[str] | None) -> str:
+def create_asset_backfill(
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    asset_keys: Sequence[dg.AssetKey],
+    partitions: Sequence[str] | None,
+) -> str:
     """An asset backfill as the UI's launchPartitionBackfill creates it (``partitions`` None: every
     partition, as "Materialize all" asks); the backfill daemon executes it. Returns its id."""
     backfill_id = uuid.uuid4().hex[:8]
-    instance.add_backfill(PartitionBackfill.from_asset_partitions(
-        backfill_id=backfill_id, asset_graph=defs.resolve_asset_graph(), partition_names=partitions,
-        asset_selection=list(asset_keys), backfill_timestamp=time.time(), tags={}, dynamic_partitions_store=instance,
-        all_partitions=partitions is None, title=None, description=None, run_config=None))
+    instance.add_backfill(
+        PartitionBackfill.from_asset_partitions(
+            backfill_id=backfill_id,
+            asset_graph=defs.resolve_asset_graph(),
+            partition_names=partitions,
+            asset_selection=list(asset_keys),
+            backfill_timestamp=time.time(),
+            tags={},
+            dynamic_partitions_store=instance,
+            all_partitions=partitions is None,
+            title=None,
+            description=None,
+            run_config=None,
+        )
+    )
     return backfill_id
 
 
@@ -316,8 +380,9 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str) -> str | Non
     return backfill.status.value if backfill is not None else None
 
 
-def backfill_targets(instance: dg.DagsterInstance, keys: set[dg.AssetKey],
-                     partitioned: dg.AssetKey) -> list[tuple[str, set[str]]]:
+def backfill_targets(
+    instance: dg.DagsterInstance, keys: set[dg.AssetKey], partitioned: dg.AssetKey
+) -> list[tuple[str, set[str]]]:
     """Each asset backfill not done yet that targets any of ``keys``: its id and the partitions of
     ``partitioned`` it targets (Dagster exposes neither outside its GraphQL layer)."""
     found = []

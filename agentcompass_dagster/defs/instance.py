@@ -53,7 +53,9 @@ concurrency:
   pools:
     op_granularity_run_buffer: 0
 """
-SQLITE_YAML = HEADER + """\
+SQLITE_YAML = (
+    HEADER
+    + """\
 # Dagster's consolidated SQLite event log with pooled connections (agentcompass_dagster/defs/storage.py).
 event_log_storage:
   module: agentcompass_dagster.defs.storage
@@ -61,7 +63,10 @@ event_log_storage:
   config:
     base_dir: {history}
 """
-POSTGRES_YAML = HEADER + """\
+)
+POSTGRES_YAML = (
+    HEADER
+    + """\
 # Runs, events and schedules in the PostgreSQL database named by ${env} (a {scheme}:// URL).
 run_storage:
   module: dagster_postgres.run_storage
@@ -83,6 +88,7 @@ schedule_storage:
     postgres_url:
       env: {env}
 """
+)
 
 
 def postgres_url() -> str | None:
@@ -93,12 +99,16 @@ def postgres_url() -> str | None:
     parts = urlsplit(url)
     shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
     if parts.scheme != PG_SCHEME:
-        raise UserError(f"{PG_URL_ENV}={shown!r}: use a {PG_SCHEME}:// URL (dagster-postgres with SQLAlchemy 2 "
-                        f"needs the driver named), e.g. {PG_SCHEME}://user:password@host:5432/dagster")
+        raise UserError(
+            f"{PG_URL_ENV}={shown!r}: use a {PG_SCHEME}:// URL (dagster-postgres with SQLAlchemy 2 "
+            f"needs the driver named), e.g. {PG_SCHEME}://user:password@host:5432/dagster"
+        )
     try:
         import dagster_postgres  # noqa: F401
     except ImportError:
-        raise UserError(f"{PG_URL_ENV}={shown!r}: dagster-postgres is not installed; pip install -e '.[postgres]'") from None
+        raise UserError(
+            f"{PG_URL_ENV}={shown!r}: dagster-postgres is not installed; pip install -e '.[postgres]'"
+        ) from None
     return url
 
 

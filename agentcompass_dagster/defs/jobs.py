@@ -24,8 +24,12 @@ from agentcompass_dagster.defs.sweep import SweepBenchmark
 def sweep_job(sweep_benchmark: SweepBenchmark) -> UnresolvedAssetJobDefinition:
     return dg.define_asset_job(
         sweep_benchmark.job_name,
-        selection=dg.AssetSelection.assets(sweep_benchmark.key("tasks"), sweep_benchmark.key("attempts"),
-                                           sweep_benchmark.key("metrics"), sweep_benchmark.key("comparison")),
+        selection=dg.AssetSelection.assets(
+            sweep_benchmark.key("tasks"),
+            sweep_benchmark.key("attempts"),
+            sweep_benchmark.key("metrics"),
+            sweep_benchmark.key("comparison"),
+        ),
         description=f"Evaluate sweep {sweep_benchmark.sweep.name!r} on benchmark {sweep_benchmark.benchmark.id!r}: "
         "the missing tasks of a "
         "partition range, then the metrics, the comparison and their checks.",
@@ -48,12 +52,15 @@ def location_automation(members: Sequence[SweepBenchmark]) -> dg.AutomationCondi
     runs by the assets they select (SweepBenchmark.owns)."""
     return dg.AutomationConditionSensorDefinition(
         AUTOMATION_SENSOR,
-        target=dg.AssetSelection.assets(*(member.key(kind) for member in members for kind in ("metrics", "comparison"))),
+        target=dg.AssetSelection.assets(
+            *(member.key(kind) for member in members for kind in ("metrics", "comparison"))
+        ),
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=int(os.environ.get(AUTOMATION_INTERVAL_ENV) or AUTOMATION_INTERVAL_S),
         emit_backfills=False,
         description="Brings a sweep's metrics, comparison and checks up to date after a run of its attempts that "
-        "left them out (a backfill, `dagster asset materialize`).")
+        "left them out (a backfill, `dagster asset materialize`).",
+    )
 
 
 def _executor(sweep_benchmark: SweepBenchmark) -> dg.ExecutorDefinition:
@@ -75,14 +82,20 @@ def docker_executor(sweep_benchmark: SweepBenchmark, docker: DockerConfig) -> dg
     location's own environment, so it loads the same sweeps the run worker did."""
     from dagster_docker import docker_executor as executor
 
-    kwargs = {**docker.container_kwargs, "volumes": step_volumes(docker.container_kwargs.get("volumes"),
-                                                                 shared_paths(sweep_benchmark))}
-    config: dict[str, object] = {"image": docker.image, "env_vars": [*docker.env_vars, *location_env()],
-                                 "container_kwargs": kwargs}
+    kwargs = {
+        **docker.container_kwargs,
+        "volumes": step_volumes(docker.container_kwargs.get("volumes"), shared_paths(sweep_benchmark)),
+    }
+    config: dict[str, object] = {
+        "image": docker.image,
+        "env_vars": [*docker.env_vars, *location_env()],
+        "container_kwargs": kwargs,
+    }
     if docker.network:
         config["network"] = docker.network
-    return executor.configured(config, name=dagster_name(sweep_benchmark.sweep.name, sweep_benchmark.benchmark.id,
-                                                         "docker_executor"))
+    return executor.configured(
+        config, name=dagster_name(sweep_benchmark.sweep.name, sweep_benchmark.benchmark.id, "docker_executor")
+    )
 
 
 def k8s_executor(sweep_benchmark: SweepBenchmark, k8s: K8sConfig) -> dg.ExecutorDefinition:
@@ -92,15 +105,20 @@ def k8s_executor(sweep_benchmark: SweepBenchmark, k8s: K8sConfig) -> dg.Executor
     from dagster_k8s import k8s_job_executor
 
     config: dict[str, object] = {
-        "job_image": k8s.image, "job_namespace": k8s.namespace, "env_vars": [*k8s.env_vars, *location_env()],
-        "volumes": k8s.volumes, "volume_mounts": k8s.volume_mounts, "load_incluster_config": k8s.load_incluster_config,
+        "job_image": k8s.image,
+        "job_namespace": k8s.namespace,
+        "env_vars": [*k8s.env_vars, *location_env()],
+        "volumes": k8s.volumes,
+        "volume_mounts": k8s.volume_mounts,
+        "load_incluster_config": k8s.load_incluster_config,
     }
     if k8s.service_account_name:
         config["service_account_name"] = k8s.service_account_name
     if k8s.kubeconfig_file:
         config["kubeconfig_file"] = k8s.kubeconfig_file
-    return k8s_job_executor.configured(config, name=dagster_name(sweep_benchmark.sweep.name,
-                                                                 sweep_benchmark.benchmark.id, "k8s_executor"))
+    return k8s_job_executor.configured(
+        config, name=dagster_name(sweep_benchmark.sweep.name, sweep_benchmark.benchmark.id, "k8s_executor")
+    )
 
 
 def shared_paths(sweep_benchmark: SweepBenchmark) -> dict[str, Path]:
@@ -120,7 +138,9 @@ def same_path_mounts(volumes: Any) -> list[Path]:
     if isinstance(volumes, dict):
         pairs = [(host, spec.get("bind") if isinstance(spec, dict) else None) for host, spec in volumes.items()]
     else:
-        pairs = [(parts[0], parts[1] if len(parts) > 1 else None) for parts in (str(v).split(":") for v in volumes or [])]
+        pairs = [
+            (parts[0], parts[1] if len(parts) > 1 else None) for parts in (str(v).split(":") for v in volumes or [])
+        ]
     return [Path(container) for host, container in pairs if container and Path(host).resolve() == Path(container)]
 
 

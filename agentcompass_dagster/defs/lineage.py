@@ -27,15 +27,24 @@ def report_derived(source_run_dir: Path, task_id: str, attempt: int, kind: str, 
     sweep, benchmark, model = params.output.get("run_name"), params.benchmark.get("id"), params.model.get("id")
     if not (sweep and benchmark and model):
         return False
-    lineage = {"derived": kind, "task_id": task_id, "attempt": attempt, "source run": Path(source_run_dir).name,
-               "source Dagster run": params.dagster_run_id, "source run dir": Path(source_run_dir).resolve(),
-               **metadata}
+    lineage = {
+        "derived": kind,
+        "task_id": task_id,
+        "attempt": attempt,
+        "source run": Path(source_run_dir).name,
+        "source Dagster run": params.dagster_run_id,
+        "source run dir": Path(source_run_dir).resolve(),
+        **metadata,
+    }
     observation = dg.AssetObservation(
         asset_key=asset_key(sweep, benchmark, "attempts"),
         partition=dg.MultiPartitionKey({"model": partition_key(model), "task": partition_key(task_id)}),
         description=f"{kind} of task {task_id!r} attempt {attempt}",
-        metadata={name: dg.MetadataValue.path(str(value)) if isinstance(value, Path) else value
-                  for name, value in lineage.items()})
+        metadata={
+            name: dg.MetadataValue.path(str(value)) if isinstance(value, Path) else value
+            for name, value in lineage.items()
+        },
+    )
     with dg.DagsterInstance.get() as instance:
         instance.report_runless_asset_event(observation)
     return True

@@ -48,8 +48,11 @@ def labelled(sweep_benchmark: SweepBenchmark) -> Callable[[dg.AssetSpec], dg.Ass
     """What the catalog shows and filters by on each asset of a benchmark: kinds, the sweep's owners, and
     tags naming the sweep, the benchmark and the harness."""
     sweep = sweep_benchmark.sweep
-    tags = {SWEEP_TAG: tag_value(sweep.name), BENCHMARK_TAG: tag_value(sweep_benchmark.benchmark.id),
-            HARNESS_TAG: tag_value("__".join(harness.id for harness in sweep.harness_list))}
+    tags = {
+        SWEEP_TAG: tag_value(sweep.name),
+        BENCHMARK_TAG: tag_value(sweep_benchmark.benchmark.id),
+        HARNESS_TAG: tag_value("__".join(harness.id for harness in sweep.harness_list)),
+    }
     return lambda spec: spec.merge_attributes(kinds=KINDS, owners=sweep.owners, tags=tags)
 
 
@@ -67,8 +70,10 @@ def benchmark_definitions(sweep_benchmark: SweepBenchmark) -> dg.Definitions:
 
 def sweep_definitions(sweep: SweepConfig) -> dg.Definitions:
     """One sweep's definitions, without the location's sensors (sweep_files_definitions adds those)."""
-    return dg.Definitions.merge(*(benchmark_definitions(member) for member in sweep_benchmarks(sweep)),
-                                dg.Definitions(resources=SweepResources.resource_defs(sweep)))
+    return dg.Definitions.merge(
+        *(benchmark_definitions(member) for member in sweep_benchmarks(sweep)),
+        dg.Definitions(resources=SweepResources.resource_defs(sweep)),
+    )
 
 
 # The group of the sweeps that do not load: one asset each, whose description is the error.
@@ -80,9 +85,13 @@ def broken_sweep(key: str, path: Path, error: str) -> dg.AssetSpec:
     description is the one-line error (file, field, value). An asset, not a sensor or a check, because the
     catalog and the lineage graph show it as soon as the location loads, with nothing to run; and it has
     no materialize function, so nobody launches anything from it."""
-    return dg.AssetSpec(dg.AssetKey([BROKEN_GROUP, key]), group_name=BROKEN_GROUP, description=error,
-                        metadata={"error": error, "file": dg.MetadataValue.path(str(Path(path).resolve()))},
-                        kinds={"agentcompass"})
+    return dg.AssetSpec(
+        dg.AssetKey([BROKEN_GROUP, key]),
+        group_name=BROKEN_GROUP,
+        description=error,
+        metadata={"error": error, "file": dg.MetadataValue.path(str(Path(path).resolve()))},
+        kinds={"agentcompass"},
+    )
 
 
 def location_sensors(sweeps: list[SweepConfig], jobs: list[UnresolvedAssetJobDefinition]) -> list[dg.SensorDefinition]:
@@ -92,12 +101,17 @@ def location_sensors(sweeps: list[SweepConfig], jobs: list[UnresolvedAssetJobDef
     if not members:
         return []
     checks = {key: member for member in members for key in regression_checks(member).check_keys}
-    return [new_tasks_sensor(members, {job.name: job for job in jobs}), location_automation(members),
-            run_failure_sensor(members), regression_alert_sensor(checks)]
+    return [
+        new_tasks_sensor(members, {job.name: job for job in jobs}),
+        location_automation(members),
+        run_failure_sensor(members),
+        regression_alert_sensor(checks),
+    ]
 
 
-def sweep_files_definitions(paths: list[Path], resources: Path | None,
-                            results_dir: Path | None = None) -> dg.Definitions:
+def sweep_files_definitions(
+    paths: list[Path], resources: Path | None, results_dir: Path | None = None
+) -> dg.Definitions:
     """Definitions of the sweeps of these files, run into ``results_dir`` when given; a file that does
     not load (invalid YAML, an invalid field, a name that clashes with an earlier file's sweep) becomes a
     broken_sweeps asset naming its error, and the other sweeps load: one bad file must not take the whole
@@ -122,15 +136,26 @@ def sweep_files_definitions(paths: list[Path], resources: Path | None,
             error = str(exc).strip().splitlines()[0]
             taken = {spec.key.path[-1] for spec in broken}
             key = dagster_name(Path(path).stem)
-            broken.append(broken_sweep(key if key not in taken else f"{key}_{len(broken)}", path,
-                                       error if error.startswith(str(path)) else f"{path}: {error}"))
+            broken.append(
+                broken_sweep(
+                    key if key not in taken else f"{key}_{len(broken)}",
+                    path,
+                    error if error.startswith(str(path)) else f"{path}: {error}",
+                )
+            )
     # The asset job (backfills, `dagster asset materialize`, automation) executes the way the sweeps'
     # own jobs do when they all run their steps in the run worker: one process per run, whose worker
     # the reaper can see, instead of Dagster's default of a process per step.
     in_process = executors == {"in_process"}
     jobs = [job for part in parts for job in part.jobs or [] if isinstance(job, UnresolvedAssetJobDefinition)]
-    return dg.Definitions.merge(*parts, dg.Definitions(assets=broken, sensors=location_sensors(sweeps, jobs),
-                                                       executor=dg.in_process_executor if in_process else None))
+    return dg.Definitions.merge(
+        *parts,
+        dg.Definitions(
+            assets=broken,
+            sensors=location_sensors(sweeps, jobs),
+            executor=dg.in_process_executor if in_process else None,
+        ),
+    )
 
 
 def build_definitions(resources: Path) -> dg.Definitions:

@@ -87,7 +87,7 @@ def missing_ranges(
     for m, model in enumerate(model_keys):
         missing = [i for i, task in enumerate(task_keys) if f"{model}|{task}" not in done]
         for start in range(0, len(missing), limit):
-            chunk = missing[start:start + limit]
+            chunk = missing[start : start + limit]
             spans.append((m, chunk[0], chunk[-1], len(chunk)))
     merged: list[tuple[int, int, int, int, int]] = []  # first model, last model, first, last, count
     for m, first, last, count in spans:
@@ -97,12 +97,13 @@ def missing_ranges(
                 merged[-1] = (m0, m, first0, last0, c + count)
                 continue
         merged.append((m, m, first, last, count))
-    return [KeyRange(model_keys[m0], model_keys[m1], task_keys[first], task_keys[last])
-            for m0, m1, first, last, _ in merged]
+    return [
+        KeyRange(model_keys[m0], model_keys[m1], task_keys[first], task_keys[last]) for m0, m1, first, last, _ in merged
+    ]
 
 
 def range_keys(key_range: KeyRange, model_keys: list[str], task_keys: list[str]) -> set[str]:
     """Every multi-partition key inside a range (a rectangle of models x tasks in partition order)."""
-    models = model_keys[model_keys.index(key_range.model_start):model_keys.index(key_range.model_end) + 1]
-    tasks = task_keys[task_keys.index(key_range.task_start):task_keys.index(key_range.task_end) + 1]
+    models = model_keys[model_keys.index(key_range.model_start) : model_keys.index(key_range.model_end) + 1]
+    tasks = task_keys[task_keys.index(key_range.task_start) : task_keys.index(key_range.task_end) + 1]
     return {f"{model}|{task}" for model in models for task in tasks}

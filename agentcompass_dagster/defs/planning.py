@@ -10,8 +10,8 @@ or the asset job of a backfill or `dagster asset materialize`), targeted by an a
 progress (whose next runs are not launched yet), or claimed by a live run; every other partition is
 missing. The missing ones become a few runs (ranges, at most ``max_partitions_per_run`` partitions
 each), unless the sweep's budget is spent: then nothing is launched for them, and the plan says why. When
-nothing is missing and nothing is in flight (no run, no backfill) but the metrics are older than the newest result, one run
-of the metrics (and what follows them) is due. Runs whose worker process is gone are reaped first:
+nothing is missing and nothing is in flight (no run, no backfill) but the metrics are older than the newest
+result, one run of the metrics (and what follows them) is due. Runs whose worker process is gone are reaped first:
 marked failed in Dagster and in their run directories, so their partitions stop counting as busy.
 
 A fresh round (`agentcompass run --fresh`, a schedule with ``fresh: true``) evaluates every partition
@@ -29,8 +29,13 @@ from pathlib import Path
 
 import dagster as dg
 
-from agentcompass_dagster.defs.coordination import (claimed_partitions, drop_claim, ensure_pool_limits, live_claims,
-                                                    sweep_lock)
+from agentcompass_dagster.defs.coordination import (
+    claimed_partitions,
+    drop_claim,
+    ensure_pool_limits,
+    live_claims,
+    sweep_lock,
+)
 from agentcompass_dagster.defs.dagster_internals import backfill_targets
 from agentcompass_dagster.defs.run_owners import gone_owner
 from agentcompass_dagster.defs.partitions import RANGE_END, RANGE_START, KeyRange, missing_ranges, range_keys, split_key
@@ -46,8 +51,11 @@ PARTITION = "dagster/partition"
 FRESH_TAG = "agentcompass/fresh"
 
 NOT_FINISHED = [
-    dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING,
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
 ]
 
 
@@ -77,8 +85,9 @@ class LaunchPlan:
         return bool(self.missing) and self.budget is not None and self.budget.exhausted
 
 
-def register_tasks(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, keys: list[str]) -> tuple[list[str],
-                                                                                                            list[str]]:
+def register_tasks(
+    sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, keys: list[str]
+) -> tuple[list[str], list[str]]:
     """Add a partition for each new task key. Returns (the keys in partition order, the keys added)."""
     known = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
     wanted, registered = set(keys), set(known)
@@ -112,8 +121,9 @@ def targeted(run: dg.DagsterRun, sweep_benchmark: SweepBenchmark, task_keys: Seq
     return range_keys(KeyRange(m0, m1, t0, t1), models, list(task_keys))
 
 
-def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str],
-              fresh: bool = False) -> LaunchPlan:
+def plan_runs(
+    sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str], fresh: bool = False
+) -> LaunchPlan:
     """What to launch for these task keys (in partition order), a fresh round of them with ``fresh``;
     call under the sweep lock."""
     flying = in_flight_runs(sweep_benchmark, instance)
@@ -130,19 +140,23 @@ def plan_runs(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, tas
     for _, partitions in backfills:
         busy |= partitions
     budget = sweep_benchmark.budget
-    plan = LaunchPlan(missing_ranges(models, task_keys, busy, sweep_benchmark.sweep.dagster.max_partitions_per_run),
-                missing=wanted - busy,
-                in_flight=[run.run_id for run in flying],
-                backfills=[backfill_id for backfill_id, _ in backfills],
-                fresh_in_flight=[run.run_id for run in flying if FRESH_TAG in run.tags],
-                budget=budget_status(budget) if budget is not None else None,
-                fresh_since=utcnow() if fresh else None)
+    plan = LaunchPlan(
+        missing_ranges(models, task_keys, busy, sweep_benchmark.sweep.dagster.max_partitions_per_run),
+        missing=wanted - busy,
+        in_flight=[run.run_id for run in flying],
+        backfills=[backfill_id for backfill_id, _ in backfills],
+        fresh_in_flight=[run.run_id for run in flying if FRESH_TAG in run.tags],
+        budget=budget_status(budget) if budget is not None else None,
+        fresh_since=utcnow() if fresh else None,
+    )
     if plan.budget_spent:
         plan.ranges = []
     # A backfill in progress runs the metrics itself, or the automation sensor does after it.
     if not plan.ranges and not flying and not backfills:
-        metrics, newest = _latest_event_id(instance, sweep_benchmark.key("metrics")), _latest_event_id(instance,
-                                                                                                       attempts)
+        metrics, newest = (
+            _latest_event_id(instance, sweep_benchmark.key("metrics")),
+            _latest_event_id(instance, attempts),
+        )
         stale = newest is not None and (metrics is None or newest > metrics)
         # With the budget spent before any result, a metrics run would have nothing to aggregate.
         plan.metrics_due = stale or (metrics is None and not plan.budget_spent)
@@ -162,13 +176,19 @@ def end_evaluation(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance
     with sweep_lock(sweep_benchmark):
         instance.add_run_tags(run_id, {EVALUATED_TAG: utcnow()})
         order = instance.get_dynamic_partitions(sweep_benchmark.partitions_name)
-        return [run.run_id for run in in_flight_runs(sweep_benchmark, instance)
-                if run.run_id != run_id and EVALUATED_TAG not in run.tags and targeted(run, sweep_benchmark, order)
-                and gone_owner(instance, run) is None]
+        return [
+            run.run_id
+            for run in in_flight_runs(sweep_benchmark, instance)
+            if run.run_id != run_id
+            and EVALUATED_TAG not in run.tags
+            and targeted(run, sweep_benchmark, order)
+            and gone_owner(instance, run) is None
+        ]
 
 
-def plan_benchmark(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str],
-                   fresh: bool = False) -> LaunchPlan:
+def plan_benchmark(
+    sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, task_keys: list[str], fresh: bool = False
+) -> LaunchPlan:
     """What `agentcompass run` and the schedule do before they plan, then the plan; call under the
     sweep lock: dead runs reaped, the pool's limit set, new task keys registered."""
     reap_dead_runs(sweep_benchmark, instance)
@@ -218,4 +238,3 @@ def fail_run_dirs(sweep_benchmark: SweepBenchmark, dagster_run_id: str, message:
             assert run_dir.info is not None
             if run_dir.info.status == "running":
                 run_dir.write_terminal_status("failed", f"Dagster run {dagster_run_id} failed: {message}")
-

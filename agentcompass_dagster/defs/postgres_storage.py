@@ -19,13 +19,22 @@ from agentcompass_dagster.defs.dagster_internals import (
 
 
 class PooledPostgresEventLogStorage(AtomicSlotClaims, RememberedColumns, PostgresEventLogStorage):
-    def __init__(self, postgres_url: str, should_autocreate_tables: bool = True, inst_data: Any = None,
-                 token_provider: Any = None) -> None:
+    def __init__(
+        self,
+        postgres_url: str,
+        should_autocreate_tables: bool = True,
+        inst_data: Any = None,
+        token_provider: Any = None,
+    ) -> None:
         super().__init__(postgres_url, should_autocreate_tables, inst_data, token_provider)
         pool_postgres_engine(self, token_provider)
 
     @classmethod
     def from_config_value(cls, inst_data: Any, config_value: Mapping[str, Any]) -> PooledPostgresEventLogStorage:
         # The parent builds a PostgresEventLogStorage by name, not cls.
-        return cls(pg_url_from_config(config_value), config_value.get("should_autocreate_tables", True), inst_data,
-                   get_token_provider_from_config(config_value))
+        return cls(
+            pg_url_from_config(config_value),
+            config_value.get("should_autocreate_tables", True),
+            inst_data,
+            get_token_provider_from_config(config_value),
+        )

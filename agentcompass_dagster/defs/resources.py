@@ -54,8 +54,9 @@ class HarnessResource(dg.ConfigurableResource):
         """The harness this resource is configured with; read from ``declared``'s file when it declares the
         same (see with_file_of)."""
         provided = {"provider": self.provider} if self.provider is not None else {}
-        config = validate_declaration(HarnessConfig, {"id": self.id, **provided, "params": self.params},
-                                      "harness resource")
+        config = validate_declaration(
+            HarnessConfig, {"id": self.id, **provided, "params": self.params}, "harness resource"
+        )
         return with_file_of(config, declared)
 
     def build(self, model: Model, declared: HarnessConfig | None = None) -> Harness:
@@ -75,14 +76,26 @@ class EnvironmentResource(dg.ConfigurableResource):
 
     @classmethod
     def declared(cls, config: EnvironmentConfig) -> EnvironmentResource:
-        return cls(id=config.id, provider=config.provider, params=config.params, env=config.env,
-                   capacity=config.capacity, open_qps=config.open_qps)
+        return cls(
+            id=config.id,
+            provider=config.provider,
+            params=config.params,
+            env=config.env,
+            capacity=config.capacity,
+            open_qps=config.open_qps,
+        )
 
     def config(self, declared: EnvironmentConfig | None = None) -> EnvironmentConfig:
         """The environment this resource is configured with; read from ``declared``'s file when it declares
         the same (see with_file_of)."""
-        data = {"id": self.id, "provider": self.provider, "params": self.params, "env": self.env,
-                "capacity": self.capacity, "open_qps": self.open_qps}
+        data = {
+            "id": self.id,
+            "provider": self.provider,
+            "params": self.params,
+            "env": self.env,
+            "capacity": self.capacity,
+            "open_qps": self.open_qps,
+        }
         return with_file_of(validate_declaration(EnvironmentConfig, data, "environment resource"), declared)
 
     def open_provider(self, declared: EnvironmentConfig | None = None) -> Environment:
@@ -112,8 +125,10 @@ class SweepResources:
         (the index keeps ids that differ only in characters a key cannot hold apart)."""
         if not sweep.several_harnesses:
             return {sweep.harness_list[0].id: cls.keys(sweep.name)[0]}
-        return {harness.id: dagster_name(sweep.name, "harness", f"{index}_{harness.id}")
-                for index, harness in enumerate(sweep.harness_list)}
+        return {
+            harness.id: dagster_name(sweep.name, "harness", f"{index}_{harness.id}")
+            for index, harness in enumerate(sweep.harness_list)
+        }
 
     @classmethod
     def all_keys(cls, sweep: SweepConfig) -> set[str]:
@@ -123,8 +138,10 @@ class SweepResources:
     def resource_defs(cls, sweep: SweepConfig) -> dict[str, dg.ConfigurableResource]:
         """The resources of the sweep's Definitions, by key, from its declarations."""
         keys = cls.harness_keys(sweep)
-        return {**{keys[harness.id]: HarnessResource.declared(harness) for harness in sweep.harness_list},
-                cls.keys(sweep.name)[1]: EnvironmentResource.declared(sweep.environment)}
+        return {
+            **{keys[harness.id]: HarnessResource.declared(harness) for harness in sweep.harness_list},
+            cls.keys(sweep.name)[1]: EnvironmentResource.declared(sweep.environment),
+        }
 
     @classmethod
     def of(cls, context: dg.AssetExecutionContext, sweep: SweepConfig) -> SweepResources:
@@ -132,10 +149,14 @@ class SweepResources:
         (its required_resource_keys)."""
         found = context.resources.original_resource_dict
         environment_key = cls.keys(sweep.name)[1]
-        wrong = [f"{key!r} must be a{n} {kind.__name__}, not {type(found[key]).__name__}"
-                 for key, n, kind in [*((k, "", HarnessResource) for k in cls.harness_keys(sweep).values()),
-                                      (environment_key, "n", EnvironmentResource)]
-                 if not isinstance(found[key], kind)]
+        wrong = [
+            f"{key!r} must be a{n} {kind.__name__}, not {type(found[key]).__name__}"
+            for key, n, kind in [
+                *((k, "", HarnessResource) for k in cls.harness_keys(sweep).values()),
+                (environment_key, "n", EnvironmentResource),
+            ]
+            if not isinstance(found[key], kind)
+        ]
         if wrong:
             raise dg.DagsterInvariantViolationError(f"resource {'; '.join(wrong)}")
         return cls({harness: found[key] for harness, key in cls.harness_keys(sweep).items()}, found[environment_key])
@@ -148,5 +169,8 @@ class SweepResources:
         """The plugins of a request whose harness (the one declared as ``declared_harness``) and environment
         are these resources' configs."""
         harness = self.harnesses[declared_harness]
-        return resolve_plugins(request, harness=lambda model: harness.build(model, request.harness),
-                               environment=lambda: self.environment.open_provider(request.environment))
+        return resolve_plugins(
+            request,
+            harness=lambda model: harness.build(model, request.harness),
+            environment=lambda: self.environment.open_provider(request.environment),
+        )

@@ -21,10 +21,14 @@ INTERVAL_S = 5
 
 
 def run_failure_sensor(members: Sequence[SweepBenchmark]) -> dg.SensorDefinition:
-    @dg.run_failure_sensor(name=NAME, minimum_interval_seconds=INTERVAL_S, monitor_all_code_locations=True,
-                           default_status=dg.DefaultSensorStatus.RUNNING,
-                           description="Marks the run directories of a failed run of a sweep failed, with Dagster's "
-                           "reason, and drops its claim; runs of no sweep of this location are skipped.")
+    @dg.run_failure_sensor(
+        name=NAME,
+        minimum_interval_seconds=INTERVAL_S,
+        monitor_all_code_locations=True,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Marks the run directories of a failed run of a sweep failed, with Dagster's "
+        "reason, and drops its claim; runs of no sweep of this location are skipped.",
+    )
     def released(context: dg.RunFailureSensorContext) -> dg.SkipReason | None:
         run = context.dagster_run
         owners = [member for member in members if member.owns(run)]

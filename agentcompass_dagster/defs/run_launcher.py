@@ -84,16 +84,21 @@ class RunWorkerLauncher(RunLauncher, ConfigurableClass):
         if run.job_code_origin is None:
             raise ValueError(f"run {run.run_id} has no code origin to load its job from")
         instance = self._instance
-        args = ExecuteRunArgs(job_origin=run.job_code_origin, run_id=run.run_id, instance_ref=instance.get_ref(),
-                              set_exit_code_on_failure=True)
+        args = ExecuteRunArgs(
+            job_origin=run.job_code_origin,
+            run_id=run.run_id,
+            instance_ref=instance.get_ref(),
+            set_exit_code_on_failure=True,
+        )
         log_path = worker_log(instance, run.run_id)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         executable = run.job_code_origin.executable_path
         proc = self.standby.take(executable, dg.serialize_value(args), log_path) if self.standby else None
         if proc is None:
             with open(log_path, "ab") as log:
-                proc = subprocess.Popen(worker_command(executable, args), stdin=subprocess.DEVNULL, stdout=log,
-                                        stderr=log)
+                proc = subprocess.Popen(
+                    worker_command(executable, args), stdin=subprocess.DEVNULL, stdout=log, stderr=log
+                )
         self._workers[run.run_id] = proc
         record_owner(instance, run.run_id, "worker", ProcessId.of(proc.pid))
         self._reap()
@@ -116,7 +121,9 @@ class RunWorkerLauncher(RunLauncher, ConfigurableClass):
         if run.status != dg.DagsterRunStatus.CANCELING:
             # As Dagster's own terminate does: a worker interrupted while its run is canceling ends it
             # CANCELED, otherwise FAILURE.
-            instance.report_run_canceling(run, message="Terminating the run: its tasks are cancelled, what finished is kept")
+            instance.report_run_canceling(
+                run, message="Terminating the run: its tasks are cancelled, what finished is kept"
+            )
         try:
             # Dagster turns SIGINT into a cooperative cancel of the run's steps.
             os.kill(worker.pid, signal.SIGINT)
@@ -136,8 +143,11 @@ class RunWorkerLauncher(RunLauncher, ConfigurableClass):
             return CheckRunHealthResult(WorkerStatus.RUNNING)
         code = self.exit_code(run.run_id)
         exited = f"run worker exited with code {code}" if code is not None else why
-        return CheckRunHealthResult(WorkerStatus.FAILED, f"{exited}: {log_tail(worker_log(self._instance, run.run_id))} "
-                                                         f"(log: {worker_log(self._instance, run.run_id)})")
+        return CheckRunHealthResult(
+            WorkerStatus.FAILED,
+            f"{exited}: {log_tail(worker_log(self._instance, run.run_id))} "
+            f"(log: {worker_log(self._instance, run.run_id)})",
+        )
 
     def get_run_worker_debug_info(self, run: dg.DagsterRun, include_container_logs: bool | None = True) -> str | None:
         return f"run worker log: {worker_log(self._instance, run.run_id)}"

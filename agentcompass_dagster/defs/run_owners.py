@@ -31,8 +31,9 @@ class RunOwner(BaseModel):
         return ProcessId.parse(self.process)
 
 
-def record_owner(instance: dg.DagsterInstance, run_id: str, role: Literal["launcher", "worker"],
-                 process: ProcessId) -> None:
+def record_owner(
+    instance: dg.DagsterInstance, run_id: str, role: Literal["launcher", "worker"], process: ProcessId
+) -> None:
     instance.run_storage.set_cursor_values({KEY + run_id: RunOwner(role=role, process=str(process)).model_dump_json()})
 
 

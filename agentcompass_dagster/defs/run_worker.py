@@ -22,9 +22,15 @@ MODULE = "agentcompass_dagster.defs.run_worker"
 
 # What every run's steps use, none of which reads the environment when imported: the job's own module
 # (the code location) does, so it is loaded only once the run's environment is in place.
-WARM_MODULES = ("agentcompass_dagster.defs.location", "agentcompass_dagster.runtime.execution.orchestrator",
-                "agentcompass_dagster.reporting.report", "openai", "pandas", "pyarrow.parquet",
-                "matplotlib.backends.backend_agg")
+WARM_MODULES = (
+    "agentcompass_dagster.defs.location",
+    "agentcompass_dagster.runtime.execution.orchestrator",
+    "agentcompass_dagster.reporting.report",
+    "openai",
+    "pandas",
+    "pyarrow.parquet",
+    "matplotlib.backends.backend_agg",
+)
 
 
 def standby() -> int:
@@ -57,8 +63,11 @@ class StandbyWorker:
     def __init__(self, executable: str = sys.executable) -> None:
         self.executable = executable
         self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [executable, "-m", MODULE, "--standby"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            [executable, "-m", MODULE, "--standby"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def take(self, executable: str, serialized_args: str, log: Path) -> subprocess.Popen[bytes] | None:
         """The worker, now executing the run of ``serialized_args`` in this process's environment and

@@ -46,19 +46,27 @@ class Found:
     reasons: list[str] = field(default_factory=list)
 
 
-def new_tasks_sensor(members: Sequence[SweepBenchmark],
-                     jobs: Mapping[str, UnresolvedAssetJobDefinition]) -> dg.SensorDefinition:
+def new_tasks_sensor(
+    members: Sequence[SweepBenchmark], jobs: Mapping[str, UnresolvedAssetJobDefinition]
+) -> dg.SensorDefinition:
     watched = [member for member in members if member.sweep.sensor.default_status == "running"]
     interval = min((member.sweep.sensor.minimum_interval_seconds for member in watched), default=None)
     left_out = sorted({member.sweep.name for member in members} - {member.sweep.name for member in watched})
 
-    @dg.sensor(name=NAME, jobs=[jobs[member.job_name] for member in members],
-               minimum_interval_seconds=interval,
-               default_status=dg.DefaultSensorStatus.RUNNING if watched else dg.DefaultSensorStatus.STOPPED,
-               description="Registers the tasks of each sweep as partitions on its first look; then adds a "
-               "partition for each new task and runs it. Looks at a sweep every sensor.minimum_interval_seconds "
-               "of its own" + (f"; leaves out the sweeps declaring sensor.default_status stopped: "
-                               f"{', '.join(left_out)}." if left_out else "."))
+    @dg.sensor(
+        name=NAME,
+        jobs=[jobs[member.job_name] for member in members],
+        minimum_interval_seconds=interval,
+        default_status=dg.DefaultSensorStatus.RUNNING if watched else dg.DefaultSensorStatus.STOPPED,
+        description="Registers the tasks of each sweep as partitions on its first look; then adds a "
+        "partition for each new task and runs it. Looks at a sweep every sensor.minimum_interval_seconds "
+        "of its own"
+        + (
+            f"; leaves out the sweeps declaring sensor.default_status stopped: {', '.join(left_out)}."
+            if left_out
+            else "."
+        ),
+    )
     def sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         looked: dict[str, float] = json.loads(context.cursor) if context.cursor else {}
         found = Found()
@@ -70,15 +78,19 @@ def new_tasks_sensor(members: Sequence[SweepBenchmark],
                 _look(member, context.instance, found)
             except Exception as exc:  # one sweep's broken task source must not keep the others' tasks from running
                 context.log.exception("looking at %s failed", member.job_name)
-                found.reasons.append(f"{member.sweep.name}/{member.benchmark.id}: failed ({exc}); looked at again "
-                                     "next tick")
+                found.reasons.append(
+                    f"{member.sweep.name}/{member.benchmark.id}: failed ({exc}); looked at again next tick"
+                )
                 continue
             looked[member.job_name] = now
         cursor = json.dumps(looked)
         if found.runs:
             return dg.SensorResult(run_requests=found.runs, dynamic_partitions_requests=found.partitions, cursor=cursor)
-        return dg.SensorResult(skip_reason="; ".join(found.reasons) or "no sweep due", cursor=cursor,
-                               dynamic_partitions_requests=found.partitions)
+        return dg.SensorResult(
+            skip_reason="; ".join(found.reasons) or "no sweep due",
+            cursor=cursor,
+            dynamic_partitions_requests=found.partitions,
+        )
 
     return sensor
 
@@ -96,8 +108,10 @@ def _look(member: SweepBenchmark, instance: dg.DagsterInstance, found: Found) ->
             return
         found.partitions.append(tasks_partitions.build_add_request(new))
         if not known:
-            found.reasons.append(f"{what}: registered the {len(new)} declared tasks as partitions; run them with "
-                                 "`agentcompass run`, the schedule or Materialize")
+            found.reasons.append(
+                f"{what}: registered the {len(new)} declared tasks as partitions; run them with "
+                "`agentcompass run`, the schedule or Materialize"
+            )
             return
         ensure_pool_limits(member, instance)
         # The runs planned here name the new keys, which the instance does not hold yet: Dagster adds
@@ -107,5 +121,6 @@ def _look(member: SweepBenchmark, instance: dg.DagsterInstance, found: Found) ->
     requests = run_requests(member, plan)
     found.runs.extend(requests)
     if not requests:
-        found.reasons.append(f"{what}: " + (budget_reason(plan) if plan.budget_spent
-                                             else f"{len(new)} new tasks, all already in runs"))
+        found.reasons.append(
+            f"{what}: " + (budget_reason(plan) if plan.budget_spent else f"{len(new)} new tasks, all already in runs")
+        )

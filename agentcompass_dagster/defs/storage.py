@@ -28,6 +28,7 @@ from agentcompass_dagster.defs.dagster_internals import (
 )
 
 
-class PooledSqliteEventLogStorage(AtomicSlotClaims, RememberedColumns, BatchedAssetEvents, PooledSqliteConnections,
-                                  ConsolidatedSqliteEventLogStorage):
+class PooledSqliteEventLogStorage(
+    AtomicSlotClaims, RememberedColumns, BatchedAssetEvents, PooledSqliteConnections, ConsolidatedSqliteEventLogStorage
+):
     pass

@@ -100,8 +100,11 @@ class SweepBenchmark:
     @property
     def tags(self) -> dict[str, str]:
         models = ",".join(contestant.id for contestant in self.sweep.contestants())
-        return {SWEEP_TAG: self.sweep.name[:MAX_TAG_VALUE], BENCHMARK_TAG: self.benchmark.id[:MAX_TAG_VALUE],
-                MODELS_TAG: models if len(models) <= MAX_TAG_VALUE else models[:MAX_TAG_VALUE - 3] + "..."}
+        return {
+            SWEEP_TAG: self.sweep.name[:MAX_TAG_VALUE],
+            BENCHMARK_TAG: self.benchmark.id[:MAX_TAG_VALUE],
+            MODELS_TAG: models if len(models) <= MAX_TAG_VALUE else models[: MAX_TAG_VALUE - 3] + "...",
+        }
 
     # what a process resolves once
 
@@ -139,7 +142,9 @@ class SweepBenchmark:
                 self._plugins[request.contestant_id] = resolve_plugins(request)
             return self._plugins[request.contestant_id]
 
-    def resolved(self, requests: list[EvalRequest], resources: SweepResources | None = None) -> dict[str, ResolvedRequest]:
+    def resolved(
+        self, requests: list[EvalRequest], resources: SweepResources | None = None
+    ) -> dict[str, ResolvedRequest]:
         return {request.name: ResolvedRequest(self.plugins(request, resources), self.selection) for request in requests}
 
     # results
@@ -160,11 +165,19 @@ class SweepBenchmark:
             start = datetime.fromisoformat(since)
         except ValueError:
             start = None
-        source = next((run for run in self.store.runs_newest_first(self.root(contestant_id))
-                       if start is not None and run.started_at and datetime.fromisoformat(run.started_at) >= start),
-                      None)
-        return OutputConfig(results_dir=self.sweep.output.results_dir, run_name=self.sweep.name,
-                            reuse_run_id=source.run_id if source is not None else None)
+        source = next(
+            (
+                run
+                for run in self.store.runs_newest_first(self.root(contestant_id))
+                if start is not None and run.started_at and datetime.fromisoformat(run.started_at) >= start
+            ),
+            None,
+        )
+        return OutputConfig(
+            results_dir=self.sweep.output.results_dir,
+            run_name=self.sweep.name,
+            reuse_run_id=source.run_id if source is not None else None,
+        )
 
     @cached_property
     def store(self) -> RunStore:
@@ -216,8 +229,14 @@ class SweepBenchmark:
         contestants that have none are left out."""
         newest = {}
         for contestant_id in self.model_keys.values():
-            source = next((run for run in self.store.runs_newest_first(self.root(contestant_id))
-                           if (Path(run.path) / have).is_file()), None)
+            source = next(
+                (
+                    run
+                    for run in self.store.runs_newest_first(self.root(contestant_id))
+                    if (Path(run.path) / have).is_file()
+                ),
+                None,
+            )
             if source is not None:
                 newest[contestant_id] = source
         return newest
@@ -235,10 +254,20 @@ class SweepBenchmark:
         that started then (round_output)."""
         contestant = self.sweep.contestant(contestant_id)
         output = self.output if fresh_since is None else self.round_output(contestant_id, fresh_since)
-        harness, environment = ((resources.harness_config(contestant.harness),
-                                 resources.environment.config(self.sweep.environment)) if resources else (None, None))
-        return self.sweep.request(self.benchmark, contestant, output, harness=harness, environment=environment,
-                                  run_only=run_only, dagster_run_id=dagster_run_id)
+        harness, environment = (
+            (resources.harness_config(contestant.harness), resources.environment.config(self.sweep.environment))
+            if resources
+            else (None, None)
+        )
+        return self.sweep.request(
+            self.benchmark,
+            contestant,
+            output,
+            harness=harness,
+            environment=environment,
+            run_only=run_only,
+            dagster_run_id=dagster_run_id,
+        )
 
 
 def keys_of(tasks: list[TaskSpec]) -> dict[str, TaskSpec]:

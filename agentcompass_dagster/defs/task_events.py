@@ -47,19 +47,34 @@ class TaskStream(OrchestrationObserver):
         key = dg.MultiPartitionKey({"model": self._model_keys[state.request.contestant_id], "task": task_key})
         asset_key = self.sweep_benchmark.key("attempts")
         details, pages = self._dirs(state)
-        trajectories = {f"trajectory a{n}": dg.MetadataValue.path(str(pages / trajectory_page_name(detail.task_id, n)))
-                        for n in sorted(int(n) for n in detail.attempts)}
+        trajectories = {
+            f"trajectory a{n}": dg.MetadataValue.path(str(pages / trajectory_page_name(detail.task_id, n)))
+            for n in sorted(int(n) for n in detail.attempts)
+        }
         if detail.is_error:
             error = (detail.error or "").strip().splitlines()[-1:] or [""]
             path = details / state.run_dir.detail_path(detail.task_id, detail.category, error=True).name
-            self.events.put(dg.AssetObservation(asset_key=asset_key, partition=key, metadata={
-                **task_id_entry(detail.task_id, task_key), "error": error[0][:500],
-                "detail": dg.MetadataValue.path(str(path)), **trajectories}))
+            self.events.put(
+                dg.AssetObservation(
+                    asset_key=asset_key,
+                    partition=key,
+                    metadata={
+                        **task_id_entry(detail.task_id, task_key),
+                        "error": error[0][:500],
+                        "detail": dg.MetadataValue.path(str(path)),
+                        **trajectories,
+                    },
+                )
+            )
             return
         path = details / state.run_dir.detail_path(detail.task_id, detail.category).name
-        self.events.put(dg.AssetMaterialization(asset_key=asset_key, partition=key,
-                                                metadata={**detail_metadata(detail, task_key, path, reused),
-                                                          **trajectories}))
+        self.events.put(
+            dg.AssetMaterialization(
+                asset_key=asset_key,
+                partition=key,
+                metadata={**detail_metadata(detail, task_key, path, reused), **trajectories},
+            )
+        )
 
     def _dirs(self, state: RequestState) -> tuple[Path, Path]:
         """The run's details directory as the events show it, relative to the benchmark's directory (the
@@ -70,7 +85,8 @@ class TaskStream(OrchestrationObserver):
         if name not in self._run_dirs:
             self._run_dirs[name] = (
                 state.run_dir.details_dir.resolve().relative_to(self.sweep_benchmark.benchmark_dir.resolve()),
-                trajectory_pages_dir(self.sweep_benchmark.report_dir.resolve(), state.run_dir.path))
+                trajectory_pages_dir(self.sweep_benchmark.report_dir.resolve(), state.run_dir.path),
+            )
         return self._run_dirs[name]
 
 

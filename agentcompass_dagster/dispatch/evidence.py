@@ -38,11 +38,8 @@ class Dependency(BaseModel):
     isError: bool
 
 
-
-
 class OutputInvalid(Exception):
     """The final answer is not the structured output the spec's schema asks for."""
-
 
 
 def has_secret(value: Any) -> bool:
@@ -69,8 +66,12 @@ def transcript_has_secret(text: str) -> bool:
 def usage_summary(turns: list[Usage]) -> tuple[UsageTotals, float | None, bool]:
     """Receipt totals over every model turn (R-DISP-4); the arithmetic is models.usage's."""
     total, complete = usage_totals(turns)
-    totals = UsageTotals(inputTokens=total.input_tokens, outputTokens=total.output_tokens,
-                         cachedTokens=total.cache_read_tokens, reasoningTokens=total.reasoning_tokens)
+    totals = UsageTotals(
+        inputTokens=total.input_tokens,
+        outputTokens=total.output_tokens,
+        cachedTokens=total.cache_read_tokens,
+        reasoningTokens=total.reasoning_tokens,
+    )
     return totals, total.cost_usd, complete
 
 
@@ -80,9 +81,16 @@ def turn_records(records: list[ActivityRecord]) -> list[TurnRecord]:
         if record.kind == "model_call" and record.status == "completed":
             turn = ModelTurn.model_validate(record.data["response"])
             usage = Usage.model_validate(record.data["usage"])
-            out.append(TurnRecord(turn=record.data["turn"] + 1, model_id=turn.model_id,
-                                  usage=usage.model_dump(exclude={"cost_usd"}), cost_usd=usage.cost_usd,
-                                  stop_reason=turn.stop_reason, duration_s=turn.duration_s))
+            out.append(
+                TurnRecord(
+                    turn=record.data["turn"] + 1,
+                    model_id=turn.model_id,
+                    usage=usage.model_dump(exclude={"cost_usd"}),
+                    cost_usd=usage.cost_usd,
+                    stop_reason=turn.stop_reason,
+                    duration_s=turn.duration_s,
+                )
+            )
     return out
 
 
@@ -107,5 +115,3 @@ def structured_output(final_answer: str, schema: Any) -> Any:
     if error is not None:
         raise OutputInvalid(f"the final answer does not match output_schema at {error.json_path}: {error.message}")
     return value
-
-

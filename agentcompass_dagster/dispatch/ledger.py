@@ -24,11 +24,8 @@ class LedgerEvent(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-
-
 class LedgerWriteError(Exception):
     """The ledger failed while the agent ran: the run must stop, since its events would go unrecorded."""
-
 
 
 class EventLedger:
@@ -50,8 +47,9 @@ class EventLedger:
         details.update({key: data[key] for key in ("turn", "usage", "command", "exit_code", "error") if key in data})
         if "response" in data:
             turn = ModelTurn.model_validate(data["response"])
-            details.update(model_id=turn.model_id, stop_reason=turn.stop_reason,
-                           tool_calls=[call.name for call in turn.tool_calls])
+            details.update(
+                model_id=turn.model_id, stop_reason=turn.stop_reason, tool_calls=[call.name for call in turn.tool_calls]
+            )
         if "call" in data:
             details["tool"] = data["call"].get("name")
         failed = record.status in ("aborted", "interrupted") or bool(data.get("error"))
@@ -59,5 +57,3 @@ class EventLedger:
             self.append(f"agent.{record.kind}.{record.status}", "error" if failed else "ok", details)
         except OSError as exc:
             raise LedgerWriteError(f"{self.path.name}: {type(exc).__name__}: {exc.strerror or exc}") from exc
-
-

@@ -42,5 +42,3 @@ class Receipt(BaseModel):
     actualModelIds: list[str | None] | None = None
     finalMessageSha256: str | None = None
     durationMs: int | None = None
-
-

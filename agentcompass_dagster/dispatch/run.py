@@ -73,10 +73,18 @@ async def run_agent(resolved: ResolvedSpec, durable_dir: Path, ledger: EventLedg
         harness = HarnessConfig(id="tool_agent", params=resolved.params.model_dump(mode="json"))
         # The spec's limits, enforced as for any attempt: by the model and environment the agent is handed.
         limits = AttemptLimits(resolved.plan.agent_limits)
-        run = AgentRun(LimitedModel(resolved.model, limits), resolved.params, LimitedEnvironment(session, limits),
-                       task_id=TASK_ID, attempt=1, prompt=resolved.spec.prompt, durable_dir=durable_dir,
-                       fingerprint=fingerprint(resolved.plan, harness, resolved.model_config),
-                       log_redacted=False, on_record=ledger.agent_record)
+        run = AgentRun(
+            LimitedModel(resolved.model, limits),
+            resolved.params,
+            LimitedEnvironment(session, limits),
+            task_id=TASK_ID,
+            attempt=1,
+            prompt=resolved.spec.prompt,
+            durable_dir=durable_dir,
+            fingerprint=fingerprint(resolved.plan, harness, resolved.model_config),
+            log_redacted=False,
+            on_record=ledger.agent_record,
+        )
         return await run.run()
     finally:
         try:
@@ -90,13 +98,27 @@ class Dispatch:
 
     def __init__(self, spec_path: Path) -> None:
         self.spec_path = spec_path
-        self.identity: dict[str, Any] = {"runId": None, "runDir": None, "specPath": str(spec_path),
-                                         "requestedModelId": None, "specSha256": None, "outputSchemaId": None}
+        self.identity: dict[str, Any] = {
+            "runId": None,
+            "runDir": None,
+            "specPath": str(spec_path),
+            "requestedModelId": None,
+            "specSha256": None,
+            "outputSchemaId": None,
+        }
         self.run_dir: Path | None = None
         self.ledger: EventLedger | None = None
 
-    def failed(self, code: str, error: str, exit_code: int, *, cause: str | None = None,
-               agent_failed: bool = False, final_message: str | None = None) -> tuple[dict[str, Any], int]:
+    def failed(
+        self,
+        code: str,
+        error: str,
+        exit_code: int,
+        *,
+        cause: str | None = None,
+        agent_failed: bool = False,
+        final_message: str | None = None,
+    ) -> tuple[dict[str, Any], int]:
         """Try every finalisation write; if any fails the code becomes EVIDENCE_PERSIST_FAILED and the
         original is kept as the cause (R-DISP-4)."""
         problems: list[str] = []
@@ -134,7 +156,8 @@ class Dispatch:
                 receipt.causeErrorCode = receipt.causeErrorCode or receipt.errorCode
                 receipt.status, receipt.errorCode = "failed", EVIDENCE_PERSIST_FAILED
                 receipt.error = f"{RECEIPT} could not be written ({type(exc).__name__})" + (
-                    f": {receipt.error}" if receipt.error else "")
+                    f": {receipt.error}" if receipt.error else ""
+                )
                 exit_code = EXIT_EVIDENCE_FAILED
         return redact(receipt.model_dump(mode="json", exclude_unset=True)), exit_code
 
@@ -149,8 +172,12 @@ class Dispatch:
             return self.failed(SPEC_INVALID, f"{where}: cannot read: {exc.strerror or exc}", EXIT_SPEC_INVALID)
         run_id = run_id or resolved.spec.run_id or new_run_id()
         run_dir = (runs_dir or resolved.spec.runs_dir).absolute() / run_id
-        self.identity.update(runId=run_id, requestedModelId=resolved.model_config.model or resolved.model_config.id,
-                             specSha256=resolved.sha256, outputSchemaId=resolved.schema_id)
+        self.identity.update(
+            runId=run_id,
+            requestedModelId=resolved.model_config.model or resolved.model_config.id,
+            specSha256=resolved.sha256,
+            outputSchemaId=resolved.schema_id,
+        )
         problem = run_id_problem(run_id)
         if problem is not None:
             return self.failed(RUN_ID_INVALID, f"run_id={run_id!r}: {problem}", EXIT_SPEC_INVALID)
@@ -158,30 +185,43 @@ class Dispatch:
         try:
             run_dir.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            return self.failed(AUDIT_WRITE_FAILED, f"runs_dir {run_dir.parent}: cannot create: {exc.strerror or exc}",
-                               EXIT_EVIDENCE_FAILED)
+            return self.failed(
+                AUDIT_WRITE_FAILED,
+                f"runs_dir {run_dir.parent}: cannot create: {exc.strerror or exc}",
+                EXIT_EVIDENCE_FAILED,
+            )
         try:
             # mkdir is the reservation: of two dispatches with one run id, exactly one gets the directory.
             os.mkdir(run_dir)
         except FileExistsError:
-            return self.failed(RUN_ID_EXISTS, f"run_id={run_id!r}: {run_dir} exists; an earlier run's evidence "
-                               "is never overwritten", EXIT_EVIDENCE_FAILED)
+            return self.failed(
+                RUN_ID_EXISTS,
+                f"run_id={run_id!r}: {run_dir} exists; an earlier run's evidence is never overwritten",
+                EXIT_EVIDENCE_FAILED,
+            )
         except OSError as exc:
-            return self.failed(AUDIT_WRITE_FAILED, f"{run_dir}: cannot create: {exc.strerror or exc}",
-                               EXIT_EVIDENCE_FAILED)
+            return self.failed(
+                AUDIT_WRITE_FAILED, f"{run_dir}: cannot create: {exc.strerror or exc}", EXIT_EVIDENCE_FAILED
+            )
         self.run_dir, self.ledger = run_dir, EventLedger(run_dir / "events.jsonl")
         try:
             atomic_write_text(run_dir / "spec.yaml", resolved.text)
             atomic_write_text(run_dir / "system.txt", resolved.params.system_prompt)
             atomic_write_text(run_dir / "prompt.txt", resolved.spec.prompt)
         except OSError as exc:
-            return self.failed(AUDIT_WRITE_FAILED, f"the run's inputs could not be written ({type(exc).__name__})",
-                               EXIT_EVIDENCE_FAILED)
+            return self.failed(
+                AUDIT_WRITE_FAILED,
+                f"the run's inputs could not be written ({type(exc).__name__})",
+                EXIT_EVIDENCE_FAILED,
+            )
         try:
             self.ledger.append("run.started", "ok", dict(self.identity))
         except OSError as exc:
-            return self.failed(EVIDENCE_PERSIST_FAILED, f"run.started could not be recorded ({type(exc).__name__})",
-                               EXIT_EVIDENCE_FAILED)
+            return self.failed(
+                EVIDENCE_PERSIST_FAILED,
+                f"run.started could not be recorded ({type(exc).__name__})",
+                EXIT_EVIDENCE_FAILED,
+            )
         return await self._execute(resolved, run_dir, self.ledger)
 
     async def _execute(self, resolved: ResolvedSpec, run_dir: Path, ledger: EventLedger) -> tuple[dict[str, Any], int]:
@@ -193,13 +233,19 @@ class Dispatch:
             return kept
         if failure is not None:
             code, error, exit_code = failure
-            return self.failed(code, error, exit_code, agent_failed=True,
-                               final_message=outcome.final_answer if outcome is not None else None)
+            return self.failed(
+                code,
+                error,
+                exit_code,
+                agent_failed=True,
+                final_message=outcome.final_answer if outcome is not None else None,
+            )
         assert outcome is not None  # no failure means run_agent returned one
         return self._complete(resolved, run_dir, ledger, outcome, kept)
 
-    def _keep_transcript(self, run_dir: Path, agent_dir: Path,
-                         cause: str | None) -> list[ActivityRecord] | tuple[dict[str, Any], int]:
+    def _keep_transcript(
+        self, run_dir: Path, agent_dir: Path, cause: str | None
+    ) -> list[ActivityRecord] | tuple[dict[str, Any], int]:
         """The transcript read back and checked (a secret deletes it), and one record per model turn
         written; its records, or the failure's receipt."""
         agent_failed = cause is not None
@@ -207,8 +253,13 @@ class Dispatch:
         try:
             text = transcript.read_text(encoding="utf-8") if transcript.exists() else ""
         except (OSError, UnicodeError) as exc:
-            return self.failed(EVIDENCE_PERSIST_FAILED, f"the transcript could not be read back ({type(exc).__name__})",
-                               EXIT_EVIDENCE_FAILED, cause=cause, agent_failed=agent_failed)
+            return self.failed(
+                EVIDENCE_PERSIST_FAILED,
+                f"the transcript could not be read back ({type(exc).__name__})",
+                EXIT_EVIDENCE_FAILED,
+                cause=cause,
+                agent_failed=agent_failed,
+            )
         if transcript_has_secret(text):
             error = "the agent transcript holds what looks like a secret (API key, token, password or private key)"
             try:
@@ -226,12 +277,23 @@ class Dispatch:
             for turn in turn_records(records):
                 atomic_write_json(run_dir / TURNS_DIR / f"{turn.turn:04d}.json", turn)
         except (OSError, ActivityError) as exc:
-            return self.failed(EVIDENCE_PERSIST_FAILED, f"the per-turn records could not be written "
-                               f"({type(exc).__name__})", EXIT_EVIDENCE_FAILED, cause=cause, agent_failed=agent_failed)
+            return self.failed(
+                EVIDENCE_PERSIST_FAILED,
+                f"the per-turn records could not be written ({type(exc).__name__})",
+                EXIT_EVIDENCE_FAILED,
+                cause=cause,
+                agent_failed=agent_failed,
+            )
         return records
 
-    def _complete(self, resolved: ResolvedSpec, run_dir: Path, ledger: EventLedger, outcome: AgentOutcome,
-                  records: list[ActivityRecord]) -> tuple[dict[str, Any], int]:
+    def _complete(
+        self,
+        resolved: ResolvedSpec,
+        run_dir: Path,
+        ledger: EventLedger,
+        outcome: AgentOutcome,
+        records: list[ActivityRecord],
+    ) -> tuple[dict[str, Any], int]:
         """A run the agent completed: its structured output, final message and dependencies, then the
         receipt."""
         final_answer = outcome.final_answer or ""
@@ -242,15 +304,25 @@ class Dispatch:
         try:
             atomic_write_text(run_dir / FINAL_MESSAGE, final_answer)
             atomic_write_json(run_dir / "output.json", output)
-            atomic_write_json(run_dir / "dependencies.json",
-                              [d.model_dump(mode="json") for d in dependencies(outcome.tool_calls)])
+            atomic_write_json(
+                run_dir / "dependencies.json", [d.model_dump(mode="json") for d in dependencies(outcome.tool_calls)]
+            )
         except OSError as exc:
-            return self.failed(AUDIT_WRITE_FAILED, f"the run's results could not be written ({type(exc).__name__})",
-                               EXIT_EVIDENCE_FAILED)
+            return self.failed(
+                AUDIT_WRITE_FAILED,
+                f"the run's results could not be written ({type(exc).__name__})",
+                EXIT_EVIDENCE_FAILED,
+            )
         usage, total_cost, cost_complete = usage_summary(outcome.turns)
         receipt = Receipt(
-            status="completed", errorCode=None, error=None, **self.identity,
-            usage=usage, totalCostUsd=total_cost, costComplete=cost_complete, turns=len(outcome.turns),
+            status="completed",
+            errorCode=None,
+            error=None,
+            **self.identity,
+            usage=usage,
+            totalCostUsd=total_cost,
+            costComplete=cost_complete,
+            turns=len(outcome.turns),
             toolCallCount=len(outcome.tool_calls),
             modelCallCount=sum(1 for r in records if r.kind == "model_call" and r.status == "in_flight"),
             actualModelIds=outcome.model_ids,
@@ -258,17 +330,36 @@ class Dispatch:
             durationMs=round(outcome.duration_s * 1000),
         )
         try:
-            ledger.append("run.completed", "ok", receipt.model_dump(
-                mode="json", include={"usage", "totalCostUsd", "costComplete", "turns", "toolCallCount",
-                                      "modelCallCount", "actualModelIds", "finalMessageSha256", "durationMs"}))
+            ledger.append(
+                "run.completed",
+                "ok",
+                receipt.model_dump(
+                    mode="json",
+                    include={
+                        "usage",
+                        "totalCostUsd",
+                        "costComplete",
+                        "turns",
+                        "toolCallCount",
+                        "modelCallCount",
+                        "actualModelIds",
+                        "finalMessageSha256",
+                        "durationMs",
+                    },
+                ),
+            )
         except OSError as exc:
-            return self.failed(EVIDENCE_PERSIST_FAILED, f"run.completed could not be recorded ({type(exc).__name__})",
-                               EXIT_EVIDENCE_FAILED)
+            return self.failed(
+                EVIDENCE_PERSIST_FAILED,
+                f"run.completed could not be recorded ({type(exc).__name__})",
+                EXIT_EVIDENCE_FAILED,
+            )
         return self.finish(receipt, EXIT_OK)
 
 
-async def _agent_outcome(resolved: ResolvedSpec, agent_dir: Path,
-                         ledger: EventLedger) -> tuple[AgentOutcome | None, tuple[str, str, int] | None]:
+async def _agent_outcome(
+    resolved: ResolvedSpec, agent_dir: Path, ledger: EventLedger
+) -> tuple[AgentOutcome | None, tuple[str, str, int] | None]:
     """The agent's outcome, and the failure (error code, error, exit code) it ended in, if any."""
     try:
         outcome = await run_agent(resolved, agent_dir, ledger)
@@ -283,12 +374,14 @@ async def _agent_outcome(resolved: ResolvedSpec, agent_dir: Path,
     return outcome, None
 
 
-async def dispatch(spec_path: str | Path, *, run_id: str | None = None,
-                   runs_dir: str | Path | None = None) -> tuple[dict[str, Any], int]:
+async def dispatch(
+    spec_path: str | Path, *, run_id: str | None = None, runs_dir: str | Path | None = None
+) -> tuple[dict[str, Any], int]:
     """Run one dispatch; every controlled failure is a receipt and an exit code, never an exception."""
     return await Dispatch(Path(spec_path)).run(run_id, Path(runs_dir) if runs_dir is not None else None)
 
 
-def run_dispatch(spec_path: str | Path, *, run_id: str | None = None,
-                 runs_dir: str | Path | None = None) -> tuple[dict[str, Any], int]:
+def run_dispatch(
+    spec_path: str | Path, *, run_id: str | None = None, runs_dir: str | Path | None = None
+) -> tuple[dict[str, Any], int]:
     return asyncio.run(dispatch(spec_path, run_id=run_id, runs_dir=runs_dir))

@@ -87,7 +87,6 @@ class ResolvedSpec:
     schema_id: str | None
 
 
-
 def run_id_problem(run_id: str) -> str | None:
     if not _RUN_ID.fullmatch(run_id):
         return "use only ASCII letters, digits, '.', '_' and '-', at most 64 characters"
@@ -118,8 +117,9 @@ def _load_schema(spec: DispatchSpec, base: Path, where: str) -> tuple[Any, str |
     except ValueError as exc:
         raise field_error("output_schema", declared, f"{path} is not JSON: {exc}", where) from None
     except SchemaError as exc:
-        raise field_error("output_schema", declared,
-                          f"not a valid JSON Schema (Draft 2020-12): {exc.message}", where) from None
+        raise field_error(
+            "output_schema", declared, f"not a valid JSON Schema (Draft 2020-12): {exc.message}", where
+        ) from None
     declared_id = schema.get("$id") if isinstance(schema, dict) else None
     return schema, declared_id if isinstance(declared_id, str) else f"sha256:{hashlib.sha256(raw).hexdigest()}"
 
@@ -134,34 +134,66 @@ def load_spec(path: Path) -> ResolvedSpec:
     raw = path.read_bytes()
     base = path.resolve().parent
     root = base.parent if base.name == "dispatch" else base
-    model_config = spec.model if isinstance(spec.model, ModelConfig) else validate_declaration(
-        ModelConfig, resolve_reference(root, "models", spec.model, "model", where)[0], f"{where}: model")
+    model_config = (
+        spec.model
+        if isinstance(spec.model, ModelConfig)
+        else validate_declaration(
+            ModelConfig, resolve_reference(root, "models", spec.model, "model", where)[0], f"{where}: model"
+        )
+    )
     if model_config.provider == "none":
         raise field_error("model.provider", model_config.provider, "a dispatch needs a model it can call", where)
-    env_config = spec.environment if isinstance(spec.environment, EnvironmentConfig) else validate_declaration(
-        EnvironmentConfig, resolve_reference(root, "environments", spec.environment, "environment", where)[0],
-        f"{where}: environment")
+    env_config = (
+        spec.environment
+        if isinstance(spec.environment, EnvironmentConfig)
+        else validate_declaration(
+            EnvironmentConfig,
+            resolve_reference(root, "environments", spec.environment, "environment", where)[0],
+            f"{where}: environment",
+        )
+    )
     register_declared_secrets(env_config.env, env_config, model_config)
-    environment = construct_plugin(f"environment {env_config.id!r}",
-                                   registry.environments.get(env_config.provider_id, "environment.provider"),
-                                   env_config)
-    plan = ExecutionPlan(task_id=TASK_ID, attempt=1, benchmark_id="dispatch", harness_id="tool_agent",
-                         environment_id=env_config.id, model_id=model_config.id, agent_limits=spec.limits,
-                         baseline_network_policy=environment.default_policy("baseline"),
-                         run_network_policy=environment.default_policy("run"),
-                         evaluation_network_policy=environment.default_policy("evaluation"))
+    environment = construct_plugin(
+        f"environment {env_config.id!r}",
+        registry.environments.get(env_config.provider_id, "environment.provider"),
+        env_config,
+    )
+    plan = ExecutionPlan(
+        task_id=TASK_ID,
+        attempt=1,
+        benchmark_id="dispatch",
+        harness_id="tool_agent",
+        environment_id=env_config.id,
+        model_id=model_config.id,
+        agent_limits=spec.limits,
+        baseline_network_policy=environment.default_policy("baseline"),
+        run_network_policy=environment.default_policy("run"),
+        evaluation_network_policy=environment.default_policy("evaluation"),
+    )
     environment.validate_plan(plan)
     files = base / spec.files if spec.files is not None else None
     if files is not None and not files.is_dir():
         raise field_error("files", str(spec.files), f"{files} is not a directory", where)
     schema, schema_id = _load_schema(spec, base, where)
-    params = spec.agent if spec.system_prompt is None else spec.agent.model_copy(
-        update={"system_prompt": spec.system_prompt})
+    params = (
+        spec.agent
+        if spec.system_prompt is None
+        else spec.agent.model_copy(update={"system_prompt": spec.system_prompt})
+    )
     return ResolvedSpec(
-        spec=spec, text=raw.decode(errors="replace"), sha256=hashlib.sha256(raw).hexdigest(),
-        model_config=model_config, model=construct_plugin(f"model {model_config.id!r}",
-                               registry.models.get(model_config.provider, "model.provider"), model_config),
-        environment=environment, plan=plan, params=params, files=files, schema=schema, schema_id=schema_id,
+        spec=spec,
+        text=raw.decode(errors="replace"),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        model_config=model_config,
+        model=construct_plugin(
+            f"model {model_config.id!r}", registry.models.get(model_config.provider, "model.provider"), model_config
+        ),
+        environment=environment,
+        plan=plan,
+        params=params,
+        files=files,
+        schema=schema,
+        schema_id=schema_id,
     )
 
 
@@ -169,7 +201,7 @@ def refuse_secrets(resolved: ResolvedSpec, where: str) -> None:
     """Before any model call: the error names the field, never the value."""
     for field, text in (("system_prompt", resolved.params.system_prompt), ("prompt", resolved.spec.prompt)):
         if has_secret(text):
-            raise UserError(f"{where}: {field}: holds what looks like a secret (API key, token, password or "
-                            "private key); it is never sent to a model: remove it")
-
-
+            raise UserError(
+                f"{where}: {field}: holds what looks like a secret (API key, token, password or "
+                "private key); it is never sent to a model: remove it"
+            )

@@ -63,7 +63,11 @@ class ActivityLog:
 
     def append(self, record: ActivityRecord) -> ActivityRecord:
         records = self.records()
-        if record.status == "completed" and record.kind in ("model_call", "tool_call", "compaction") and record.seq is None:
+        if (
+            record.status == "completed"
+            and record.kind in ("model_call", "tool_call", "compaction")
+            and record.seq is None
+        ):
             record.seq = self.next_seq()
         payload = record.model_dump(mode="json")
         if self.redacted:
@@ -102,8 +106,11 @@ class ActivityLog:
     def in_flight(self) -> list[ActivityRecord]:
         """In-flight records of external operations that never got a completed, aborted or interrupted one."""
         closed = {r.id for r in self.records() if r.status != "in_flight"}
-        return [r for r in self.records() if r.status == "in_flight" and r.id not in closed
-                and r.kind in ("model_call", "tool_call")]
+        return [
+            r
+            for r in self.records()
+            if r.status == "in_flight" and r.id not in closed and r.kind in ("model_call", "tool_call")
+        ]
 
     def elapsed_s(self) -> float:
         records = self.records()
@@ -141,6 +148,8 @@ def read_activity(path: Path) -> list[ActivityRecord]:
         except (ValueError, ValidationError) as exc:
             if number - 1 == last:
                 break
-            raise ActivityError(f"{path}: line {number} is corrupt ({type(exc).__name__}); "
-                                "the activity log was damaged, not torn by a crash") from None
+            raise ActivityError(
+                f"{path}: line {number} is corrupt ({type(exc).__name__}); "
+                "the activity log was damaged, not torn by a crash"
+            ) from None
     return records

@@ -65,6 +65,7 @@ MAX_FILE_BYTES = 512 << 20
 # A checkpoint follows every step, so compression speed matters more than ratio.
 COMPRESS_LEVEL = 1
 
+
 class CheckpointError(Exception):
     """A checkpoint cannot be captured or restored as asked; restore leaves the roots untouched."""
 
@@ -105,14 +106,18 @@ class CaptureStats:
     bytes_written: int = 0  # compressed bytes of the new blobs
 
 
-
-
 def _same_files(a: Manifest, b: Manifest) -> bool:
     """Whether two manifests restore the same trees (the stat data their files were read with aside)."""
+
     def restored(m: Manifest) -> tuple[object, ...]:
-        files = {name: {rel: (e.digest, e.size, e.mode, e.mtime_ns, e.extents, e.apparent_size)
-                        for rel, e in entries.items()} for name, entries in m.roots.items()}
+        files = {
+            name: {
+                rel: (e.digest, e.size, e.mode, e.mtime_ns, e.extents, e.apparent_size) for rel, e in entries.items()
+            }
+            for name, entries in m.roots.items()
+        }
         return m.dirs, m.redacted_roots, m.excluded, m.skipped, m.too_large, files
+
     return restored(a) == restored(b)
 
 
@@ -174,8 +179,7 @@ class CheckpointStore:
         reference = self._reference if self._reference is not None else self._latest_before(seq)
         stats = CaptureStats()
         touched: set[Path] = set()
-        manifest = Manifest(seq=seq, created_at=utcnow(), roots={},
-                            redacted_roots=sorted(redact_roots & roots.keys()))
+        manifest = Manifest(seq=seq, created_at=utcnow(), roots={}, redacted_roots=sorted(redact_roots & roots.keys()))
         for name, root in roots.items():
             redacted = name in redact_roots
             known: dict[str, FileEntry] = {}
@@ -196,8 +200,17 @@ class CheckpointStore:
         self._reference = manifest
         return manifest
 
-    def _capture_root(self, manifest: Manifest, name: str, root: Path, redacted: bool, known: dict[str, FileEntry],
-                      clock: int, stats: CaptureStats, touched: set[Path]) -> None:
+    def _capture_root(
+        self,
+        manifest: Manifest,
+        name: str,
+        root: Path,
+        redacted: bool,
+        known: dict[str, FileEntry],
+        clock: int,
+        stats: CaptureStats,
+        touched: set[Path],
+    ) -> None:
         """One root into ``manifest``: a file whose stat matches its ``known`` entry (and is older than
         ``clock``) keeps that entry unread."""
         files: dict[str, FileEntry] = {}
@@ -312,8 +325,9 @@ class CheckpointStore:
         if store == managed or store.startswith(managed + os.sep) or managed.startswith(store + os.sep):
             raise CheckpointError(f"the checkpoint store {self.root} and the managed root {root} overlap")
 
-    def _capture_file(self, dir_fd: int, name: str, redacted: bool, stats: CaptureStats,
-                      touched: set[Path]) -> FileEntry | Literal["too large"] | None:
+    def _capture_file(
+        self, dir_fd: int, name: str, redacted: bool, stats: CaptureStats, touched: set[Path]
+    ) -> FileEntry | Literal["too large"] | None:
         """Store one file's content; None when it vanished or stopped being a regular file since the
         directory was listed, TOO_LARGE when it holds more than MAX_FILE_BYTES of data."""
         try:
@@ -334,15 +348,22 @@ class CheckpointStore:
             data = sum(length for _, length in extents) if extents is not None else st.st_size
             if data > MAX_FILE_BYTES:
                 return TOO_LARGE
-            content = (file_tree.extent_content(fd, extents) if extents is not None
-                       else file_tree.content(source, redacted))
+            content = (
+                file_tree.extent_content(fd, extents) if extents is not None else file_tree.content(source, redacted)
+            )
             digest, size = self._put(content, stats, touched)
         stats.files_read += 1
         stats.bytes_read += data
         # The stat taken before reading: a write during the read changes it, so the next capture rereads.
-        return FileEntry(digest=digest, size=size, mode=S_IMODE(st.st_mode), mtime_ns=st.st_mtime_ns,
-                         stat=file_tree.stat_key(st), extents=extents,
-                         apparent_size=st.st_size if extents is not None else None)
+        return FileEntry(
+            digest=digest,
+            size=size,
+            mode=S_IMODE(st.st_mode),
+            mtime_ns=st.st_mtime_ns,
+            stat=file_tree.stat_key(st),
+            extents=extents,
+            apparent_size=st.st_size if extents is not None else None,
+        )
 
     def _put(self, chunks: Iterable[bytes], stats: CaptureStats, touched: set[Path]) -> tuple[str, int]:
         """Stream content into a blob unless one with its digest exists; (digest, size).
@@ -379,8 +400,9 @@ class CheckpointStore:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def _stage(self, manifest: Manifest, name: str, live: Path, staged: Path,
-               owner: tuple[int, int] | None) -> dict[str, FileEntry]:
+    def _stage(
+        self, manifest: Manifest, name: str, live: Path, staged: Path, owner: tuple[int, int] | None
+    ) -> dict[str, FileEntry]:
         """Build root ``name`` of the checkpoint in ``staged`` and carry over ``live``'s unmanaged
         entries; the entries with the stat of the files just written."""
         files, modes = manifest.roots[name], manifest.dirs.get(name, {})
@@ -406,7 +428,7 @@ class CheckpointStore:
         digest = hashlib.sha256()
         extents = iter(entry.extents or [])
         with open(path, "xb") as out:
-            offset, room = (next(extents, (0, 0)) if entry.extents is not None else (0, -1))
+            offset, room = next(extents, (0, 0)) if entry.extents is not None else (0, -1)
             for chunk in self._blob_content(entry.digest, where):
                 digest.update(chunk)
                 # A sparse file's data goes back to its extents: what lies between stays a hole.

@@ -31,8 +31,18 @@ CHUNK = 1 << 20
 # relative to its root (".ssh" at any depth), and "*" never crosses a "/".
 CREDENTIAL_DIRS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".config/gcloud", ".config/gh")
 CREDENTIAL_FILES = (
-    ".netrc", ".git-credentials", ".pgpass", ".pypirc", ".docker/config.json", ".env",
-    "*.pem", "*.key", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".pypirc",
+    ".docker/config.json",
+    ".env",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
 )
 
 
@@ -50,7 +60,6 @@ _renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)  # gl
 if _renameat2 is not None:
     _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     _renameat2.restype = ctypes.c_int
-
 
 
 Kind = Literal["dir", "file", "excluded", "skipped"]

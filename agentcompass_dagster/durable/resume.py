@@ -40,8 +40,10 @@ from agentcompass_dagster.contracts.capture import OUTPUT_LIMIT
 from agentcompass_dagster.runtime.store.safe_fs import read_beneath
 from agentcompass_dagster.runtime.store.run_files import set_aside
 
-INTERRUPTED_NOTE = ("[interrupted: the command was running when the agent process stopped; it was not run "
-                    "again because it is not declared replay-safe. Output it had produced:]\n")
+INTERRUPTED_NOTE = (
+    "[interrupted: the command was running when the agent process stopped; it was not run "
+    "again because it is not declared replay-safe. Output it had produced:]\n"
+)
 
 
 class CannotRestore(Exception):
@@ -84,26 +86,53 @@ async def prepare_resume(run: DurableSession) -> ResumeDecision:
         return decision
     for record in in_flight:
         if record.kind == "model_call":
-            run.append(ActivityRecord(id=record.id, kind="model_call", status="aborted",
-                                      data={**record.data, "reason": "interrupted by a crash; sent again"}))
+            run.append(
+                ActivityRecord(
+                    id=record.id,
+                    kind="model_call",
+                    status="aborted",
+                    data={**record.data, "reason": "interrupted by a crash; sent again"},
+                )
+            )
             continue
         call = record.data["call"]
         if record.id in finished:
             exit_code, output = finished[record.id]
-            await run.complete_tool(record.id, {
-                "turn": record.data["turn"], "call": call, "command": record.data.get("command"),
-                "exit_code": exit_code, **run.stored_output(output), "recovered": True,
-            })
+            await run.complete_tool(
+                record.id,
+                {
+                    "turn": record.data["turn"],
+                    "call": call,
+                    "command": record.data.get("command"),
+                    "exit_code": exit_code,
+                    **run.stored_output(output),
+                    "recovered": True,
+                },
+            )
         elif run.replay_safe(call["name"], record.data.get("command")):
-            run.append(ActivityRecord(id=record.id, kind="tool_call", status="aborted",
-                                      data={**record.data, "reason": "interrupted; replay-safe, so run again"}))
+            run.append(
+                ActivityRecord(
+                    id=record.id,
+                    kind="tool_call",
+                    status="aborted",
+                    data={**record.data, "reason": "interrupted; replay-safe, so run again"},
+                )
+            )
         else:
             stored = run.stored_output(partial.get(record.id, ""))
-            await run.complete_tool(record.id, {
-                "turn": record.data["turn"], "call": call, "command": record.data.get("command"),
-                "exit_code": None, **stored, "interrupted": True,
-                "observation": observation(None, INTERRUPTED_NOTE + stored["output"]),
-            }, status="interrupted")
+            await run.complete_tool(
+                record.id,
+                {
+                    "turn": record.data["turn"],
+                    "call": call,
+                    "command": record.data.get("command"),
+                    "exit_code": None,
+                    **stored,
+                    "interrupted": True,
+                    "observation": observation(None, INTERRUPTED_NOTE + stored["output"]),
+                },
+                status="interrupted",
+            )
     return decision
 
 
@@ -121,9 +150,17 @@ async def classify_environment(
         for record in tools:
             while _running(root, calls, record.id):
                 if time.monotonic() >= deadline:
-                    return (ResumeDecision("busy", reason=(
-                        f"cannot resume: command {record.id} still runs in the old environment after "
-                        f"{run.resume_wait_s}s; the attempt stays unfinished")), {}, {})
+                    return (
+                        ResumeDecision(
+                            "busy",
+                            reason=(
+                                f"cannot resume: command {record.id} still runs in the old environment after "
+                                f"{run.resume_wait_s}s; the attempt stays unfinished"
+                            ),
+                        ),
+                        {},
+                        {},
+                    )
                 await asyncio.sleep(0.1)
             exit_code = _exit_code(root, calls, record.id)
             output = _read(root, f"{calls}/{record.id}.out") or ""
@@ -146,8 +183,9 @@ async def rebuild(run: DurableSession) -> None:
     seq = run.log.last_checkpoint_seq()
     roots = run.env.checkpoint_roots()
     if seq is None or run.store is None or roots is None:
-        changed_files = any(r.kind == "tool_call" and r.status == "completed" and r.data.get("command")
-                            for r in run.log.records())
+        changed_files = any(
+            r.kind == "tool_call" and r.status == "completed" and r.data.get("command") for r in run.log.records()
+        )
         if changed_files:
             raise CannotRestore
         return

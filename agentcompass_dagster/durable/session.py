@@ -39,7 +39,7 @@ def bounded(output: str, limit: int) -> str:
     """The head and tail of an output longer than ``limit`` characters, with a note of what was cut."""
     if len(output) <= limit:
         return output
-    return output[: limit // 2] + f"\n[... {len(output) - limit} characters cut ...]\n" + output[-(limit // 2):]
+    return output[: limit // 2] + f"\n[... {len(output) - limit} characters cut ...]\n" + output[-(limit // 2) :]
 
 
 def observation(exit_code: int | None, output: str) -> str:
@@ -49,9 +49,18 @@ def observation(exit_code: int | None, output: str) -> str:
 
 class DurableSession:
     def __init__(
-        self, env: EnvironmentSession, durable_dir: Path, *, fingerprint: dict[str, Any], command_timeout_s: float,
-        max_observation_chars: int, replay_safe_commands: list[str], resume_wait_s: float, checkpoints: bool,
-        log_redacted: bool = True, on_record: Callable[[ActivityRecord], None] | None = None,
+        self,
+        env: EnvironmentSession,
+        durable_dir: Path,
+        *,
+        fingerprint: dict[str, Any],
+        command_timeout_s: float,
+        max_observation_chars: int,
+        replay_safe_commands: list[str],
+        resume_wait_s: float,
+        checkpoints: bool,
+        log_redacted: bool = True,
+        on_record: Callable[[ActivityRecord], None] | None = None,
     ) -> None:
         self.env = env
         self.dir = durable_dir
@@ -94,14 +103,24 @@ class DurableSession:
             self.store = type(self.store)(self.dir / "checkpoints")
 
     def begin(self, resumed: str | None) -> None:
-        self.append(ActivityRecord(id="session", kind="session", status="in_flight",
-                                   data={"fingerprint": self.fingerprint, "handle": self.env.handle(),
-                                         "resumed": resumed}))
+        self.append(
+            ActivityRecord(
+                id="session",
+                kind="session",
+                status="in_flight",
+                data={"fingerprint": self.fingerprint, "handle": self.env.handle(), "resumed": resumed},
+            )
+        )
 
     def end(self, status: str, error: str | None, final_answer: str | None, limit: dict[str, Any] | None) -> None:
-        self.append(ActivityRecord(id="session", kind="session", status="completed",
-                                   data={"status": status, "error": error, "final_answer": final_answer,
-                                         "limit": limit}))
+        self.append(
+            ActivityRecord(
+                id="session",
+                kind="session",
+                status="completed",
+                data={"status": status, "error": error, "final_answer": final_answer, "limit": limit},
+            )
+        )
 
     def replay_safe(self, tool: str, command: str | None) -> bool:
         return tool == "submit" or (command is not None and any(p.search(command) for p in self._safe))
@@ -130,9 +149,11 @@ class DurableSession:
         # command evaluated in a subshell of this shell rather than a new bash): every process the wrapper
         # starts costs a command ~1-2 ms. A resume reads an exit file only once it holds a number, or once
         # the process that writes it is gone.
-        script = (f"[ -d {calls} ] || mkdir -p {calls}; "
-                  f"( ( eval {shlex.quote(command)} ) > {out} 2>&1 < /dev/null; echo $? > {exit_file} ) & wait $!; "
-                  f"cat {out}; read -r code < {exit_file}; exit $code")
+        script = (
+            f"[ -d {calls} ] || mkdir -p {calls}; "
+            f"( ( eval {shlex.quote(command)} ) > {out} 2>&1 < /dev/null; echo $? > {exit_file} ) & wait $!; "
+            f"cat {out}; read -r code < {exit_file}; exit $code"
+        )
         result = await self.env.exec(script, timeout_s=timeout, label=key)
         output = result.stdout + result.stderr
         if result.timed_out:
@@ -143,8 +164,13 @@ class DurableSession:
                 output = ""
             # The environment may have cut it sooner: the attempt's wall time left was shorter.
             output += f"\n[command timed out after {round(min(timeout, result.duration_s), 1):g}s]"
-        return {"command": command, "exit_code": result.exit_code, **self.stored_output(output),
-                "duration_s": result.duration_s, "timed_out": result.timed_out}
+        return {
+            "command": command,
+            "exit_code": result.exit_code,
+            **self.stored_output(output),
+            "duration_s": result.duration_s,
+            "timed_out": result.timed_out,
+        }
 
     def stored_output(self, output: str) -> dict[str, Any]:
         """The record's fields for a command output: the bounded text, and for a longer one the blob
@@ -157,8 +183,10 @@ class DurableSession:
         if not blob.exists():
             blob.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(blob, data)
-        return {"output": bounded(output, self.max_observation_chars),
-                "output_blob": {"sha256": digest, "chars": len(output)}}
+        return {
+            "output": bounded(output, self.max_observation_chars),
+            "output_blob": {"sha256": digest, "chars": len(output)},
+        }
 
     async def complete_tool(self, key: str, data: dict[str, Any], status: Status = "completed") -> ActivityRecord:
         """R-LOG-1: the checkpoint is saved before the completed record that names it. A command that
@@ -168,8 +196,9 @@ class DurableSession:
         roots = self.env.checkpoint_roots()
         if self.store is not None and roots is not None and data.get("command") is not None:
             checkpoint_seq = (await asyncio.to_thread(self.store.capture, seq, roots)).seq
-        record = self.append(ActivityRecord(id=key, kind="tool_call", status=status,
-                                            seq=seq, checkpoint_seq=checkpoint_seq, data=data))
+        record = self.append(
+            ActivityRecord(id=key, kind="tool_call", status=status, seq=seq, checkpoint_seq=checkpoint_seq, data=data)
+        )
         if checkpoint_seq != previous:
             await self.env.write_file(f"{self.env.scratch}/{CURSOR_FILE}", str(checkpoint_seq).encode())
         return record

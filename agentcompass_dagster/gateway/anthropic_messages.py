@@ -20,8 +20,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from agentcompass_dagster.contracts.model import ModelTurn
-from agentcompass_dagster.gateway.wire import (Translated, finish_reason, new_id, reply_model, results_after_calls,
-                                               skipped, sse)
+from agentcompass_dagster.gateway.wire import (
+    Translated,
+    finish_reason,
+    new_id,
+    reply_model,
+    results_after_calls,
+    skipped,
+    sse,
+)
 from agentcompass_dagster.plugins.models.usage import turn_usage
 
 _MAX_TOOL_NAME = 64  # OpenAI's bound on a function name; Anthropic allows longer
@@ -67,13 +74,15 @@ def read_anthropic(body: dict[str, Any]) -> Translated:
             messages.extend(_user_messages(message.content))
         elif (assistant := _assistant_message(message.content)) is not None:
             messages.append(assistant)
-    return Translated(messages=results_after_calls(messages), tools=tools, params=_params(request),
-                      tool_names=names)
+    return Translated(messages=results_after_calls(messages), tools=tools, params=_params(request), tool_names=names)
 
 
 def _params(request: AnthropicRequest) -> dict[str, Any]:
-    params: dict[str, Any] = {k: v for k, v in (("max_tokens", request.max_tokens), ("temperature", request.temperature),
-                                                ("top_p", request.top_p)) if v is not None}
+    params: dict[str, Any] = {
+        k: v
+        for k, v in (("max_tokens", request.max_tokens), ("temperature", request.temperature), ("top_p", request.top_p))
+        if v is not None
+    }
     if request.stop_sequences:
         params["stop"] = request.stop_sequences
     choice = request.tool_choice or {}
@@ -91,7 +100,7 @@ def short_tool_name(name: str) -> str:
     so a recorded request reads the same)."""
     if len(name) <= _MAX_TOOL_NAME:
         return name
-    return f"{name[:_MAX_TOOL_NAME - 9]}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return f"{name[: _MAX_TOOL_NAME - 9]}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def _tools(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -118,8 +127,11 @@ def _tools(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str,
 def _system_content(content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
-    return [{"type": "text", "text": block["text"]} for block in content
-            if block.get("type") == "text" and block.get("text")]
+    return [
+        {"type": "text", "text": block["text"]}
+        for block in content
+        if block.get("type") == "text" and block.get("text")
+    ]
 
 
 def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
@@ -149,8 +161,7 @@ def _user_messages(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
             parts.append(image)
         elif kind == "tool_result":
             text, images = _tool_result(block.get("content"))
-            tool_messages.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id") or ""),
-                                  "content": text})
+            tool_messages.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id") or ""), "content": text})
             parts.extend(images)
         else:
             unread.append(str(kind))
@@ -182,10 +193,18 @@ def _assistant_message(content: str | list[dict[str, Any]]) -> dict[str, Any] | 
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
     texts = [block.get("text") or "" for block in content if block.get("type") == "text"]
-    calls = [{"id": str(block.get("id") or ""), "type": "function",
-              "function": {"name": short_tool_name(str(block.get("name") or "")),
-                           "arguments": json.dumps(block.get("input") or {})}}
-             for block in content if block.get("type") == "tool_use"]
+    calls = [
+        {
+            "id": str(block.get("id") or ""),
+            "type": "function",
+            "function": {
+                "name": short_tool_name(str(block.get("name") or "")),
+                "arguments": json.dumps(block.get("input") or {}),
+            },
+        }
+        for block in content
+        if block.get("type") == "tool_use"
+    ]
     if not texts and not calls:
         return None
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
@@ -198,23 +217,39 @@ def _blocks(turn: ModelTurn, tool_names: dict[str, str]) -> list[dict[str, Any]]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": turn.content}] if turn.content else []
     for call in turn.tool_calls:
         # Anthropic's input is an object: arguments that are not a JSON object arrive as an empty one.
-        blocks.append({"type": "tool_use", "id": call.id, "name": tool_names.get(call.name, call.name),
-                       "input": call.parsed_arguments() or {}})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": tool_names.get(call.name, call.name),
+                "input": call.parsed_arguments() or {},
+            }
+        )
     return blocks
 
 
 def _usage(turn: ModelTurn) -> dict[str, int]:
     """Anthropic counts input without the cache reads and writes, which it lists beside it."""
     usage = turn_usage(turn.usage)
-    return {"input_tokens": usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens,
-            "output_tokens": usage.output_tokens, "cache_read_input_tokens": usage.cache_read_tokens,
-            "cache_creation_input_tokens": usage.cache_write_tokens}
+    return {
+        "input_tokens": usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+    }
 
 
 def _message(turn: ModelTurn, requested_model: str | None, content: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": reply_model(turn, requested_model),
-            "content": content, "stop_reason": _STOP[finish_reason(turn)], "stop_sequence": None,
-            "usage": _usage(turn)}
+    return {
+        "id": new_id("msg_"),
+        "type": "message",
+        "role": "assistant",
+        "model": reply_model(turn, requested_model),
+        "content": content,
+        "stop_reason": _STOP[finish_reason(turn)],
+        "stop_sequence": None,
+        "usage": _usage(turn),
+    }
 
 
 def message_body(turn: ModelTurn, requested_model: str | None, tool_names: dict[str, str]) -> bytes:
@@ -227,8 +262,15 @@ def message_events(turn: ModelTurn, requested_model: str | None, tool_names: dic
     stopped; then the stop reason and the usage."""
     message = _message(turn, requested_model, [])
     stop_reason, usage = message.pop("stop_reason"), message["usage"]
-    events = [sse("message_start", {"type": "message_start", "message": {
-        **message, "stop_reason": None, "usage": {**usage, "output_tokens": 0}}})]
+    events = [
+        sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {**message, "stop_reason": None, "usage": {**usage, "output_tokens": 0}},
+            },
+        )
+    ]
     for index, block in enumerate(_blocks(turn, tool_names)):
         start: dict[str, Any]
         if block["type"] == "text":
@@ -236,10 +278,16 @@ def message_events(turn: ModelTurn, requested_model: str | None, tool_names: dic
         else:
             start = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        events += [sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}),
-                   sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
-                   sse("content_block_stop", {"type": "content_block_stop", "index": index})]
-    events += [sse("message_delta", {"type": "message_delta", "usage": usage,
-                                     "delta": {"stop_reason": stop_reason, "stop_sequence": None}}),
-               sse("message_stop", {"type": "message_stop"})]
+        events += [
+            sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}),
+            sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+            sse("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]
+    events += [
+        sse(
+            "message_delta",
+            {"type": "message_delta", "usage": usage, "delta": {"stop_reason": stop_reason, "stop_sequence": None}},
+        ),
+        sse("message_stop", {"type": "message_stop"}),
+    ]
     return b"".join(events)

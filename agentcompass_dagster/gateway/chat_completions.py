@@ -32,22 +32,29 @@ def read_chat(body: dict[str, Any]) -> Translated:
     tools = body.get("tools") or []
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise RequestRefused("tools is not a list of objects")
-    return Translated(messages=[_cleaned(m) for m in messages], tools=list(tools),
-                      params={k: v for k, v in body.items() if k not in _NOT_PARAMS})
+    return Translated(
+        messages=[_cleaned(m) for m in messages],
+        tools=list(tools),
+        params={k: v for k, v in body.items() if k not in _NOT_PARAMS},
+    )
 
 
 def _cleaned(message: dict[str, Any]) -> dict[str, Any]:
     cleaned = {k: v for k, v in message.items() if v is not None or k == "content"}
     if isinstance(cleaned.get("tool_calls"), list):
-        cleaned["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} if isinstance(c, dict) else c
-                                 for c in cleaned["tool_calls"]]
+        cleaned["tool_calls"] = [
+            {k: v for k, v in c.items() if k != "index"} if isinstance(c, dict) else c for c in cleaned["tool_calls"]
+        ]
     return cleaned
 
 
 def _usage(turn: ModelTurn) -> dict[str, Any]:
     usage = turn_usage(turn.usage)
-    reply: dict[str, Any] = {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
-                             "total_tokens": usage.input_tokens + usage.output_tokens}
+    reply: dict[str, Any] = {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
     if usage.cache_read_tokens:
         reply["prompt_tokens_details"] = {"cached_tokens": usage.cache_read_tokens}
     return reply
@@ -55,26 +62,52 @@ def _usage(turn: ModelTurn) -> dict[str, Any]:
 
 def completion_body(turn: ModelTurn, requested_model: str | None) -> bytes:
     """The turn as one chat completion (usage in prompt/completion tokens, whatever keys the provider used)."""
-    return json.dumps({
-        "id": new_id("chatcmpl-"), "object": "chat.completion", "created": int(time.time()),
-        "model": reply_model(turn, requested_model),
-        "choices": [{"index": 0, "message": turn.assistant_message(), "finish_reason": finish_reason(turn),
-                     "logprobs": None}],
-        "usage": _usage(turn),
-    }).encode()
+    return json.dumps(
+        {
+            "id": new_id("chatcmpl-"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": reply_model(turn, requested_model),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": turn.assistant_message(),
+                    "finish_reason": finish_reason(turn),
+                    "logprobs": None,
+                }
+            ],
+            "usage": _usage(turn),
+        }
+    ).encode()
 
 
 def completion_events(turn: ModelTurn, requested_model: str | None) -> bytes:
     """The turn as the chunks of a streamed chat completion, then ``[DONE]``."""
-    head = {"id": new_id("chatcmpl-"), "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": reply_model(turn, requested_model)}
+    head = {
+        "id": new_id("chatcmpl-"),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": reply_model(turn, requested_model),
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         return sse(None, {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra})
 
     events = [chunk({"role": "assistant", "content": turn.content or ""})]
     for index, call in enumerate(turn.tool_calls):
-        events.append(chunk({"tool_calls": [{"index": index, "id": call.id, "type": "function",
-                                             "function": {"name": call.name, "arguments": call.arguments}}]}))
+        events.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments},
+                        }
+                    ]
+                }
+            )
+        )
     events.append(chunk({}, finish_reason(turn), usage=_usage(turn)))
     return b"".join(events) + b"data: [DONE]\n\n"

@@ -42,30 +42,32 @@ def forwarded(command: str, *, socket: str = GATEWAY_SOCKET, port: int = 0, wait
     timeout can fall between the bytes of the line on a loaded machine (bash reads a FIFO a byte at a
     time and hands back what it read so far): the parts are joined, never taken for the port."""
     here, sock = shlex.quote(GATEWAY_DIR), shlex.quote(socket)
-    return "\n".join([
-        "__ac_fifo_dir=$(mktemp -d) || exit 1",
-        'mkfifo "$__ac_fifo_dir/port" && exec 9<>"$__ac_fifo_dir/port" || exit 1',
-        "if command -v python3 >/dev/null 2>&1; then "
-        f'python3 {here}/forward.py {sock} {port} "$__ac_fifo_dir/port" 9<&- &',
-        "elif command -v node >/dev/null 2>&1; then "
-        f'node {here}/forward.js {sock} {port} "$__ac_fifo_dir/port" 9<&- &',
-        f'else echo {shlex.quote(NO_RUNTIME)} >&2; rm -rf "$__ac_fifo_dir"; exit 127; fi',
-        "__ac_forwarder=$!",
-        f"{PORT_VARIABLE}= __ac_listening=",
-        f"for ((__ac_tick = 0; __ac_tick < {max(1, round(wait_s * 10))}; __ac_tick++)); do",
-        "  read -r -t 0.1 -u 9 __ac_part && __ac_listening=1",
-        f"  {PORT_VARIABLE}+=$__ac_part",
-        '  [ -n "$__ac_listening" ] && break',
-        '  kill -0 "$__ac_forwarder" 2>/dev/null || break',
-        "done",
-        'if [ -z "$__ac_listening" ]; then',
-        f'  echo "agentcompass: the model gateway\'s forwarder ended, or did not listen within {wait_s:g}s" >&2',
-        '  kill "$__ac_forwarder" 2>/dev/null; rm -rf "$__ac_fifo_dir"; exit 1',
-        "fi",
-        'exec 9<&-; rm -rf "$__ac_fifo_dir"',
-        f'export {PORT_VARIABLE} {URL_VARIABLE}="http://127.0.0.1:${PORT_VARIABLE}"',
-        f"( {command}\n)",
-        "__ac_status=$?",
-        'kill "$__ac_forwarder" 2>/dev/null; wait "$__ac_forwarder" 2>/dev/null',
-        'exit "$__ac_status"',
-    ])
+    return "\n".join(
+        [
+            "__ac_fifo_dir=$(mktemp -d) || exit 1",
+            'mkfifo "$__ac_fifo_dir/port" && exec 9<>"$__ac_fifo_dir/port" || exit 1',
+            "if command -v python3 >/dev/null 2>&1; then "
+            f'python3 {here}/forward.py {sock} {port} "$__ac_fifo_dir/port" 9<&- &',
+            "elif command -v node >/dev/null 2>&1; then "
+            f'node {here}/forward.js {sock} {port} "$__ac_fifo_dir/port" 9<&- &',
+            f'else echo {shlex.quote(NO_RUNTIME)} >&2; rm -rf "$__ac_fifo_dir"; exit 127; fi',
+            "__ac_forwarder=$!",
+            f"{PORT_VARIABLE}= __ac_listening=",
+            f"for ((__ac_tick = 0; __ac_tick < {max(1, round(wait_s * 10))}; __ac_tick++)); do",
+            "  read -r -t 0.1 -u 9 __ac_part && __ac_listening=1",
+            f"  {PORT_VARIABLE}+=$__ac_part",
+            '  [ -n "$__ac_listening" ] && break',
+            '  kill -0 "$__ac_forwarder" 2>/dev/null || break',
+            "done",
+            'if [ -z "$__ac_listening" ]; then',
+            f'  echo "agentcompass: the model gateway\'s forwarder ended, or did not listen within {wait_s:g}s" >&2',
+            '  kill "$__ac_forwarder" 2>/dev/null; rm -rf "$__ac_fifo_dir"; exit 1',
+            "fi",
+            'exec 9<&-; rm -rf "$__ac_fifo_dir"',
+            f'export {PORT_VARIABLE} {URL_VARIABLE}="http://127.0.0.1:${PORT_VARIABLE}"',
+            f"( {command}\n)",
+            "__ac_status=$?",
+            'kill "$__ac_forwarder" 2>/dev/null; wait "$__ac_forwarder" 2>/dev/null',
+            'exit "$__ac_status"',
+        ]
+    )

@@ -24,8 +24,9 @@ _TYPES: dict[int, tuple[str, str]] = {
 }
 
 
-def refusal(api: Api, status: int, message: str, *, code: str | None = None,
-            headers: dict[str, str] | None = None) -> web.Response:
+def refusal(
+    api: Api, status: int, message: str, *, code: str | None = None, headers: dict[str, str] | None = None
+) -> web.Response:
     """An error response of ``api``'s family."""
     openai_type, anthropic_type = _TYPES[status]
     body: dict[str, Any]
@@ -33,5 +34,4 @@ def refusal(api: Api, status: int, message: str, *, code: str | None = None,
         body = {"type": "error", "error": {"type": anthropic_type, "message": message}}
     else:
         body = {"error": {"message": message, "type": openai_type, "param": None, "code": code}}
-    return web.Response(status=status, body=json.dumps(body).encode(), content_type="application/json",
-                        headers=headers)
+    return web.Response(status=status, body=json.dumps(body).encode(), content_type="application/json", headers=headers)

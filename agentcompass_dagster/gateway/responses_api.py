@@ -18,8 +18,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from agentcompass_dagster.contracts.model import ModelTurn
-from agentcompass_dagster.gateway.wire import (RequestRefused, Translated, finish_reason, new_id, reply_model,
-                                               results_after_calls, skipped, sse, text_of)
+from agentcompass_dagster.gateway.wire import (
+    RequestRefused,
+    Translated,
+    finish_reason,
+    new_id,
+    reply_model,
+    results_after_calls,
+    skipped,
+    sse,
+    text_of,
+)
 from agentcompass_dagster.plugins.models.usage import turn_usage
 
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -51,19 +60,29 @@ def read_responses(body: dict[str, Any]) -> Translated:
     if request.previous_response_id:
         # The gateway keeps no earlier responses: answering without them would answer another conversation.
         raise RequestRefused("previous_response_id is not supported: send the whole input (store: false)")
-    messages: list[dict[str, Any]] = [{"role": "system", "content": request.instructions}] if request.instructions else []
+    messages: list[dict[str, Any]] = (
+        [{"role": "system", "content": request.instructions}] if request.instructions else []
+    )
     if isinstance(request.input, str):
         messages.append({"role": "user", "content": request.input})
     else:
         messages += _input_messages(request.input)
-    return Translated(messages=results_after_calls(messages), tools=_tools(request.tools or []),
-                      params=_params(request))
+    return Translated(
+        messages=results_after_calls(messages), tools=_tools(request.tools or []), params=_params(request)
+    )
 
 
 def _params(request: ResponsesRequest) -> dict[str, Any]:
-    params: dict[str, Any] = {k: v for k, v in (
-        ("max_tokens", request.max_output_tokens), ("temperature", request.temperature),
-        ("top_p", request.top_p), ("parallel_tool_calls", request.parallel_tool_calls)) if v is not None}
+    params: dict[str, Any] = {
+        k: v
+        for k, v in (
+            ("max_tokens", request.max_output_tokens),
+            ("temperature", request.temperature),
+            ("top_p", request.top_p),
+            ("parallel_tool_calls", request.parallel_tool_calls),
+        )
+        if v is not None
+    }
     choice = request.tool_choice
     if choice in ("auto", "none", "required"):
         params["tool_choice"] = choice
@@ -71,8 +90,10 @@ def _params(request: ResponsesRequest) -> dict[str, Any]:
         params["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
     text_format = (request.text or {}).get("format") or {}
     if text_format.get("type") == "json_schema":
-        params["response_format"] = {"type": "json_schema", "json_schema": {
-            k: text_format[k] for k in ("name", "schema", "strict", "description") if k in text_format}}
+        params["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {k: text_format[k] for k in ("name", "schema", "strict", "description") if k in text_format},
+        }
     elif text_format.get("type") == "json_object":
         params["response_format"] = {"type": "json_object"}
     return params
@@ -82,8 +103,14 @@ def _tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     translated: list[dict[str, Any]] = []
     for tool in tools:
         if tool.get("type") == "function":
-            translated.append({"type": "function", "function": {
-                k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}})
+            translated.append(
+                {
+                    "type": "function",
+                    "function": {
+                        k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None
+                    },
+                }
+            )
     skipped("Responses tools other than function", [str(t.get("type")) for t in tools if t.get("type") != "function"])
     return translated
 
@@ -96,16 +123,20 @@ def _input_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if kind == "message":
             messages.append(_message(item))
         elif kind == "function_call":
-            call = {"id": str(item.get("call_id") or item.get("id") or ""), "type": "function",
-                    "function": {"name": str(item.get("name") or ""), "arguments": str(item.get("arguments") or "")}}
+            call = {
+                "id": str(item.get("call_id") or item.get("id") or ""),
+                "type": "function",
+                "function": {"name": str(item.get("name") or ""), "arguments": str(item.get("arguments") or "")},
+            }
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant":
                 last.setdefault("tool_calls", []).append(call)
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
-            messages.append({"role": "tool", "tool_call_id": str(item.get("call_id") or ""),
-                             "content": text_of(item.get("output"))})
+            messages.append(
+                {"role": "tool", "tool_call_id": str(item.get("call_id") or ""), "content": text_of(item.get("output"))}
+            )
         elif kind == "item_reference":
             raise RequestRefused("item_reference is not supported: send the items themselves (store: false)")
         elif kind not in _SILENTLY_DROPPED:
@@ -135,33 +166,63 @@ def _message(item: dict[str, Any]) -> dict[str, Any]:
 
 def _usage(turn: ModelTurn) -> dict[str, Any]:
     usage = turn_usage(turn.usage)
-    return {"input_tokens": usage.input_tokens, "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
-            "output_tokens": usage.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-            "total_tokens": usage.input_tokens + usage.output_tokens}
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
 
 
 def _output(turn: ModelTurn, status: str) -> list[dict[str, Any]]:
     """The turn's output items, complete: its text as one message, each tool call as a function_call."""
     items: list[dict[str, Any]] = []
     if turn.content:
-        items.append({"type": "message", "id": new_id("msg_"), "status": status, "role": "assistant",
-                      "content": [{"type": "output_text", "text": turn.content, "annotations": []}]})
-    items += [{"type": "function_call", "id": new_id("fc_"), "call_id": call.id, "name": call.name,
-               "arguments": call.arguments, "status": "completed"} for call in turn.tool_calls]
+        items.append(
+            {
+                "type": "message",
+                "id": new_id("msg_"),
+                "status": status,
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": turn.content, "annotations": []}],
+            }
+        )
+    items += [
+        {
+            "type": "function_call",
+            "id": new_id("fc_"),
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+            "status": "completed",
+        }
+        for call in turn.tool_calls
+    ]
     return items
 
 
 def _response(turn: ModelTurn, body: dict[str, Any], output: list[dict[str, Any]], status: str) -> dict[str, Any]:
     """A Response object; the request's settings are echoed as the API does."""
-    return {"id": new_id("resp_"), "object": "response", "created_at": int(time.time()), "status": status,
-            "error": None,
-            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-            "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
-            "model": reply_model(turn, body.get("model") if isinstance(body.get("model"), str) else None),
-            "output": output, "parallel_tool_calls": body.get("parallel_tool_calls", True),
-            "temperature": body.get("temperature"), "tool_choice": body.get("tool_choice", "auto"),
-            "tools": body.get("tools") or [], "top_p": body.get("top_p"), "metadata": {}, "usage": _usage(turn)}
+    return {
+        "id": new_id("resp_"),
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": reply_model(turn, body.get("model") if isinstance(body.get("model"), str) else None),
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "temperature": body.get("temperature"),
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_p": body.get("top_p"),
+        "metadata": {},
+        "usage": _usage(turn),
+    }
 
 
 def _status(turn: ModelTurn) -> str:
@@ -182,29 +243,38 @@ def response_events(turn: ModelTurn, body: dict[str, Any]) -> bytes:
     response = _response(turn, body, output, status)
     events: list[tuple[str, dict[str, Any]]] = [
         ("response.created", {"response": {**response, "status": "in_progress", "output": [], "usage": None}}),
-        ("response.in_progress", {"response": {**response, "status": "in_progress", "output": [], "usage": None}})]
+        ("response.in_progress", {"response": {**response, "status": "in_progress", "output": [], "usage": None}}),
+    ]
     for index, item in enumerate(output):
         events += _item_events(index, item)
     events.append((f"response.{status}", {"response": response}))
-    return b"".join(sse(kind, {"type": kind, "sequence_number": number, **data})
-                    for number, (kind, data) in enumerate(events))
+    return b"".join(
+        sse(kind, {"type": kind, "sequence_number": number, **data}) for number, (kind, data) in enumerate(events)
+    )
 
 
 def _item_events(index: int, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     at = {"output_index": index, "item_id": item["id"]}
     if item["type"] == "function_call":
-        events = [("response.output_item.added", {"output_index": index,
-                                                  "item": {**item, "arguments": "", "status": "in_progress"}}),
-                  ("response.function_call_arguments.delta", {**at, "delta": item["arguments"]}),
-                  ("response.function_call_arguments.done", {**at, "name": item["name"],
-                                                             "arguments": item["arguments"]})]
+        events = [
+            (
+                "response.output_item.added",
+                {"output_index": index, "item": {**item, "arguments": "", "status": "in_progress"}},
+            ),
+            ("response.function_call_arguments.delta", {**at, "delta": item["arguments"]}),
+            ("response.function_call_arguments.done", {**at, "name": item["name"], "arguments": item["arguments"]}),
+        ]
     else:
         (part,) = item["content"]
         text_at = {**at, "content_index": 0}
-        events = [("response.output_item.added", {"output_index": index,
-                                                  "item": {**item, "content": [], "status": "in_progress"}}),
-                  ("response.content_part.added", {**text_at, "part": {**part, "text": ""}}),
-                  ("response.output_text.delta", {**text_at, "delta": part["text"], "logprobs": []}),
-                  ("response.output_text.done", {**text_at, "text": part["text"], "logprobs": []}),
-                  ("response.content_part.done", {**text_at, "part": part})]
+        events = [
+            (
+                "response.output_item.added",
+                {"output_index": index, "item": {**item, "content": [], "status": "in_progress"}},
+            ),
+            ("response.content_part.added", {**text_at, "part": {**part, "text": ""}}),
+            ("response.output_text.delta", {**text_at, "delta": part["text"], "logprobs": []}),
+            ("response.output_text.done", {**text_at, "text": part["text"], "logprobs": []}),
+            ("response.content_part.done", {**text_at, "part": part}),
+        ]
     return events + [("response.output_item.done", {"output_index": index, "item": item})]

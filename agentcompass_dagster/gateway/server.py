@@ -29,8 +29,11 @@ from agentcompass_dagster.gateway.wire import RequestRefused
 log = logging.getLogger(__name__)
 
 SOCKET_NAME = "model.sock"
-_CALLS: dict[str, Api] = {"chat/completions": "chat_completions", "responses": "responses",
-                          "messages": "anthropic_messages"}
+_CALLS: dict[str, Api] = {
+    "chat/completions": "chat_completions",
+    "responses": "responses",
+    "messages": "anthropic_messages",
+}
 _STREAM_TYPE = "text/event-stream"
 # Reading a body takes about 5 ms a MB (a 0.8 MB conversation of 400 messages: 4-8 ms on a loaded
 # 2-core machine); above this size it goes to a worker thread so the other attempts' loop keeps turning.
@@ -40,8 +43,9 @@ _THREAD_ABOVE_BYTES = 1024 * 1024
 class ModelGateway:
     """One gateway for the attempts of a run; ``admit`` gives an attempt its token."""
 
-    def __init__(self, directory: Path, *, max_request_bytes: int = 16 * 1024 * 1024,
-                 max_calls_per_s: float = 10.0) -> None:
+    def __init__(
+        self, directory: Path, *, max_request_bytes: int = 16 * 1024 * 1024, max_calls_per_s: float = 10.0
+    ) -> None:
         self.directory = directory
         self.socket_path = directory / SOCKET_NAME
         self.max_request_bytes = max_request_bytes
@@ -91,6 +95,7 @@ class ModelGateway:
     def _call_handler(self, api: Api):  # noqa: ANN202  # aiohttp's handler type
         async def handle(request: web.Request) -> web.StreamResponse:
             return await self._call(request, api)
+
         return handle
 
     async def _call(self, request: web.Request, api: Api) -> web.StreamResponse:
@@ -101,8 +106,11 @@ class ModelGateway:
         if raw is None:
             return refusal(api, 413, f"the request body is over {self.max_request_bytes} bytes")
         try:
-            read = (await asyncio.to_thread(read_request, api, raw) if len(raw) > _THREAD_ABOVE_BYTES
-                    else read_request(api, raw))
+            read = (
+                await asyncio.to_thread(read_request, api, raw)
+                if len(raw) > _THREAD_ABOVE_BYTES
+                else read_request(api, raw)
+            )
         except RequestRefused as error:
             return refusal(api, 400, str(error))
         async with admission.turn:
@@ -139,8 +147,12 @@ class ModelGateway:
             return refusal(api, 401, "unknown or expired token")
         wait_s = admission.bucket.take()
         if wait_s:
-            return refusal(api, 429, f"over {self.max_calls_per_s:g} calls a second",
-                           headers={"retry-after": str(max(1, math.ceil(wait_s)))})
+            return refusal(
+                api,
+                429,
+                f"over {self.max_calls_per_s:g} calls a second",
+                headers={"retry-after": str(max(1, math.ceil(wait_s)))},
+            )
         return admission
 
     async def _count_tokens(self, request: web.Request) -> web.StreamResponse:
@@ -161,10 +173,15 @@ class ModelGateway:
         if admission is None:
             return refusal(api, 401, "unknown or expired token")
         if anthropic:
-            entry: dict[str, str | int] = {"type": "model", "id": admission.model, "display_name": admission.model,
-                                           "created_at": "1970-01-01T00:00:00Z"}
-            return web.json_response({"data": [entry], "has_more": False, "first_id": admission.model,
-                                      "last_id": admission.model})
+            entry: dict[str, str | int] = {
+                "type": "model",
+                "id": admission.model,
+                "display_name": admission.model,
+                "created_at": "1970-01-01T00:00:00Z",
+            }
+            return web.json_response(
+                {"data": [entry], "has_more": False, "first_id": admission.model, "last_id": admission.model}
+            )
         entry = {"id": admission.model, "object": "model", "created": 0, "owned_by": "agentcompass"}
         return web.json_response({"object": "list", "data": [entry]})
 

@@ -22,7 +22,10 @@ from agentcompass_dagster.gateway.responses_api import read_responses
 from agentcompass_dagster.gateway.wire import RequestRefused, Translated
 
 READERS: dict[Api, Callable[[dict[str, Any]], Translated]] = {
-    "chat_completions": read_chat, "responses": read_responses, "anthropic_messages": read_anthropic}
+    "chat_completions": read_chat,
+    "responses": read_responses,
+    "anthropic_messages": read_anthropic,
+}
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,15 @@ def read_request(api: Api, raw: bytes) -> ReadRequest:
         raise RequestRefused(f"the request is not a valid {api} request: {_first_error(error)}") from None
     except Exception as error:  # noqa: BLE001  # the client's body: whatever a converter trips on is a 400
         raise RequestRefused(f"the request could not be read as {api}: {type(error).__name__}: {error}") from None
-    call = GatewayCall(api=api, messages=translated.messages, tools=translated.tools, params=translated.params,
-                       stream=body.get("stream") is True, digest=request_digest(api, raw),
-                       requested_model=body["model"] if isinstance(body.get("model"), str) else None)
+    call = GatewayCall(
+        api=api,
+        messages=translated.messages,
+        tools=translated.tools,
+        params=translated.params,
+        stream=body.get("stream") is True,
+        digest=request_digest(api, raw),
+        requested_model=body["model"] if isinstance(body.get("model"), str) else None,
+    )
     return ReadRequest(call=call, body=body, tool_names=translated.tool_names)
 
 

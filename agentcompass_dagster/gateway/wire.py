@@ -16,10 +16,22 @@ log = logging.getLogger("agentcompass_dagster.gateway")
 DEFAULT_MODEL = "agentcompass"
 
 # A turn's stop reason in the words of whichever provider gave it, as OpenAI's finish_reason.
-_FINISH = {"stop": "stop", "end_turn": "stop", "stop_sequence": "stop", "STOP": "stop",
-           "length": "length", "max_tokens": "length", "MAX_TOKENS": "length", "max_output_tokens": "length",
-           "tool_calls": "tool_calls", "tool_use": "tool_calls", "function_call": "tool_calls",
-           "content_filter": "content_filter", "refusal": "content_filter", "SAFETY": "content_filter"}
+_FINISH = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "STOP": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "MAX_TOKENS": "length",
+    "max_output_tokens": "length",
+    "tool_calls": "tool_calls",
+    "tool_use": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+    "SAFETY": "content_filter",
+}
 
 
 class RequestRefused(ValueError):

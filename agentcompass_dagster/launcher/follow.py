@@ -115,8 +115,9 @@ class RunFollower:
             self._need_daemon(QUEUE_DAEMON, "runs of this sweep are queued")
         if self.board is not None:
             for name in self.expected:
-                self.board.update(name, done=self.done[name], running=flying[name.split("/")[0]],
-                                  errors=self.errors[name])
+                self.board.update(
+                    name, done=self.done[name], running=flying[name.split("/")[0]], errors=self.errors[name]
+                )
         return bool(flying) or backfilling
 
     def _judge(self, sweep_benchmark: SweepBenchmark, run: dg.DagsterRun) -> dg.DagsterRun:
@@ -157,27 +158,34 @@ class RunFollower:
         if daemon_alive(self.instance, daemon_type):
             self._daemon_seen[daemon_type] = now
         elif now - seen > HEARTBEAT_S:
-            raise UserError(f"{what}, and no dagster-daemon has reported for {HEARTBEAT_S:.0f} s to launch them; "
-                            "start one (`agentcompass ui` or `dagster-daemon run`) and run again, or cancel them in "
-                            "the UI")
+            raise UserError(
+                f"{what}, and no dagster-daemon has reported for {HEARTBEAT_S:.0f} s to launch them; "
+                "start one (`agentcompass ui` or `dagster-daemon run`) and run again, or cancel them in "
+                "the UI"
+            )
 
     def unfinished(self) -> list[str]:
         """What this follower still waits for, to name it."""
-        return ([f"backfill {b.backfill_id}" for b in self.backfills if b.status in {s.value for s in BACKFILL_NOT_DONE}]
-                + [f"run {r.run_id}" for r in self.runs if r.status not in FINISHED])
+        return [
+            f"backfill {b.backfill_id}" for b in self.backfills if b.status in {s.value for s in BACKFILL_NOT_DONE}
+        ] + [f"run {r.run_id}" for r in self.runs if r.status not in FINISHED]
 
     def failures(self) -> list[str]:
         """Each followed run that did not succeed, and each backfill that did not complete."""
-        failed = [f"{r.sweep_benchmark.job_name} run {r.run_id}: {r.status.value if r.status else 'unknown'}"
-                  + (f" ({self.reaped[r.run_id]})" if r.run_id in self.reaped else "")
-                  for r in self.runs if r.status != dg.DagsterRunStatus.SUCCESS]
+        failed = [
+            f"{r.sweep_benchmark.job_name} run {r.run_id}: {r.status.value if r.status else 'unknown'}"
+            + (f" ({self.reaped[r.run_id]})" if r.run_id in self.reaped else "")
+            for r in self.runs
+            if r.status != dg.DagsterRunStatus.SUCCESS
+        ]
         return failed + [f"backfill {b.backfill_id}: {b.status}" for b in self.backfills if b.status in BACKFILL_FAILED]
 
     def _read_events(self, followed: Followed) -> None:
         attempts = followed.sweep_benchmark.key("attempts")
         while True:
-            connection = self.instance.get_records_for_run(followed.run_id, cursor=followed.cursor, of_type=EVENTS,
-                                                           limit=1000)
+            connection = self.instance.get_records_for_run(
+                followed.run_id, cursor=followed.cursor, of_type=EVENTS, limit=1000
+            )
             for record in connection.records:
                 event = record.event_log_entry.dagster_event
                 if event is None or event.asset_key != attempts or event.partition is None:

@@ -100,8 +100,10 @@ def preflight(sweep_benchmark_list: list[SweepBenchmark]) -> None:
     for field_name in ("run_id", "reuse_run_id"):
         value = getattr(output, field_name)
         if value:
-            raise UserError(f"output.{field_name}={value!r}: a sweep run through Dagster names its runs and reuses "
-                            "the newest itself; remove it or run with --direct")
+            raise UserError(
+                f"output.{field_name}={value!r}: a sweep run through Dagster names its runs and reuses "
+                "the newest itself; remove it or run with --direct"
+            )
     postgres_url()
     for sweep_benchmark in sweep_benchmark_list:
         requests = [sweep_benchmark.request(contestant, []) for contestant in sweep_benchmark.model_keys.values()]
@@ -119,19 +121,26 @@ def check_shared_storage(sweep_benchmark: SweepBenchmark, sweep_file: Path) -> N
     engine = os.environ.get("DOCKER_HOST", "unix://")
     if deployment.executor == "k8s" and deployment.k8s is not None:
         if postgres_url() is None:
-            raise UserError(f"{sweep_file}: dagster.executor='k8s': step pods share no DAGSTER_HOME; set "
-                            f"{PG_URL_ENV} to a PostgreSQL database that every pod reaches")
+            raise UserError(
+                f"{sweep_file}: dagster.executor='k8s': step pods share no DAGSTER_HOME; set "
+                f"{PG_URL_ENV} to a PostgreSQL database that every pod reaches"
+            )
         field, where = "dagster.k8s.volume_mounts", "the step pods"
         mounts = [Path(str(m["mount_path"])) for m in deployment.k8s.volume_mounts if m.get("mount_path")]
     elif deployment.executor == "docker" and deployment.docker is not None and not engine.startswith("unix://"):
-        field, where = "dagster.docker.container_kwargs.volumes", f"the step containers of DOCKER_HOST={engine!r} (not on this host)"
+        field, where = (
+            "dagster.docker.container_kwargs.volumes",
+            f"the step containers of DOCKER_HOST={engine!r} (not on this host)",
+        )
         mounts = same_path_mounts(deployment.docker.container_kwargs.get("volumes"))
     else:
         return
     for what, path in shared_paths(sweep_benchmark).items():
         if not mounted(path, mounts):
-            raise UserError(f"{sweep_file}: {field}: {what} {path} would not be shared with {where}; declare a "
-                            f"volume they share with this host, mounted at {path}")
+            raise UserError(
+                f"{sweep_file}: {field}: {what} {path} would not be shared with {where}; declare a "
+                f"volume they share with this host, mounted at {path}"
+            )
 
 
 def location_results_dir(sweep: SweepConfig, sweep_file: Path) -> Path | None:
@@ -145,8 +154,16 @@ def location_results_dir(sweep: SweepConfig, sweep_file: Path) -> Path | None:
     return Path(sweep.output.results_dir).resolve()
 
 
-def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, board: ProgressBoard | None = None,
-                 home: Path | None = None, fresh: bool = False, standby: StandbyWorker | None = None) -> SweepLaunch:
+def launch_sweep(
+    sweep: SweepConfig,
+    sweep_file: Path,
+    *,
+    submit: bool = False,
+    board: ProgressBoard | None = None,
+    home: Path | None = None,
+    fresh: bool = False,
+    standby: StandbyWorker | None = None,
+) -> SweepLaunch:
     set_sweep_files([sweep_file], location_results_dir(sweep, sweep_file))
     dagster_home(home)
     sweep_benchmark_list = sweep_benchmarks(sweep)
@@ -171,26 +188,37 @@ def launch_sweep(sweep: SweepConfig, sweep_file: Path, *, submit: bool = False, 
             launch.count(plan)
         launch.launched = [run.run_id for run in created]
         _say_followed(launch)
-        execute = _submitted if submit else partial(_execute, RunWorkers(instance, launcher,
-                                                                         sweep.dagster.max_concurrent_runs), sweep=sweep)
+        execute = (
+            _submitted
+            if submit
+            else partial(_execute, RunWorkers(instance, launcher, sweep.dagster.max_concurrent_runs), sweep=sweep)
+        )
         execute(created, follower)
         if launch.backfills:
             # A backfill of the attempts alone leaves the metrics to the daemon's automation: brought up to
             # date here, so this command ends with the metrics of what it waited for.
-            metrics_runs = [run for sweep_benchmark in sweep_benchmark_list
-                            for run in _metrics_run(sweep_benchmark, instance, factory, follower)]
+            metrics_runs = [
+                run
+                for sweep_benchmark in sweep_benchmark_list
+                for run in _metrics_run(sweep_benchmark, instance, factory, follower)
+            ]
             launch.metrics_runs += len(metrics_runs)
             launch.launched += [run.run_id for run in metrics_runs]
             execute(metrics_runs, follower)
         launch.failed = follower.failures()
         for sweep_benchmark in sweep_benchmark_list:
-            launch.newest.update({(sweep_benchmark.benchmark.id, model): run for model,
-                                  run in sweep_benchmark.newest_runs(SUMMARY).items()})
+            launch.newest.update(
+                {
+                    (sweep_benchmark.benchmark.id, model): run
+                    for model, run in sweep_benchmark.newest_runs(SUMMARY).items()
+                }
+            )
         budget = sweep_benchmark_list[0].budget
         if budget is not None:
             launch.budget = budget_status(budget)
-            launch.without_result = sum(_without_result(sweep_benchmark, instance)
-                                        for sweep_benchmark in sweep_benchmark_list)
+            launch.without_result = sum(
+                _without_result(sweep_benchmark, instance) for sweep_benchmark in sweep_benchmark_list
+            )
     return launch
 
 
@@ -200,8 +228,13 @@ def _without_result(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstanc
     return len(wanted - sweep_benchmark.with_result(wanted & set(materialized)))
 
 
-def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
-          follower: RunFollower, fresh: bool) -> tuple[LaunchPlan, list[dg.DagsterRun]]:
+def _plan(
+    sweep_benchmark: SweepBenchmark,
+    instance: dg.DagsterInstance,
+    factory: RunFactory,
+    follower: RunFollower,
+    fresh: bool,
+) -> tuple[LaunchPlan, list[dg.DagsterRun]]:
     """Create the runs a benchmark needs (a fresh round of it with ``fresh``); returns its plan (with the
     runs in flight launched by others) and them."""
     with sweep_lock(sweep_benchmark):
@@ -218,8 +251,9 @@ def _plan(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory
     return plan, runs
 
 
-def _metrics_run(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory,
-                 follower: RunFollower) -> list[dg.DagsterRun]:
+def _metrics_run(
+    sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance, factory: RunFactory, follower: RunFollower
+) -> list[dg.DagsterRun]:
     """A run of the metrics (and what follows them) when they are older than the newest result and
     nothing is in flight to bring them up to date; never an evaluation (a task that ended in error is
     not run again by the same command)."""
@@ -237,21 +271,27 @@ def _say_followed(launch: SweepLaunch) -> None:
     theirs = [f"backfill {backfill_id}" for backfill_id in launch.backfills]
     theirs += [f"run {run_id}" for run_id in launch.followed]
     if theirs:
-        print(f"agentcompass: waiting for what already evaluates this sweep: {', '.join(theirs)} "
-              f"(follow them in the UI)", file=sys.stderr)
+        print(
+            f"agentcompass: waiting for what already evaluates this sweep: {', '.join(theirs)} (follow them in the UI)",
+            file=sys.stderr,
+        )
 
 
 def _check_run_queue(instance: dg.DagsterInstance, home: Path) -> None:
     """--submit needs a run queue and a dagster-daemon draining it; a daemon just started gets a moment."""
     if type(instance.run_coordinator).__name__ != "QueuedRunCoordinator":
-        raise UserError(f"--submit: the instance in {home} has no run queue; configure run_coordinator: "
-                        "QueuedRunCoordinator in its dagster.yaml and run dagster-daemon, or run without --submit")
+        raise UserError(
+            f"--submit: the instance in {home} has no run queue; configure run_coordinator: "
+            "QueuedRunCoordinator in its dagster.yaml and run dagster-daemon, or run without --submit"
+        )
     deadline = time.monotonic() + DAEMON_WAIT_S
     while not daemon_alive(instance, QUEUE_DAEMON):
         if time.monotonic() > deadline:
-            raise UserError(f"--submit: no dagster-daemon is running for the instance in {home} (none reported in "
-                            f"{DAEMON_WAIT_S:.0f} s); start one (`agentcompass ui` or `dagster-daemon run`) or run "
-                            "without --submit")
+            raise UserError(
+                f"--submit: no dagster-daemon is running for the instance in {home} (none reported in "
+                f"{DAEMON_WAIT_S:.0f} s); start one (`agentcompass ui` or `dagster-daemon run`) or run "
+                "without --submit"
+            )
         time.sleep(POLL_S)
 
 

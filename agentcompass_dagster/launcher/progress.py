@@ -48,8 +48,9 @@ class ProgressBoard:
 
     def update(self, name: str, done: int, running: int, errors: int) -> None:
         elapsed = max(time.monotonic() - self._started[name], 1e-9)
-        self.progress.update(self._ids[name], completed=done, running=running, errors=errors,
-                             rate=f"{done / elapsed:.1f} tasks/s")
+        self.progress.update(
+            self._ids[name], completed=done, running=running, errors=errors, rate=f"{done / elapsed:.1f} tasks/s"
+        )
 
 
 class LiveProgress(OrchestrationObserver):

@@ -35,17 +35,24 @@ class RunFactory:
         self.instance = instance
         self.repository = defs.get_repository_def()
         working_directory = os.getcwd()
-        target = LoadableTargetOrigin(executable_path=sys.executable, module_name=LOCATION_MODULE, attribute="defs",
-                                      working_directory=working_directory)
+        target = LoadableTargetOrigin(
+            executable_path=sys.executable,
+            module_name=LOCATION_MODULE,
+            attribute="defs",
+            working_directory=working_directory,
+        )
         location = InProcessCodeLocationOrigin(target, location_name=LOCATION_NAME)
         self.repository_origin = RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME)
         # Run workers and step containers start `python -m dagster` of this environment.
         self.reconstructable = ReconstructableRepository(
-            ModuleCodePointer(LOCATION_MODULE, "defs", working_directory), executable_path=sys.executable,
-            entry_point=get_python_environment_entry_point(sys.executable))
+            ModuleCodePointer(LOCATION_MODULE, "defs", working_directory),
+            executable_path=sys.executable,
+            entry_point=get_python_environment_entry_point(sys.executable),
+        )
 
-    def create(self, sweep_benchmark: SweepBenchmark, tags: Mapping[str, str],
-               asset_selection: set[dg.AssetKey] | None = None) -> dg.DagsterRun:
+    def create(
+        self, sweep_benchmark: SweepBenchmark, tags: Mapping[str, str], asset_selection: set[dg.AssetKey] | None = None
+    ) -> dg.DagsterRun:
         job = self.repository.get_job(sweep_benchmark.job_name)
         run = self.instance.create_run_for_job(
             job_def=job,

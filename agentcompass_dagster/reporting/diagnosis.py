@@ -35,8 +35,11 @@ FLAGS = (
 MAX_LINKS = 20  # flagged or errored attempts linked per line; the rest are counted
 SLOWEST = 5
 # What a task used (its attempts summed): column(s), label, digits shown.
-SPREADS = ((("input_tokens", "output_tokens"), "tokens (input + output)", 0), (("cost_usd",), "cost (USD)", 4),
-           (("duration_s",), "time (s)", 2))
+SPREADS = (
+    (("input_tokens", "output_tokens"), "tokens (input + output)", 0),
+    (("cost_usd",), "cost (USD)", 4),
+    (("duration_s",), "time (s)", 2),
+)
 
 
 @dataclass(frozen=True)
@@ -119,8 +122,10 @@ class _Targets:
         self._run_dir, self._base, self._pages = run_dir, base, pages
         every_error = tasks["error"].notna().groupby(tasks["task_id"], sort=False).all()
         first = tasks.drop_duplicates("task_id")
-        self._tasks = {str(task_id): (category, bool(every_error[task_id]))
-                       for task_id, category in zip(first["task_id"], first["category"])}
+        self._tasks = {
+            str(task_id): (category, bool(every_error[task_id]))
+            for task_id, category in zip(first["task_id"], first["category"])
+        }
 
     def link(self, task_id: str, attempt: int, note: str = "") -> Link:
         category, task_error = self._tasks.get(task_id, (None, False))
@@ -138,8 +143,10 @@ def _error_groups(tasks: pd.DataFrame, targets: _Targets) -> list[ErrorGroup]:
         message = str(row["error"] if kind == INFRASTRUCTURE else row["failure"])
         groups.setdefault((kind, message), []).append((str(row["task_id"]), int(row["attempt"])))
     ordered = sorted(groups.items(), key=lambda item: (-OUTCOMES.index(item[0][0]), -len(item[1]), item[0][1]))
-    return [ErrorGroup(kind, message, len(where), [targets.link(*attempt) for attempt in where[:MAX_LINKS]])
-            for (kind, message), where in ordered]
+    return [
+        ErrorGroup(kind, message, len(where), [targets.link(*attempt) for attempt in where[:MAX_LINKS]])
+        for (kind, message), where in ordered
+    ]
 
 
 def _note(flagged: dict[str, Any]) -> str:
@@ -169,8 +176,16 @@ def _flags(run_dir: Path | None, targets: _Targets) -> list[FlagCount] | None:
             continue
         flagged = summary.get("flagged", [])
         links = [targets.link(str(f["task"]), int(f["attempt"]), _note(f)) for f in flagged[:MAX_LINKS]]
-        flags.append(FlagCount(label, analyzer, len(flagged), int(summary.get("attempts", 0)),
-                          str(summary.get("thresholds", "")), links))
+        flags.append(
+            FlagCount(
+                label,
+                analyzer,
+                len(flagged),
+                int(summary.get("attempts", 0)),
+                str(summary.get("thresholds", "")),
+                links,
+            )
+        )
     return flags
 
 
@@ -185,17 +200,35 @@ def _spreads(attempts: pd.DataFrame) -> list[Spread]:
         per_column = [by_task[c].sum(min_count=1).where(by_task[c].count() == by_task[c].size()) for c in columns]
         values = sum(per_column[1:], per_column[0]).dropna().to_numpy(dtype=float)
         if len(values):
-            out.append(Spread(what, len(values), float(np.median(values)), float(np.percentile(values, 90)),
-                              float(values.max()), float(values.sum()), digits))
+            out.append(
+                Spread(
+                    what,
+                    len(values),
+                    float(np.median(values)),
+                    float(np.percentile(values, 90)),
+                    float(values.max()),
+                    float(values.sum()),
+                    digits,
+                )
+            )
     return out
 
 
 def _slowest(attempts: pd.DataFrame, targets: _Targets) -> list[Slow]:
-    timed = attempts[attempts["duration_s"].notna()].sort_values(["duration_s", "task_id", "attempt"],
-                                                                ascending=[False, True, True], kind="stable")
-    return [Slow(targets.link(str(row["task_id"]), int(row["attempt"])), outcome_of(row), float(row["duration_s"]),
-                 row["model_time_s"], row["tool_time_s"], row["framework_time_s"])
-            for _, row in timed.head(SLOWEST).iterrows()]
+    timed = attempts[attempts["duration_s"].notna()].sort_values(
+        ["duration_s", "task_id", "attempt"], ascending=[False, True, True], kind="stable"
+    )
+    return [
+        Slow(
+            targets.link(str(row["task_id"]), int(row["attempt"])),
+            outcome_of(row),
+            float(row["duration_s"]),
+            row["model_time_s"],
+            row["tool_time_s"],
+            row["framework_time_s"],
+        )
+        for _, row in timed.head(SLOWEST).iterrows()
+    ]
 
 
 def diagnose(b: BenchmarkResults, model: str, run_dir: Path | None, base: Path, pages: RunPages) -> Diagnosis:
@@ -205,9 +238,14 @@ def diagnose(b: BenchmarkResults, model: str, run_dir: Path | None, base: Path, 
     targets = _Targets(tasks, run_dir, base, pages)
     kinds = [outcome_of(row) for row in tasks[["error", "failure", "correct"]].to_dict("records")]
     attempts = tasks[tasks["attempt"] > 0]
-    return Diagnosis(model, {kind: kinds.count(kind) for kind in OUTCOMES}, _error_groups(tasks, targets),
-                     _flags(run_dir, targets), _spreads(attempts) if not attempts.empty else [],
-                     _slowest(attempts, targets))
+    return Diagnosis(
+        model,
+        {kind: kinds.count(kind) for kind in OUTCOMES},
+        _error_groups(tasks, targets),
+        _flags(run_dir, targets),
+        _spreads(attempts) if not attempts.empty else [],
+        _slowest(attempts, targets),
+    )
 
 
 def share(part: int, whole: int) -> str:

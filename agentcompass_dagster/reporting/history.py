@@ -34,8 +34,9 @@ def _regression(row: pd.Series) -> str:
     if status != "failed":
         return str(status)
     p_value, diff = row["regression_p_value"], row["regression_diff"]
-    return " ".join(["FAILED", *([f"p={p_value:.3f}"] if _present(p_value) else []),
-                     *([f"{diff:+.2f}"] if _present(diff) else [])])
+    return " ".join(
+        ["FAILED", *([f"p={p_value:.3f}"] if _present(p_value) else []), *([f"{diff:+.2f}"] if _present(diff) else [])]
+    )
 
 
 def _count(value: Any) -> str:

@@ -4,8 +4,9 @@ Every function takes the run-level frames of ONE sweep x benchmark (``load_metri
 and ``load_task_results(dir, latest=True)`` filtered to it) and returns a ``Plot``: the bytes of a PNG
 sized for what it shows (a bar per model, a row per model and a column per category), so that one
 model's chart is small and several fit side by side on a page. When there is nothing to draw it returns
-a ``NoPlot`` saying why (every task ended in an error, no categories, no usage), never an empty box. Columns that an older results directory lacks (``stderr``,
-``ci_low``, ``ci_high``, costs) are treated as absent.
+a ``NoPlot`` saying why (every task ended in an error, no categories, no usage), never an empty box.
+Columns that an older results directory lacks (``stderr``, ``ci_low``, ``ci_high``, costs) are treated
+as absent.
 """
 
 from __future__ import annotations
@@ -144,8 +145,12 @@ def accuracy_with_ci(metrics_df: pd.DataFrame) -> Plot | NoPlot:
         top = high if high is not None else value
         label = f"{value:.3f}" if low is None else f"{value:.3f}\n[{low:.2f}, {high:.2f}]"
         ax.text(x, min(top + 0.02, 1.08), label, ha="center", va="bottom", fontsize=9)
-    ax.set_xticks(positions, [_short(model) for model, _, _, _ in rows],
-                  rotation=30 if len(rows) > 4 else 0, ha="right" if len(rows) > 4 else "center")
+    ax.set_xticks(
+        positions,
+        [_short(model) for model, _, _, _ in rows],
+        rotation=30 if len(rows) > 4 else 0,
+        ha="right" if len(rows) > 4 else "center",
+    )
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylim(0, 1.2)
     ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
@@ -154,8 +159,16 @@ def accuracy_with_ci(metrics_df: pd.DataFrame) -> Plot | NoPlot:
     ax.set_title(title)
     ax.grid(axis="y", color="#dddddd", zorder=0)
     if errors is None:
-        ax.text(0.99, 0.98, "no confidence intervals in these metrics", ha="right", va="top",
-                fontsize=9, color="#777777", transform=ax.transAxes)
+        ax.text(
+            0.99,
+            0.98,
+            "no confidence intervals in these metrics",
+            ha="right",
+            va="top",
+            fontsize=9,
+            color="#777777",
+            transform=ax.transAxes,
+        )
     return _png(fig)
 
 
@@ -175,13 +188,12 @@ def category_heatmap(metrics_df: pd.DataFrame) -> Plot | NoPlot:
         return NoPlot("No accuracy per category: the tasks have no categories.")
     models = list(dict.fromkeys(frame["model"].astype(str)))
     categories = sorted(dict.fromkeys(frame["metric"].astype(str).str.removeprefix("accuracy/")))
-    fig, ax = _figure(_width(280, PER_CATEGORY, len(categories)),
-                      max(260, min(900, 190 + PER_MODEL_ROW * len(models))))
+    fig, ax = _figure(_width(280, PER_CATEGORY, len(categories)), max(260, min(900, 190 + PER_MODEL_ROW * len(models))))
     grid = np.full((len(models), len(categories)), np.nan)
     for _, row in frame.iterrows():
         value = _number(row["value"])
         if value is not None:
-            grid[models.index(str(row["model"])), categories.index(str(row["metric"])[len("accuracy/"):])] = value
+            grid[models.index(str(row["model"])), categories.index(str(row["metric"])[len("accuracy/") :])] = value
     from matplotlib import colormaps
 
     cmap = colormaps["RdYlGn"].with_extremes(bad="#cccccc")
@@ -192,10 +204,21 @@ def category_heatmap(metrics_df: pd.DataFrame) -> Plot | NoPlot:
         for i in range(len(models)):
             for j in range(len(categories)):
                 value = grid[i, j]
-                ax.text(j, i, "n/a" if np.isnan(value) else f"{value:.2f}", ha="center", va="center",
-                        fontsize=size, color="black")
-    ax.set_xticks(range(len(categories)), [_short(c) for c in categories],
-                  rotation=30 if len(categories) > 5 else 0, ha="right" if len(categories) > 5 else "center")
+                ax.text(
+                    j,
+                    i,
+                    "n/a" if np.isnan(value) else f"{value:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=size,
+                    color="black",
+                )
+    ax.set_xticks(
+        range(len(categories)),
+        [_short(c) for c in categories],
+        rotation=30 if len(categories) > 5 else 0,
+        ha="right" if len(categories) > 5 else "center",
+    )
     ax.set_yticks(range(len(models)), [_short(m) for m in models])
     ax.set_xlabel("category")
     ax.set_ylabel("model")
@@ -241,8 +264,18 @@ def cost_vs_accuracy(metrics_df: pd.DataFrame, task_results_df: pd.DataFrame) ->
     xs = [spent[model] for model, _, _, _ in rows]
     ys = [value for _, value, _, _ in rows]
     errors = _error_bars(rows)
-    ax.errorbar(xs, ys, yerr=errors, fmt="o", color=POINT_COLOR, ecolor="#555555", markersize=9,
-                elinewidth=1.2, capsize=5, zorder=3)
+    ax.errorbar(
+        xs,
+        ys,
+        yerr=errors,
+        fmt="o",
+        color=POINT_COLOR,
+        ecolor="#555555",
+        markersize=9,
+        elinewidth=1.2,
+        capsize=5,
+        zorder=3,
+    )
     for (model, _, _, _), x, y in zip(rows, xs, ys):
         ax.annotate(_short(model), (x, y), xytext=(8, 6), textcoords="offset points", fontsize=10)
     low, high = min(xs), max(xs)
@@ -281,12 +314,16 @@ def inline_accuracy(metrics: pd.DataFrame) -> str | None:
     for i, row in enumerate(rows):
         y, value = 4 + 20 * i, _number(row.value) or 0.0
         low, high = _number(getattr(row, "ci_low", None)), _number(getattr(row, "ci_high", None))
-        parts.append(f"<text x='0' y='{y + 11}'>{html.escape(str(row.model)[:12], quote=False)}</text>"
-                     f"<rect x='84' y='{y}' width='{160 * value:.0f}' height='14' fill='{BAR_COLOR}'/>")
+        parts.append(
+            f"<text x='0' y='{y + 11}'>{html.escape(str(row.model)[:12], quote=False)}</text>"
+            f"<rect x='84' y='{y}' width='{160 * value:.0f}' height='14' fill='{BAR_COLOR}'/>"
+        )
         if low is not None and high is not None:
             parts.append(f"<path d='M{84 + 160 * low:.0f} {y + 7}H{84 + 160 * high:.0f}' stroke='#000'/>")
         parts.append(f"<text x='250' y='{y + 11}'>{value:.3f}</text>")
-    svg = (f"<svg xmlns='http://www.w3.org/2000/svg' width='290' height='{8 + 20 * len(rows)}' font-size='11' "
-           f"font-family='sans-serif'>{''.join(parts)}</svg>")
+    svg = (
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='290' height='{8 + 20 * len(rows)}' font-size='11' "
+        f"font-family='sans-serif'>{''.join(parts)}</svg>"
+    )
     markdown = f"![accuracy](data:image/svg+xml,{quote(svg, safe=SVG_SAFE)})"
     return markdown if rows and len(markdown) < INLINE_MARKDOWN else None

@@ -65,8 +65,12 @@ def _environment() -> jinja2.Environment:
     import jinja2
 
     environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("agentcompass_dagster", "templates"), autoescape=True,
-        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        loader=jinja2.PackageLoader("agentcompass_dagster", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     environment.filters.update(num=num, count=count_text, interval=interval, p_value=p_value, share=share)
     environment.tests["missing"] = missing
     return environment
@@ -90,7 +94,7 @@ class Figure:
     def src(self) -> str:
         assert isinstance(self.plot, Plot)
         encoded = base64.b64encode(self.plot.png).decode("ascii")
-        lines = "\n".join(encoded[i:i + B64_LINE] for i in range(0, len(encoded), B64_LINE))
+        lines = "\n".join(encoded[i : i + B64_LINE] for i in range(0, len(encoded), B64_LINE))
         return f"data:image/png;base64,{lines}"
 
 
@@ -135,16 +139,22 @@ def _models(b: BenchmarkResults, dirs: RunDirs, base: Path) -> list[dict[str, An
         first = (accuracy if not accuracy.empty else mrows).iloc[0]
         run_id = str(first["run_id"])
         t = b.model_tasks(model)
-        rows.append({
-            "model": model, "harness": first.get("harness"), "run_id": run_id,
-            "run_href": summary_href(dirs.get((b.sweep, b.benchmark, model, run_id)), base),
-            "n": first.get("n"), "total": first.get("total"), "errors": first.get("errors"),
-            "tokens_in": int(t["input_tokens"].fillna(0).sum()) if not t.empty else None,
-            "tokens_out": int(t["output_tokens"].fillna(0).sum()) if not t.empty else None,
-            "cost": t["cost_usd"].sum(min_count=1) if not t.empty else None,
-            "duration": t["duration_s"].sum(min_count=1) if not t.empty else None,
-            "reused": int(t["reused"].fillna(False).astype(bool).sum()) if not t.empty else None,
-        })
+        rows.append(
+            {
+                "model": model,
+                "harness": first.get("harness"),
+                "run_id": run_id,
+                "run_href": summary_href(dirs.get((b.sweep, b.benchmark, model, run_id)), base),
+                "n": first.get("n"),
+                "total": first.get("total"),
+                "errors": first.get("errors"),
+                "tokens_in": int(t["input_tokens"].fillna(0).sum()) if not t.empty else None,
+                "tokens_out": int(t["output_tokens"].fillna(0).sum()) if not t.empty else None,
+                "cost": t["cost_usd"].sum(min_count=1) if not t.empty else None,
+                "duration": t["duration_s"].sum(min_count=1) if not t.empty else None,
+                "reused": int(t["reused"].fillna(False).astype(bool).sum()) if not t.empty else None,
+            }
+        )
     return rows
 
 
@@ -173,9 +183,10 @@ def _history(b: BenchmarkResults, base: Path) -> dict[str, list[dict[str, Any]]]
     """Per model its runs oldest first: the lines of `agentcompass history`, the run linked to its summary."""
     from agentcompass_dagster.reporting.history import cells
 
-    return {str(model): [{**cells(run), "run_href": summary_href(Path(run["run_dir"]), base)}
-                         for _, run in runs.iterrows()]
-            for model, runs in b.history.groupby("model", sort=True)}
+    return {
+        str(model): [{**cells(run), "run_href": summary_href(Path(run["run_dir"]), base)} for _, run in runs.iterrows()]
+        for model, runs in b.history.groupby("model", sort=True)
+    }
 
 
 def _figures(b: BenchmarkResults) -> list[Figure]:
@@ -184,8 +195,11 @@ def _figures(b: BenchmarkResults) -> list[Figure]:
     return [
         Figure("accuracy", "Accuracy per model with its 95% bootstrap interval.", plots.accuracy_with_ci(b.metrics)),
         Figure("categories", "Accuracy per category (models × categories).", plots.category_heatmap(b.metrics)),
-        Figure("cost", "Accuracy against what each model spent (cost, else tokens, else time).",
-               plots.cost_vs_accuracy(b.metrics, b.tasks)),
+        Figure(
+            "cost",
+            "Accuracy against what each model spent (cost, else tokens, else time).",
+            plots.cost_vs_accuracy(b.metrics, b.tasks),
+        ),
     ]
 
 
@@ -201,8 +215,9 @@ def _task_cell(rows: list[dict[str, Any]], run_dir: Path | None, base: Path, pag
     limits = [str(row["limit"]) for row in rows if not missing(row["limit"])]
     # Of the analyzers' flags, the one that changes what a "correct" means is shown beside it (an attempt
     # without a finding has no patterns: ""); the others are in the diagnosis.
-    hacking = sorted({p for row in rows if not missing(row["reward_hacking"])
-                      for p in str(row["reward_hacking"]).split(",") if p})
+    hacking = sorted(
+        {p for row in rows if not missing(row["reward_hacking"]) for p in str(row["reward_hacking"]).split(",") if p}
+    )
     attempts = [row for row in rows if row["attempt"] > 0]
     correct = sum(_correct(row) for row in attempts)
     tried = len(attempts)
@@ -216,8 +231,15 @@ def _task_cell(rows: list[dict[str, Any]], run_dir: Path | None, base: Path, pag
         klass = "ok" if correct == tried else ("bad" if correct == 0 else "part")
     # The last attempt stands for the task (its detail file holds them all).
     first = rows[0]
-    href = outcome_href(run_dir, str(first["task_id"]), first["category"], task_error,
-                        max(int(row["attempt"]) for row in rows), base, pages)
+    href = outcome_href(
+        run_dir,
+        str(first["task_id"]),
+        first["category"],
+        task_error,
+        max(int(row["attempt"]) for row in rows),
+        base,
+        pages,
+    )
     return TaskCell(text, klass, href, (errors or failures or limits or [""])[-1], ",".join(hacking))
 
 
@@ -237,10 +259,13 @@ def _tasks(b: BenchmarkResults, runs: dict[str, Path | None], base: Path, pages:
         grouped.setdefault((row["task_id"], row["model"]), []).append(row)
     listed = list(zip(order["task_id"], order["_cat"]))
     if len(listed) > MAX_TASK_ROWS:
-        solved = {task_id for task_id, _ in listed
-                  if all(_correct(row) for model in b.models for row in grouped.get((task_id, model), [{}]))}
+        solved = {
+            task_id
+            for task_id, _ in listed
+            if all(_correct(row) for model in b.models for row in grouped.get((task_id, model), [{}]))
+        }
         first = [task_id for task_id, _ in listed if task_id not in solved][:MAX_TASK_ROWS]
-        kept = {*first, *[task_id for task_id, _ in listed if task_id in solved][:MAX_TASK_ROWS - len(first)]}
+        kept = {*first, *[task_id for task_id, _ in listed if task_id in solved][: MAX_TASK_ROWS - len(first)]}
         listed = [item for item in listed if item[0] in kept]
     rows = []
     for task_id, category in listed:
@@ -262,8 +287,16 @@ def _run_pages(pages: Pages, run_dir: Path | None) -> RunPages:
 def _section(index: int, b: BenchmarkResults, dirs: RunDirs, base: Path, pages: Pages) -> Section:
     runs = newest_run_dirs(b, dirs)
     diagnoses = [diagnose(b, model, runs.get(model), base, _run_pages(pages, runs.get(model))) for model in b.models]
-    return Section(index, b, _models(b, dirs, base), _metrics(b), _history(b, base), _figures(b), diagnoses,
-                   *_tasks(b, runs, base, pages))
+    return Section(
+        index,
+        b,
+        _models(b, dirs, base),
+        _metrics(b),
+        _history(b, base),
+        _figures(b),
+        diagnoses,
+        *_tasks(b, runs, base, pages),
+    )
 
 
 def _results_dir(results_dir: str | Path) -> Path:
@@ -277,12 +310,21 @@ def _render(results_dir: Path, benchmarks: list[BenchmarkResults], base: Path, p
     from agentcompass_dagster.reporting.history import COLUMNS as HISTORY_COLUMNS
 
     dirs = run_dirs(benchmarks)
-    return _environment().get_template("report.html.j2").render(
-        csp=CSP, title=results_dir.name or str(results_dir), results_dir=str(results_dir.resolve()),
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        sections=[_section(i, b, dirs, base, pages) for i, b in enumerate(benchmarks)],
-        comparison_file=COMPARISON_FILE, task_results_file=TASK_RESULTS_FILE, outcomes=OUTCOMES,
-        history_columns=[c for c in HISTORY_COLUMNS if c not in ("benchmark", "model")])
+    return (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            csp=CSP,
+            title=results_dir.name or str(results_dir),
+            results_dir=str(results_dir.resolve()),
+            generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            sections=[_section(i, b, dirs, base, pages) for i, b in enumerate(benchmarks)],
+            comparison_file=COMPARISON_FILE,
+            task_results_file=TASK_RESULTS_FILE,
+            outcomes=OUTCOMES,
+            history_columns=[c for c in HISTORY_COLUMNS if c not in ("benchmark", "model")],
+        )
+    )
 
 
 def build_report(results_dir: str | Path, link_base: str | Path | None = None, pages: Pages | None = None) -> str:

@@ -20,8 +20,23 @@ from agentcompass_dagster.runtime.store.layout import SUMMARY
 if TYPE_CHECKING:
     import pandas as pd
 
-COMPARISON_COLUMNS = ["sweep", "benchmark", "model_a", "model_b", "n", "accuracy_a", "accuracy_b", "diff",
-                      "ci_low", "ci_high", "only_a", "only_b", "p_value", "test", "verdict"]
+COMPARISON_COLUMNS = [
+    "sweep",
+    "benchmark",
+    "model_a",
+    "model_b",
+    "n",
+    "accuracy_a",
+    "accuracy_b",
+    "diff",
+    "ci_low",
+    "ci_high",
+    "only_a",
+    "only_b",
+    "p_value",
+    "test",
+    "verdict",
+]
 
 RunDirs = dict[tuple[str, str, str, str], Path]
 # The trajectory pages of one run, by (task, attempt) (trajectory.write_trajectory_pages), and of each
@@ -111,8 +126,9 @@ def detail_file(run_dir: Path, task_id: str, category: Any, error: bool) -> Path
     return None
 
 
-def outcome_href(run_dir: Path | None, task_id: str, category: Any, task_error: bool, attempt: int,
-                 base: Path, pages: RunPages) -> str | None:
+def outcome_href(
+    run_dir: Path | None, task_id: str, category: Any, task_error: bool, attempt: int, base: Path, pages: RunPages
+) -> str | None:
     """Where the report links an attempt's outcome: its trajectory page when one was written for the
     report (``pages``: the run's, by task and attempt), else (attempt 0: a task that ended before any
     attempt; a report built without pages) the task's detail file, which holds every attempt."""
@@ -147,14 +163,19 @@ def _load_comparisons(results_dir: Path) -> pd.DataFrame:
 
 def run_dirs(benchmarks: list[BenchmarkResults]) -> RunDirs:
     """(sweep, benchmark, model, run_id) -> run directory, from each run's line of the history."""
-    return {(b.sweep, b.benchmark, str(run.model), str(run.run_id)): Path(run.run_dir)
-            for b in benchmarks for run in b.history.itertuples()}
+    return {
+        (b.sweep, b.benchmark, str(run.model), str(run.run_id)): Path(run.run_dir)
+        for b in benchmarks
+        for run in b.history.itertuples()
+    }
 
 
 def newest_run_dirs(b: BenchmarkResults, dirs: RunDirs) -> dict[str, Path | None]:
     """model -> the directory of its newest run (the one the report shows)."""
-    return {str(r["model"]): dirs.get((b.sweep, b.benchmark, str(r["model"]), str(r["run_id"])))
-            for _, r in b.metrics.drop_duplicates("model").iterrows()}
+    return {
+        str(r["model"]): dirs.get((b.sweep, b.benchmark, str(r["model"]), str(r["run_id"])))
+        for _, r in b.metrics.drop_duplicates("model").iterrows()
+    }
 
 
 def load_benchmarks(results_dir: Path) -> list[BenchmarkResults]:
@@ -162,8 +183,9 @@ def load_benchmarks(results_dir: Path) -> list[BenchmarkResults]:
 
     metrics = load_metrics(results_dir, latest=True)
     if metrics.empty:
-        raise UserError(f"{results_dir}: no run results found (no metrics.parquet beside a run_info.json); "
-                        "run a sweep first")
+        raise UserError(
+            f"{results_dir}: no run results found (no metrics.parquet beside a run_info.json); run a sweep first"
+        )
     tasks = load_task_results(results_dir, latest=True)
     comparisons = _load_comparisons(results_dir)
     history = load_history(results_dir)
@@ -177,6 +199,15 @@ def load_benchmarks(results_dir: Path) -> list[BenchmarkResults]:
         pairs = comparisons[(comparisons["sweep"] == sweep) & (comparisons["benchmark"] == benchmark)]
         models = sorted(dict.fromkeys(group["model"].astype(str)))
         runs = by_contestant(history[(history["sweep"] == sweep) & (history["benchmark"] == benchmark)], several)
-        out.append(BenchmarkResults(str(sweep), str(benchmark), group.reset_index(drop=True),
-                             task_rows.reset_index(drop=True), pairs.reset_index(drop=True), runs, models))
+        out.append(
+            BenchmarkResults(
+                str(sweep),
+                str(benchmark),
+                group.reset_index(drop=True),
+                task_rows.reset_index(drop=True),
+                pairs.reset_index(drop=True),
+                runs,
+                models,
+            )
+        )
     return out

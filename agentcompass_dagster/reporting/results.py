@@ -19,7 +19,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentcompass_dagster.runtime.results.parquet import analysis_columns, conform, metrics_schema, task_results_schema
-from agentcompass_dagster.runtime.store.layout import ALERTS_FILE, COMPARISON_FILE, METRICS_FILE, RUN_INFO, TASK_RESULTS_FILE
+from agentcompass_dagster.runtime.store.layout import (
+    ALERTS_FILE,
+    COMPARISON_FILE,
+    METRICS_FILE,
+    RUN_INFO,
+    TASK_RESULTS_FILE,
+)
 from agentcompass_dagster.runtime.results.regression import read_verdict
 from agentcompass_dagster.runtime.store.run_records import read_params
 
@@ -29,8 +35,11 @@ IDENTITY = ["sweep", "benchmark", "model", "harness"]
 def _run_files(results_dir: Path, name: str, include_forks: bool = False) -> list[Path]:
     """Run-level files only: each sits beside a run_info.json. Forks share their parent's turns up to
     the cut, so they are not from-scratch samples and stay out unless asked for (R-FORK-1)."""
-    return sorted(p for p in Path(results_dir).rglob(name)
-                  if (p.parent / RUN_INFO).is_file() and (include_forks or not _is_fork(p.parent)))
+    return sorted(
+        p
+        for p in Path(results_dir).rglob(name)
+        if (p.parent / RUN_INFO).is_file() and (include_forks or not _is_fork(p.parent))
+    )
 
 
 def _is_fork(run_dir: Path) -> bool:
@@ -44,7 +53,11 @@ def _load(results_dir: str | Path, name: str, schema: pa.Schema, include_forks: 
     tables = [pq.read_table(path) for path in _run_files(Path(results_dir), name, include_forks)]
     extra = {field.name: field for table in tables for field in table.schema if field.name not in schema.names}
     schema = pa.schema([*schema, *extra.values()])
-    return pa.concat_tables([conform(t, schema) for t in tables]).to_pandas() if tables else schema.empty_table().to_pandas()
+    return (
+        pa.concat_tables([conform(t, schema) for t in tables]).to_pandas()
+        if tables
+        else schema.empty_table().to_pandas()
+    )
 
 
 def newest_runs(metrics: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -83,9 +96,26 @@ def load_task_results(results_dir: str | Path, latest: bool = True, include_fork
     return _keep_latest(tasks, _load(results_dir, METRICS_FILE, metrics_schema(), include_forks)) if latest else tasks
 
 
-HISTORY_COLUMNS = ["sweep", "benchmark", "model", "harness", "run_id", "started_at", "accuracy", "ci_low", "ci_high",
-                   "n", "total", "errors", "cost_usd", "regression", "regression_p_value", "regression_diff",
-                   "baseline_run_id", "run_dir"]
+HISTORY_COLUMNS = [
+    "sweep",
+    "benchmark",
+    "model",
+    "harness",
+    "run_id",
+    "started_at",
+    "accuracy",
+    "ci_low",
+    "ci_high",
+    "n",
+    "total",
+    "errors",
+    "cost_usd",
+    "regression",
+    "regression_p_value",
+    "regression_diff",
+    "baseline_run_id",
+    "run_dir",
+]
 
 
 def _run_cost(run_dir: Path) -> float:
@@ -111,11 +141,16 @@ def _history_row(metrics_path: Path) -> dict[str, object] | None:
     run_dir = metrics_path.parent
     verdict = read_verdict(run_dir)
     return {
-        **{column: row[column] for column in ("sweep", "benchmark", "model", "harness", "run_id", "n", "total",
-                                              "errors")},
+        **{
+            column: row[column]
+            for column in ("sweep", "benchmark", "model", "harness", "run_id", "n", "total", "errors")
+        },
         "started_at": row["timestamp"] if pd.isna(row["started_at"]) else row["started_at"],
-        **({"accuracy": row["value"], "ci_low": row["ci_low"], "ci_high": row["ci_high"]} if not accuracy.empty
-           else {"accuracy": nan, "ci_low": nan, "ci_high": nan}),
+        **(
+            {"accuracy": row["value"], "ci_low": row["ci_low"], "ci_high": row["ci_high"]}
+            if not accuracy.empty
+            else {"accuracy": nan, "ci_low": nan, "ci_high": nan}
+        ),
         "cost_usd": _run_cost(run_dir),
         "regression": verdict.status if verdict else None,
         "regression_p_value": verdict.p_value if verdict else None,
@@ -131,8 +166,11 @@ def load_history(results_dir: str | Path, sweep: str | None = None) -> pd.DataFr
     tasks, errors, cost_usd (NaN when incomplete), the regression check's verdict on the run
     (``regression``: passed / failed / skipped, NaN where none was written; its p-value, diff and
     baseline run) and the run's directory. Forks are left out: they are not from-scratch runs."""
-    rows = [row for path in _run_files(Path(results_dir), METRICS_FILE)
-            if (row := _history_row(path)) is not None and (sweep is None or row["sweep"] == sweep)]
+    rows = [
+        row
+        for path in _run_files(Path(results_dir), METRICS_FILE)
+        if (row := _history_row(path)) is not None and (sweep is None or row["sweep"] == sweep)
+    ]
     frame = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
     return frame.sort_values(["sweep", "benchmark", "model", "started_at"], kind="stable").reset_index(drop=True)
 
@@ -148,5 +186,7 @@ def load_alerts(results_dir: str | Path) -> pd.DataFrame:
     evaluation, with the verdict's figures, the Dagster run and the webhook's delivery."""
     from agentcompass_dagster.runtime.results.regression import RegressionAlert, read_alerts
 
-    rows = [alert.model_dump() for path in sorted(Path(results_dir).glob(f"*/{ALERTS_FILE}")) for alert in read_alerts(path)]
+    rows = [
+        alert.model_dump() for path in sorted(Path(results_dir).glob(f"*/{ALERTS_FILE}")) for alert in read_alerts(path)
+    ]
     return pd.DataFrame(rows, columns=list(RegressionAlert.model_fields))

@@ -81,17 +81,29 @@ def overview(path: Path, task_id: str | None = None) -> RunOverview:
     assert info is not None
     selected = info.selected_tasks
     if task_id is not None and task_id not in selected:
-        raise UserError(f"--task={task_id!r}: not a task of {path} (it has {len(selected)}: "
-                        f"{', '.join(selected[:5])}{', ...' if len(selected) > 5 else ''})")
+        raise UserError(
+            f"--task={task_id!r}: not a task of {path} (it has {len(selected)}: "
+            f"{', '.join(selected[:5])}{', ...' if len(selected) > 5 else ''})"
+        )
     request = info.request
     reused = info.reused_from
     run = RunOverview(
-        path=str(path), run_id=info.run_id, status=info.status, started_at=info.started_at,
-        finished_at=info.finished_at, benchmark=_id(request, "benchmark"), model=_id(request, "model"),
-        harness=_id(request, "harness"), lineage=lift_metadata(request).get("lineage"),
-        reused_from=(f"{reused.run_id} ({len(reused.task_ids)} tasks"
-                     + (f", {reused.attempts} unfinished attempts carried over" if reused.attempts else "") + ")")
-        if reused else None,
+        path=str(path),
+        run_id=info.run_id,
+        status=info.status,
+        started_at=info.started_at,
+        finished_at=info.finished_at,
+        benchmark=_id(request, "benchmark"),
+        model=_id(request, "model"),
+        harness=_id(request, "harness"),
+        lineage=lift_metadata(request).get("lineage"),
+        reused_from=(
+            f"{reused.run_id} ({len(reused.task_ids)} tasks"
+            + (f", {reused.attempts} unfinished attempts carried over" if reused.attempts else "")
+            + ")"
+        )
+        if reused
+        else None,
         merged_from=[source.run_id for source in info.merged_from],
     )
     details = run_dir.load_all_details(DetailView)
@@ -115,25 +127,41 @@ def replays_by_task(directory: Path) -> dict[str, list[ReplayOverview]]:
         try:
             report = ReplayReport.model_validate_json(entry.read_bytes())
             lineage = report.lineage
-            found.setdefault(lineage["task_id"], []).append(ReplayOverview(
-                attempt=int(lineage["attempt"]), status=report.status, path=str(entry),
-                matched=f"{sum(step.matches for step in report.steps)}/{len(report.steps)} actions matched"))
+            found.setdefault(lineage["task_id"], []).append(
+                ReplayOverview(
+                    attempt=int(lineage["attempt"]),
+                    status=report.status,
+                    path=str(entry),
+                    matched=f"{sum(step.matches for step in report.steps)}/{len(report.steps)} actions matched",
+                )
+            )
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a report another version wrote, or a torn one: not this command's to judge
     return found
 
 
-def _task(run_dir: RunDir, task_id: str, detail: DetailView | None, k: int,
-          replays: list[ReplayOverview]) -> TaskOverview:
+def _task(
+    run_dir: RunDir, task_id: str, detail: DetailView | None, k: int, replays: list[ReplayOverview]
+) -> TaskOverview:
     if detail is not None:
-        task = TaskOverview(task_id=task_id, category=detail.category, state="error" if detail.is_error else "finished",
-                            score=None if detail.is_error else detail.score, replays=replays)
+        task = TaskOverview(
+            task_id=task_id,
+            category=detail.category,
+            state="error" if detail.is_error else "finished",
+            score=None if detail.is_error else detail.score,
+            replays=replays,
+        )
         for attempt in sorted(detail.attempts.values(), key=lambda a: a.attempt):
             error = attempt.error
-            task.attempts.append(AttemptOverview(
-                attempt=attempt.attempt, outcome="error" if error else ("correct" if attempt.correct else "wrong"),
-                score=None if error else attempt.score, error=error.strip().splitlines()[-1][:200] if error else None,
-                **attempt_activity(run_dir.durable_dir(task_id, attempt.attempt))))
+            task.attempts.append(
+                AttemptOverview(
+                    attempt=attempt.attempt,
+                    outcome="error" if error else ("correct" if attempt.correct else "wrong"),
+                    score=None if error else attempt.score,
+                    error=error.strip().splitlines()[-1][:200] if error else None,
+                    **attempt_activity(run_dir.durable_dir(task_id, attempt.attempt)),
+                )
+            )
         return task
     attempts = []
     for index in range(1, k + 1):
@@ -142,8 +170,9 @@ def _task(run_dir: RunDir, task_id: str, detail: DetailView | None, k: int,
         if checkpointed or durable.is_dir():
             outcome = "checkpointed" if checkpointed else "interrupted"
             attempts.append(AttemptOverview(attempt=index, outcome=outcome, **attempt_activity(durable)))
-    return TaskOverview(task_id=task_id, state="unfinished" if attempts else "not started", attempts=attempts,
-                        replays=replays)
+    return TaskOverview(
+        task_id=task_id, state="unfinished" if attempts else "not started", attempts=attempts, replays=replays
+    )
 
 
 def attempt_activity(directory: Path) -> dict[str, Any]:
@@ -153,29 +182,42 @@ def attempt_activity(directory: Path) -> dict[str, Any]:
     except (OSError, ActivityError):
         return {}
     cuts = set(forkable_cuts(records))
-    return {"records": len(records), "checkpoints": [_checkpoint(r, r.seq in cuts) for r in records
-                                                     if r.kind == "tool_call" and r.status == "completed"
-                                                     and r.checkpoint_seq is not None]}
+    return {
+        "records": len(records),
+        "checkpoints": [
+            _checkpoint(r, r.seq in cuts)
+            for r in records
+            if r.kind == "tool_call" and r.status == "completed" and r.checkpoint_seq is not None
+        ],
+    }
 
 
 def _checkpoint(record: ActivityRecord, forkable: bool) -> Checkpoint:
     assert record.seq is not None
     turn = record.data.get("turn")
     command = record.data.get("command")
-    return Checkpoint(seq=record.seq, turn=turn if isinstance(turn, int) else None,
-                      command=command[:80] if isinstance(command, str) else None, forkable=forkable)
+    return Checkpoint(
+        seq=record.seq,
+        turn=turn if isinstance(turn, int) else None,
+        command=command[:80] if isinstance(command, str) else None,
+        forkable=forkable,
+    )
 
 
 def render(run: RunOverview, one_task: bool) -> str:
-    lines = [f"run {run.run_id} · {run.benchmark} · {run.model} · {run.harness} · status {run.status}",
-             f"started {run.started_at}" + (f" · finished {run.finished_at}" if run.finished_at else ""),
-             f"directory: {run.path}"]
+    lines = [
+        f"run {run.run_id} · {run.benchmark} · {run.model} · {run.harness} · status {run.status}",
+        f"started {run.started_at}" + (f" · finished {run.finished_at}" if run.finished_at else ""),
+        f"directory: {run.path}",
+    ]
     if run.lineage:
         lineage = run.lineage
-        lines.append(f"lineage: {lineage.get('kind')} of run {lineage.get('parent_run_id')} (task "
-                     f"{lineage.get('task_id')}, attempt {lineage.get('attempt')}, checkpoint "
-                     f"{lineage.get('checkpoint_seq')}, model {lineage.get('parent_model')} -> {lineage.get('model')}; "
-                     f"parent directory {lineage.get('parent_run_dir')})")
+        lines.append(
+            f"lineage: {lineage.get('kind')} of run {lineage.get('parent_run_id')} (task "
+            f"{lineage.get('task_id')}, attempt {lineage.get('attempt')}, checkpoint "
+            f"{lineage.get('checkpoint_seq')}, model {lineage.get('parent_model')} -> {lineage.get('model')}; "
+            f"parent directory {lineage.get('parent_run_dir')})"
+        )
     if run.reused_from:
         lines.append(f"reused from: {run.reused_from}")
     if run.merged_from:
@@ -188,8 +230,14 @@ def render(run: RunOverview, one_task: bool) -> str:
     rows = []
     for task in run.tasks:
         attempts = ", ".join(f"{a.attempt}: {a.outcome}" for a in task.attempts) or "-"
-        forkable = "; ".join(f"attempt {a.attempt}, {_checkpoints([c.seq for c in a.checkpoints if c.forkable])}"
-                             for a in task.attempts if any(c.forkable for c in a.checkpoints)) or "-"
+        forkable = (
+            "; ".join(
+                f"attempt {a.attempt}, {_checkpoints([c.seq for c in a.checkpoints if c.forkable])}"
+                for a in task.attempts
+                if any(c.forkable for c in a.checkpoints)
+            )
+            or "-"
+        )
         score = "-" if task.score is None else f"{task.score:.4f}"
         rows.append((task.task_id, task.state, score, attempts, forkable, len(task.replays)))
     lines += ["", markdown_table(["task", "state", "score", "attempts", "a fork can start from", "replays"], rows)]
@@ -199,7 +247,7 @@ def render(run: RunOverview, one_task: bool) -> str:
 
 
 def _checkpoints(seqs: list[int]) -> str:
-    """"checkpoint 2", "checkpoints 0–2" (every one from 0 to 2) or "checkpoints 0, 2, 5"."""
+    """ "checkpoint 2", "checkpoints 0–2" (every one from 0 to 2) or "checkpoints 0, 2, 5"."""
     if len(seqs) == 1:
         return f"checkpoint {seqs[0]}"
     if seqs == list(range(seqs[0], seqs[-1] + 1)):
@@ -221,8 +269,10 @@ def _task_lines(task: TaskOverview, path: str) -> list[str]:
             lines.append(f"  checkpoint {checkpoint.seq}{mark} {where}{command}")
         forkable = [c.seq for c in attempt.checkpoints if c.forkable]
         if forkable:
-            lines.append(f"  fork with: agentcompass fork {path} --task {task.task_id} --attempt {attempt.attempt} "
-                         f"--checkpoint {forkable[-1]} --model MODEL --sweep SWEEP.yaml")
+            lines.append(
+                f"  fork with: agentcompass fork {path} --task {task.task_id} --attempt {attempt.attempt} "
+                f"--checkpoint {forkable[-1]} --model MODEL --sweep SWEEP.yaml"
+            )
     for replay in task.replays:
         lines.append(f"replay of attempt {replay.attempt}: {replay.status}, {replay.matched} ({replay.path})")
     return lines

@@ -41,7 +41,14 @@ from agentcompass_dagster.durable.session import BLOBS_DIR
 from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.reporting.show import Checkpoint, ReplayOverview, attempt_activity, replays_by_task
 from agentcompass_dagster.runtime.store.atomic import atomic_write_bytes
-from agentcompass_dagster.runtime.store.layout import ANALYSIS_JSON, DETAILS, ERROR_PREFIX, PAGES_DIR, REPLAYS_DIR, RUN_INFO
+from agentcompass_dagster.runtime.store.layout import (
+    ANALYSIS_JSON,
+    DETAILS,
+    ERROR_PREFIX,
+    PAGES_DIR,
+    REPLAYS_DIR,
+    RUN_INFO,
+)
 from agentcompass_dagster.runtime.store.naming import file_stem, normalize_component
 from agentcompass_dagster.runtime.store.redact import redact, redact_text
 from agentcompass_dagster.runtime.store.run_dir import RunDir
@@ -165,12 +172,21 @@ class _Run:
         info = read_json(path / RUN_INFO) or {}
         request = info.get("request")
         analysis = read_json(path / ANALYSIS_JSON) or {}
-        flagged = {name: {(str(item.get("task")), str(item.get("attempt")))
-                          for item in summary["flagged"] if isinstance(item, dict)}
-                   for name, summary in analysis.items()
-                   if isinstance(summary, dict) and isinstance(summary.get("flagged"), list)}
-        return cls(path, lift_metadata(request) if isinstance(request, dict) else {}, flagged,
-                   replays_by_task(path / REPLAYS_DIR))
+        flagged = {
+            name: {
+                (str(item.get("task")), str(item.get("attempt")))
+                for item in summary["flagged"]
+                if isinstance(item, dict)
+            }
+            for name, summary in analysis.items()
+            if isinstance(summary, dict) and isinstance(summary.get("flagged"), list)
+        }
+        return cls(
+            path,
+            lift_metadata(request) if isinstance(request, dict) else {},
+            flagged,
+            replays_by_task(path / REPLAYS_DIR),
+        )
 
     def lineage(self) -> Lineage | None:
         try:
@@ -269,8 +285,10 @@ def _find_detail(run_dir: Path, task_id: str) -> TaskDetail | None:
     stem = file_stem(task_id)
     candidates = []
     for prefix in ("", ERROR_PREFIX):
-        candidates += [run_dir / DETAILS / f"{prefix}{stem}.json",
-                       *sorted((run_dir / DETAILS).glob(f"{prefix}{stem}_*.json"))]
+        candidates += [
+            run_dir / DETAILS / f"{prefix}{stem}.json",
+            *sorted((run_dir / DETAILS).glob(f"{prefix}{stem}_*.json")),
+        ]
     for path in candidates:
         detail = read_detail(path)
         if detail is not None and detail.task_id == task_id:
@@ -292,18 +310,35 @@ def _trajectory(run: _Run, detail: TaskDetail, attempt: EvaluatedAttempt) -> Tra
     activity = attempt_activity(durable)
     checkpoints = {c.seq: c for c in activity.get("checkpoints", [])}
     trajectory = Trajectory(
-        task_id=detail.task_id, attempt=attempt.attempt, category=detail.category, run_id=run.path.name,
-        benchmark=run.part("benchmark"), model=run.part("model"), harness=run.part("harness"),
-        verdict=_verdict(attempt), status=attempt.status, score=attempt.score, final_answer=record["final_answer"],
-        failure=record["failure"], error=record["run_error"] or record["eval_error"],
-        evaluation=record["benchmark_fields"], limit=attempt.limit, usage=attempt.usage,
-        duration_s=attempt.duration_s, started_at=attempt.started_at, finished_at=attempt.finished_at,
-        retries=attempt.retries, analysis_errors=_analysis_errors(record["meta"]),
-        checkpoints=list(checkpoints.values()), lineage=run.lineage(),
+        task_id=detail.task_id,
+        attempt=attempt.attempt,
+        category=detail.category,
+        run_id=run.path.name,
+        benchmark=run.part("benchmark"),
+        model=run.part("model"),
+        harness=run.part("harness"),
+        verdict=_verdict(attempt),
+        status=attempt.status,
+        score=attempt.score,
+        final_answer=record["final_answer"],
+        failure=record["failure"],
+        error=record["run_error"] or record["eval_error"],
+        evaluation=record["benchmark_fields"],
+        limit=attempt.limit,
+        usage=attempt.usage,
+        duration_s=attempt.duration_s,
+        started_at=attempt.started_at,
+        finished_at=attempt.finished_at,
+        retries=attempt.retries,
+        analysis_errors=_analysis_errors(record["meta"]),
+        checkpoints=list(checkpoints.values()),
+        lineage=run.lineage(),
         replays=[r for r in run.replays.get(detail.task_id, []) if r.attempt == attempt.attempt],
-        files_dir=(files_dir := RunDir(run.path).attempt_files.dir(detail.task_id, attempt.attempt)))
-    trajectory.files = sorted(str(p.relative_to(files_dir)) for p in files_dir.rglob("*")
-                              if p.is_file() and not p.is_symlink())
+        files_dir=(files_dir := RunDir(run.path).attempt_files.dir(detail.task_id, attempt.attempt)),
+    )
+    trajectory.files = sorted(
+        str(p.relative_to(files_dir)) for p in files_dir.rglob("*") if p.is_file() and not p.is_symlink()
+    )
     opened = opening(record["trajectory"])
     for index, raw in enumerate(record["trajectory"]):
         if not isinstance(raw, dict):
@@ -320,21 +355,41 @@ def _trajectory(run: _Run, detail: TaskDetail, attempt: EvaluatedAttempt) -> Tra
 
 def _step(index: int, raw: dict[str, Any], run_dir: Path, durable: Path) -> Step:
     kind = str(raw.get("type") or "unknown")
-    fields: dict[str, Any] = {name: raw.get(name) for name in (
-        "status", "turn", "seq", "role", "duration_s", "stop_reason", "model_id", "exit_code", "answer", "error")}
+    fields: dict[str, Any] = {
+        name: raw.get(name)
+        for name in (
+            "status",
+            "turn",
+            "seq",
+            "role",
+            "duration_s",
+            "stop_reason",
+            "model_id",
+            "exit_code",
+            "answer",
+            "error",
+        )
+    }
     fields.update(index=index, kind=kind, inherited=bool(raw.get("inherited")), timed_out=bool(raw.get("timed_out")))
     if kind == "message":
         fields["text"] = raw.get("content")
     elif kind == "model_call":
-        fields.update(text=raw.get("content"), usage=raw.get("usage"), tries=raw.get("tries") or [],
-                      tool_calls=[_tool_call(call) for call in raw.get("tool_calls") or [] if isinstance(call, dict)])
+        fields.update(
+            text=raw.get("content"),
+            usage=raw.get("usage"),
+            tries=raw.get("tries") or [],
+            tool_calls=[_tool_call(call) for call in raw.get("tool_calls") or [] if isinstance(call, dict)],
+        )
     elif kind in ("tool_call", "command"):
         call = found if isinstance(found := raw.get("call"), dict) else {}
         output = raw.get("output")
         if output is None and raw.get("command") is not None:
             output = raw.get("observation")  # an interrupted command: what the model was told instead
-        fields.update(tool=call.get("name") or "bash", command=raw.get("command"),
-                      output=_full_output(raw.get("output_blob"), run_dir, durable, output))
+        fields.update(
+            tool=call.get("name") or "bash",
+            command=raw.get("command"),
+            output=_full_output(raw.get("output_blob"), run_dir, durable, output),
+        )
         if raw.get("command") is None and raw.get("answer") is None and call:
             fields["tool_calls"] = [_tool_call(call)]  # a call the harness could not use: what was sent
     elif kind == "compaction":
@@ -350,8 +405,11 @@ def _step(index: int, raw: dict[str, Any], run_dir: Path, durable: Path) -> Step
 def _tool_call(call: dict[str, Any]) -> ToolCallView:
     arguments = call.get("arguments")
     try:
-        arguments = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False) if isinstance(arguments, str) \
+        arguments = (
+            json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+            if isinstance(arguments, str)
             else json.dumps(arguments, indent=2, ensure_ascii=False)
+        )
     except ValueError:
         pass  # malformed JSON the model sent: shown as sent
     return ToolCallView(name=str(call.get("name") or "?"), arguments=str(arguments))
@@ -372,8 +430,7 @@ def _full_output(blob: Any, run_dir: Path, durable: Path, recorded: Any) -> str 
     return None if recorded is None else str(recorded)
 
 
-def _mark_findings(trajectory: Trajectory, analysis: dict[str, Any],
-                   flagged: dict[str, set[tuple[str, str]]]) -> None:
+def _mark_findings(trajectory: Trajectory, analysis: dict[str, Any], flagged: dict[str, set[tuple[str, str]]]) -> None:
     """Put each analyzer's result on the page, and its evidence on the steps it points at: reward
     hacking's step (or the final answer), a loop's repeated command, a tool call the harness could not use."""
     by_index = {step.index: step for step in trajectory.steps}
@@ -384,16 +441,27 @@ def _mark_findings(trajectory: Trajectory, analysis: dict[str, Any],
         if not isinstance(evidence, dict):
             continue
         marks.setdefault("reward_hacking", []).append(
-            (evidence.get("step"), f"{evidence.get('pattern')}: {evidence.get('reason') or evidence.get('command')}"))
+            (evidence.get("step"), f"{evidence.get('pattern')}: {evidence.get('reason') or evidence.get('command')}")
+        )
     loops = analysis.get("loops")
-    if (isinstance(loops, dict) and isinstance(loops.get("command"), str) and isinstance(loops.get("max_repeats"), int)
-            and loops["max_repeats"] >= LOOP_REPEATS):
+    if (
+        isinstance(loops, dict)
+        and isinstance(loops.get("command"), str)
+        and isinstance(loops.get("max_repeats"), int)
+        and loops["max_repeats"] >= LOOP_REPEATS
+    ):
         label = f"loop: this command ran {loops['max_repeats']} times in a row"
-        marks["loops"] = [(step.index, label) for step in trajectory.steps
-                          if step.command is not None and normalized(step.command) == loops["command"]]
+        marks["loops"] = [
+            (step.index, label)
+            for step in trajectory.steps
+            if step.command is not None and normalized(step.command) == loops["command"]
+        ]
     if "tool_errors" in analysis:
-        marks["tool_errors"] = [(step.index, f"unusable tool call: {step.error}") for step in trajectory.steps
-                                if step.kind == "tool_call" and step.error]
+        marks["tool_errors"] = [
+            (step.index, f"unusable tool call: {step.error}")
+            for step in trajectory.steps
+            if step.kind == "tool_call" and step.error
+        ]
     for name, result in analysis.items():
         steps = []
         for index, label in marks.get(name, []):
@@ -404,9 +472,14 @@ def _mark_findings(trajectory: Trajectory, analysis: dict[str, Any],
                 steps.append(target.index)
             elif index is None:
                 trajectory.answer_flags.append(flag)
-        trajectory.findings.append(Finding(
-            analyzer=name, flagged=(trajectory.task_id, str(trajectory.attempt)) in flagged.get(name, set()),
-            summary=readable(result), steps=sorted(set(steps))))
+        trajectory.findings.append(
+            Finding(
+                analyzer=name,
+                flagged=(trajectory.task_id, str(trajectory.attempt)) in flagged.get(name, set()),
+                summary=readable(result),
+                steps=sorted(set(steps)),
+            )
+        )
 
 
 def _analysis_errors(meta: dict[str, Any]) -> dict[str, str]:
@@ -418,8 +491,13 @@ def _analysis_errors(meta: dict[str, Any]) -> dict[str, str]:
 def _environment() -> jinja2.Environment:
     import jinja2  # lazily: the CLI starts without it
 
-    return jinja2.Environment(loader=jinja2.PackageLoader("agentcompass_dagster", "templates"), autoescape=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("agentcompass_dagster", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def _write_page(trajectory: Trajectory, page: Path, report: Path | None) -> None:
@@ -441,8 +519,17 @@ def _write_page(trajectory: Trajectory, page: Path, report: Path | None) -> None
         data = read_beneath(trajectory.files_dir, name, limit=MAX_BLOB_BYTES)
         atomic_write_bytes(target, redact_text(data.decode("latin-1")).encode("latin-1"), fsync=False)
         file_links[name] = f"{files.name}/files/{name}"
-    html = _environment().get_template("trajectory.html.j2").render(
-        t=trajectory, links=links, file_links=file_links, inline_chars=INLINE_CHARS, edge_chars=EDGE_CHARS,
-        report_link=os.path.relpath(report, page.parent) if report is not None else None)
+    html = (
+        _environment()
+        .get_template("trajectory.html.j2")
+        .render(
+            t=trajectory,
+            links=links,
+            file_links=file_links,
+            inline_chars=INLINE_CHARS,
+            edge_chars=EDGE_CHARS,
+            report_link=os.path.relpath(report, page.parent) if report is not None else None,
+        )
+    )
     page.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(page, html.encode(), fsync=False)

@@ -33,7 +33,17 @@ from agentcompass_dagster.contracts.request import Lineage
 
 FORKS_SUFFIX = ".forks"
 # Fields that name or place a run rather than configure what it does.
-_IDENTITY_FIELDS = {"name", "sweep", "model", "contestant", "output", "run_only", "lineage", "durable_seed", "dagster_run_id"}
+_IDENTITY_FIELDS = {
+    "name",
+    "sweep",
+    "model",
+    "contestant",
+    "output",
+    "run_only",
+    "lineage",
+    "durable_seed",
+    "dagster_run_id",
+}
 
 
 def config_differences(parent: EvalRequest, child: EvalRequest) -> list[str]:
@@ -64,7 +74,7 @@ def forkable_cuts(records: list[ActivityRecord]) -> list[int]:
             continue
         if record.data.get("error") or record.data["call"]["name"] == "submit":
             continue
-        later = records[index + 1:]
+        later = records[index + 1 :]
         same_turn_pending = any(r.kind == "tool_call" and r.data.get("turn") == record.data.get("turn") for r in later)
         if not same_turn_pending:
             cuts.append(record.seq)
@@ -81,37 +91,57 @@ def prepare_fork(
         raise UserError(f"--task={task_id!r}: not a task of {parent_dir}")
     candidates = [r for r in sweep.requests() if r.benchmark.id == parent.benchmark.id and r.model.id == model_id]
     if not candidates:
-        raise UserError(f"--model={model_id!r}: the sweep declares no model {model_id!r} for benchmark "
-                        f"{parent.benchmark.id!r}")
+        raise UserError(
+            f"--model={model_id!r}: the sweep declares no model {model_id!r} for benchmark {parent.benchmark.id!r}"
+        )
     # In a sweep of several harnesses, the parent's harness with the other model.
     child = next((r for r in candidates if r.harness.id == parent.harness.id), candidates[0])
     if child.model == parent.model:
         raise UserError(f"--model={model_id!r}: the parent ran with this same model; a fork changes the solver model")
     differences = config_differences(parent, child)
     if differences:
-        raise UserError("fork refused: only the solver model may differ from the parent run, but these differ too: "
-                        + "; ".join(differences))
+        raise UserError(
+            "fork refused: only the solver model may differ from the parent run, but these differ too: "
+            + "; ".join(differences)
+        )
     source = run_dir.durable_dir(task_id, attempt)
     records = read_activity(source / ACTIVITY_FILE)
     cuts = forkable_cuts(records)
     if checkpoint not in cuts:
-        raise UserError(f"--checkpoint={checkpoint}: not a forkable checkpoint of task {task_id!r} attempt {attempt} "
-                        f"(forkable: {', '.join(map(str, cuts)) or 'none'})")
+        raise UserError(
+            f"--checkpoint={checkpoint}: not a forkable checkpoint of task {task_id!r} attempt {attempt} "
+            f"(forkable: {', '.join(map(str, cuts)) or 'none'})"
+        )
     cut = next(i for i, r in enumerate(records) if r.seq == checkpoint)
     inherited = [r for r in records[: cut + 1] if r.kind != "session" and r.status != "in_flight"]
-    lineage = Lineage(parent_run_id=run_dir.run_id, parent_run_dir=str(Path(parent_dir).resolve()), task_id=task_id,
-                      attempt=attempt, checkpoint_seq=checkpoint, parent_model=parent.model.id, model=child.model.id)
+    lineage = Lineage(
+        parent_run_id=run_dir.run_id,
+        parent_run_dir=str(Path(parent_dir).resolve()),
+        task_id=task_id,
+        attempt=attempt,
+        checkpoint_seq=checkpoint,
+        parent_model=parent.model.id,
+        model=child.model.id,
+    )
     run_name = f"{parent.output.run_name or parent.sweep}{FORKS_SUFFIX}"
     fork_id = f"fork-{file_stem(task_id)}-{checkpoint}-{os.urandom(3).hex()}"
     seed = results_dir / run_name / ".seeds" / fork_id
     _write_seed(seed, source, inherited, checkpoint, lineage)
-    output = parent.output.model_copy(update={"results_dir": results_dir, "run_name": run_name, "run_id": fork_id,
-                                              "reuse": False, "reuse_run_id": None})
+    output = parent.output.model_copy(
+        update={
+            "results_dir": results_dir,
+            "run_name": run_name,
+            "run_id": fork_id,
+            "reuse": False,
+            "reuse_run_id": None,
+        }
+    )
     return parent.fork(child.model, task_id, output, lineage, seed)
 
 
 def _write_seed(seed: Path, source: Path, inherited: list[ActivityRecord], cut: int, lineage: Lineage) -> None:
     """The parent's checkpoints up to the cut, and a new log of the inherited records."""
+
     def up_to_cut(relative: Path) -> bool:
         parts = relative.parts
         return parts[0] == "checkpoints" and not (parts[1:2] == ("manifests",) and int(relative.stem) > cut)
@@ -119,8 +149,14 @@ def _write_seed(seed: Path, source: Path, inherited: list[ActivityRecord], cut: 
     seed.mkdir(parents=True)
     copy_durable(source, seed, up_to_cut)
     log = ActivityLog(seed / ACTIVITY_FILE)
-    log.append(ActivityRecord(id="session", kind="session", status="in_flight",
-                              data={"seed": True, "lineage": lineage.model_dump(mode="json"), "handle": None}))
+    log.append(
+        ActivityRecord(
+            id="session",
+            kind="session",
+            status="in_flight",
+            data={"seed": True, "lineage": lineage.model_dump(mode="json"), "handle": None},
+        )
+    )
     for record in inherited:
         log.append(record.model_copy(update={"data": {**record.data, "inherited": True}}))
     log.sync()

@@ -68,8 +68,13 @@ def normalize(output: str, roots: list[str]) -> str:
 
 
 def recorded_actions(trajectory: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [s for s in trajectory if s.get("type") == "tool_call" and s.get("status", "completed") == "completed"
-            and isinstance(s.get("command"), str)]
+    return [
+        s
+        for s in trajectory
+        if s.get("type") == "tool_call"
+        and s.get("status", "completed") == "completed"
+        and isinstance(s.get("command"), str)
+    ]
 
 
 def recorded_output(durable: Path, action: dict[str, Any]) -> str:
@@ -103,10 +108,21 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
     if not actions:
         raise UserError(f"--task={task_id!r}: attempt {attempt} recorded no terminal actions to replay")
     durable = run_dir.durable_dir(task_id, attempt)
-    report = ReplayReport(lineage={"kind": "replay", "parent_run_id": run_dir.run_id, "parent_run_dir": str(path),
-                                   "task_id": task_id, "attempt": attempt, "replayed_at": utcnow()})
-    old_roots = [h.get("root", "") for r in read_activity(durable / ACTIVITY_FILE)
-                 if r.kind == "session" and isinstance(h := r.data.get("handle"), dict)]
+    report = ReplayReport(
+        lineage={
+            "kind": "replay",
+            "parent_run_id": run_dir.run_id,
+            "parent_run_dir": str(path),
+            "task_id": task_id,
+            "attempt": attempt,
+            "replayed_at": utcnow(),
+        }
+    )
+    old_roots = [
+        h.get("root", "")
+        for r in read_activity(durable / ACTIVITY_FILE)
+        if r.kind == "session" and isinstance(h := r.data.get("handle"), dict)
+    ]
     plan = Planner(request, plugins).plan(task, attempt)
     session = await open_session(plugins.environment, plan, task)
     try:
@@ -122,7 +138,8 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
                 report.status = "artifacts_differ"
         if score:
             evaluation = await plugins.benchmark.evaluate(
-                prepared, RunResult(final_answer=recorded.final_answer), session)
+                prepared, RunResult(final_answer=recorded.final_answer), session
+            )
             report.evaluation = evaluation.model_dump(mode="json")
     finally:
         await session.close()
@@ -133,16 +150,21 @@ async def _replay(path: Path, task_id: str, attempt: int, score: bool) -> Replay
     return report
 
 
-async def _replay_actions(session: EnvironmentSession, actions: list[dict[str, Any]], durable: Path, roots: list[str],
-                          report: ReplayReport) -> None:
+async def _replay_actions(
+    session: EnvironmentSession, actions: list[dict[str, Any]], durable: Path, roots: list[str], report: ReplayReport
+) -> None:
     """Run each recorded command in ``session`` and compare it with the record (paths of the old and new
     environments normalised); stop at the first difference, which the report then holds."""
     for index, action in enumerate(actions, start=1):
         result = await session.exec(f"bash -c {shlex.quote(action['command'])} 2>&1", timeout_s=600)
         step = ReplayStep(
-            index=index, command=action["command"], recorded_exit_code=action.get("exit_code"),
-            actual_exit_code=result.exit_code, recorded_output=recorded_output(durable, action),
-            actual_output=result.stdout + result.stderr, matches=False,
+            index=index,
+            command=action["command"],
+            recorded_exit_code=action.get("exit_code"),
+            actual_exit_code=result.exit_code,
+            recorded_output=recorded_output(durable, action),
+            actual_output=result.stdout + result.stderr,
+            matches=False,
         )
         expected = normalize(step.recorded_output, roots)
         actual = normalize(step.actual_output, roots)
@@ -151,7 +173,8 @@ async def _replay_actions(session: EnvironmentSession, actions: list[dict[str, A
         if not step.matches:
             report.status = "diverged"
             report.first_difference = {
-                "step": index, "command": action["command"],
+                "step": index,
+                "command": action["command"],
                 "expected": {"exit_code": step.recorded_exit_code, "output": expected},
                 "actual": {"exit_code": step.actual_exit_code, "output": actual},
             }

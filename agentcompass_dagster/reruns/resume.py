@@ -20,10 +20,14 @@ def resume_request(path: Path, task_id: str | None = None) -> EvalRequest:
     if task_id is not None and task_id not in run_dir.info.selected_tasks:
         raise UserError(f"--task={task_id!r}: not a task of {path} (it has {len(run_dir.info.selected_tasks)})")
     if not unfinished or (task_id is not None and task_id not in unfinished):
-        raise UserError(f"RUN_DIR={str(path)!r}: nothing to resume, "
-                        + (f"task {task_id!r} has finished" if task_id else "every task has finished"))
-    output = request.output.model_copy(update={"results_dir": results_dir, "reuse": True,
-                                               "reuse_run_id": run_dir.run_id, "run_id": None})
+        raise UserError(
+            f"RUN_DIR={str(path)!r}: nothing to resume, "
+            + (f"task {task_id!r} has finished" if task_id else "every task has finished")
+        )
+    output = request.output.model_copy(
+        update={"results_dir": results_dir, "reuse": True, "reuse_run_id": run_dir.run_id, "run_id": None}
+    )
     # A resume is no longer the Dagster run that made the directory: that run's failure must not fail it.
-    return request.model_copy(update={"output": output, "run_only": [task_id] if task_id else None,
-                                      "dagster_run_id": None})
+    return request.model_copy(
+        update={"output": output, "run_only": [task_id] if task_id else None, "dagster_run_id": None}
+    )

@@ -11,10 +11,16 @@ import sys
 from anthropic import Anthropic
 
 TOOLS = [
-    {"name": "bash", "description": "Run a bash command in the working directory.",
-     "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
-    {"name": "submit", "description": "Finish with an answer.",
-     "input_schema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}},
+    {
+        "name": "bash",
+        "description": "Run a bash command in the working directory.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    },
+    {
+        "name": "submit",
+        "description": "Finish with an answer.",
+        "input_schema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]},
+    },
 ]
 MAX_TURNS = 20
 LOG = os.path.expanduser("~/.fake-agent/turns.log")
@@ -41,8 +47,13 @@ def main():
                 print(use.input.get("answer", ""))
                 return 0
             done = subprocess.run(["bash", "-c", use.input["command"]], capture_output=True, text=True, timeout=120)
-            results.append({"type": "tool_result", "tool_use_id": use.id,
-                            "content": f"exit code: {done.returncode}\n{done.stdout}{done.stderr}"})
+            results.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": use.id,
+                    "content": f"exit code: {done.returncode}\n{done.stdout}{done.stderr}",
+                }
+            )
         messages.append({"role": "user", "content": results})
     return 1
 

@@ -14,10 +14,16 @@ import sys
 from openai import OpenAI
 
 TOOLS = [
-    {"name": "bash", "description": "Run a bash command in the working directory.",
-     "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
-    {"name": "submit", "description": "Finish with an answer.",
-     "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}},
+    {
+        "name": "bash",
+        "description": "Run a bash command in the working directory.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    },
+    {
+        "name": "submit",
+        "description": "Finish with an answer.",
+        "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]},
+    },
 ]
 MAX_TURNS = 20
 # The agent's own log, which its declaration names for the framework to keep.
@@ -49,9 +55,20 @@ def chat(client, model, instruction):
         if not reply.tool_calls:
             print(reply.content or "")
             return 0
-        messages.append({"role": "assistant", "content": reply.content, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
-            for c in reply.tool_calls]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": reply.content,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.function.name, "arguments": c.function.arguments},
+                    }
+                    for c in reply.tool_calls
+                ],
+            }
+        )
         for call in reply.tool_calls:
             output = run_tool(call.function.name, call.function.arguments)
             if output is None:
@@ -70,8 +87,9 @@ def responses(client, model, instruction):
             print(response.output_text)
             return 0
         for call in calls:
-            items.append({"type": "function_call", "call_id": call.call_id, "name": call.name,
-                          "arguments": call.arguments})
+            items.append(
+                {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments}
+            )
             output = run_tool(call.name, call.arguments)
             if output is None:
                 return 0

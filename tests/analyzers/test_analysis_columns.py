@@ -36,10 +36,18 @@ def test_each_built_in_analyzer_declares_the_columns_it_adds() -> None:
     hard-coded the eleven, and the analyzer package held their recipes apart from the analyzers)."""
     declared = {(analyzer, column.name) for analyzer, column in analysis_columns()}
     assert declared == {
-        ("loops", "loop_max_repeats"), ("loops", "no_progress_streak"), ("tool_errors", "tool_error_rate"),
-        ("tool_errors", "malformed_call_rate"), ("cost_outliers", "token_outlier"),
-        ("cost_outliers", "cost_outlier"), ("time_split", "model_time_s"), ("time_split", "tool_time_s"),
-        ("time_split", "framework_time_s"), ("gave_up", "gave_up"), ("reward_hacking", "reward_hacking")}
+        ("loops", "loop_max_repeats"),
+        ("loops", "no_progress_streak"),
+        ("tool_errors", "tool_error_rate"),
+        ("tool_errors", "malformed_call_rate"),
+        ("cost_outliers", "token_outlier"),
+        ("cost_outliers", "cost_outlier"),
+        ("time_split", "model_time_s"),
+        ("time_split", "tool_time_s"),
+        ("time_split", "framework_time_s"),
+        ("gave_up", "gave_up"),
+        ("reward_hacking", "reward_hacking"),
+    }
     source = (Path(registry.__file__).parents[1] / "runtime" / "results" / "parquet.py").read_text()
     assert not [name for _, name in declared if f'"{name}"' in source]
 
@@ -48,8 +56,11 @@ def test_an_analyzer_named_by_class_path_adds_its_column_to_task_results(tmp_pat
     """R-ATT-5, issue 40: a sweep naming a third party's analyzer by class path gets its declared column in
     task_results.parquet, with its type, and load_task_results reads it beside the built-ins' columns."""
     path = f"{__name__}:AnswerLengthAnalyzer"
-    sweep = write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": ["count-errors", "create-hello"]}],
-                        execution={"analyzers": [path, "loops"]})
+    sweep = write_sweep(
+        tmp_path,
+        benchmarks=[{"id": "demo", "tasks": ["count-errors", "create-hello"]}],
+        execution={"analyzers": [path, "loops"]},
+    )
     assert run_cli("run", sweep, "--direct") == 0
     (parquet,) = (tmp_path / "results").rglob("task_results.parquet")
     assert str(pq.read_schema(parquet).field("answer_chars").type) == "int64"

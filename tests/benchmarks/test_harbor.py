@@ -46,8 +46,12 @@ def test_task_toml_is_read_field_by_field(monkeypatch: pytest.MonkeyPatch) -> No
     assert task.agent_timeout_s == 120.0 and task.metadata["harbor"]["verifier_timeout_s"] == 60.0
     assert task.input.startswith("Add up the numbers") and "canary" not in task.input
     assert {d.path: d.visible_to for d in task.environment.dirs} == {
-        "/tests": "verifier", "/logs/verifier": "verifier", "/solution": "reference", "/logs/agent": "agent",
-        "/logs/artifacts": "agent"}
+        "/tests": "verifier",
+        "/logs/verifier": "verifier",
+        "/solution": "reference",
+        "/logs/agent": "agent",
+        "/logs/artifacts": "agent",
+    }
 
     offline = loaded("offline-build")
     assert offline.environment is not None and offline.environment.network is NetworkPolicy.none
@@ -71,15 +75,20 @@ def test_a_malformed_task_is_named_with_its_reason(tmp_path: Path) -> None:
     """#36: a task.toml with a bad value, a task without tests/test.sh, a step without its instruction,
     an environment of several containers, a ${VAR} the host lacks: each is that task's problem, named."""
     assert load_task(TASKS / "malformed", None) == NotLoaded(
-        id="malformed", reason=f"{TASKS / 'malformed' / 'task.toml'}: environment.memory_mb='lots': Input should be a "
-                               "valid integer, unable to parse string as an integer")
-    assert load_task(TASKS / "no-tests", None) == NotLoaded(id="no-tests", reason="tests/test.sh is missing: the task "
-                                                                                   "has no verifier")
+        id="malformed",
+        reason=f"{TASKS / 'malformed' / 'task.toml'}: environment.memory_mb='lots': Input should be a "
+        "valid integer, unable to parse string as an integer",
+    )
+    assert load_task(TASKS / "no-tests", None) == NotLoaded(
+        id="no-tests", reason="tests/test.sh is missing: the task has no verifier"
+    )
     cases = {
         "no-step-instruction": ('[[steps]]\nname = "one"\n', "steps/one/instruction.md is missing"),
         "compose": ("", "environment/docker-compose.yaml: environments of several containers are not supported"),
-        "host-var": ('[verifier]\nenv = { TOKEN = "${AGENTCOMPASS_NOT_SET_ANYWHERE}" }\n',
-                     "[verifier.env] TOKEN=${AGENTCOMPASS_NOT_SET_ANYWHERE}: AGENTCOMPASS_NOT_SET_ANYWHERE is not set"),
+        "host-var": (
+            '[verifier]\nenv = { TOKEN = "${AGENTCOMPASS_NOT_SET_ANYWHERE}" }\n',
+            "[verifier.env] TOKEN=${AGENTCOMPASS_NOT_SET_ANYWHERE}: AGENTCOMPASS_NOT_SET_ANYWHERE is not set",
+        ),
         "gpus": ("[environment]\ngpus = 2\n", "environment.gpus=2: no GPU is offered here"),
     }
     for name, (toml, reason) in cases.items():
@@ -97,13 +106,19 @@ def test_rewards_are_read_and_decided_as_harbor_does() -> None:
     `reward`, else the only one; with several and none deciding, every one must reach the threshold.
     Steps' rewards combine by their mean (a step without a verdict counts 0) or the final step's."""
     assert parse_rewards(b'{"correctness": 1, "performance": 0.5, "note": "x", "ok": true}', None) == (
-        {"correctness": 1.0, "performance": 0.5}, "")
+        {"correctness": 1.0, "performance": 0.5},
+        "",
+    )
     assert parse_rewards(b'{"correctness": 1}', b"0.25\n") == ({"correctness": 1.0, "reward": 0.25}, "")
     assert parse_rewards(None, b" 1\n") == ({"reward": 1.0}, "")
-    for json_text, text, problem in [(b"1", None, "not an object"), (b"", None, "reward.json is empty"),
-                                     (None, b"yes", "not a number"), (None, b"nan", "not a finite number"),
-                                     (b'{"a": "1"}', None, "no finite number"),
-                                     (None, None, "no /logs/verifier/reward.txt or reward.json")]:
+    for json_text, text, problem in [
+        (b"1", None, "not an object"),
+        (b"", None, "reward.json is empty"),
+        (None, b"yes", "not a number"),
+        (None, b"nan", "not a finite number"),
+        (b'{"a": "1"}', None, "no finite number"),
+        (None, None, "no /logs/verifier/reward.txt or reward.json"),
+    ]:
         rewards, why = parse_rewards(json_text, text)
         assert rewards is None and problem in why, (json_text, text, why)
     assert verdict({"reward": 1.0, "speed": 0.2}, None, 1.0) == (True, 1.0)
@@ -130,8 +145,10 @@ def test_which_dockerfiles_the_sandbox_expresses(tmp_path: Path) -> None:
     (context / "src").mkdir(parents=True)
     (context / "src" / "a.py").write_text("a")
     (context / "b.txt").write_text("b")
-    (context / "Dockerfile").write_text("FROM python:3.13-slim\nLABEL x=y\nWORKDIR /app\nENV MODE=test LEVEL=2\n"
-                                        "COPY src/ ./src/\nCOPY [\"b.txt\", \"/app/data/\"]\nUSER agent\nCMD [\"bash\"]\n")
+    (context / "Dockerfile").write_text(
+        "FROM python:3.13-slim\nLABEL x=y\nWORKDIR /app\nENV MODE=test LEVEL=2\n"
+        'COPY src/ ./src/\nCOPY ["b.txt", "/app/data/"]\nUSER agent\nCMD ["bash"]\n'
+    )
     expressed = express(context)
     assert expressed.env == {"MODE": "test", "LEVEL": "2"}
     assert sorted(f.target for f in expressed.files) == ["data/b.txt", "src/a.py"]
@@ -171,12 +188,15 @@ def test_the_sandbox_runs_what_it_can_express_and_refuses_the_rest(tmp_path: Pat
     assert slow["meta"]["resolved_execution_plan"]["agent_limits"]["max_wall_s"] == 2.0
     summary = (run_dir / "summary.md").read_text()
     assert "## Not loaded" in summary and "- `no-tests`: tests/test.sh is missing" in summary
-    assert [t["id"] for t in json.loads((run_dir / "run_info.json").read_text())["not_loaded"]] == ["malformed",
-                                                                                                    "no-tests"]
+    assert [t["id"] for t in json.loads((run_dir / "run_info.json").read_text())["not_loaded"]] == [
+        "malformed",
+        "no-tests",
+    ]
     record = details["sum-input"]["attempts"]["1"]["meta"]["environment"]
     assert record["workdir"] == "/app" and "the host's system stands in" in record["base_image"]
     assert (run_dir / "artifacts" / "sum-input@1" / "verifier" / "test-stdout.txt").read_text() == (
-        "expected 50, got 50\n")
+        "expected 50, got 50\n"
+    )
 
     nop, nop_dir = run_harbor(tmp_path / "nop", "nop", "sandbox")
     assert nop.metrics.metrics["accuracy"] == 0.0
@@ -186,12 +206,15 @@ def test_the_sandbox_runs_what_it_can_express_and_refuses_the_rest(tmp_path: Pat
 def test_local_refuses_a_harbor_task(tmp_path: Path) -> None:
     """#36: `local` cannot give a task its own directories at absolute paths: each task is refused with
     one line naming what it needs and where it can run, never run with its paths silently elsewhere."""
-    sweep = write_sweep(tmp_path, harness="oracle", environment="local",
-                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(TASKS)}, "tasks": ["python-verifier"]}])
+    sweep = write_sweep(
+        tmp_path,
+        harness="oracle",
+        environment="local",
+        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(TASKS)}, "tasks": ["python-verifier"]}],
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None
     (detail,) = details_by_task(Path(outcome.result.run_dir)).values()
     error = detail["attempts"]["1"]["run_error"]
     assert error.startswith("task 'python-verifier': needs its own image and") and "/logs/verifier" in error
     assert error.endswith("cannot give: run it in sandbox or docker") and detail["attempts"]["1"]["retries"] == 0
-

@@ -25,9 +25,15 @@ NO_NETWORK = {"baseline": "none", "run": "none", "evaluation": "none"}
 
 
 def run(tmp_path: Path, name: str, harness: Any, **fields: Any) -> Any:
-    sweep = write_sweep(tmp_path, name=name, benchmarks=[{"id": "humaneval", **fields.pop("benchmark", {})}],
-                        harness=harness, environment=SANDBOX,
-                        execution={"network": NO_NETWORK, **fields.pop("execution", {})}, **fields)
+    sweep = write_sweep(
+        tmp_path,
+        name=name,
+        benchmarks=[{"id": "humaneval", **fields.pop("benchmark", {})}],
+        harness=harness,
+        environment=SANDBOX,
+        execution={"network": NO_NETWORK, **fields.pop("execution", {})},
+        **fields,
+    )
     result = orchestrate(load_sweep(sweep).requests())
     (outcome,) = result.outcomes.values()
     assert outcome.result is not None, outcome.error
@@ -58,8 +64,13 @@ def test_pass_at_k_equals_the_packages_estimator(tmp_path: Path) -> None:
             for index in range(5):
                 completion = problems[task_id]["canonical_solution"] if index < right else "    return None\n"
                 out.write(json.dumps({"task_id": task_id, "completion": completion}) + "\n")
-    result = run(tmp_path, "he-samples", {"id": "completions", "params": {"path": str(samples)}},
-                 benchmark={"tasks": chosen}, execution={"attempts": {"k": 5}})
+    result = run(
+        tmp_path,
+        "he-samples",
+        {"id": "completions", "params": {"path": str(samples)}},
+        benchmark={"tasks": chosen},
+        execution={"attempts": {"k": 5}},
+    )
     metrics = result.metrics.metrics
     for k in (1, 2, 5):
         expected = estimate_pass_at_k(5, np.array(correct_counts), k).mean()
@@ -83,8 +94,13 @@ def test_hostile_completions_are_contained_and_scored_wrong(tmp_path: Path, host
     ]
     samples = tmp_path / "samples.jsonl"
     samples.write_text("".join(json.dumps({"task_id": task_id, "completion": c}) + "\n" for c in hostile))
-    result = run(tmp_path, "he-hostile", {"id": "completions", "params": {"path": str(samples)}},
-                 benchmark={"tasks": [task_id], "params": {"timeout_s": 3}}, execution={"attempts": {"k": 5}})
+    result = run(
+        tmp_path,
+        "he-hostile",
+        {"id": "completions", "params": {"path": str(samples)}},
+        benchmark={"tasks": [task_id], "params": {"timeout_s": 3}},
+        execution={"attempts": {"k": 5}},
+    )
     detail = open_run_dir(Path(result.run_dir)).load_all_details()[task_id]
     verdicts = [detail.attempts[str(i)].correct for i in range(1, 6)]
     assert verdicts == [False, False, False, False, True]

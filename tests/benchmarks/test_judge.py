@@ -30,9 +30,14 @@ def humaneval(tmp_path: Path, name: str, samples: list[dict[str, str]], tasks: l
     """Every sample scored in the sandbox with the completions harness: the details by task id, the metrics."""
     path = tmp_path / f"{name}.jsonl"
     path.write_text("".join(json.dumps(sample) + "\n" for sample in samples))
-    sweep = write_sweep(tmp_path, name=name, benchmarks=[{"id": "humaneval", "tasks": tasks}],
-                        harness={"id": "completions", "params": {"path": str(path)}}, environment={"id": "sandbox"},
-                        execution={"attempts": {"k": len(samples) // len(tasks)}})
+    sweep = write_sweep(
+        tmp_path,
+        name=name,
+        benchmarks=[{"id": "humaneval", "tasks": tasks}],
+        harness={"id": "completions", "params": {"path": str(path)}},
+        environment={"id": "sandbox"},
+        execution={"attempts": {"k": len(samples) // len(tasks)}},
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return open_run_dir(Path(outcome.result.run_dir)).load_all_details(), outcome.result.metrics
@@ -138,10 +143,16 @@ def test_a_module_that_exits_at_import_fails_the_demo_check(tmp_path: Path, envi
     that ends the interpreter at import (os._exit(0), SystemExit(0)) fails fix-calc, fix-off-by-one and
     fix-palindrome (each passed before: the check's own python exited 0 and the check went on to OK)."""
     commands = {task: f"cat > {module} <<'PY'\n{body}PY" for task, (module, body) in EXITS.items()}
-    sweep = write_sweep(tmp_path, name=f"exits-{environment}", environment=environment,
-                        benchmarks=[{"id": "demo", "tasks": list(EXITS)}],
-                        harness={"id": "scripted", "params": {"tasks": {
-                            task: {"command": command, "answer": "done"} for task, command in commands.items()}}})
+    sweep = write_sweep(
+        tmp_path,
+        name=f"exits-{environment}",
+        environment=environment,
+        benchmarks=[{"id": "demo", "tasks": list(EXITS)}],
+        harness={
+            "id": "scripted",
+            "params": {"tasks": {task: {"command": command, "answer": "done"} for task, command in commands.items()}},
+        },
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     details = open_run_dir(Path(outcome.result.run_dir)).load_all_details()
@@ -155,6 +166,8 @@ def test_every_built_in_benchmark_declares_what_its_verifier_executes() -> None:
     from agentcompass_dagster.declarations import registry
     from agentcompass_dagster.contracts.benchmark import Benchmark
 
-    declared = {name: registry.benchmarks.get(name).verifier_executes for name in ("demo", "humaneval", "harbor", "synthetic")}
+    declared = {
+        name: registry.benchmarks.get(name).verifier_executes for name in ("demo", "humaneval", "harbor", "synthetic")
+    }
     assert "child process of the judge" in declared["humaneval"] and "isolated_module" in declared["demo"]
     assert "test.sh" in declared["harbor"] and declared["synthetic"] == Benchmark.verifier_executes

@@ -27,8 +27,9 @@ def _npm_unreachable() -> str | None:
 
 
 @pytest.mark.slow
-def test_two_agent_clis_on_two_models_run_through_dagster(tmp_path: Path, dagster_home: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_agent_clis_on_two_models_run_through_dagster(
+    tmp_path: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 38 acceptance: resources/sweeps/agent-clis.yaml's sweep ({claude-code, codex} x {scripted-agents,
     scripted-agents-careless} x two demo tasks, sandbox) through Dagster: every partition materialized; each
     agent is installed once (its cache holds one installation); the trajectory pages show the agents' own
@@ -52,7 +53,8 @@ def test_two_agent_clis_on_two_models_run_through_dagster(tmp_path: Path, dagste
         pages = {}
         for partition in partitions:
             (record,) = instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=demo.key("attempts"), asset_partitions=[partition]), limit=1).records
+                dg.AssetRecordsFilter(asset_key=demo.key("attempts"), asset_partitions=[partition]), limit=1
+            ).records
             assert record.asset_materialization is not None
             pages[partition] = Path(str(record.asset_materialization.metadata["trajectory a1"].value)).read_text()
         comparison = instance.get_latest_materialization_event(demo.key("comparison"))
@@ -63,7 +65,12 @@ def test_two_agent_clis_on_two_models_run_through_dagster(tmp_path: Path, dagste
     assert all(contestant in table for contestant in CONTESTANTS)
     metrics = pd.read_parquet(tmp_path / "results" / "agent-clis" / "demo" / "metrics.parquet")
     accuracy = metrics[metrics["metric"] == "accuracy"].set_index(["harness", "model"])["value"].to_dict()
-    assert accuracy == {(h, m): 1.0 if m == "scripted-agents" else 0.0
-                        for h in ("claude-code", "codex") for m in ("scripted-agents", "scripted-agents-careless")}
-    assert sorted(p.name.split("-")[0] for p in (tmp_path / "agent-cache").iterdir() if p.name != ".staging") \
-        == ["claude", "codex"]
+    assert accuracy == {
+        (h, m): 1.0 if m == "scripted-agents" else 0.0
+        for h in ("claude-code", "codex")
+        for m in ("scripted-agents", "scripted-agents-careless")
+    }
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "agent-cache").iterdir() if p.name != ".staging") == [
+        "claude",
+        "codex",
+    ]

@@ -55,8 +55,9 @@ def event_log_inserts(instance: dg.DagsterInstance) -> list[str]:
 @dg.op
 def evaluate_tasks() -> Iterator[Any]:
     for n in range(TASKS):
-        yield dg.AssetMaterialization(ASSET, partition=f"task-{n}", metadata={"score": float(n % 2)},
-                                      tags={TASK_TAG: f"task-{n}"})
+        yield dg.AssetMaterialization(
+            ASSET, partition=f"task-{n}", metadata={"score": float(n % 2)}, tags={TASK_TAG: f"task-{n}"}
+        )
     yield dg.Output(None)
 
 
@@ -65,8 +66,9 @@ def many_tasks() -> None:
     evaluate_tasks()
 
 
-def test_a_steps_materializations_are_written_together_in_order(instance: dg.DagsterInstance,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_steps_materializations_are_written_together_in_order(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """issue 39: a step that materializes 300 partitions, one per finished task, has them written in one
     insert (the step's next event writes what waits), not one insert and two transactions each; every
     partition is materialized, in the event log in the order reported and before the step's success, and
@@ -80,19 +82,25 @@ def test_a_steps_materializations_are_written_together_in_order(instance: dg.Dag
     assert len(inserts) <= 20, f"{len(inserts)} inserts into the event log for {TASKS} materializations"
     logged = instance.all_logs(result.run_id)
     kinds = [event.dagster_event_type for event in logged]
-    partitions = [event.get_dagster_event().partition for event in logged
-                  if event.dagster_event_type == dg.DagsterEventType.ASSET_MATERIALIZATION]
+    partitions = [
+        event.get_dagster_event().partition
+        for event in logged
+        if event.dagster_event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+    ]
     assert partitions == [f"task-{n}" for n in range(TASKS)]
     assert kinds.index(dg.DagsterEventType.STEP_SUCCESS) > max(
-        i for i, kind in enumerate(kinds) if kind == dg.DagsterEventType.ASSET_MATERIALIZATION)
+        i for i, kind in enumerate(kinds) if kind == dg.DagsterEventType.ASSET_MATERIALIZATION
+    )
     assert instance.get_materialized_partitions(ASSET) == {f"task-{n}" for n in range(TASKS)}
     # Each id stored beside an event (its tags' rows, the asset's last materialization) is that event's.
     with instance.event_log_storage.index_connection() as conn:  # type: ignore[attr-defined]
         partition_of = dict(conn.execute(db.text("SELECT id, partition FROM event_logs")).all())
-        tagged = conn.execute(db.text("SELECT event_id, value FROM asset_event_tags WHERE key = :key"),
-                              {"key": TASK_TAG}).all()
-        last = conn.execute(db.text("SELECT last_materialization FROM asset_keys WHERE asset_key = :key"),
-                            {"key": ASSET.to_string()}).scalar_one()
+        tagged = conn.execute(
+            db.text("SELECT event_id, value FROM asset_event_tags WHERE key = :key"), {"key": TASK_TAG}
+        ).all()
+        last = conn.execute(
+            db.text("SELECT last_materialization FROM asset_keys WHERE asset_key = :key"), {"key": ASSET.to_string()}
+        ).scalar_one()
     assert len(tagged) == TASKS and all(partition_of[event_id] == value for event_id, value in tagged)
     assert partition_of[deserialize_value(last, EventLogRecord).storage_id] == f"task-{TASKS - 1}"
     latest = instance.get_latest_materialization_event(ASSET)
@@ -119,8 +127,11 @@ def test_a_finished_tasks_partition_shows_while_its_step_still_runs(instance: dg
     its step is still running (waiting here for the test), within the storage's bounded wait."""
     RELEASE.clear()
     outcome: list[bool] = []
-    runner = threading.Thread(target=lambda: outcome.append(
-        one_task_running.execute_in_process(instance=instance, raise_on_error=False).success))
+    runner = threading.Thread(
+        target=lambda: outcome.append(
+            one_task_running.execute_in_process(instance=instance, raise_on_error=False).success
+        )
+    )
     runner.start()
     deadline = time.monotonic() + SEEN_WITHIN_S
     try:
@@ -134,26 +145,37 @@ def test_a_finished_tasks_partition_shows_while_its_step_still_runs(instance: dg
     assert outcome == [True]
 
 
-def test_the_metrics_record_the_attempts_their_own_step_reported(instance: dg.DagsterInstance, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_metrics_record_the_attempts_their_own_step_reported(
+    instance: dg.DagsterInstance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """issue 39: in the step that evaluates a range of partitions and then computes the metrics, the
     metrics' output event (stored before their materialization) writes the attempts' waiting events, so
     the metrics' provenance (what the UI's "unsynced" reads) names the attempts' newest materialization,
     not an older one or none. No timer in this test: only the step's own events may write them."""
     monkeypatch.setattr(internals, "ASSET_EVENT_WAIT_S", 600.0)
-    sweep = load_sweep(write_sweep(tmp_path, name="lab", benchmarks=[{"id": "demo", "tasks": LAB_TASKS}],
-                                   models=[{"id": "m1", "provider": "none"}]))
+    sweep = load_sweep(
+        write_sweep(
+            tmp_path,
+            name="lab",
+            benchmarks=[{"id": "demo", "tasks": LAB_TASKS}],
+            models=[{"id": "m1", "provider": "none"}],
+        )
+    )
     (benchmark,) = sweep_benchmarks(sweep)
     defs = sweep_definitions(sweep)
     instance.add_dynamic_partitions(benchmark.partitions_name, list(benchmark.task_keys))
     ensure_pool_limits(benchmark, instance)
     keys = [f"{model}|{task}" for model in benchmark.model_keys for task in benchmark.task_keys]
-    evaluate = next(a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)
-                    and benchmark.key("metrics") in a.keys)
-    result = dg.materialize([evaluate], selection=[benchmark.key("attempts"), benchmark.key("metrics")],
-                            instance=instance, resources=defs.resources,
-                            tags={"dagster/asset_partition_range_start": keys[0],
-                                  "dagster/asset_partition_range_end": keys[-1]})
+    evaluate = next(
+        a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition) and benchmark.key("metrics") in a.keys
+    )
+    result = dg.materialize(
+        [evaluate],
+        selection=[benchmark.key("attempts"), benchmark.key("metrics")],
+        instance=instance,
+        resources=defs.resources,
+        tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
+    )
     assert result.success
     newest = instance.fetch_materializations(benchmark.key("attempts"), limit=1).records[0]
     metrics = instance.fetch_materializations(benchmark.key("metrics"), limit=1).records[0]

@@ -32,8 +32,13 @@ class Lab:
     """The sweep `lab` (demo tasks, oracle harness, local environment) as Dagster sees it."""
 
     def __init__(self, tmp_path: Path, models: list[str], **fields: Any) -> None:
-        path = write_sweep(tmp_path, name="lab", benchmarks=[{"id": "demo", "tasks": TASKS}],
-                           models=[{"id": m, "provider": "none"} for m in models], **fields)
+        path = write_sweep(
+            tmp_path,
+            name="lab",
+            benchmarks=[{"id": "demo", "tasks": TASKS}],
+            models=[{"id": m, "provider": "none"} for m in models],
+            **fields,
+        )
         self.sweep = load_sweep(path)
         (self.benchmark,) = sweep_benchmarks(self.sweep)
         self.defs = sweep_definitions(self.sweep)
@@ -51,8 +56,13 @@ class Lab:
         return {name: getattr(value, "value", value) for name, value in result.metadata.items()}
 
     def materialize(self, kind: str, partition_key: str | None = None) -> dg.ExecuteInProcessResult:
-        result = dg.materialize([self.asset(kind)], selection=[self.benchmark.key(kind)], partition_key=partition_key,
-                                instance=self.instance, resources=self.defs.resources)
+        result = dg.materialize(
+            [self.asset(kind)],
+            selection=[self.benchmark.key(kind)],
+            partition_key=partition_key,
+            instance=self.instance,
+            resources=self.defs.resources,
+        )
         assert result.success
         return result
 
@@ -109,14 +119,25 @@ def test_a_tasks_metadata_names_its_id_only_when_the_partition_key_is_not_it_and
     alone does not say it), ``reused`` when the result came from an earlier run, neither otherwise; a
     cost only when the model reports one; duration to the millisecond."""
     usage = Usage(input_tokens=7, output_tokens=3, cost_usd=None)
-    detail = TaskDetail(task_id="dir/sub/task", score=0.5, attempts_tried=2, attempts={
-        "1": EvaluatedAttempt(attempt=1, score=1.0, correct=True, duration_s=0.12345, usage=usage),
-        "2": EvaluatedAttempt(attempt=2, score=0.0, duration_s=0.2, usage=usage)})
+    detail = TaskDetail(
+        task_id="dir/sub/task",
+        score=0.5,
+        attempts_tried=2,
+        attempts={
+            "1": EvaluatedAttempt(attempt=1, score=1.0, correct=True, duration_s=0.12345, usage=usage),
+            "2": EvaluatedAttempt(attempt=2, score=0.0, duration_s=0.2, usage=usage),
+        },
+    )
     path = Path("m1/run/details/dir_sub_task.json")
     unsafe = detail_metadata(detail, partition_key(detail.task_id), path, reused=True)
     assert {name: getattr(value, "value", value) for name, value in unsafe.items()} == {
-        "task_id": "dir/sub/task", "score": 0.5, "tokens": 20.0, "duration_s": 0.323, "detail": str(path),
-        "reused": True}
+        "task_id": "dir/sub/task",
+        "score": 0.5,
+        "tokens": 20.0,
+        "duration_s": 0.323,
+        "detail": str(path),
+        "reused": True,
+    }
     safe = detail.model_copy(update={"task_id": "alpha"})
     assert set(detail_metadata(safe, "alpha", path, reused=False)) == {"score", "tokens", "duration_s", "detail"}
 
@@ -169,11 +190,18 @@ def test_the_evaluation_step_runs_with_what_its_resources_build(lab: Lab) -> Non
     BUILT.clear()
     lab.invoke("tasks")
     harness_key, environment_key = SweepResources.keys("lab")
-    resources = {**(lab.defs.resources or {}),
-                 harness_key: RecordingHarness.declared(lab.sweep.harness),
-                 environment_key: RecordingEnvironment.declared(lab.sweep.environment)}
-    result = dg.materialize([lab.asset("attempts")], selection=[lab.benchmark.key("attempts")],
-                            partition_key="m2|count-errors", instance=lab.instance, resources=resources)
+    resources = {
+        **(lab.defs.resources or {}),
+        harness_key: RecordingHarness.declared(lab.sweep.harness),
+        environment_key: RecordingEnvironment.declared(lab.sweep.environment),
+    }
+    result = dg.materialize(
+        [lab.asset("attempts")],
+        selection=[lab.benchmark.key("attempts")],
+        partition_key="m2|count-errors",
+        instance=lab.instance,
+        resources=resources,
+    )
 
     assert result.success and lab.materialized() == {"m2|count-errors"}
     assert BUILT == ["harness for m2", "environment local"]
@@ -184,11 +212,22 @@ def test_a_launchpad_environment_is_what_the_run_uses_and_records(lab: Lab) -> N
     declared one for that run: the provider it names runs the task, and run_info.json records it."""
     lab.invoke("tasks")
     _, environment_key = SweepResources.keys("lab")
-    launchpad = {"id": "from-launchpad", "provider": "local", "env": {"LAUNCHPAD": "1"}, "capacity": 0,
-                 "open_qps": 0.0, "params": {}}
-    result = dg.materialize([lab.asset("attempts")], selection=[lab.benchmark.key("attempts")],
-                            partition_key="m1|create-hello", instance=lab.instance, resources=lab.defs.resources,
-                            run_config={"resources": {environment_key: {"config": launchpad}}})
+    launchpad = {
+        "id": "from-launchpad",
+        "provider": "local",
+        "env": {"LAUNCHPAD": "1"},
+        "capacity": 0,
+        "open_qps": 0.0,
+        "params": {},
+    }
+    result = dg.materialize(
+        [lab.asset("attempts")],
+        selection=[lab.benchmark.key("attempts")],
+        partition_key="m1|create-hello",
+        instance=lab.instance,
+        resources=lab.defs.resources,
+        run_config={"resources": {environment_key: {"config": launchpad}}},
+    )
 
     assert result.success and lab.materialized() == {"m1|create-hello"}
     (run_dir,) = [p for p in lab.benchmark.root("m1").iterdir() if (p / "run_info.json").is_file()]
@@ -216,7 +255,12 @@ def test_a_harness_left_as_declared_resolves_its_paths_beside_the_sweep_and_a_la
 
     harness_key, _ = SweepResources.keys("lab")
     launchpad = {"id": "scripted", "params": {**harness["params"], "record": "launchpad.jsonl"}}
-    result = dg.materialize([lab.asset("attempts")], selection=[lab.benchmark.key("attempts")],
-                            partition_key="m1|count-errors", instance=lab.instance, resources=lab.defs.resources,
-                            run_config={"resources": {harness_key: {"config": launchpad}}})
+    result = dg.materialize(
+        [lab.asset("attempts")],
+        selection=[lab.benchmark.key("attempts")],
+        partition_key="m1|count-errors",
+        instance=lab.instance,
+        resources=lab.defs.resources,
+        run_config={"resources": {harness_key: {"config": launchpad}}},
+    )
     assert result.success and (cwd / "launchpad.jsonl").is_file() and not (project / "launchpad.jsonl").exists()

@@ -25,16 +25,36 @@ METRICS = dg.AssetKey(["bq", "synthetic", "metrics"])
 
 def budget_sweep(tmp_path: Path, **fields: object) -> Path:
     """Six synthetic tasks, each answered by the tool agent in one model call of a known $0.1."""
-    model = {"id": "paid", "provider": "scripted", "params": {"turns": {"*": [{
-        "tool_calls": [{"name": "submit", "arguments": {"answer": "x"}}],
-        "usage": {"prompt_tokens": 7, "completion_tokens": 3}, "cost_usd": CALL_USD}]}}}
-    return write_sweep(tmp_path, name="bq", benchmarks=[{"id": "synthetic", "params": {"n_tasks": TASKS}}],
-                       models=[model], harness="tool_agent", execution={"limits": {"task_concurrency": 2}},
-                       budget={"max_cost_usd": BUDGET_USD}, **fields)
+    model = {
+        "id": "paid",
+        "provider": "scripted",
+        "params": {
+            "turns": {
+                "*": [
+                    {
+                        "tool_calls": [{"name": "submit", "arguments": {"answer": "x"}}],
+                        "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+                        "cost_usd": CALL_USD,
+                    }
+                ]
+            }
+        },
+    }
+    return write_sweep(
+        tmp_path,
+        name="bq",
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": TASKS}}],
+        models=[model],
+        harness="tool_agent",
+        execution={"limits": {"task_concurrency": 2}},
+        budget={"max_cost_usd": BUDGET_USD},
+        **fields,
+    )
 
 
 def test_concurrent_runs_of_a_budgeted_sweep_stop_at_the_budget_and_a_later_run_launches_nothing(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue #28 acceptance (sweep budget): two `agentcompass run` of one budgeted sweep started together,
     its tasks split over concurrent runs (run workers: separate processes), spend at most one call over the
     budget in total; both exit 0 and end by saying what was spent of what; the tasks left unpaid stay
@@ -55,7 +75,9 @@ def test_concurrent_runs_of_a_budgeted_sweep_stop_at_the_budget_and_a_later_run_
         assert shown["budget"].value.endswith("(exhausted)") and shown["budget max usd"].value == BUDGET_USD
     assert paid == round(status.spent_usd / CALL_USD) and paid < TASKS
     for log in tmp_path.glob("cli-*.log"):
-        assert f"budget: {status.message}; {TASKS - paid} (model, task) partition(s) without a result" in log.read_text()
+        assert (
+            f"budget: {status.message}; {TASKS - paid} (model, task) partition(s) without a result" in log.read_text()
+        )
 
     capsys.readouterr()
     assert run_cli("run", sweep) == 0
@@ -79,5 +101,7 @@ def test_a_schedule_tick_with_the_budget_spent_launches_nothing_and_says_why(tmp
         tick = schedule.evaluate_tick(context)
         assert not inst.get_runs()
     assert not tick.run_requests
-    assert tick.skip_message == ("budget exhausted: spent $0.4 of $0.35 (exhausted); 6 (model, task) partitions "
-                                 "without a result are not run until the sweep's budget is raised")
+    assert tick.skip_message == (
+        "budget exhausted: spent $0.4 of $0.35 (exhausted); 6 (model, task) partitions "
+        "without a result are not run until the sweep's budget is raised"
+    )

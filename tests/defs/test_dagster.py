@@ -38,8 +38,9 @@ def lab_sweep(tmp_path: Path, models: list[str], tasks_dir: Path | None = None, 
     benchmark: dict[str, Any] = {"id": "demo"}
     if tasks_dir is not None:
         benchmark["params"] = {"tasks_dir": str(tasks_dir)}
-    return write_sweep(tmp_path, name="lab", benchmarks=[benchmark],
-                       models=[{"id": m, "provider": "none"} for m in models], **fields)
+    return write_sweep(
+        tmp_path, name="lab", benchmarks=[benchmark], models=[{"id": m, "provider": "none"} for m in models], **fields
+    )
 
 
 def materialized(home: Path, key: dg.AssetKey = ATTEMPTS) -> set[str]:
@@ -50,7 +51,8 @@ def materialized(home: Path, key: dg.AssetKey = ATTEMPTS) -> set[str]:
 def partition_metadata(partition: str) -> dict[str, Any]:
     with dg.DagsterInstance.get() as instance:
         result = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=ATTEMPTS, asset_partitions=[partition]), limit=1)
+            dg.AssetRecordsFilter(asset_key=ATTEMPTS, asset_partitions=[partition]), limit=1
+        )
     (record,) = result.records
     assert record.asset_materialization is not None
     return {name: value.value for name, value in record.asset_materialization.metadata.items()}
@@ -73,8 +75,9 @@ def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path, m
     monkeypatch.chdir(REPO)
     defs = runpy.run_module(LOCATION_MODULE)["defs"]
     graph = defs.resolve_asset_graph()
-    tasks, attempts, metrics, comparison = (dg.AssetKey(["demo", "demo", kind])
-                                            for kind in ("tasks", "attempts", "metrics", "comparison"))
+    tasks, attempts, metrics, comparison = (
+        dg.AssetKey(["demo", "demo", kind]) for kind in ("tasks", "attempts", "metrics", "comparison")
+    )
     assert graph.get(attempts).parent_keys == {tasks}
     assert graph.get(metrics).parent_keys == {attempts}
     assert graph.get(comparison).parent_keys == {metrics}
@@ -92,8 +95,13 @@ def test_definitions_load_with_the_lineage(tmp_path: Path, dagster_home: Path, m
 
 def validate(*target: str) -> None:
     """`dagster definitions validate TARGET` from the repository's root succeeds."""
-    proc = subprocess.run([str(Path(sys.executable).with_name("dagster")), "definitions", "validate", *target],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("dagster")), "definitions", "validate", *target],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Validation successful" in proc.stderr + proc.stdout
 
@@ -146,7 +154,8 @@ class Started:
 
 
 def test_agentcompass_ui_without_a_workspace_file_serves_the_one_location(
-        tmp_path: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue #27: with one entry point, `agentcompass ui` needs no workspace.yaml: in a directory without
     one it serves the location agentcompass_dagster.definitions (./resources, else the shipped sweeps), as
     `dagster dev` of that module would; a project's workspace.yaml is still the one it serves there."""
@@ -174,7 +183,9 @@ def test_reuse_is_skipping(tmp_path: Path, dagster_home: Path) -> None:
     flag = tmp_path / "flag"
     write_task(tasks, "flaky", solution=f"test -f {flag} || exit 3\necho ok > out.txt", check="grep -qx ok out.txt")
     sweep = lab_sweep(tmp_path, ["m1", "m2"], tasks)
-    assert run_cli("run", sweep) == 3  # a task ending in error is a result (an _error_ detail): exit 3, not a failed run
+    assert (
+        run_cli("run", sweep) == 3
+    )  # a task ending in error is a result (an _error_ detail): exit 3, not a failed run
     done = materialized(dagster_home)
     assert done == {f"{m}|{t}" for m in ("m1", "m2") for t in ("alpha", "beta", "gamma")}
     metadata = partition_metadata("m1|alpha")
@@ -213,7 +224,9 @@ def test_missing_ranges_are_few_and_never_share_a_model() -> None:
     done = {f"{m}|{t}" for m in models for t in tasks} - {"m1|t2", "m1|t7", "m2|t2", "m2|t7", "m3|t9"}
     ranges = missing_ranges(models, tasks, done)
     assert [(r.model_start, r.model_end, r.task_start, r.task_end) for r in ranges] == [
-        ("m1", "m2", "t2", "t7"), ("m3", "m3", "t9", "t9")]
+        ("m1", "m2", "t2", "t7"),
+        ("m3", "m3", "t9", "t9"),
+    ]
     assert missing_ranges(models, tasks, {f"{m}|{t}" for m in models for t in tasks}) == []
     bounded = missing_ranges(["m1"], tasks, set(), max_per_run=4)
     assert [(r.task_start, r.task_end) for r in bounded] == [("t0", "t3"), ("t4", "t7"), ("t8", "t9")]
@@ -235,8 +248,9 @@ def test_sensor_adds_new_tasks_and_requests_them(tmp_path: Path, dagster_home: P
         (add,) = tick.dynamic_partitions_requests
         assert (add.partitions_def_name, list(add.partition_keys)) == ("tasks__lab__demo", ["two"])
         assert instance.get_dynamic_partitions("tasks__lab__demo") == ["one"]
-        assert [{k: v for k, v in r.tags.items() if "range" in k} for r in tick.run_requests] == [{
-            "dagster/asset_partition_range_start": "m1|two", "dagster/asset_partition_range_end": "m1|two"}]
+        assert [{k: v for k, v in r.tags.items() if "range" in k} for r in tick.run_requests] == [
+            {"dagster/asset_partition_range_start": "m1|two", "dagster/asset_partition_range_end": "m1|two"}
+        ]
         instance.add_dynamic_partitions(add.partitions_def_name, add.partition_keys)  # as the daemon commits the tick
         assert sensor.evaluate_tick(context).skip_message == "lab/demo: no new task"
 
@@ -281,9 +295,22 @@ def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) ->
     summary = next((tmp_path / "results" / "lab" / "demo" / "m1").glob("*/summary.md")).read_text()
     assert "| accuracy | 1.0000 |" in summary
     assert {c: str(t) for c, t in metrics.dtypes.items()} == {
-        "sweep": "str", "benchmark": "str", "model": "str", "harness": "str", "run_id": "str", "metric": "str",
-        "value": "float64", "n": "int64", "total": "int64", "errors": "int64", "timestamp": "datetime64[us, UTC]",
-        "stderr": "float64", "ci_low": "float64", "ci_high": "float64", "started_at": "datetime64[us, UTC]"}
+        "sweep": "str",
+        "benchmark": "str",
+        "model": "str",
+        "harness": "str",
+        "run_id": "str",
+        "metric": "str",
+        "value": "float64",
+        "n": "int64",
+        "total": "int64",
+        "errors": "int64",
+        "timestamp": "datetime64[us, UTC]",
+        "stderr": "float64",
+        "ci_low": "float64",
+        "ci_high": "float64",
+        "started_at": "datetime64[us, UTC]",
+    }
     tasks = load_task_results(tmp_path / "results")
     assert len(tasks) == 2 * 18 and tasks["correct"].all() and str(tasks["attempt"].dtype) == "int64"
     with dg.DagsterInstance.get() as instance:
@@ -304,7 +331,11 @@ def test_metrics_asset_parquet_and_checks(tmp_path: Path, dagster_home: Path) ->
             png = base64.b64decode(plot.split("base64,", 1)[1].rstrip(")"))
             assert png[:8] == b"\x89PNG\r\n\x1a\n" and 400 <= int.from_bytes(png[16:20], "big") <= 1000
         checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-            [dg.AssetCheckKey(metrics_key, "counts_match_denominators"), dg.AssetCheckKey(metrics_key, "no_secret_in_run_dirs")])
+            [
+                dg.AssetCheckKey(metrics_key, "counts_match_denominators"),
+                dg.AssetCheckKey(metrics_key, "no_secret_in_run_dirs"),
+            ]
+        )
         assert len(checks) == 2
         for record in checks.values():
             evaluation = record.event.dagster_event.event_specific_data  # type: ignore[union-attr]
@@ -354,9 +385,13 @@ def test_comparison_asset_compares_every_pair_of_models(tmp_path: Path, dagster_
     from agentcompass_dagster.reporting.results import load_comparisons
 
     weak = {f"t{i:02d}": {"answer": "wrong"} for i in range(12)}
-    sweep = write_sweep(tmp_path, name="pair", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 30}}],
-                        models=[{"id": m, "provider": "none"} for m in ("strong", "twin", "weak")],
-                        harness={"id": "scripted", "params": {"default": {"oracle": True}, "by_model": {"weak": weak}}})
+    sweep = write_sweep(
+        tmp_path,
+        name="pair",
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 30}}],
+        models=[{"id": m, "provider": "none"} for m in ("strong", "twin", "weak")],
+        harness={"id": "scripted", "params": {"default": {"oracle": True}, "by_model": {"weak": weak}}},
+    )
     assert run_cli("run", sweep) == 0
     frame = load_comparisons(tmp_path / "results").set_index(["model_a", "model_b"])
     strong_weak = frame.loc[("strong", "weak")]
@@ -378,10 +413,18 @@ def test_environment_env_values_run_as_declared_and_are_written_redacted(tmp_pat
     holds any of them, and no file of the results directory holds the token."""
     token, project, lib = "s3cr3t-Value-42", str(tmp_path), str(tmp_path / "lib")
     tasks = tmp_path / "tasks"
-    write_task(tasks, "sees-env", solution='echo "token $EXPECTED_VALUE"\necho ok > out.txt',
-               check=f'test "$EXPECTED_VALUE" = {token} && test "$PROJECT_DIR" = {project} && test "$LIB_DIR" = {lib}')
-    sweep = lab_sweep(tmp_path, ["m1"], tasks, environment={
-        "id": "local", "env": {"EXPECTED_VALUE": token, "PROJECT_DIR": project, "LIB_DIR": lib}})
+    write_task(
+        tasks,
+        "sees-env",
+        solution='echo "token $EXPECTED_VALUE"\necho ok > out.txt',
+        check=f'test "$EXPECTED_VALUE" = {token} && test "$PROJECT_DIR" = {project} && test "$LIB_DIR" = {lib}',
+    )
+    sweep = lab_sweep(
+        tmp_path,
+        ["m1"],
+        tasks,
+        environment={"id": "local", "env": {"EXPECTED_VALUE": token, "PROJECT_DIR": project, "LIB_DIR": lib}},
+    )
     results = tmp_path / "elsewhere"
     assert run_cli("run", sweep, "--results-dir", results) == 0
     metrics = load_metrics(results)

@@ -38,13 +38,22 @@ JOB = f"{SWEEP}__job"
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 
 
-def engine_sweep(tmp_path: Path, n: int = 6, tasks: dict[str, Any] | None = None, name: str = SWEEP,
-                 **fields: Any) -> Path:
+def engine_sweep(
+    tmp_path: Path, n: int = 6, tasks: dict[str, Any] | None = None, name: str = SWEEP, **fields: Any
+) -> Path:
     """A sweep of the synthetic benchmark whose scripted harness records every call."""
-    harness = {"id": "scripted", "params": {"default": {"oracle": True}, "tasks": tasks or {},
-                                            "record": str(tmp_path / "calls.jsonl")}}
-    return write_sweep(tmp_path, name=name, benchmarks=[{"id": "synthetic", "params": {"n_tasks": n}}],
-                       models=[{"id": "m1", "provider": "none"}], harness=harness, **fields)
+    harness = {
+        "id": "scripted",
+        "params": {"default": {"oracle": True}, "tasks": tasks or {}, "record": str(tmp_path / "calls.jsonl")},
+    }
+    return write_sweep(
+        tmp_path,
+        name=name,
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": n}}],
+        models=[{"id": "m1", "provider": "none"}],
+        harness=harness,
+        **fields,
+    )
 
 
 def harness_calls(tmp_path: Path) -> Counter[str]:
@@ -82,9 +91,15 @@ def step_successes(inst: dg.DagsterInstance, run_id: str) -> set[str]:
 def cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """`agentcompass` as a process of its own group (its run workers are in the group too)."""
     log = open(tmp_path / f"cli-{time.monotonic_ns()}.log", "wb")
-    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", *args], cwd=tmp_path,
-                            env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", *args],
+        cwd=tmp_path,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
 
 
 def finish(proc: subprocess.Popen[bytes], timeout: float = 50.0) -> int:
@@ -127,13 +142,20 @@ def test_a_cli_run_is_the_sweeps_job_with_its_tags_and_every_step(tmp_path: Path
         assert type(inst.event_log_storage).__name__ == storage
         (run,) = inst.get_runs()
         assert run.job_name == JOB and run.status == dg.DagsterRunStatus.SUCCESS
-        assert (run.tags["agentcompass/sweep"], run.tags["agentcompass/benchmark"], run.tags["agentcompass/models"]) == (
-            SWEEP, "synthetic", "m1")
+        assert (
+            run.tags["agentcompass/sweep"],
+            run.tags["agentcompass/benchmark"],
+            run.tags["agentcompass/models"],
+        ) == (SWEEP, "synthetic", "m1")
         assert run.remote_job_origin is not None and run.remote_job_origin.location_name == "agentcompass"
         assert step_successes(inst, run.run_id) == {
-            "lab__synthetic__tasks", "lab__synthetic__evaluate", "lab__synthetic__comparison",
-            "lab__synthetic__metrics_counts_match_denominators", "lab__synthetic__metrics_no_secret_in_run_dirs",
-            "lab__synthetic__regression"}
+            "lab__synthetic__tasks",
+            "lab__synthetic__evaluate",
+            "lab__synthetic__comparison",
+            "lab__synthetic__metrics_counts_match_denominators",
+            "lab__synthetic__metrics_no_secret_in_run_dirs",
+            "lab__synthetic__regression",
+        }
         assert inst.get_materialized_partitions(ATTEMPTS) == keys(*every(6)) - keys("t3")
         metrics = inst.get_latest_materialization_event(METRICS)
         assert metrics is not None and metrics.run_id == run.run_id
@@ -141,7 +163,8 @@ def test_a_cli_run_is_the_sweeps_job_with_its_tags_and_every_step(tmp_path: Path
         assert observed.partition_key == "m1|t3"
         assert "scripted failure" in observed.asset_observation.metadata["error"].value  # type: ignore[union-attr]
         (record,) = inst.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=ATTEMPTS, asset_partitions=["m1|t0"]), limit=1).records
+            dg.AssetRecordsFilter(asset_key=ATTEMPTS, asset_partitions=["m1|t0"]), limit=1
+        ).records
         metadata = record.asset_materialization.metadata  # type: ignore[union-attr]
         assert isinstance(metadata["score"], dg.FloatMetadataValue) and metadata["score"].value == 1.0
         assert isinstance(metadata["tokens"], dg.FloatMetadataValue)
@@ -157,14 +180,35 @@ def test_dagster_job_execute_of_a_range_materializes_it_and_the_metrics_and_chec
         inst.add_dynamic_partitions("tasks__lab__synthetic", every(6))
     tags = {"dagster/asset_partition_range_start": "m1|t1", "dagster/asset_partition_range_end": "m1|t4"}
     env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep), "DAGSTER_HOME": str(home)}
-    proc = subprocess.run([DAGSTER, "job", "execute", "-m", "agentcompass_dagster.definitions", "-a", "defs", "-j", JOB,
-                           "--tags", json.dumps(tags)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            DAGSTER,
+            "job",
+            "execute",
+            "-m",
+            "agentcompass_dagster.definitions",
+            "-a",
+            "defs",
+            "-j",
+            JOB,
+            "--tags",
+            json.dumps(tags),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     with instance() as inst:
         (run,) = inst.get_runs()
         assert inst.get_materialized_partitions(ATTEMPTS) == keys("t1", "t3", "t4")
-        assert {"lab__synthetic__evaluate", "lab__synthetic__comparison",
-                "lab__synthetic__metrics_counts_match_denominators"} <= step_successes(inst, run.run_id)
+        assert {
+            "lab__synthetic__evaluate",
+            "lab__synthetic__comparison",
+            "lab__synthetic__metrics_counts_match_denominators",
+        } <= step_successes(inst, run.run_id)
         metrics = inst.get_latest_materialization_event(METRICS)
         assert metrics is not None and metrics.run_id == run.run_id
     assert sorted(harness_calls(tmp_path)) == ["t1", "t2", "t3", "t4"]
@@ -172,9 +216,22 @@ def test_dagster_job_execute_of_a_range_materializes_it_and_the_metrics_and_chec
 
 def _workspace(tmp_path: Path, sweep: Path) -> Path:
     workspace = tmp_path / "workspace.yaml"
-    workspace.write_text(yaml.safe_dump({"load_from": [{"python_module": {
-        "module_name": "agentcompass_dagster.definitions", "attribute": "defs", "location_name": "agentcompass",
-        "working_directory": str(tmp_path)}}]}))
+    workspace.write_text(
+        yaml.safe_dump(
+            {
+                "load_from": [
+                    {
+                        "python_module": {
+                            "module_name": "agentcompass_dagster.definitions",
+                            "attribute": "defs",
+                            "location_name": "agentcompass",
+                            "working_directory": str(tmp_path),
+                        }
+                    }
+                ]
+            }
+        )
+    )
     return workspace
 
 
@@ -200,8 +257,14 @@ def _queue_daemon_alive() -> bool:
 def _daemon(tmp_path: Path, workspace: Path, sweep: Path) -> subprocess.Popen[bytes]:
     log = open(tmp_path / "daemon.log", "wb")
     env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep), "DAGSTER_HOME": os.environ["DAGSTER_HOME"]}
-    return subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
-                            cwd=tmp_path, env=env, stdout=log, stderr=log, start_new_session=True)
+    return subprocess.Popen(
+        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
 
 
 def test_a_daemon_ticking_the_schedule_runs_the_missing_tasks_and_the_metrics(tmp_path: Path, stop_group: Any) -> None:
@@ -219,9 +282,14 @@ def test_a_daemon_ticking_the_schedule_runs_the_missing_tasks_and_the_metrics(tm
     _fast_queue_home(Path(os.environ["DAGSTER_HOME"]))
     with instance() as inst:
         repository = RunFactory(inst, sweep_definitions(load_sweep(sweep))).repository_origin
-        inst.add_instigator_state(InstigatorState(
-            RemoteInstigatorOrigin(repository, "lab__schedule"), InstigatorType.SCHEDULE,
-            InstigatorStatus.DECLARED_IN_CODE, ScheduleInstigatorData("* * * * *", start_timestamp=time.time() - 70)))
+        inst.add_instigator_state(
+            InstigatorState(
+                RemoteInstigatorOrigin(repository, "lab__schedule"),
+                InstigatorType.SCHEDULE,
+                InstigatorStatus.DECLARED_IN_CODE,
+                ScheduleInstigatorData("* * * * *", start_timestamp=time.time() - 70),
+            )
+        )
     daemon = _daemon(tmp_path, workspace, sweep)
     stop_group(daemon)
 
@@ -265,9 +333,12 @@ def test_a_schedule_tick_during_a_run_requests_nothing_that_run_evaluates(tmp_pa
     partitions of a run in flight are not missing. Each materialization is reported as its task ends,
     while the run is still going."""
     gate = tmp_path / "gate"
-    sweep = engine_sweep(tmp_path, tasks={"t0": {"oracle": True}, **{f"t{i}": {"oracle": True, "gate": str(gate)}
-                                                                     for i in range(1, 6)}},
-                         schedule={"cron": "0 3 * * *"}, execution={"limits": {"task_concurrency": 2}})
+    sweep = engine_sweep(
+        tmp_path,
+        tasks={"t0": {"oracle": True}, **{f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(1, 6)}},
+        schedule={"cron": "0 3 * * *"},
+        execution={"limits": {"task_concurrency": 2}},
+    )
     proc = cli(tmp_path, "run", str(sweep))
     stop_group(proc)
     wait_until(lambda: materialization_counts() == Counter(keys("t0")), "t0 to be materialized mid-run", proc=proc)
@@ -286,12 +357,18 @@ def test_sigkill_of_a_run_keeps_finished_tasks_and_the_rerun_evaluates_the_rest(
     materializations are there; the next `agentcompass run` marks the killed run failed in Dagster and
     in its run_info.json, and evaluates only the tasks that had not finished."""
     gate = tmp_path / "gate"
-    sweep = engine_sweep(tmp_path, tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
-                         execution={"limits": {"task_concurrency": 1}})
+    sweep = engine_sweep(
+        tmp_path,
+        tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
+        execution={"limits": {"task_concurrency": 1}},
+    )
     proc = cli(tmp_path, "run", str(sweep))
     # t3 waits at its gate: the kill lands once the three before it are materialized.
-    wait_until(lambda: harness_calls(tmp_path)["t3"] == 1 and set(materialization_counts()) == keys("t0", "t1", "t2"),
-               "t3 to start after t0-t2 materialized", proc=proc)
+    wait_until(
+        lambda: harness_calls(tmp_path)["t3"] == 1 and set(materialization_counts()) == keys("t0", "t1", "t2"),
+        "t3 to start after t0-t2 materialized",
+        proc=proc,
+    )
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     assert set(materialization_counts()) == keys("t0", "t1", "t2")
@@ -312,12 +389,17 @@ def test_sigkill_of_a_run_keeps_finished_tasks_and_the_rerun_evaluates_the_rest(
     assert materialization_counts() == Counter(keys(*every(6)))
 
 
-def gated_run(tmp_path: Path, gate: Path, stop_group: Callable[[subprocess.Popen[bytes]], None],
-              **sections: Any) -> tuple[Path, subprocess.Popen[bytes], dg.DagsterRun, ProcessId]:
+def gated_run(
+    tmp_path: Path, gate: Path, stop_group: Callable[[subprocess.Popen[bytes]], None], **sections: Any
+) -> tuple[Path, subprocess.Popen[bytes], dg.DagsterRun, ProcessId]:
     """`agentcompass run` of t3..t5, one task at a time, each waiting for ``gate``; returns once its one
     run's worker evaluates t3: the sweep, the CLI, the run and the worker's process."""
-    sweep = engine_sweep(tmp_path, tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
-                         execution={"limits": {"task_concurrency": 1}}, **sections)
+    sweep = engine_sweep(
+        tmp_path,
+        tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
+        execution={"limits": {"task_concurrency": 1}},
+        **sections,
+    )
     proc = cli(tmp_path, "run", str(sweep))
     stop_group(proc)
     wait_until(lambda: harness_calls(tmp_path)["t3"] == 1, "t3 to start", proc=proc)
@@ -353,8 +435,8 @@ def _accuracy(results: Path) -> dict[str, float]:
 
 def test_a_sweep_split_into_runs_evaluates_at_most_two_at_once_with_the_same_metrics(tmp_path: Path) -> None:
     """max_partitions_per_run 3 splits 9 tasks into 3 runs; with max_concurrent_runs 2 at most two are
-    in progress at any instant; the metrics are computed once (issue 39), and equal one run's, and the newest run directory holds
-    every task (the concurrent runs' results are consolidated)."""
+    in progress at any instant; the metrics are computed once (issue 39), and equal one run's, and the newest
+    run directory holds every task (the concurrent runs' results are consolidated)."""
     tasks = {"t4": {"answer": "wrong"}, **{f"t{i}": {"oracle": True, "sleep": 0.2} for i in range(9) if i != 4}}
     split = engine_sweep(tmp_path, n=9, tasks=tasks, dagster={"max_partitions_per_run": 3, "max_concurrent_runs": 2})
     assert run_cli("run", split) == 0
@@ -370,22 +452,29 @@ def test_a_sweep_split_into_runs_evaluates_at_most_two_at_once_with_the_same_met
     single = engine_sweep(whole, n=9, tasks=tasks, name="whole")
     assert run_cli("run", single) == 0
     assert _accuracy(tmp_path / "results") == _accuracy(whole / "results")
-    newest = max((tmp_path / "results" / SWEEP / "synthetic" / "m1").iterdir(),
-                 key=lambda d: json.loads((d / "params.json").read_text())["started_at"])
+    newest = max(
+        (tmp_path / "results" / SWEEP / "synthetic" / "m1").iterdir(),
+        key=lambda d: json.loads((d / "params.json").read_text())["started_at"],
+    )
     assert len(list((newest / "details").glob("*.json"))) == 9
 
 
 @pytest.mark.parametrize("instance_kind", ["postgres"], indirect=True)
-def test_submitted_runs_go_through_the_run_queue_one_at_a_time(tmp_path: Path, instance_kind: str,
-                                                               stop_group: Any) -> None:
+def test_submitted_runs_go_through_the_run_queue_one_at_a_time(
+    tmp_path: Path, instance_kind: str, stop_group: Any
+) -> None:
     """`agentcompass run --submit` queues the runs on the instance's run coordinator; a real daemon
     launches them, one evaluating at a time (the sweep's pool), and the CLI follows them to the end and
     prints the summary. On PostgreSQL: the split test above holds the same limit on SQLite, and a pool
     of one with two runs catches a daemon that ignores it as surely as three runs on a pool of two, with
     a run worker fewer on a loaded machine."""
     _fast_queue_home(Path(os.environ["DAGSTER_HOME"]))
-    sweep = engine_sweep(tmp_path, n=4, tasks={f"t{i}": {"oracle": True, "sleep": 0.2} for i in range(4)},
-                         dagster={"max_partitions_per_run": 2, "max_concurrent_runs": 1})
+    sweep = engine_sweep(
+        tmp_path,
+        n=4,
+        tasks={f"t{i}": {"oracle": True, "sleep": 0.2} for i in range(4)},
+        dagster={"max_partitions_per_run": 2, "max_concurrent_runs": 1},
+    )
     daemon = _daemon(tmp_path, _workspace(tmp_path, sweep), sweep)
     stop_group(daemon)
     wait_until(_queue_daemon_alive, "the daemon's first heartbeat", proc=daemon, log=tmp_path / "daemon.log")
@@ -397,9 +486,14 @@ def test_submitted_runs_go_through_the_run_queue_one_at_a_time(tmp_path: Path, i
         records = inst.get_run_records(dg.RunsFilter(job_name=JOB))
         windows = []
         for record in records:
-            events = {e.dagster_event_type: e.timestamp for e in inst.all_logs(record.dagster_run.run_id, of_type={
-                dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS})
-                if e.step_key == "lab__synthetic__evaluate"}
+            events = {
+                e.dagster_event_type: e.timestamp
+                for e in inst.all_logs(
+                    record.dagster_run.run_id,
+                    of_type={dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS},
+                )
+                if e.step_key == "lab__synthetic__evaluate"
+            }
             windows.append((events[dg.DagsterEventType.STEP_START], events[dg.DagsterEventType.STEP_SUCCESS]))
     assert len(records) == 2 and max_open_at_once(windows) == 1
     assert harness_calls(tmp_path) == Counter(every(4))
@@ -411,8 +505,14 @@ def test_submit_without_a_queue_or_a_daemon_is_refused(tmp_path: Path, capsys: p
     line and exit code 2, and nothing is launched."""
     home = Path(os.environ["DAGSTER_HOME"])
     home.mkdir(parents=True)
-    (home / "dagster.yaml").write_text(yaml.safe_dump({"telemetry": {"enabled": False}, "run_coordinator": {
-        "module": "dagster._core.run_coordinator", "class": "DefaultRunCoordinator"}}))
+    (home / "dagster.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "telemetry": {"enabled": False},
+                "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "DefaultRunCoordinator"},
+            }
+        )
+    )
     assert run_cli("run", engine_sweep(tmp_path), "--submit") == 2
     assert "--submit: the instance" in capsys.readouterr().err
     (home / "dagster.yaml").unlink()
@@ -434,14 +534,24 @@ def test_a_sweep_runs_its_steps_in_docker_containers_with_results_on_the_host(tm
 
     python = Path(sys.base_prefix)
     volumes = [f"{REPO}:{REPO}:ro", f"{python}:{python}:ro"]
-    sweep = engine_sweep(tmp_path, n=3, tasks={"t1": {"answer": "wrong"}}, dagster={
-        "executor": "docker", "docker": {"image": IMAGE, "network": "none", "container_kwargs": {"volumes": volumes}}})
+    sweep = engine_sweep(
+        tmp_path,
+        n=3,
+        tasks={"t1": {"answer": "wrong"}},
+        dagster={
+            "executor": "docker",
+            "docker": {"image": IMAGE, "network": "none", "container_kwargs": {"volumes": volumes}},
+        },
+    )
     client = docker.from_env()
     before = {c.id for c in client.containers.list(all=True)}
     assert run_cli("run", sweep) == 0
     # Only the step containers: tests running beside this one start environment containers of their own.
-    created = [c for c in client.containers.list(all=True)
-               if c.id not in before and "execute_step" in " ".join(c.attrs["Config"]["Cmd"] or [])]
+    created = [
+        c
+        for c in client.containers.list(all=True)
+        if c.id not in before and "execute_step" in " ".join(c.attrs["Config"]["Cmd"] or [])
+    ]
     assert materialization_counts() == Counter(keys(*every(3)))
     assert _accuracy(tmp_path / "results")["accuracy"] == pytest.approx(2 / 3)
     assert len(list((tmp_path / "results" / SWEEP / "synthetic" / "m1").glob("*/details/*.json"))) == 3
@@ -455,9 +565,9 @@ def test_a_sweep_runs_its_steps_in_docker_containers_with_results_on_the_host(tm
         container.remove(force=True)
 
 
-def test_a_containerised_sweep_whose_results_would_not_be_shared_is_refused(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch,
-                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_containerised_sweep_whose_results_would_not_be_shared_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """With a Docker engine on another host (DOCKER_HOST tcp://), a same-path bind of this host's results
     directory would be empty there: the sweep is refused before anything runs, with one line naming the
     file, the field and the directory."""
@@ -471,8 +581,9 @@ def test_a_containerised_sweep_whose_results_would_not_be_shared_is_refused(tmp_
         assert not inst.get_runs()
 
 
-def test_a_sweep_can_run_its_steps_in_kubernetes_pods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_sweep_can_run_its_steps_in_kubernetes_pods(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """executor k8s (no cluster here, so checked at the definitions level): the sweep's job gets
     dagster-k8s's k8s_job_executor with the image, namespace, volumes and the code location's
     environment; a sweep whose results directory is on no volume the pods mount, or on a SQLite
@@ -480,21 +591,39 @@ def test_a_sweep_can_run_its_steps_in_kubernetes_pods(tmp_path: Path, monkeypatc
     results = tmp_path / "results"
     mounts = [{"name": "evals", "mount_path": str(tmp_path)}]
     volumes = [{"name": "evals", "persistent_volume_claim": {"claim_name": "evals"}}]
-    path = engine_sweep(tmp_path, dagster={"executor": "k8s", "k8s": {
-        "image": "registry.example/agentcompass:1", "namespace": "evals", "volume_mounts": mounts, "volumes": volumes,
-        "env_vars": ["OPENAI_API_KEY"]}})
+    path = engine_sweep(
+        tmp_path,
+        dagster={
+            "executor": "k8s",
+            "k8s": {
+                "image": "registry.example/agentcompass:1",
+                "namespace": "evals",
+                "volume_mounts": mounts,
+                "volumes": volumes,
+                "env_vars": ["OPENAI_API_KEY"],
+            },
+        },
+    )
     monkeypatch.setenv("AGENTCOMPASS_SWEEPS", str(path))
     job = sweep_definitions(load_sweep(path)).resolve_job_def(JOB)
     assert job.executor_def.name == "lab__synthetic__k8s_executor"
     config = job.executor_def.apply_config_mapping({}).value["config"]
     assert (config["job_image"], config["job_namespace"], config["volume_mounts"]) == (
-        "registry.example/agentcompass:1", "evals", mounts)
+        "registry.example/agentcompass:1",
+        "evals",
+        mounts,
+    )
     assert config["env_vars"] == ["OPENAI_API_KEY", f"AGENTCOMPASS_SWEEPS={path}"]
     assert run_cli("run", path) == 2
     assert "dagster.executor='k8s': step pods share no DAGSTER_HOME" in capsys.readouterr().err
     monkeypatch.setenv("AGENTCOMPASS_DAGSTER_PG_URL", "postgresql+psycopg2://u@db.invalid:5432/dagster")
-    unshared = engine_sweep(tmp_path, dagster={"executor": "k8s", "k8s": {"image": "x", "volume_mounts": [
-        {"name": "other", "mount_path": "/mnt/other"}]}})
+    unshared = engine_sweep(
+        tmp_path,
+        dagster={
+            "executor": "k8s",
+            "k8s": {"image": "x", "volume_mounts": [{"name": "other", "mount_path": "/mnt/other"}]},
+        },
+    )
     assert run_cli("run", unshared) == 2
     assert f"{unshared}: dagster.k8s.volume_mounts: output.results_dir {results}" in capsys.readouterr().err
     assert not results.exists()
@@ -507,10 +636,14 @@ def test_environment_capacity_holds_across_concurrent_runs(tmp_path: Path, stop_
     sweep ever overlap."""
     gate = tmp_path / "gate"
     pool = "agentcompass/environment/one-at-a-time"
-    sweep = engine_sweep(tmp_path, n=6, tasks={task: {"oracle": True, "gate": str(gate)} for task in every(6)},
-                         environment={"id": "one-at-a-time", "provider": "local", "capacity": 1},
-                         execution={"limits": {"task_concurrency": 4}},
-                         dagster={"max_partitions_per_run": 3, "max_concurrent_runs": 2})
+    sweep = engine_sweep(
+        tmp_path,
+        n=6,
+        tasks={task: {"oracle": True, "gate": str(gate)} for task in every(6)},
+        environment={"id": "one-at-a-time", "provider": "local", "capacity": 1},
+        execution={"limits": {"task_concurrency": 4}},
+        dagster={"max_partitions_per_run": 3, "max_concurrent_runs": 2},
+    )
     proc = cli(tmp_path, "run", str(sweep))
     stop_group(proc)
 

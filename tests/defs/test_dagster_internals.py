@@ -80,16 +80,25 @@ def test_nothing_outside_dagster_internals_uses_a_private_dagster_module() -> No
             continue
         text = path.read_text()
         for node in ast.walk(ast.parse(text, str(path))):
-            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
-            found += [f"{path.relative_to(REPO)}:{node.lineno}: import {name}"  # type: ignore[attr-defined]
-                      for name in names if name.startswith("dagster._")]
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            found += [
+                f"{path.relative_to(REPO)}:{node.lineno}: import {name}"  # type: ignore[attr-defined]
+                for name in names
+                if name.startswith("dagster._")
+            ]
         found += [f"{path.relative_to(REPO)}: {match.group(0)}" for match in YAML_PRIVATE_MODULE.finditer(text)]
     assert found == [], "private Dagster APIs belong in defs/dagster_internals.py:\n" + "\n".join(found)
 
 
 def test_the_generated_instance_runs_our_launcher_and_its_health_check_fails_a_dead_worker(
-        instance: dg.DagsterInstance) -> None:
+    instance: dg.DagsterInstance,
+) -> None:
     """RunLauncher, ConfigurableClass(Data), LaunchRunContext, CheckRunHealthResult, WorkerStatus:
     dagster.yaml's run_launcher loads RunWorkerLauncher as the instance's launcher (bound to it), a run
     whose worker died is FAILED (run monitoring then fails it), one whose worker lives is RUNNING, and
@@ -99,7 +108,9 @@ def test_the_generated_instance_runs_our_launcher_and_its_health_check_fails_a_d
     assert isinstance(launcher, internals.RunLauncher) and isinstance(launcher, internals.ConfigurableClass)
     assert isinstance(launcher.inst_data, internals.ConfigurableClassData)
     assert (launcher.inst_data.module_name, launcher.inst_data.class_name) == (
-        "agentcompass_dagster.defs.run_launcher", "RunWorkerLauncher")
+        "agentcompass_dagster.defs.run_launcher",
+        "RunWorkerLauncher",
+    )
     assert launcher._instance is instance
     assert launcher.supports_check_run_worker_health
 
@@ -123,14 +134,19 @@ def test_the_generated_instance_runs_our_launcher_and_its_health_check_fails_a_d
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Path:
-    sweep = write_sweep(tmp_path, name="lab", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
-                        models=[{"id": "m1", "provider": "none"}])
+    sweep = write_sweep(
+        tmp_path,
+        name="lab",
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
+        models=[{"id": "m1", "provider": "none"}],
+    )
     set_sweep_files([sweep])
     return sweep
 
 
 def test_a_run_gets_origins_its_worker_can_load_without_a_code_server(
-        instance: dg.DagsterInstance, lab: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    instance: dg.DagsterInstance, lab: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """LoadableTargetOrigin, InProcessCodeLocationOrigin, RemoteRepositoryOrigin, RemoteJobOrigin,
     SINGLETON_REPOSITORY_NAME, ReconstructableRepository, ModuleCodePointer,
     get_python_environment_entry_point: a run of RunFactory names the `agentcompass` location's job (the
@@ -143,12 +159,17 @@ def test_a_run_gets_origins_its_worker_can_load_without_a_code_server(
     remote = run.remote_job_origin
     assert remote is not None and isinstance(remote, internals.RemoteJobOrigin)
     assert (remote.location_name, remote.repository_origin.repository_name, remote.job_name) == (
-        LOCATION_NAME, internals.SINGLETON_REPOSITORY_NAME, benchmark.job_name)
+        LOCATION_NAME,
+        internals.SINGLETON_REPOSITORY_NAME,
+        benchmark.job_name,
+    )
     location = remote.repository_origin.code_location_origin
     assert isinstance(location, internals.InProcessCodeLocationOrigin)
     assert isinstance(location.loadable_target_origin, internals.LoadableTargetOrigin)
     assert (location.loadable_target_origin.module_name, location.loadable_target_origin.attribute) == (
-        LOCATION_MODULE, "defs")
+        LOCATION_MODULE,
+        "defs",
+    )
 
     origin = run.job_code_origin
     assert origin is not None and origin.executable_path == sys.executable
@@ -168,8 +189,12 @@ def test_execute_run_args_and_execute_run_still_run_a_run(instance: dg.DagsterIn
     (benchmark,) = sweep_benchmarks(sweep)
     run = RunFactory(instance, sweep_definitions(sweep)).create(benchmark, {}, {benchmark.key("comparison")})
     assert run.job_code_origin is not None
-    args = internals.ExecuteRunArgs(job_origin=run.job_code_origin, run_id=run.run_id,
-                                    instance_ref=instance.get_ref(), set_exit_code_on_failure=True)
+    args = internals.ExecuteRunArgs(
+        job_origin=run.job_code_origin,
+        run_id=run.run_id,
+        instance_ref=instance.get_ref(),
+        set_exit_code_on_failure=True,
+    )
     command = worker_command(sys.executable, args)
     assert command[:3] == [sys.executable, "-m", "agentcompass_dagster.defs.run_worker"], command
     sent = deserialize_value(command[-1], internals.ExecuteRunArgs)
@@ -179,8 +204,9 @@ def test_execute_run_args_and_execute_run_still_run_a_run(instance: dg.DagsterIn
     assert finished is not None and finished.status == dg.DagsterRunStatus.SUCCESS
 
 
-def test_atomic_slot_claims_is_the_claim_dagster_makes(instance: dg.DagsterInstance,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_atomic_slot_claims_is_the_claim_dagster_makes(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """AtomicSlotClaims (and ConcurrencySlotsTable, ConcurrencySlotStatus): Dagster's
     claim_concurrency_slot still takes the slot through the overridden _claim_concurrency_slot, and on a
     pool of one the first claim holds the slot and the second is blocked."""
@@ -198,14 +224,18 @@ def test_atomic_slot_claims_is_the_claim_dagster_makes(instance: dg.DagsterInsta
     assert storage.claim_concurrency_slot("one", "run-b", "step-b").is_claimed
 
 
-def test_remembered_columns_reflects_the_asset_table_once(instance: dg.DagsterInstance,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_remembered_columns_reflects_the_asset_table_once(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """RememberedColumns: Dagster still asks _has_asset_key_col_on_connection on every materialization;
     the override answers from memory after the first reflection of each column."""
     storage = instance.event_log_storage
     assert isinstance(storage, internals.RememberedColumns)
-    parent = next(cls for cls in type(storage).__mro__[1:]
-                  if cls is not internals.RememberedColumns and "_has_asset_key_col_on_connection" in cls.__dict__)
+    parent = next(
+        cls
+        for cls in type(storage).__mro__[1:]
+        if cls is not internals.RememberedColumns and "_has_asset_key_col_on_connection" in cls.__dict__
+    )
     asked = spy(monkeypatch, internals.RememberedColumns, "_has_asset_key_col_on_connection")
     reflected = spy(monkeypatch, parent, "_has_asset_key_col_on_connection")
     for _ in range(3):
@@ -272,9 +302,9 @@ def test_define_asset_job_returns_an_unresolved_asset_job(lab: Path) -> None:
     assert sweep_definitions(load_sweep(lab)).resolve_job_def(job.name).name == benchmark.job_name
 
 
-
-def test_a_new_runs_planned_events_are_stored_in_one_batch(instance: dg.DagsterInstance, lab: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_runs_planned_events_are_stored_in_one_batch(
+    instance: dg.DagsterInstance, lab: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """BatchedAssetEvents: with DAGSTER_EVENT_BATCH_SIZE set (as `agentcompass` sets it), Dagster still
     hands a new run's per-partition planned events to store_event_batch together, and they are all
     stored, one per partition (the UI's Materializing count reads them), the asset's last run is the run."""
@@ -285,20 +315,25 @@ def test_a_new_runs_planned_events_are_stored_in_one_batch(instance: dg.DagsterI
     (benchmark,) = sweep_benchmarks(sweep)
     instance.add_dynamic_partitions(benchmark.partitions_name, list(benchmark.task_keys))
     keys = [f"{model}|{task}" for model in benchmark.model_keys for task in benchmark.task_keys]
-    run = RunFactory(instance, sweep_definitions(sweep)).create(benchmark, {
-        "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
-    planned = [event.get_dagster_event() for event in
-               instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)]
+    run = RunFactory(instance, sweep_definitions(sweep)).create(
+        benchmark, {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+    )
+    planned = [
+        event.get_dagster_event()
+        for event in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)
+    ]
     attempts = [event.partition for event in planned if event.asset_key == benchmark.key("attempts")]
     assert sorted(attempts) == sorted(keys) and len(keys) == 2
     (batch,) = [call[0] for call in calls]
-    assert [e for e in batch if e.get_dagster_event().event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED] \
-        == instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)
+    assert [
+        e for e in batch if e.get_dagster_event().event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+    ] == instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)
     assert instance.get_latest_planned_materialization_info(benchmark.key("attempts")).run_id == run.run_id  # type: ignore[union-attr]
 
 
-def test_a_step_blocked_on_a_pool_waits_before_asking_again(instance: dg.DagsterInstance, lab: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_step_blocked_on_a_pool_waits_before_asking_again(
+    instance: dg.DagsterInstance, lab: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """InstanceConcurrencyContext and pending_claim_wait: a step whose pool is full is told to wait
     before it claims again. Dagster 1.13's own answer is never above 0 (a run worker blocked on a pool
     spins, measured at half a core); when an upgrade fixes that, the first assertion fails and the

@@ -35,8 +35,13 @@ def demo_tasks(tmp_path: Path, *names: str) -> Path:
 
 
 def lab(tmp_path: Path, tasks: Path, models: tuple[str, ...] = ("m1", "m2"), **fields: Any) -> Path:
-    return write_sweep(tmp_path, name="lab", benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
-                       models=[{"id": m, "provider": "none"} for m in models], **fields)
+    return write_sweep(
+        tmp_path,
+        name="lab",
+        benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
+        models=[{"id": m, "provider": "none"} for m in models],
+        **fields,
+    )
 
 
 def partition_keys_shown(sweep: Path) -> list[str]:
@@ -53,7 +58,8 @@ def runs() -> list[dg.DagsterRun]:
 
 
 def test_a_daemon_registers_a_fresh_sweeps_partitions_on_the_sensors_first_tick_and_runs_only_new_tasks(
-        tmp_path: Path, stop_group: Any) -> None:
+    tmp_path: Path, stop_group: Any
+) -> None:
     """A declared sweep never run has its model x task partitions in the UI once the daemon ticked its
     sensor (running by default), without any run launched; a task that appears later is added by the next
     tick and run alone, through the tick's own SensorResult (Dagster adds the partition, then the run)."""
@@ -65,8 +71,13 @@ def test_a_daemon_registers_a_fresh_sweeps_partitions_on_the_sensors_first_tick_
     stop_group(daemon)
 
     declared = {f"{m}|{t}" for m in ("m1", "m2") for t in ("one", "two")}
-    wait_until(lambda: set(partition_keys_shown(sweep)) == declared, "the first tick to register the partitions",
-               proc=daemon, log=tmp_path / "daemon.log", describe=lambda: partition_keys_shown(sweep))
+    wait_until(
+        lambda: set(partition_keys_shown(sweep)) == declared,
+        "the first tick to register the partitions",
+        proc=daemon,
+        log=tmp_path / "daemon.log",
+        describe=lambda: partition_keys_shown(sweep),
+    )
     assert runs() == []
 
     demo_tasks(tmp_path, "three")
@@ -75,8 +86,13 @@ def test_a_daemon_registers_a_fresh_sweeps_partitions_on_the_sensors_first_tick_
         done = [run for run in runs() if run.tags.get("dagster/sensor_name") == SENSOR]
         return done[0] if done and done[0].status == dg.DagsterRunStatus.SUCCESS else None
 
-    run = wait_until(sensor_run_done, "the sensor's run of the new task to succeed", proc=daemon,
-                     log=tmp_path / "daemon.log", describe=lambda: [(r.status, r.tags) for r in runs()])
+    run = wait_until(
+        sensor_run_done,
+        "the sensor's run of the new task to succeed",
+        proc=daemon,
+        log=tmp_path / "daemon.log",
+        describe=lambda: [(r.status, r.tags) for r in runs()],
+    )
     assert len(runs()) == 1
     assert set(partition_keys_shown(sweep)) == declared | {"m1|three", "m2|three"}
     with instance() as inst:
@@ -95,8 +111,9 @@ query Stale {
 """
 
 
-def ui_query(tmp_path: Path, sweep: Path, query: str, variables: dict[str, Any],
-             monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def ui_query(
+    tmp_path: Path, sweep: Path, query: str, variables: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
     """A query of the UI's GraphQL API against the sweep's code location, served by a code server as
     `agentcompass ui` serves it."""
     from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
@@ -131,22 +148,29 @@ def test_the_assets_carry_kinds_owners_and_the_sweeps_tags(tmp_path: Path) -> No
     Dagster would refuse is one error line naming the file, the field and the value."""
     sweep = write_sweep(tmp_path, name="lab", benchmarks=[{"id": "demo"}], owners=["ana@example.org", "team:evals"])
     defs = sweep_definitions(load_sweep(sweep))
-    specs = {spec.key: spec for assets in defs.assets or [] if isinstance(assets, dg.AssetsDefinition)
-             for spec in assets.specs}
-    assert set(specs) == {dg.AssetKey(["lab", "demo", kind]) for kind in ("tasks", "attempts", "metrics",
-                                                                            "comparison")}
+    specs = {
+        spec.key: spec
+        for assets in defs.assets or []
+        if isinstance(assets, dg.AssetsDefinition)
+        for spec in assets.specs
+    }
+    assert set(specs) == {dg.AssetKey(["lab", "demo", kind]) for kind in ("tasks", "attempts", "metrics", "comparison")}
     for spec in specs.values():
         assert spec.kinds == {"python", "agentcompass"}
         assert list(spec.owners) == ["ana@example.org", "team:evals"]
         assert {k: v for k, v in spec.tags.items() if k.startswith("agentcompass/")} == {
-            "agentcompass/sweep": "lab", "agentcompass/benchmark": "demo", "agentcompass/harness": "oracle"}
+            "agentcompass/sweep": "lab",
+            "agentcompass/benchmark": "demo",
+            "agentcompass/harness": "oracle",
+        }
     bad = write_sweep(tmp_path, name="bad", owners=["ana"])
     with pytest.raises(UserError, match=r"bad.yaml: owners.*'ana'"):
         load_sweep(bad)
 
 
 def test_a_broken_sweep_file_is_its_own_error_and_the_rest_of_the_location_loads(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Invalid YAML, an invalid field and a sweep name clashing with an earlier file's each become one
     asset of the group broken_sweeps whose description is the one error line naming the file, the field and
     the value, while the good sweep's assets, job and sensor load (from resources/sweeps and from the
@@ -155,20 +179,26 @@ def test_a_broken_sweep_file_is_its_own_error_and_the_rest_of_the_location_loads
     sweeps.mkdir(parents=True)
     good = write_sweep(sweeps, name="lab")
     (sweeps / "twin.yaml").write_text(good.read_text())
-    (sweeps / "field.yaml").write_text(good.read_text().replace("name: lab", "name: other") +
-                                       "execution: {attempts: {k: zero}}\n")
+    (sweeps / "field.yaml").write_text(
+        good.read_text().replace("name: lab", "name: other") + "execution: {attempts: {k: zero}}\n"
+    )
     (sweeps / "yaml.yaml").write_text("name: [unclosed\n")
-    expected = {"twin": r"twin.yaml: name='lab' clashes with the sweep of .*lab.yaml$",
-                "field": r"field.yaml: execution.attempts.k='zero'",
-                "yaml": r"yaml.yaml:2:1: invalid YAML"}
+    expected = {
+        "twin": r"twin.yaml: name='lab' clashes with the sweep of .*lab.yaml$",
+        "field": r"field.yaml: execution.attempts.k='zero'",
+        "yaml": r"yaml.yaml:2:1: invalid YAML",
+    }
 
     monkeypatch.chdir(tmp_path)
-    for where, defs in (("resources", location_definitions()),
-                        ("AGENTCOMPASS_SWEEPS", files_location(monkeypatch, sorted(sweeps.glob("*.yaml"))))):
+    for where, defs in (
+        ("resources", location_definitions()),
+        ("AGENTCOMPASS_SWEEPS", files_location(monkeypatch, sorted(sweeps.glob("*.yaml")))),
+    ):
         assert defs.resolve_job_def("lab__job") is not None and defs.resolve_sensor_def(SENSOR) is not None, where
         graph = defs.resolve_asset_graph()
         assert {key for key in graph.get_all_asset_keys() if key.path[0] == "lab"} == {
-            dg.AssetKey(["lab", "demo", kind]) for kind in ("tasks", "attempts", "metrics", "comparison")}
+            dg.AssetKey(["lab", "demo", kind]) for kind in ("tasks", "attempts", "metrics", "comparison")
+        }
         broken = {key.path[1]: graph.get(key) for key in graph.get_all_asset_keys() if key.path[0] == "broken_sweeps"}
         assert set(broken) == set(expected), where
         for name, pattern in expected.items():
@@ -190,7 +220,8 @@ def files_location(monkeypatch: pytest.MonkeyPatch, files: list[Path]) -> dg.Def
 
 
 def test_a_fork_and_a_replay_of_a_dagster_run_are_observations_of_its_partition(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """R-FORK-1, R-REPLAY-1 in Dagster: after `agentcompass run` of a sweep, a fork of one of its attempts
     and a replay of it each leave an observation of that attempt's partition in the sweep's instance,
     whose metadata points at the source run (its directory and Dagster run), the checkpoint and model of
@@ -201,8 +232,10 @@ def test_a_fork_and_a_replay_of_a_dagster_run_are_observations_of_its_partition(
     from scripted_agent import SOLUTION, bash, submit, sweep_file
 
     turns = {"count-errors": [bash("echo draft > draft.txt"), bash(SOLUTION), submit()]}
-    models = [{"id": "solver-a", "provider": "scripted", "params": {"turns": turns}},
-              {"id": "solver-b", "provider": "scripted", "params": {"turns": {"count-errors": [submit()] * 3}}}]
+    models = [
+        {"id": "solver-a", "provider": "scripted", "params": {"turns": turns}},
+        {"id": "solver-b", "provider": "scripted", "params": {"turns": {"count-errors": [submit()] * 3}}},
+    ]
     assert run_cli("run", str(sweep_file(tmp_path, turns, name="lab", models=models[:1]))) == 0
     run_dir = next((tmp_path / "results" / "lab").rglob("run_info.json")).parent
     capsys.readouterr()
@@ -210,17 +243,34 @@ def test_a_fork_and_a_replay_of_a_dagster_run_are_observations_of_its_partition(
     (task,) = json.loads(capsys.readouterr().out)["tasks"]
     checkpoint = next(c["seq"] for c in task["attempts"][0]["checkpoints"] if c["forkable"])
     both = sweep_file(tmp_path, turns, name="both", models=models)
-    assert run_cli("fork", str(run_dir), "--task", "count-errors", "--model", "solver-b", "--sweep", str(both),
-                   "--checkpoint", str(checkpoint)) == 0
+    assert (
+        run_cli(
+            "fork",
+            str(run_dir),
+            "--task",
+            "count-errors",
+            "--model",
+            "solver-b",
+            "--sweep",
+            str(both),
+            "--checkpoint",
+            str(checkpoint),
+        )
+        == 0
+    )
     assert run_cli("replay", str(run_dir), "--task", "count-errors") == 0
 
     key = dg.AssetKey(["lab", "demo", "attempts"])
     with instance() as inst:
         (run,) = inst.get_runs()
         records = inst.fetch_observations(
-            dg.AssetRecordsFilter(asset_key=key, asset_partitions=["solver-a|count-errors"]), limit=10).records
-    shown = {r.asset_observation.metadata["derived"].value: {n: v.value for n, v in r.asset_observation.metadata.items()}
-             for r in records if r.asset_observation is not None}
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=["solver-a|count-errors"]), limit=10
+        ).records
+    shown = {
+        r.asset_observation.metadata["derived"].value: {n: v.value for n, v in r.asset_observation.metadata.items()}
+        for r in records
+        if r.asset_observation is not None
+    }
     assert set(shown) == {"fork", "replay"}
     fork, replay = shown["fork"], shown["replay"]
     for derived in (fork, replay):

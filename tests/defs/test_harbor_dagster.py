@@ -17,11 +17,15 @@ from agentcompass_dagster.reporting.results import load_metrics
 pytestmark = [needs_docker, pytest.mark.slow]
 
 
-
 def harbor_sweep(tmp_path: Path, harness: str) -> Path:
     fixture_base()
-    sweep = write_sweep(tmp_path, name=f"tb-{harness}", harness=harness, environment={"id": "docker", "params": {}},
-                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(TASKS)}}])
+    sweep = write_sweep(
+        tmp_path,
+        name=f"tb-{harness}",
+        harness=harness,
+        environment={"id": "docker", "params": {}},
+        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(TASKS)}}],
+    )
     assert run_cli("run", str(sweep)) == 0
     return sweep
 

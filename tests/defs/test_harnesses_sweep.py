@@ -34,18 +34,29 @@ def lab(directory: Path, **fields: Any) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("fields", "error"), [
-    ({"harnesses": ["oracle", "nop", "oracle"]}, r"lab.yaml: harnesses\[2\].id 'oracle' is declared twice$"),
-    ({"harness": "oracle", "harnesses": ["nop"]},
-     r"lab.yaml: harness='oracle' and harnesses=\['nop'\]: declare one of the two$"),
-    ({"harness": None}, r"lab.yaml: harness: missing \(or harnesses: a list of them\)$"),
-    ({"harnesses": []}, r"lab.yaml: harnesses=\[\]: List should have at least 1 item"),
-    ({"harnesses": ["oracle", "nop"], "alerts": {"baseline_model": "none"}},
-     r"lab.yaml: alerts.baseline_model 'none' is not one of the sweep's contestants \(<harness>.<model>\)$"),
-    ({"harnesses": [{"id": "oracle"}, {"id": "oracle.none", "provider": "nop"}],
-      "models": [{"id": "none", "provider": "none"}, {"id": "none.none", "provider": "none"}]},
-     r"lab.yaml: harnesses: two harness x model pairs are named 'oracle.none.none'"),
-])
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"harnesses": ["oracle", "nop", "oracle"]}, r"lab.yaml: harnesses\[2\].id 'oracle' is declared twice$"),
+        (
+            {"harness": "oracle", "harnesses": ["nop"]},
+            r"lab.yaml: harness='oracle' and harnesses=\['nop'\]: declare one of the two$",
+        ),
+        ({"harness": None}, r"lab.yaml: harness: missing \(or harnesses: a list of them\)$"),
+        ({"harnesses": []}, r"lab.yaml: harnesses=\[\]: List should have at least 1 item"),
+        (
+            {"harnesses": ["oracle", "nop"], "alerts": {"baseline_model": "none"}},
+            r"lab.yaml: alerts.baseline_model 'none' is not one of the sweep's contestants \(<harness>.<model>\)$",
+        ),
+        (
+            {
+                "harnesses": [{"id": "oracle"}, {"id": "oracle.none", "provider": "nop"}],
+                "models": [{"id": "none", "provider": "none"}, {"id": "none.none", "provider": "none"}],
+            },
+            r"lab.yaml: harnesses: two harness x model pairs are named 'oracle.none.none'",
+        ),
+    ],
+)
 def test_a_sweep_declares_one_harness_or_several_each_once(tmp_path: Path, fields: dict[str, Any], error: str) -> None:
     """issue 38: `harnesses:` in place of `harness:`, exactly one of the two, each harness once, and no two
     harness x model pairs of one name; alerts.baseline_model names a contestant. Each mistake is one line
@@ -76,7 +87,9 @@ def test_several_harnesses_are_contestants_of_their_own(tmp_path: Path) -> None:
     sweep = load_sweep(lab(tmp_path, harnesses=["oracle", "nop"]))
     requests = sweep.requests()
     assert [(r.name, r.harness.id, r.model.id, r.contestant) for r in requests] == [
-        ("demo/oracle.none", "oracle", "none", "oracle.none"), ("demo/nop.none", "nop", "none", "nop.none")]
+        ("demo/oracle.none", "oracle", "none", "oracle.none"),
+        ("demo/nop.none", "nop", "none", "nop.none"),
+    ]
     (demo,) = sweep_benchmarks(sweep)
     assert list(demo.model_keys) == list(CONTESTANTS)
     assert demo.root("nop.none") == tmp_path / "results" / "lab" / "demo" / "nop.none"
@@ -100,7 +113,8 @@ def test_a_sweep_of_two_harnesses_runs_through_dagster_and_compares_them(tmp_pat
         assert set(instance.get_materialized_partitions(demo.key("attempts"))) == partitions
         for partition in partitions:
             (record,) = instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=demo.key("attempts"), asset_partitions=[partition]), limit=1).records
+                dg.AssetRecordsFilter(asset_key=demo.key("attempts"), asset_partitions=[partition]), limit=1
+            ).records
             assert record.asset_materialization is not None
             assert Path(str(record.asset_materialization.metadata["trajectory a1"].value)).is_file()
         comparison = instance.get_latest_materialization_event(demo.key("comparison"))
@@ -112,10 +126,17 @@ def test_a_sweep_of_two_harnesses_runs_through_dagster_and_compares_them(tmp_pat
     for contestant, harness in zip(CONTESTANTS, ("oracle", "nop")):
         (run_info,) = (bench / contestant).glob("*/run_info.json")
         request = json.loads(run_info.read_text())["request"]
-        assert (request["harness"]["id"], request["model"]["id"], request["contestant"]) == (harness, "none", contestant)
+        assert (request["harness"]["id"], request["model"]["id"], request["contestant"]) == (
+            harness,
+            "none",
+            contestant,
+        )
     metrics = pd.read_parquet(bench / "metrics.parquet")
     accuracy = metrics[metrics["metric"] == "accuracy"].set_index("harness")[["model", "value"]]
-    assert accuracy.to_dict("index") == {"oracle": {"model": "none", "value": 1.0}, "nop": {"model": "none", "value": 0.0}}
+    assert accuracy.to_dict("index") == {
+        "oracle": {"model": "none", "value": 1.0},
+        "nop": {"model": "none", "value": 0.0},
+    }
     summary = (bench / "summary.md").read_text()
     assert summary.splitlines()[2].startswith("| harness | model | accuracy |")
     assert "| oracle | none | 1.0000 |" in summary and "| nop | none | 0.0000 |" in summary
@@ -132,16 +153,22 @@ def test_a_launchpad_harness_replaces_its_own_harness_only(tmp_path: Path) -> No
     sweep = load_sweep(lab(tmp_path, harnesses=["oracle", "nop"]))
     (demo,) = sweep_benchmarks(sweep)
     defs = sweep_definitions(sweep)
-    (evaluate,) = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)
-                   and demo.key("attempts") in a.keys]
+    (evaluate,) = [
+        a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition) and demo.key("attempts") in a.keys
+    ]
     (tasks,) = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition) and demo.key("tasks") in a.keys]
     instance = dg.DagsterInstance.ephemeral()
     tasks(dg.build_asset_context(instance=instance))
     task = next(iter(demo.task_keys))
     nop_key = SweepResources.harness_keys(sweep)["nop"]
-    result = dg.materialize([evaluate], selection=[demo.key("attempts")], partition_key=f"nop.none|{task}",
-                            instance=instance, resources=defs.resources,
-                            run_config={"resources": {nop_key: {"config": {"id": "oracle", "params": {}}}}})
+    result = dg.materialize(
+        [evaluate],
+        selection=[demo.key("attempts")],
+        partition_key=f"nop.none|{task}",
+        instance=instance,
+        resources=defs.resources,
+        run_config={"resources": {nop_key: {"config": {"id": "oracle", "params": {}}}}},
+    )
     assert result.success
     (run_info,) = (demo.root("nop.none")).glob("*/run_info.json")
     request = json.loads(run_info.read_text())["request"]

@@ -24,7 +24,15 @@ from agentcompass_dagster.runtime.store.processes import ProcessId
 from agentcompass_dagster.runtime.store.layout import CLAIMS_DIR
 
 from test_dagster_engine import (
-    DAGSTER, JOB, _daemon, _fast_queue_home, _queue_daemon_alive, _workspace, cli, harness_calls, instance,
+    DAGSTER,
+    JOB,
+    _daemon,
+    _fast_queue_home,
+    _queue_daemon_alive,
+    _workspace,
+    cli,
+    harness_calls,
+    instance,
     stop_group,
 )
 from test_dagster_internals import tiny
@@ -50,8 +58,9 @@ def only_run(job_name: str) -> dg.DagsterRun:
     return run
 
 
-def failure_reactions(definitions: dg.Definitions, location: dg.DagsterRun,
-                      cursors: dict[str, str | None]) -> list[tuple[str, str]]:
+def failure_reactions(
+    definitions: dg.Definitions, location: dg.DagsterRun, cursors: dict[str, str | None]
+) -> list[tuple[str, str]]:
     """One tick of each run-failure sensor of the location, as the daemon ticks it in the code location
     ``location``'s run was launched from: (sensor, run id) of every run it acted on (the daemon writes
     "acted on" into that run's log); ``cursors`` carry on."""
@@ -61,19 +70,31 @@ def failure_reactions(definitions: dg.Definitions, location: dg.DagsterRun,
     for sensor in definitions.get_repository_def().sensor_defs:
         if not isinstance(sensor, dg.RunStatusSensorDefinition):
             continue
-        with instance() as inst, dg.SensorEvaluationContext(
-                instance_ref=None, instance=inst, cursor=cursors.get(sensor.name), sensor_name=sensor.name,
-                repository_name=origin.repository_name, repository_def=definitions.get_repository_def(),
-                code_location_origin=origin.code_location_origin) as context:
+        with (
+            instance() as inst,
+            dg.SensorEvaluationContext(
+                instance_ref=None,
+                instance=inst,
+                cursor=cursors.get(sensor.name),
+                sensor_name=sensor.name,
+                repository_name=origin.repository_name,
+                repository_def=definitions.get_repository_def(),
+                code_location_origin=origin.code_location_origin,
+            ) as context,
+        ):
             tick = sensor.evaluate_tick(context)
         cursors[sensor.name] = tick.cursor
-        acted += [(sensor.name, reaction.dagster_run.run_id) for reaction in tick.dagster_run_reactions
-                  if reaction.dagster_run is not None]
+        acted += [
+            (sensor.name, reaction.dagster_run.run_id)
+            for reaction in tick.dagster_run_reactions
+            if reaction.dagster_run is not None
+        ]
     return acted
 
 
-def test_the_failure_sensor_acts_on_a_failed_run_of_its_sweep_and_on_no_other_run(tmp_path: Path,
-                                                                                 stop_group: Any) -> None:
+def test_the_failure_sensor_acts_on_a_failed_run_of_its_sweep_and_on_no_other_run(
+    tmp_path: Path, stop_group: Any
+) -> None:
     """Issue 39, R-STORE-3 (a run's terminal status in run_info.json): two sweeps in one code location,
     each with a run whose `agentcompass run` was SIGKILLed mid-sweep (a run directory `running`, a claim
     on disk). A run of a job of no sweep fails, then the UI
@@ -108,8 +129,9 @@ def test_the_failure_sensor_acts_on_a_failed_run_of_its_sweep_and_on_no_other_ru
     assert claims(tmp_path / "other" / "results", "other") == [other_run.run_id]
 
 
-def test_a_dagster_job_launch_run_whose_worker_is_killed_ends_failed_with_its_claim_gone(tmp_path: Path,
-                                                                                        stop_group: Any) -> None:
+def test_a_dagster_job_launch_run_whose_worker_is_killed_ends_failed_with_its_claim_gone(
+    tmp_path: Path, stop_group: Any
+) -> None:
     """Issue 39, R-STORE-3 (a run's terminal status in run_info.json): the sweep's job launched as
     `dagster job launch -m agentcompass_dagster.definitions -a defs` (a code location named apart from the
     workspace's `agentcompass`), dequeued by a real daemon on the generated instance (whose run
@@ -133,8 +155,14 @@ def test_a_dagster_job_launch_run_whose_worker_is_killed_ends_failed_with_its_cl
     run_id = ""
     try:
         env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep)}
-        subprocess.run([DAGSTER, "job", "launch", "-m", "agentcompass_dagster.definitions", "-a", "defs", "-j", JOB],
-                       cwd=tmp_path, env=env, check=True, capture_output=True, timeout=55)
+        subprocess.run(
+            [DAGSTER, "job", "launch", "-m", "agentcompass_dagster.definitions", "-a", "defs", "-j", JOB],
+            cwd=tmp_path,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=55,
+        )
         run_id = only_run(JOB).run_id
         wait_until(lambda: harness_calls(tmp_path)["t3"] == 1, "t3 to start in the launched run", proc=daemon, log=log)
         wait_until(_failure_sensor_ticked, "the run-failure sensor's first tick", proc=daemon, log=log)
@@ -150,12 +178,20 @@ def test_a_dagster_job_launch_run_whose_worker_is_killed_ends_failed_with_its_cl
         def handled() -> bool:
             return run_info(results, "lab")["status"] == "failed" and not claims(results, "lab")
 
-        wait_until(handled, "the run directory to say failed and the claim to be gone", proc=daemon, log=log,
-                   describe=lambda: (run_info(results, "lab")["status"], claims(results, "lab")))
+        wait_until(
+            handled,
+            "the run directory to say failed and the claim to be gone",
+            proc=daemon,
+            log=log,
+            describe=lambda: (run_info(results, "lab")["status"], claims(results, "lab")),
+        )
         with instance() as inst:
             assert the_run(inst, run_id).status == dg.DagsterRunStatus.FAILURE
-            acted = [entry for entry in inst.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
-                     if "acted on run status" in (entry.message or "")]
+            acted = [
+                entry
+                for entry in inst.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
+                if "acted on run status" in (entry.message or "")
+            ]
         assert len(acted) == 1, [entry.message for entry in acted]
         assert "Detected run worker status FAILED" in run_info(results, "lab")["error"]
     finally:
@@ -176,8 +212,10 @@ def test_the_next_claim_removes_the_claims_of_finished_runs_and_of_gone_workers(
     assert not dead.alive()
     ensure_dagster_home(None)
     with dg.DagsterInstance.get() as inst:
-        runs = {name: inst.create_run_for_job(tiny, status=dg.DagsterRunStatus.STARTED)
-                for name in ("finished", "killed", "live", "next")}
+        runs = {
+            name: inst.create_run_for_job(tiny, status=dg.DagsterRunStatus.STARTED)
+            for name in ("finished", "killed", "live", "next")
+        }
         for name, key in (("finished", "m1|t0"), ("killed", "m1|t1"), ("live", "m1|t2")):
             record_owner(inst, runs[name].run_id, "worker", ProcessId.this())
             assert claim_partitions(member, inst, runs[name].run_id, [key]) == [key]

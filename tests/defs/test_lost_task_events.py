@@ -31,7 +31,8 @@ def details(tmp_path: Path) -> set[str]:
 
 
 def test_a_kill_loses_waiting_events_and_the_next_run_reports_their_tasks_without_running_them(
-        tmp_path: Path, stop_group: Callable[[Any], None]) -> None:
+    tmp_path: Path, stop_group: Callable[[Any], None]
+) -> None:
     """issue 39: SIGKILL of `agentcompass run` (CLI and run worker) once t0-t2 finished, their detail files
     written and their materializations still waiting: none of them is materialized; the next run
     materializes all six tasks, running only those without a detail (t3, cut off, and t4-t5) and
@@ -40,13 +41,19 @@ def test_a_kill_loses_waiting_events_and_the_next_run_reports_their_tasks_withou
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     gate = tmp_path / "gate"
-    sweep = engine_sweep(tmp_path, tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
-                         execution={"limits": {"task_concurrency": 1}})
+    sweep = engine_sweep(
+        tmp_path,
+        tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
+        execution={"limits": {"task_concurrency": 1}},
+    )
     path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
     proc = cli(tmp_path, "run", str(sweep), env={"PYTHONPATH": path})
     stop_group(proc)
-    wait_until(lambda: harness_calls(tmp_path)["t3"] == 1 and details(tmp_path) == {"t0", "t1", "t2"},
-               "t3 to start after t0-t2 wrote their details", proc=proc)
+    wait_until(
+        lambda: harness_calls(tmp_path)["t3"] == 1 and details(tmp_path) == {"t0", "t1", "t2"},
+        "t3 to start after t0-t2 wrote their details",
+        proc=proc,
+    )
     assert materialization_counts() == Counter(), "the finished tasks' events were written, not waiting"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)

@@ -25,8 +25,23 @@ from agentcompass_dagster.defs.jobs import AUTOMATION_INTERVAL_ENV
 
 from conftest import run_cli
 from test_dagster_engine import (  # noqa: F401 (instance and stop_group are fixtures)
-    ATTEMPTS, DAGSTER, JOB, METRICS, SWEEP, _fast_queue_home, _queue_daemon_alive, _workspace, cli,
-    engine_sweep, every, finish, harness_calls, instance, keys, materialization_counts, stop_group,
+    ATTEMPTS,
+    DAGSTER,
+    JOB,
+    METRICS,
+    SWEEP,
+    _fast_queue_home,
+    _queue_daemon_alive,
+    _workspace,
+    cli,
+    engine_sweep,
+    every,
+    finish,
+    harness_calls,
+    instance,
+    keys,
+    materialization_counts,
+    stop_group,
 )
 from waiting import wait_until
 
@@ -52,8 +67,12 @@ def stale_results() -> str | None:
         checked = set()
         for name in CHECKS:
             history = inst.event_log_storage.get_asset_check_execution_history(dg.AssetCheckKey(METRICS, name), limit=1)
-            if history and history[0].event is not None and history[0].event.timestamp >= metrics_time and \
-                    history[0].status.value in ("SUCCEEDED", "FAILED"):
+            if (
+                history
+                and history[0].event is not None
+                and history[0].event.timestamp >= metrics_time
+                and history[0].status.value in ("SUCCEEDED", "FAILED")
+            ):
                 checked.add(name)
         if checked != CHECKS:
             return f"checks evaluated after the metrics: {sorted(checked)}"
@@ -82,10 +101,13 @@ def _start_daemon(tmp_path: Path, sweep: Path, stop_group: Any) -> subprocess.Po
     _fast_queue_home(Path(os.environ["DAGSTER_HOME"]))
     log = open(tmp_path / "daemon.log", "wb")
     env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep), AUTOMATION_INTERVAL_ENV: "2"}
-    code = ("from agentcompass_dagster.defs.dagster_internals import run_daemon; "
-            f"run_daemon(['run', '-w', {str(_workspace(tmp_path, sweep))!r}], 1)")
-    daemon = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=env, stdout=log, stderr=log,
-                              start_new_session=True)
+    code = (
+        "from agentcompass_dagster.defs.dagster_internals import run_daemon; "
+        f"run_daemon(['run', '-w', {str(_workspace(tmp_path, sweep))!r}], 1)"
+    )
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, stdout=log, stderr=log, start_new_session=True
+    )
     stop_group(daemon)
     wait_until(_queue_daemon_alive, "the daemon's first heartbeat", proc=daemon, log=tmp_path / "daemon.log")
     return daemon
@@ -103,12 +125,12 @@ def _backfill_done(backfill_id: str) -> str | None:
 
 
 def _describe() -> dict[str, Any]:
-    return {"stale": stale_results(), "unfinished": unfinished_runs(),
-            "materialized": sorted(materialization_counts())}
+    return {"stale": stale_results(), "unfinished": unfinished_runs(), "materialized": sorted(materialization_counts())}
 
 
 def test_a_ui_backfill_of_some_attempts_partitions_is_few_runs_and_ends_with_current_metrics(
-        tmp_path: Path, stop_group: Any) -> None:
+    tmp_path: Path, stop_group: Any
+) -> None:
     """A backfill of three attempts partitions (two apart), as the UI creates it, executed by a real
     backfill daemon: it succeeds in at most two runs (the evaluation's backfill policy), evaluates
     each of its tasks once, and the metrics, comparison and checks (not in the backfill) become current
@@ -117,11 +139,21 @@ def test_a_ui_backfill_of_some_attempts_partitions_is_few_runs_and_ends_with_cur
     _register(6)
     daemon = _start_daemon(tmp_path, sweep, stop_group)
     backfill = _backfill(sweep, [ATTEMPTS], ["m1|t1", "m1|t2", "m1|t4"])
-    status = wait_until(lambda: _backfill_done(backfill), "the backfill to end", proc=daemon,
-                        log=tmp_path / "daemon.log", describe=_describe)
+    status = wait_until(
+        lambda: _backfill_done(backfill),
+        "the backfill to end",
+        proc=daemon,
+        log=tmp_path / "daemon.log",
+        describe=_describe,
+    )
     assert status == "COMPLETED_SUCCESS"
-    wait_until(settled, "the metrics, comparison and checks to be current", proc=daemon, log=tmp_path / "daemon.log",
-               describe=_describe)
+    wait_until(
+        settled,
+        "the metrics, comparison and checks to be current",
+        proc=daemon,
+        log=tmp_path / "daemon.log",
+        describe=_describe,
+    )
     with instance() as inst:
         backfill_runs = inst.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill}))
         assert inst.get_materialized_partitions(ATTEMPTS) == keys("t1", "t2", "t4")
@@ -134,18 +166,25 @@ def test_a_ui_backfill_of_some_attempts_partitions_is_few_runs_and_ends_with_cur
 
 
 def test_materialize_all_over_a_partly_finished_sweep_succeeds_with_every_result_current(
-        tmp_path: Path, stop_group: Any) -> None:
-    """"Materialize all" (an asset backfill of every materializable asset: every attempts partition,
-    the metrics and the comparison; the tasks are an observed source) after `agentcompass run` finished half of the tasks: the backfill succeeds, the
-    finished tasks are not evaluated again (reported again, with their result's metadata and ``reused``),
-    the others once, and it runs the metrics, comparison and checks itself after the last result."""
+    tmp_path: Path, stop_group: Any
+) -> None:
+    """ "Materialize all" (an asset backfill of every materializable asset: every attempts partition,
+    the metrics and the comparison; the tasks are an observed source) after `agentcompass run` finished half
+    of the tasks: the backfill succeeds, the finished tasks are not evaluated again (reported again, with
+    their result's metadata and ``reused``), the others once, and it runs the metrics, comparison and checks
+    itself after the last result."""
     assert run_cli("run", engine_sweep(tmp_path, n=3)) == 0
     sweep = engine_sweep(tmp_path)  # the same sweep, its source grown to six tasks
     _register(6)
     daemon = _start_daemon(tmp_path, sweep, stop_group)
     backfill = _backfill(sweep, [ATTEMPTS, METRICS, COMPARISON], None)
-    status = wait_until(lambda: _backfill_done(backfill), "the backfill to end", proc=daemon,
-                        log=tmp_path / "daemon.log", describe=_describe)
+    status = wait_until(
+        lambda: _backfill_done(backfill),
+        "the backfill to end",
+        proc=daemon,
+        log=tmp_path / "daemon.log",
+        describe=_describe,
+    )
     assert status == "COMPLETED_SUCCESS"
     wait_until(settled, "every result to be current", proc=daemon, log=tmp_path / "daemon.log", describe=_describe)
     assert harness_calls(tmp_path) == Counter(every(6))
@@ -154,7 +193,8 @@ def test_materialize_all_over_a_partly_finished_sweep_succeeds_with_every_result
         metrics = inst.get_latest_materialization_event(METRICS)
         assert metrics is not None and inst.get_run_by_id(metrics.run_id).tags.get("dagster/backfill") == backfill  # type: ignore[union-attr]
         (again,) = inst.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=ATTEMPTS, asset_partitions=["m1|t0"]), limit=1).records
+            dg.AssetRecordsFilter(asset_key=ATTEMPTS, asset_partitions=["m1|t0"]), limit=1
+        ).records
         shown = {name: value.value for name, value in again.asset_materialization.metadata.items()}  # type: ignore[union-attr]
         assert inst.get_run_by_id(again.run_id).tags.get("dagster/backfill") == backfill  # type: ignore[union-attr]
         assert shown["reused"] is True and shown["score"] == 1.0 and Path(shown["detail"]).name.startswith("t0")
@@ -162,8 +202,14 @@ def test_materialize_all_over_a_partly_finished_sweep_succeeds_with_every_result
 
 def _dagster(tmp_path: Path, sweep: Path, *args: str) -> None:
     env = {**os.environ, "AGENTCOMPASS_SWEEPS": str(sweep)}
-    proc = subprocess.run([DAGSTER, *args[:2], "-m", "agentcompass_dagster.definitions", "-a", "defs", *args[2:]],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=55)
+    proc = subprocess.run(
+        [DAGSTER, *args[:2], "-m", "agentcompass_dagster.definitions", "-a", "defs", *args[2:]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=55,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -173,9 +219,16 @@ def test_asset_materialize_of_a_partition_range_with_the_metrics_is_one_complete
     one run materializes the range and leaves the metrics, comparison and checks current."""
     sweep = engine_sweep(tmp_path)
     _register(6)
-    _dagster(tmp_path, sweep, "asset", "materialize", "--select",
-             "lab/synthetic/attempts,lab/synthetic/metrics,lab/synthetic/comparison",
-             "--partition-range", "m1|t1...m1|t3")
+    _dagster(
+        tmp_path,
+        sweep,
+        "asset",
+        "materialize",
+        "--select",
+        "lab/synthetic/attempts,lab/synthetic/metrics,lab/synthetic/comparison",
+        "--partition-range",
+        "m1|t1...m1|t3",
+    )
     with instance() as inst:
         assert len(inst.get_runs()) == 1
         assert inst.get_materialized_partitions(ATTEMPTS) == keys("t1", "t2", "t3")
@@ -184,16 +237,30 @@ def test_asset_materialize_of_a_partition_range_with_the_metrics_is_one_complete
 
 
 def test_asset_materialize_of_the_attempts_alone_gets_current_metrics_from_the_daemon(
-        tmp_path: Path, stop_group: Any) -> None:
+    tmp_path: Path, stop_group: Any
+) -> None:
     """`dagster asset materialize --partition-range` of the attempts alone: the metrics are not in
     its run, and the daemon brings them, the comparison and the checks up to date after it."""
     sweep = engine_sweep(tmp_path)
     _register(6)
     daemon = _start_daemon(tmp_path, sweep, stop_group)
-    _dagster(tmp_path, sweep, "asset", "materialize", "--select", "lab/synthetic/attempts",
-             "--partition-range", "m1|t0...m1|t2")
-    wait_until(settled, "the metrics, comparison and checks to be current", proc=daemon, log=tmp_path / "daemon.log",
-               describe=_describe)
+    _dagster(
+        tmp_path,
+        sweep,
+        "asset",
+        "materialize",
+        "--select",
+        "lab/synthetic/attempts",
+        "--partition-range",
+        "m1|t0...m1|t2",
+    )
+    wait_until(
+        settled,
+        "the metrics, comparison and checks to be current",
+        proc=daemon,
+        log=tmp_path / "daemon.log",
+        describe=_describe,
+    )
     assert harness_calls(tmp_path) == Counter(["t0", "t1", "t2"])
     assert materialization_counts() == Counter(keys("t0", "t1", "t2"))
 
@@ -215,8 +282,9 @@ def test_the_sweeps_job_launched_with_and_without_a_partition_completes_the_swee
         assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in inst.get_runs())
 
 
-def test_agentcompass_run_beside_a_backfill_launches_nothing_the_backfill_covers(tmp_path: Path,
-                                                                                 stop_group: Any) -> None:
+def test_agentcompass_run_beside_a_backfill_launches_nothing_the_backfill_covers(
+    tmp_path: Path, stop_group: Any
+) -> None:
     """While a backfill's run evaluates four tasks (held at a gate), `agentcompass run` of the same
     sweep launches runs only for the two the backfill does not cover, follows the backfill's run to its
     end, and every task is evaluated and materialized once."""
@@ -225,8 +293,12 @@ def test_agentcompass_run_beside_a_backfill_launches_nothing_the_backfill_covers
     _register(6)
     daemon = _start_daemon(tmp_path, sweep, stop_group)
     backfill = _backfill(sweep, [ATTEMPTS], [f"m1|{task}" for task in every(4)])
-    wait_until(lambda: harness_calls(tmp_path)["t0"], "the backfill's run to start t0", proc=daemon,
-               log=tmp_path / "daemon.log")
+    wait_until(
+        lambda: harness_calls(tmp_path)["t0"],
+        "the backfill's run to start t0",
+        proc=daemon,
+        log=tmp_path / "daemon.log",
+    )
     proc = cli(tmp_path, "run", str(sweep))
     stop_group(proc)
     wait_until(lambda: harness_calls(tmp_path)["t4"], "the CLI's run to start t4", proc=proc)
@@ -250,14 +322,26 @@ def test_a_ui_backfill_is_split_into_runs_of_max_partitions_per_run(tmp_path: Pa
     _register(6)
     daemon = _start_daemon(tmp_path, sweep, stop_group)
     backfill = _backfill(sweep, [ATTEMPTS], None)
-    status = wait_until(lambda: _backfill_done(backfill), "the backfill to end", proc=daemon,
-                        log=tmp_path / "daemon.log", describe=_describe)
+    status = wait_until(
+        lambda: _backfill_done(backfill),
+        "the backfill to end",
+        proc=daemon,
+        log=tmp_path / "daemon.log",
+        describe=_describe,
+    )
     assert status == "COMPLETED_SUCCESS"
     with instance() as inst:
         runs = inst.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill}))
-        spans = sorted((run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"])
-                       for run in runs)
+        spans = sorted(
+            (run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"])
+            for run in runs
+        )
     assert spans == [("m1|t0", "m1|t1"), ("m1|t2", "m1|t3"), ("m1|t4", "m1|t5")]
     assert harness_calls(tmp_path) == Counter(every(6))
-    wait_until(settled, "the metrics, comparison and checks to be current", proc=daemon, log=tmp_path / "daemon.log",
-               describe=_describe)
+    wait_until(
+        settled,
+        "the metrics, comparison and checks to be current",
+        proc=daemon,
+        log=tmp_path / "daemon.log",
+        describe=_describe,
+    )

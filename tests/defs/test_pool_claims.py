@@ -15,8 +15,9 @@ from conftest import max_open_at_once
 CLAIMER = Path(__file__).with_name("pool_claimer.py")
 
 
-def test_two_processes_claiming_a_pool_of_one_never_hold_it_at_once(tmp_path: Path, dagster_home: Path,
-                                                                      instance_kind: str) -> None:
+def test_two_processes_claiming_a_pool_of_one_never_hold_it_at_once(
+    tmp_path: Path, dagster_home: Path, instance_kind: str
+) -> None:
     """R-LIMIT-1 across processes: two run workers, three attempts each, claim a capacity-1 pool 24
     times each; no two ever hold it at once (Dagster's own claim let both processes take one free slot:
     2 to 3 holders in most rounds, on SQLite and PostgreSQL)."""
@@ -25,9 +26,15 @@ def test_two_processes_claiming_a_pool_of_one_never_hold_it_at_once(tmp_path: Pa
     with dg.DagsterInstance.get() as instance:
         instance.event_log_storage.set_concurrency_slots(pool, 1)
     spans_files = [tmp_path / f"spans-{run}.json" for run in ("a", "b")]
-    workers = [subprocess.Popen([sys.executable, str(CLAIMER), str(dagster_home), pool, f"run-{path.stem}", "3", "8",
-                                 str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-               for path in spans_files]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, str(CLAIMER), str(dagster_home), pool, f"run-{path.stem}", "3", "8", str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for path in spans_files
+    ]
     assert [worker.stdout.readline() for worker in workers] == ["ready\n", "ready\n"]  # type: ignore[union-attr]
     for worker in workers:
         worker.stdin.write("go\n")  # type: ignore[union-attr]

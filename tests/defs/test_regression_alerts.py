@@ -64,15 +64,21 @@ def webhook() -> Iterator[Webhook]:
     thread.join()
 
 
-def watch_sweep(tmp_path: Path, models: list[str], wrong: dict[str, list[str]], fields: dict[str, Any] | None = None,
-                **alerts: Any) -> Path:
+def watch_sweep(
+    tmp_path: Path, models: list[str], wrong: dict[str, list[str]], fields: dict[str, Any] | None = None, **alerts: Any
+) -> Path:
     """Sweep "watch": the synthetic benchmark, the scripted harness solving every task except, per
     model, the ``wrong`` ones; ``fields`` are more of the sweep's fields (schedule, output)."""
     by_model = {model: {task: {"answer": "wrong"} for task in tasks} for model, tasks in wrong.items()}
-    return write_sweep(tmp_path, name="watch", benchmarks=[{"id": "synthetic", "params": {"n_tasks": N_TASKS}}],
-                       models=[{"id": m, "provider": "none"} for m in models], alerts=alerts,
-                       harness={"id": "scripted", "params": {"default": {"oracle": True}, "by_model": by_model}},
-                       **(fields or {}))
+    return write_sweep(
+        tmp_path,
+        name="watch",
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": N_TASKS}}],
+        models=[{"id": m, "provider": "none"} for m in models],
+        alerts=alerts,
+        harness={"id": "scripted", "params": {"default": {"oracle": True}, "by_model": by_model}},
+        **(fields or {}),
+    )
 
 
 def newest_run(tmp_path: Path, model: str) -> Path:
@@ -84,8 +90,9 @@ def latest_check(name: str) -> tuple[str, Any]:
     """The resolved status of a check's latest execution (SUCCEEDED, FAILED, or SKIPPED for one whose
     run ended without evaluating it) and its evaluation."""
     with dg.DagsterInstance.get() as instance:
-        record = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-            [dg.AssetCheckKey(METRICS, name)])[dg.AssetCheckKey(METRICS, name)]
+        record = instance.event_log_storage.get_latest_asset_check_execution_by_key([dg.AssetCheckKey(METRICS, name)])[
+            dg.AssetCheckKey(METRICS, name)
+        ]
         status = record.status.value
         if status == "PLANNED":
             run = instance.get_run_by_id(record.run_id)
@@ -121,7 +128,7 @@ def test_a_regression_fails_its_check_and_alerts_once(tmp_path: Path, webhook: W
     status, evaluation = latest_check("no_regression__m1")
     assert status == "FAILED" and evaluation.severity == dg.AssetCheckSeverity.ERROR
     p_value = evaluation.metadata["p_value"].value
-    assert p_value == pytest.approx(2 * 0.5 ** 10) and evaluation.metadata["diff"].value == pytest.approx(-0.5)
+    assert p_value == pytest.approx(2 * 0.5**10) and evaluation.metadata["diff"].value == pytest.approx(-0.5)
     second = read_verdict(newest_run(tmp_path, "m1"))
     assert second is not None and second.status == "failed" and second.baseline_run_id == first.run_id
     info = RunInfo.model_validate_json((newest_run(tmp_path, "m1") / "run_info.json").read_text())
@@ -147,7 +154,11 @@ def test_a_regression_fails_its_check_and_alerts_once(tmp_path: Path, webhook: W
     assert len(alerts) == 1 and len(webhook.bodies) == 1
     alert = alerts.iloc[0]
     assert (alert["sweep"], alert["benchmark"], alert["model"], alert["check_name"]) == (
-        "watch", "synthetic", "m1", "no_regression__m1")
+        "watch",
+        "synthetic",
+        "m1",
+        "no_regression__m1",
+    )
     assert alert["p_value"] == pytest.approx(p_value) and alert["webhook"] == "delivered"
     assert alert["run_id"] == second.run_id and alert["dagster_run_id"] == failed_run.run_id
     assert webhook.bodies[0]["alert"]["evaluation_id"] == alert["evaluation_id"]
@@ -168,20 +179,23 @@ def test_models_are_checked_against_the_baseline_model(tmp_path: Path) -> None:
     sweep = watch_sweep(tmp_path, ["base", "weak", "twin"], {"weak": half}, baseline_model="base", webhook_url=url)
     assert run_cli("run", sweep) == 0
     status, evaluation = latest_check("weak__not_worse_than__base")
-    assert status == "FAILED" and evaluation.metadata["p_value"].value == pytest.approx(2 * 0.5 ** 10)
+    assert status == "FAILED" and evaluation.metadata["p_value"].value == pytest.approx(2 * 0.5**10)
     assert latest_check("twin__not_worse_than__base")[0] == "SUCCEEDED"
     assert {latest_check(f"no_regression__{m}")[0] for m in ("base", "weak", "twin")} == {"SKIPPED"}
     tick(sweep, None)
     (alert,) = load_alerts(tmp_path / "results").to_dict("records")
     assert (alert["model"], alert["baseline_model"], alert["check_name"], alert["webhook"]) == (
-        "weak", "base", "weak__not_worse_than__base", "failed")
+        "weak",
+        "base",
+        "weak__not_worse_than__base",
+        "failed",
+    )
     assert "refused" in alert["webhook_error"] and "secretpath" not in alert["webhook_error"]
     assert alert["run_id"] == newest_run(tmp_path, "weak").name
     assert alert["baseline_run_id"] == newest_run(tmp_path, "base").name
 
 
-def test_a_fresh_schedule_tick_requests_every_partition_and_skips_while_its_round_is_in_flight(
-        tmp_path: Path) -> None:
+def test_a_fresh_schedule_tick_requests_every_partition_and_skips_while_its_round_is_in_flight(tmp_path: Path) -> None:
     """Issue #28 (a weekly re-evaluation): with `schedule.fresh`, a tick, evaluated as Dagster's daemon
     evaluates it, requests runs of every partition although each is materialized, tagged as a fresh
     round; once such runs exist and have not finished, the next tick requests nothing and says why."""
@@ -193,8 +207,11 @@ def test_a_fresh_schedule_tick_requests_every_partition_and_skips_while_its_roun
         register_tasks(sweep_benchmark, instance, list(sweep_benchmark.task_keys))
         for key in everything:
             model, task = split_key(key)
-            instance.report_runless_asset_event(dg.AssetMaterialization(
-                sweep_benchmark.key("attempts"), partition=dg.MultiPartitionKey({"model": model, "task": task})))
+            instance.report_runless_asset_event(
+                dg.AssetMaterialization(
+                    sweep_benchmark.key("attempts"), partition=dg.MultiPartitionKey({"model": model, "task": task})
+                )
+            )
         assert instance.get_materialized_partitions(sweep_benchmark.key("attempts")) == everything
     definitions = sweep_definitions(load_sweep(sweep))
     schedule = definitions.resolve_schedule_def("watch__schedule")
@@ -205,8 +222,9 @@ def test_a_fresh_schedule_tick_requests_every_partition_and_skips_while_its_roun
         for request in requests:
             assert request.tags[FRESH_TAG]
             (m0, t0), (m1, t1) = split_key(request.tags[RANGE_START]), split_key(request.tags[RANGE_END])
-            requested |= range_keys(KeyRange(m0, m1, t0, t1), list(sweep_benchmark.model_keys),
-                                    list(sweep_benchmark.task_keys))
+            requested |= range_keys(
+                KeyRange(m0, m1, t0, t1), list(sweep_benchmark.model_keys), list(sweep_benchmark.task_keys)
+            )
         assert requested == everything
         factory = RunFactory(instance, definitions)
         runs = [factory.create(sweep_benchmark, request.tags) for request in requests]
@@ -216,7 +234,8 @@ def test_a_fresh_schedule_tick_requests_every_partition_and_skips_while_its_roun
 
 
 def test_fresh_direct_evaluates_every_task_again_and_bad_flags_are_refused(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue #28: `agentcompass run --direct --fresh` of a sweep declaring output.reuse evaluates every
     task again in a new run (reusing nothing), where a plain --direct run reuses every earlier result;
     --fresh with --reuse is one line of bad input, exit 2."""
@@ -235,5 +254,6 @@ def test_fresh_direct_evaluates_every_task_again_and_bad_flags_are_refused(
     assert len(list((newest_run(tmp_path, "m1") / "details").glob("*.json"))) == N_TASKS
     capsys.readouterr()
     assert run_cli("run", sweep, "--direct", "--fresh", "--reuse") == 2
-    assert capsys.readouterr().err == ("agentcompass: error: --reuse=True: --fresh reuses no earlier result; give "
-                                       "one or the other\n")
+    assert capsys.readouterr().err == (
+        "agentcompass: error: --reuse=True: --fresh reuses no earlier result; give one or the other\n"
+    )

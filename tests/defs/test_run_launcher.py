@@ -28,8 +28,20 @@ from agentcompass_dagster.launcher.runs import RunFactory
 from agentcompass_dagster.runtime.store.processes import ProcessId
 
 from test_dagster_engine import (
-    JOB, _daemon, _fast_queue_home, _queue_daemon_alive, _workspace, cli, engine_sweep, every, finish, harness_calls,
-    instance, keys, materialization_counts, stop_group,
+    JOB,
+    _daemon,
+    _fast_queue_home,
+    _queue_daemon_alive,
+    _workspace,
+    cli,
+    engine_sweep,
+    every,
+    finish,
+    harness_calls,
+    instance,
+    keys,
+    materialization_counts,
+    stop_group,
 )
 from conftest import processes_with_env
 from waiting import wait_until
@@ -42,8 +54,13 @@ POOL = "agentcompass/lab/synthetic"
 def gated_sweep(tmp_path: Path, **fields: Any) -> tuple[Path, Path]:
     """Six tasks, one at a time; t3-t5 wait for the gate file."""
     gate = tmp_path / "gate"
-    sweep = engine_sweep(tmp_path, tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
-                         execution={"limits": {"task_concurrency": 1}}, dagster={"max_concurrent_runs": 1}, **fields)
+    sweep = engine_sweep(
+        tmp_path,
+        tasks={f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(3, 6)},
+        execution={"limits": {"task_concurrency": 1}},
+        dagster={"max_concurrent_runs": 1},
+        **fields,
+    )
     return sweep, gate
 
 
@@ -122,9 +139,11 @@ def test_run_monitoring_fails_a_run_whose_worker_was_killed(tmp_path: Path, stop
     home = Path(os.environ["DAGSTER_HOME"])
     _fast_queue_home(home)
     config = (home / "dagster.yaml").read_text()
-    (home / "dagster.yaml").write_text(config.replace("poll_interval_seconds: 10", "poll_interval_seconds: 1")
-                                       .replace("free_slots_after_run_end_seconds: 30",
-                                                "free_slots_after_run_end_seconds: 1"))
+    (home / "dagster.yaml").write_text(
+        config.replace("poll_interval_seconds: 10", "poll_interval_seconds: 1").replace(
+            "free_slots_after_run_end_seconds: 30", "free_slots_after_run_end_seconds: 1"
+        )
+    )
     sweep, gate = gated_sweep(tmp_path)
     daemon = _daemon(tmp_path, _workspace(tmp_path, sweep), sweep)
     stop_group(daemon)
@@ -146,8 +165,10 @@ def test_run_monitoring_fails_a_run_whose_worker_was_killed(tmp_path: Path, stop
 
     def failed_and_freed() -> bool:
         with instance() as inst:
-            return (the_run(inst, run.run_id).status == dg.DagsterRunStatus.FAILURE
-                    and not inst.event_log_storage.get_concurrency_info(POOL).claimed_slots)
+            return (
+                the_run(inst, run.run_id).status == dg.DagsterRunStatus.FAILURE
+                and not inst.event_log_storage.get_concurrency_info(POOL).claimed_slots
+            )
 
     wait_until(failed_and_freed, "run monitoring to fail the run and free its slot", log=tmp_path / "daemon.log")
     with instance() as inst:
@@ -155,8 +176,9 @@ def test_run_monitoring_fails_a_run_whose_worker_was_killed(tmp_path: Path, stop
     assert "Detected run worker status FAILED" in str(failure[-1].message), failure[-1].message
     # The sweep's run-failure sensor marks the run directory failed with Dagster's reason.
     (run_dir,) = (tmp_path / "results" / "lab" / "synthetic" / "m1").iterdir()
-    info = wait_until(lambda: _failed_info(run_dir), "the run directory to be marked failed",
-                      log=tmp_path / "daemon.log")
+    info = wait_until(
+        lambda: _failed_info(run_dir), "the run directory to be marked failed", log=tmp_path / "daemon.log"
+    )
     assert "Detected run worker status FAILED" in info["error"]
     gate.touch()
     assert finish(cli(tmp_path, "run", str(sweep))) == 0
@@ -176,9 +198,11 @@ def _failure_sensor_ticked() -> bool:
     from dagster._core.definitions.run_request import InstigatorType
 
     with instance() as inst:
-        return any(inst.get_ticks(state.instigator_origin_id, state.selector_id, limit=1)
-                   for state in inst.all_instigator_state(instigator_type=InstigatorType.SENSOR)
-                   if state.instigator_name.endswith("run_failures"))
+        return any(
+            inst.get_ticks(state.instigator_origin_id, state.selector_id, limit=1)
+            for state in inst.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+            if state.instigator_name.endswith("run_failures")
+        )
 
 
 def _failed_info(run_dir: Path) -> dict[str, Any] | None:
@@ -186,8 +210,9 @@ def _failed_info(run_dir: Path) -> dict[str, Any] | None:
     return info if info["status"] == "failed" else None
 
 
-def test_reexecute_of_a_killed_run_is_not_reaped_beside_a_cli_run(tmp_path: Path, stop_group: Any,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reexecute_of_a_killed_run_is_not_reaped_beside_a_cli_run(
+    tmp_path: Path, stop_group: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """UI Re-execute of a run whose worker was killed, made by Dagster's own re-execution with the parent's
     tags: the planning of a concurrent `agentcompass run` neither reaps it nor plans its tasks again
     (the re-run used to carry the dead worker's tag and was reaped as dead while it worked, and its tasks
@@ -214,9 +239,14 @@ def test_reexecute_of_a_killed_run_is_not_reaped_beside_a_cli_run(tmp_path: Path
             context = process.create_request_context()
             location = context.get_code_location("agentcompass")
             remote_job = location.get_repository("__repository__").get_full_job(JOB)
-            child = inst.create_reexecuted_run(request_context=context, parent_run=parent, code_location=location,
-                                               remote_job=remote_job, strategy=ReexecutionStrategy.ALL_STEPS,
-                                               use_parent_run_tags=True)
+            child = inst.create_reexecuted_run(
+                request_context=context,
+                parent_run=parent,
+                code_location=location,
+                remote_job=remote_job,
+                strategy=ReexecutionStrategy.ALL_STEPS,
+                use_parent_run_tags=True,
+            )
             inst.launch_run(child.run_id, context)
     try:
         wait_until(lambda: harness_calls(tmp_path)["t3"] == 2, "the re-execution to start t3")
@@ -249,9 +279,13 @@ def test_a_run_created_and_never_launched_does_not_block_the_sweep(tmp_path: Pat
         storage_url = f"sqlite:///{inst.root_directory}/history/runs.db"
     engine = db.create_engine(storage_url)
     with engine.begin() as conn:
-        conn.execute(db.text("UPDATE runs SET create_timestamp = :at WHERE run_id = :id"),
-                     {"at": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() - 2 * ORPHAN_AFTER_S)),
-                      "id": orphan.run_id})
+        conn.execute(
+            db.text("UPDATE runs SET create_timestamp = :at WHERE run_id = :id"),
+            {
+                "at": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() - 2 * ORPHAN_AFTER_S)),
+                "id": orphan.run_id,
+            },
+        )
     engine.dispose()
     assert finish(cli(tmp_path, "run", str(sweep))) == 0
     with instance() as inst:

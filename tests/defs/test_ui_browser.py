@@ -33,8 +33,10 @@ START_TIMEOUT_S = 50
 STOP_TIMEOUT_S = 60
 UI_TIMEOUT_MS = 30_000
 
-pytestmark = [pytest.mark.skipif(not CHROMIUM.is_file(), reason=f"{CHROMIUM} is missing: apt-get install chromium"),
-              pytest.mark.slow]
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.is_file(), reason=f"{CHROMIUM} is missing: apt-get install chromium"),
+    pytest.mark.slow,
+]
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="the playwright Python package is missing: pip install -e '.[test]'"
 )
@@ -58,7 +60,7 @@ def _proc_stat(pid: int) -> tuple[str, int, int] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return fields[0], int(fields[1]), int(fields[2])
 
 
@@ -113,8 +115,13 @@ def _browse(base: str, task_keys: list[str], shots: Path) -> dict[str, list[str]
     # The graph's nodes may show "Loading..." for several seconds after the network is idle: the UI
     # polls asset health in batches.
     expect.set_options(timeout=UI_TIMEOUT_MS)
-    seen: dict[str, list[str]] = {"console errors": [], "page errors": [], "failed requests": [],
-                                  "blocked requests": [], "websockets": []}
+    seen: dict[str, list[str]] = {
+        "console errors": [],
+        "page errors": [],
+        "failed requests": [],
+        "blocked requests": [],
+        "websockets": [],
+    }
 
     def local_only(route: object) -> None:
         request = route.request  # type: ignore[attr-defined]
@@ -131,12 +138,19 @@ def _browse(base: str, task_keys: list[str], shots: Path) -> dict[str, list[str]
             context.route("**/*", local_only)
             page = context.new_page()
             page.set_default_timeout(UI_TIMEOUT_MS)
-            page.on("console", lambda m: m.type == "error" and seen["console errors"].append(f"{m.text} @ {m.location}"))
+            page.on(
+                "console", lambda m: m.type == "error" and seen["console errors"].append(f"{m.text} @ {m.location}")
+            )
             page.on("pageerror", lambda e: seen["page errors"].append(str(e)))
             # A request the browser itself cancelled (the test moved on to the next page while an icon
             # was still loading, seen in CI under load) is not one the server failed.
-            page.on("requestfailed", lambda r: r.failure != "net::ERR_ABORTED"
-                    and seen["failed requests"].append(f"{r.method} {r.url}: {r.failure}"))
+            page.on(
+                "requestfailed",
+                lambda r: (
+                    r.failure != "net::ERR_ABORTED"
+                    and seen["failed requests"].append(f"{r.method} {r.url}: {r.failure}")
+                ),
+            )
             page.on("websocket", lambda ws: seen["websockets"].append(ws.url))
 
             # The catalog lists every asset by its full key, each linking to its own page.
@@ -227,13 +241,23 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
     with log.open("wb") as out:
         ui = subprocess.Popen(
             [sys.executable, "-m", "agentcompass_dagster.cli.main", "ui", "--port", str(port)],
-            cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            cwd=project,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             preexec_fn=_default_sigint,
         )
     try:
         url = f"http://127.0.0.1:{port}/server_info"
-        wait_until(lambda: _answers(url), f"`agentcompass ui` to answer at {url}", START_TIMEOUT_S, proc=ui, log=log,
-                   interval=0.5)
+        wait_until(
+            lambda: _answers(url),
+            f"`agentcompass ui` to answer at {url}",
+            START_TIMEOUT_S,
+            proc=ui,
+            log=log,
+            interval=0.5,
+        )
         # Issue #40: no advice to use `dg dev`, which is not installed.
         assert "dg dev" not in log.read_text(), tail(log)
         # `dagster dev` is the CLI's child, leading its own process group (webserver, daemon, code servers).
@@ -259,9 +283,13 @@ def test_ui_shows_the_materialized_demo_sweep(tmp_path: Path, dagster_home: Path
             pytest.fail(f"`agentcompass ui` still runs {STOP_TIMEOUT_S}s after SIGINT:\n{tail(log)}")
         assert returncode == 130, tail(log)
         group = pgid
-        wait_until(lambda: _group_gone(group), f"the processes of the dagster dev group {group} to end", 10,
-                   describe=lambda: {pid: (state, _cmdline(pid)[:200]) for pid, state in _group_members(group).items()},
-                   interval=0.2)
+        wait_until(
+            lambda: _group_gone(group),
+            f"the processes of the dagster dev group {group} to end",
+            10,
+            describe=lambda: {pid: (state, _cmdline(pid)[:200]) for pid, state in _group_members(group).items()},
+            interval=0.2,
+        )
     finally:
         if ui.poll() is None:
             ui.kill()
@@ -286,7 +314,11 @@ def _ui(project: Path, port: int, env: dict[str, str], log: Path, *sweeps: Path)
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "agentcompass_dagster.cli.main", "ui", *map(str, sweeps), "--port", str(port)],
-            cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            cwd=project,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
@@ -307,30 +339,47 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             pass
 
 
-def test_ui_shows_partitions_turning_green_during_a_sweep_and_re_executes_its_run(tmp_path: Path,
-                                                                                  dagster_home: Path) -> None:
+def test_ui_shows_partitions_turning_green_during_a_sweep_and_re_executes_its_run(
+    tmp_path: Path, dagster_home: Path
+) -> None:
     """While `agentcompass run` evaluates a sweep (four of six tasks held on a gate), the attempts
     partitions page shows the finished tasks materialized and the held ones materializing; once the run
     ends, "Re-execute all" on its run page launches the sweep's job again (the UI finds the job in the
     `agentcompass` code location) and the new run succeeds with the sweep's tags."""
     gate = tmp_path / "gate"
     held = {f"t{i}": {"oracle": True, "gate": str(gate)} for i in range(2, 6)}
-    sweep = write_sweep(tmp_path, name="live", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 6}}],
-                        models=[{"id": "m1", "provider": "none"}],
-                        harness={"id": "scripted", "params": {"default": {"oracle": True}, "tasks": held}},
-                        execution={"limits": {"task_concurrency": 2}})
+    sweep = write_sweep(
+        tmp_path,
+        name="live",
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 6}}],
+        models=[{"id": "m1", "provider": "none"}],
+        harness={"id": "scripted", "params": {"default": {"oracle": True}, "tasks": held}},
+        execution={"limits": {"task_concurrency": 2}},
+    )
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "PYTHONUNBUFFERED": "1"}
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     ui = _ui(tmp_path, port, env, tmp_path / "ui.log", sweep)
     run: subprocess.Popen[bytes] | None = None
     try:
-        wait_until(lambda: _answers(f"{base}/server_info"), f"`agentcompass ui` to answer at {base}", START_TIMEOUT_S,
-                   proc=ui, log=tmp_path / "ui.log", interval=0.5)
+        wait_until(
+            lambda: _answers(f"{base}/server_info"),
+            f"`agentcompass ui` to answer at {base}",
+            START_TIMEOUT_S,
+            proc=ui,
+            log=tmp_path / "ui.log",
+            interval=0.5,
+        )
         with (tmp_path / "run.log").open("wb") as out:
-            run = subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep)], cwd=tmp_path,
-                                   env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+            run = subprocess.Popen(
+                [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep)],
+                cwd=tmp_path,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         ensure_dagster_home(dagster_home)
         key = dg.AssetKey(["live", "synthetic", "attempts"])
 
@@ -338,8 +387,14 @@ def test_ui_shows_partitions_turning_green_during_a_sweep_and_re_executes_its_ru
             with dg.DagsterInstance.get() as instance:
                 return len(instance.get_materialized_partitions(key))
 
-        wait_until(lambda: materialized() >= 2, "two attempts partitions to be materialized", proc=run,
-                   log=tmp_path / "run.log", describe=materialized, interval=0.1)
+        wait_until(
+            lambda: materialized() >= 2,
+            "two attempts partitions to be materialized",
+            proc=run,
+            log=tmp_path / "run.log",
+            describe=materialized,
+            interval=0.1,
+        )
         with sync_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
             try:
@@ -371,8 +426,7 @@ def test_ui_shows_partitions_turning_green_during_a_sweep_and_re_executes_its_ru
                 runs = [r for r in instance.get_runs() if r.parent_run_id == first.run_id]
             return runs[0] if runs and runs[0].is_finished else None
 
-        child = wait_until(rerun_done, "the re-executed run to finish", proc=ui, log=tmp_path / "ui.log",
-                           interval=0.2)
+        child = wait_until(rerun_done, "the re-executed run to finish", proc=ui, log=tmp_path / "ui.log", interval=0.2)
         assert child.status == dg.DagsterRunStatus.SUCCESS and child.job_name == "live__job"
         assert child.tags["agentcompass/sweep"] == "live"
     finally:

@@ -20,8 +20,19 @@ from dagster._daemon.types import DaemonHeartbeat
 
 from conftest import run_cli
 from test_dagster_engine import (
-    ATTEMPTS, METRICS, SWEEP, cli, engine_sweep, every, finish, gated_run, harness_calls, instance, keys,
-    materialization_counts, stop_group,
+    ATTEMPTS,
+    METRICS,
+    SWEEP,
+    cli,
+    engine_sweep,
+    every,
+    finish,
+    gated_run,
+    harness_calls,
+    instance,
+    keys,
+    materialization_counts,
+    stop_group,
 )
 from test_materialize_paths import _backfill, _register, _start_daemon
 from waiting import wait_until
@@ -63,8 +74,9 @@ def test_a_cli_run_during_a_ui_backfill_follows_it_and_never_says_done_early(tmp
     proc = cli(tmp_path, "run", str(sweep))
     stop_group(proc)
     log = _cli_log(tmp_path)
-    wait_until(lambda: f"backfill {backfill}" in _log(log), "the CLI to name the backfill it waits for", proc=proc,
-               log=log)
+    wait_until(
+        lambda: f"backfill {backfill}" in _log(log), "the CLI to name the backfill it waits for", proc=proc, log=log
+    )
     with instance() as inst:
         assert inst.get_runs() == []  # the backfill has no run yet, and the CLI launched none
     daemon = _start_daemon(tmp_path, sweep, stop_group)
@@ -91,8 +103,12 @@ def test_a_follower_of_a_sigkilled_leader_fails_its_run_and_stops(tmp_path: Path
     follower = cli(tmp_path, "run", str(sweep))
     stop_group(follower)
     follower_log = sorted(tmp_path.glob("cli-*.log"))[-1]
-    wait_until(lambda: f"run {run.run_id}" in _log(follower_log), "the follower to name the run it follows",
-               proc=follower, log=follower_log)
+    wait_until(
+        lambda: f"run {run.run_id}" in _log(follower_log),
+        "the follower to name the run it follows",
+        proc=follower,
+        log=follower_log,
+    )
     os.killpg(leader.pid, signal.SIGKILL)
     leader.wait(timeout=30)
     assert finish(follower, timeout=60) != 0

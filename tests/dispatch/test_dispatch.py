@@ -33,10 +33,17 @@ def submit(answer: str, **turn: Any) -> dict[str, Any]:
 
 def write_spec(tmp_path: Path, turns: list[dict[str, Any]], **fields: Any) -> Path:
     """A spec beside its inline scripted model, which records every call it gets in calls.jsonl."""
-    model = {"id": "scripted", "provider": "scripted",
-             "params": {"turns": {"dispatch": turns}, "record": str(tmp_path / "calls.jsonl")}}
-    data: dict[str, Any] = {"prompt": "Compute the answer.", "model": model, "runs_dir": str(tmp_path / "runs"),
-                            "run_id": "r1"}
+    model = {
+        "id": "scripted",
+        "provider": "scripted",
+        "params": {"turns": {"dispatch": turns}, "record": str(tmp_path / "calls.jsonl")},
+    }
+    data: dict[str, Any] = {
+        "prompt": "Compute the answer.",
+        "model": model,
+        "runs_dir": str(tmp_path / "runs"),
+        "run_id": "r1",
+    }
     data.update(fields)
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -62,17 +69,33 @@ def test_completed_dispatch_closes_every_piece_of_evidence(tmp_path: Path) -> No
     record, run.completed), raw transcript, one record per turn, output, dependencies and a receipt whose
     usage counts cache reads and writes as input."""
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "solver.yaml").write_text(yaml.safe_dump({
-        "id": "solver", "provider": "scripted", "model": "solver-v1", "params": {"turns": {"dispatch": [
-            bash("cat data.txt", usage={"input": 100, "output": 10, "cacheRead": 30, "cacheWrite": 5,
-                                        "reasoning": 7}, cost_usd=0.25),
-            submit('{"answer": 42}', usage={"input_tokens": 50, "output_tokens": 4}, cost_usd=0.5),
-        ]}}}))
+    (tmp_path / "models" / "solver.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "id": "solver",
+                "provider": "scripted",
+                "model": "solver-v1",
+                "params": {
+                    "turns": {
+                        "dispatch": [
+                            bash(
+                                "cat data.txt",
+                                usage={"input": 100, "output": 10, "cacheRead": 30, "cacheWrite": 5, "reasoning": 7},
+                                cost_usd=0.25,
+                            ),
+                            submit('{"answer": 42}', usage={"input_tokens": 50, "output_tokens": 4}, cost_usd=0.5),
+                        ]
+                    }
+                },
+            }
+        )
+    )
     (tmp_path / "inputs").mkdir()
     (tmp_path / "inputs" / "data.txt").write_text("forty-two\n")
     (tmp_path / "answer.schema.json").write_text(json.dumps({"$id": "urn:answer", **SCHEMA}))
-    spec = write_spec(tmp_path, [], model="solver", files="inputs", output_schema="answer.schema.json",
-                      system_prompt="Be brief.")
+    spec = write_spec(
+        tmp_path, [], model="solver", files="inputs", output_schema="answer.schema.json", system_prompt="Be brief."
+    )
 
     receipt, code = run_dispatch(spec)
 
@@ -143,8 +166,9 @@ def test_default_run_id_is_generated(tmp_path: Path) -> None:
     ],
     ids=["limit", "limit-in-agent", "unknown-field", "unknown-model", "unknown-environment", "files"],
 )
-def test_bad_field_is_spec_invalid(tmp_path: Path, fields: dict[str, Any], message: str,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_field_is_spec_invalid(
+    tmp_path: Path, fields: dict[str, Any], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """R-DISP-2: exit 2, SPEC_INVALID; one line naming the field, no run directory, no model call."""
     spec = write_spec(tmp_path, [submit("x")], **fields)
     assert run_cli("dispatch", spec) == 2
@@ -204,14 +228,19 @@ def test_existing_run_id_is_never_overwritten(tmp_path: Path) -> None:
     ("turns", "fields", "error_code", "error"),
     [
         ([{"fail": "upstream said no"}], {}, "MODEL_FAILED", "model call failed: upstream said no"),
-        ([bash("true"), submit("x")], {"limits": {"max_turns": 1}}, "AGENT_LIMIT_EXCEEDED",
-         "limit max_turns=1 reached: 1 model calls used"),
+        (
+            [bash("true"), submit("x")],
+            {"limits": {"max_turns": 1}},
+            "AGENT_LIMIT_EXCEEDED",
+            "limit max_turns=1 reached: 1 model calls used",
+        ),
         ([{"tool_calls": [{"name": "python", "arguments": {}}]}], {}, "AGENT_FAILED", "unknown tool 'python'"),
     ],
     ids=["model-error", "limit", "protocol"],
 )
-def test_agent_failure_says_what_failed(tmp_path: Path, turns: list[dict[str, Any]], fields: dict[str, Any],
-                                        error_code: str, error: str) -> None:
+def test_agent_failure_says_what_failed(
+    tmp_path: Path, turns: list[dict[str, Any]], fields: dict[str, Any], error_code: str, error: str
+) -> None:
     """R-DISP-1, R-DISP-2: an agent that did not complete is exit 3, with a code that says why (the
     endpoint, a limit, the tool protocol) and the agent's error; the ledger closes with agent.failed
     and run.failed and the receipt is on disk."""
@@ -243,7 +272,9 @@ def test_ordinary_hyphenated_output_keeps_the_transcript(tmp_path: Path) -> None
     receipt, code = run_dispatch(write_spec(tmp_path, turns))
     assert code == 0, receipt
     run_dir = Path(receipt["runDir"])
-    assert "disk-usage-monitoring-tool task-runner risk-assessment" in (run_dir / "agent" / "activity.jsonl").read_text()
+    assert (
+        "disk-usage-monitoring-tool task-runner risk-assessment" in (run_dir / "agent" / "activity.jsonl").read_text()
+    )
     assert (run_dir / "final-message.txt").read_text() == "disk-usage-monitoring-tool"
 
 
@@ -253,11 +284,15 @@ def test_an_echoed_environment_value_is_in_no_file(tmp_path: Path) -> None:
     5, transcript deleted). Either way the value is in no file of the run directory, spec.yaml included."""
     value = "quokka-zebra-4417"
     environment = {"id": "local", "env": {"DISPATCH_SERVICE_VALUE": value}}
-    quiet, code = run_dispatch(write_spec(tmp_path, [bash("echo hello"), submit("done")], environment=environment,
-                                          run_id="quiet"))
+    quiet, code = run_dispatch(
+        write_spec(tmp_path, [bash("echo hello"), submit("done")], environment=environment, run_id="quiet")
+    )
     assert code == 0, quiet
-    echoed, code = run_dispatch(write_spec(tmp_path, [bash("echo $DISPATCH_SERVICE_VALUE"), submit("done")],
-                                           environment=environment, run_id="echoed"))
+    echoed, code = run_dispatch(
+        write_spec(
+            tmp_path, [bash("echo $DISPATCH_SERVICE_VALUE"), submit("done")], environment=environment, run_id="echoed"
+        )
+    )
     assert (code, echoed["errorCode"]) == (5, "RAW_SECRET_DETECTED"), echoed
     assert not (Path(echoed["runDir"]) / "agent").exists()
     for receipt in (quiet, echoed):
@@ -267,8 +302,9 @@ def test_an_echoed_environment_value_is_in_no_file(tmp_path: Path) -> None:
         assert value not in json.dumps(receipt)
 
 
-def test_a_transcript_emptied_behind_the_agents_back_is_transcript_empty(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_transcript_emptied_behind_the_agents_back_is_transcript_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """R-DISP-1: the agent run completes, then something else empties its transcript (truncated between
     the run's return and its read-back, through the dispatch module's reference to _agent_outcome):
     TRANSCRIPT_EMPTY, exit 3, no output.json, the ledger closes with run.failed and the receipt is on
@@ -346,8 +382,9 @@ def test_input_write_failure_is_audit_write_failed(tmp_path: Path, monkeypatch: 
     assert_receipt_on_disk(receipt)
 
 
-def test_failing_to_record_a_failure_is_evidence_persist_failed(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failing_to_record_a_failure_is_evidence_persist_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """R-DISP-4: the model fails and then run.failed cannot be appended (OSError injected on
     EventLedger.append): EVIDENCE_PERSIST_FAILED, exit 5, causeErrorCode keeps MODEL_FAILED; the
     other finalisation writes (agent.failed, the receipt) are still made."""
@@ -420,4 +457,3 @@ def test_usage_totals_sum_turns_and_mark_unknown_cost() -> None:
     assert cost is None and complete is False
     totals, cost, complete = usage_summary([])
     assert totals.inputTokens == 0 and cost == 0.0 and complete is True
-

@@ -19,8 +19,7 @@ SECRET = "sk-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6kL9n"  # 40 letters and di
 def blobs(store: CheckpointStore) -> dict[str, bytes]:
     """Every blob's digest and decompressed content."""
     return {
-        path.parent.name + path.name: zlib.decompress(path.read_bytes())
-        for path in (store.root / "blobs").glob("*/*")
+        path.parent.name + path.name: zlib.decompress(path.read_bytes()) for path in (store.root / "blobs").glob("*/*")
     }
 
 
@@ -313,11 +312,27 @@ def test_symlinks_and_special_files_are_not_followed(tmp_path: Path) -> None:
 def test_credential_paths_are_excluded(tmp_path: Path) -> None:
     """R-CKPT-2: credential paths are never read or stored, at any depth; look-alikes are kept."""
     home = tmp_path / "home"
-    excluded = [".ssh/id_ed25519", ".aws/credentials", ".netrc", ".git-credentials", ".docker/config.json",
-                ".config/gcloud/application_default_credentials.json", "certs/server.pem", "tls.key",
-                "project/.env", "project/.ssh/known_hosts", "backup/id_rsa.pub"]
-    kept = [".docker/daemon.json", ".config/other/settings.json", "project/.env.example", "keys.txt",
-            "project/environment.yml", ".sshrc"]
+    excluded = [
+        ".ssh/id_ed25519",
+        ".aws/credentials",
+        ".netrc",
+        ".git-credentials",
+        ".docker/config.json",
+        ".config/gcloud/application_default_credentials.json",
+        "certs/server.pem",
+        "tls.key",
+        "project/.env",
+        "project/.ssh/known_hosts",
+        "backup/id_rsa.pub",
+    ]
+    kept = [
+        ".docker/daemon.json",
+        ".config/other/settings.json",
+        "project/.env.example",
+        "keys.txt",
+        "project/environment.yml",
+        ".sshrc",
+    ]
     for rel in excluded + kept:
         (home / rel).parent.mkdir(parents=True, exist_ok=True)
         (home / rel).write_text(f"<{rel}>")

@@ -234,8 +234,11 @@ def test_killed_writers_lose_nothing_they_finished(tmp_path: Path) -> None:
     done_through = [(k * RANGE, d) for k, d in enumerate(dones)] + [(KILLS * RANGE, done)]
     details_dir = run_path / "details"
     # It died half-way through a file: that half is a temp file (of its own range), never a result.
-    half_written = [p for p in details_dir.glob(".*.tmp")
-                    if KILLS * RANGE <= int(re.search(r"t(\d{5})_c", p.name)[1]) < WRITERS * RANGE]  # type: ignore[index]
+    half_written = [
+        p
+        for p in details_dir.glob(".*.tmp")
+        if KILLS * RANGE <= int(re.search(r"t(\d{5})_c", p.name)[1]) < WRITERS * RANGE
+    ]  # type: ignore[index]
     assert len(half_written) == 1, half_written
     assert half_written[0].stat().st_size == FSIZE_LIMIT
     # ... of a task past the last one it reported done
@@ -289,8 +292,10 @@ def test_killed_writers_lose_nothing_they_finished(tmp_path: Path) -> None:
     assert metrics.metrics["accuracy"] == correct / len(normals)
     assert counts["metrics"]["accuracy"] == correct / len(normals)
     assert metrics.counts.evaluated == len(normals) and metrics.counts.error == len(error_only)
-    assert (f"{len(normals)} evaluated · {correct} correct · {len(normals) - correct} wrong · 0 failed by the agent · "
-            f"{len(error_only)} errors") in markdown
+    assert (
+        f"{len(normals)} evaluated · {correct} correct · {len(normals) - correct} wrong · 0 failed by the agent · "
+        f"{len(error_only)} errors"
+    ) in markdown
     assert (run_path / "summary.md").read_text() == markdown
     # Re-rendering reads only: the details and the leftovers are as they were.
     assert sorted(p.name for p in details_dir.iterdir() if p.name.startswith(".")) == leftovers
@@ -307,8 +312,12 @@ def _detail(task_id: str, answer: str, error: str | None = None) -> TaskDetail:
         trajectory=[{"type": "message", "content": f"{answer} " * 2000}],
     )
     return TaskDetail(
-        task_id=task_id, category="c", attempts={"1": attempt}, correct=error is None,
-        score=attempt.score, error=error,
+        task_id=task_id,
+        category="c",
+        attempts={"1": attempt},
+        correct=error is None,
+        score=attempt.score,
+        error=error,
     )
 
 
@@ -345,9 +354,12 @@ def test_racing_writers_of_one_task_leave_one_complete_winner(tmp_path: Path) ->
 
     # A later normal save never replaces the first one either.
     assert run_dir.save_detail(_detail("task-000", "late")) is None
-    assert TaskDetail.model_validate_json((run_dir.details_dir / "task-000_c.json").read_bytes()).attempts[
-        "1"
-    ].final_answer != "late"
+    assert (
+        TaskDetail.model_validate_json((run_dir.details_dir / "task-000_c.json").read_bytes())
+        .attempts["1"]
+        .final_answer
+        != "late"
+    )
 
 
 def test_racing_writer_processes_of_one_task_leave_one_complete_winner(tmp_path: Path) -> None:
@@ -373,8 +385,12 @@ for r in range(20):
     print(r, "won" if run_dir.save_detail(detail) is not None else "lost", flush=True)
 """
     procs = {
-        v: subprocess.Popen([sys.executable, "-c", script, str(run_dir.path), v], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+        v: subprocess.Popen(
+            [sys.executable, "-c", script, str(run_dir.path), v],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for v in ("A", "B")
     }
     for proc in procs.values():

@@ -40,9 +40,15 @@ def start(sweep: Path, cwd: Path, *, dagster: bool = False) -> subprocess.Popen[
     """`agentcompass run` in a process group of its own (through Dagster, its run workers are in it)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     mode = [] if dagster else ["--direct"]
-    return subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), *mode],
-                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), *mode],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def records(tmp_path: Path, task: str = "count-errors") -> list[ActivityRecord]:
@@ -118,8 +124,12 @@ def test_appends_wait_for_the_disk_only_for_a_new_log_and_sync_makes_the_rest_du
 
     monkeypatch.setattr(os, "fsync", fsync)
     log = ActivityLog(path)
-    for kind, key, status in [("session", "session", "in_flight"), ("model_call", "model-0", "in_flight"),
-                              ("model_call", "model-0", "completed"), ("tool_call", "0.0", "in_flight")]:
+    for kind, key, status in [
+        ("session", "session", "in_flight"),
+        ("model_call", "model-0", "in_flight"),
+        ("model_call", "model-0", "completed"),
+        ("tool_call", "0.0", "in_flight"),
+    ]:
         log.append(ActivityRecord(id=key, kind=kind, status=status))  # type: ignore[arg-type]
     assert synced == [1]
     log.sync()
@@ -138,8 +148,10 @@ def test_torn_last_line_is_dropped_and_a_corrupt_earlier_line_is_an_error(tmp_pa
         handle.write(b'{"id": "model-0", "kind": "model_c')
     assert [r.id for r in read_activity(path)] == ["model-0"]
     ActivityLog(path).append(ActivityRecord(id="model-0", kind="model_call", status="completed"))
-    assert [(r.id, r.status, r.seq) for r in read_activity(path)] == [("model-0", "in_flight", None),
-                                                                      ("model-0", "completed", 1)]
+    assert [(r.id, r.status, r.seq) for r in read_activity(path)] == [
+        ("model-0", "in_flight", None),
+        ("model-0", "completed", 1),
+    ]
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(lines[0][:10] + b"\n" + lines[1])
     with pytest.raises(ActivityError, match="line 1 is corrupt"):
@@ -156,8 +168,14 @@ def test_kill_during_a_tool_call_resume_attaches_and_collects_the_finished_comma
     side, gate = tmp_path / "side.log", tmp_path / "gate"
     # The command cannot finish before the kill, however loaded the machine: it waits for the gate.
     waits = f"while [ ! -e {gate} ]; do sleep 0.05; done"
-    turns = {"count-errors": [bash(f"echo one >> {side}"), bash(f"echo two >> {side}; {waits}; echo late-output"),
-                              bash(SOLUTION), submit()]}
+    turns = {
+        "count-errors": [
+            bash(f"echo one >> {side}"),
+            bash(f"echo two >> {side}; {waits}; echo late-output"),
+            bash(SOLUTION),
+            submit(),
+        ]
+    }
     proc = start(sweep_file(tmp_path, turns), tmp_path)
     wait_until(lambda: side.exists() and "two" in side.read_text(), "command two to start", proc=proc, interval=0.01)
     kill(proc)
@@ -209,11 +227,20 @@ def test_a_process_with_another_temp_dir_leaves_a_resumable_sessions_command_run
     side, gate = killed_while_a_command_runs(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "tmp").mkdir(parents=True)
-    other = write_sweep(elsewhere, name="other", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}],
-                        harness={"id": "scripted", "params": {"default": {"command": "true"}}})
-    done = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(other), "--direct"],
-                          cwd=elsewhere, env={**os.environ, "TMPDIR": str(elsewhere / "tmp")}, capture_output=True,
-                          text=True, timeout=120)
+    other = write_sweep(
+        elsewhere,
+        name="other",
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}],
+        harness={"id": "scripted", "params": {"default": {"command": "true"}}},
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(other), "--direct"],
+        cwd=elsewhere,
+        env={**os.environ, "TMPDIR": str(elsewhere / "tmp")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert resume(run_dirs(tmp_path)[0]) == 3
     assert "still runs in the old environment" in final_detail(tmp_path)["error"]
@@ -222,7 +249,8 @@ def test_a_process_with_another_temp_dir_leaves_a_resumable_sessions_command_run
 
 
 def test_a_labelled_command_starts_only_once_the_host_has_recorded_its_process(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """R-RESUME-1 (busy): a command the durable session labels does nothing before the host has recorded
     its process, so a crash between spawn and record cannot leave a command running that a resume takes
     for ended (seen in CI: the resume ran the task on beside it)."""
@@ -257,18 +285,29 @@ def test_a_labelled_command_starts_only_once_the_host_has_recorded_its_process(
 
 
 def endpoint_model(fake: FakeOpenAI) -> list[dict[str, Any]]:
-    return [{"id": "endpoint", "provider": "openai_compat", "model": "served", "base_url": fake.base_url,
-             "params": {"max_retries": 0, "timeout_s": 600}}]
+    return [
+        {
+            "id": "endpoint",
+            "provider": "openai_compat",
+            "model": "served",
+            "base_url": fake.base_url,
+            "params": {"max_retries": 0, "timeout_s": 600},
+        }
+    ]
 
 
 def reply_bash(fake: FakeOpenAI, command: str, call_id: str, **fields: Any) -> None:
-    fake.reply(tool_calls=[tool_call("bash", json.dumps({"command": command}), call_id)],
-               usage={"prompt_tokens": 100, "completion_tokens": 10}, **fields)
+    fake.reply(
+        tool_calls=[tool_call("bash", json.dumps({"command": command}), call_id)],
+        usage={"prompt_tokens": 100, "completion_tokens": 10},
+        **fields,
+    )
 
 
 @pytest.mark.parametrize("harness", ["tool_agent", "miniswe"])
-def test_kill_during_a_model_call_marks_it_aborted_and_sends_it_again(tmp_path: Path, fake_openai: FakeOpenAI,
-                                                                      harness: str) -> None:
+def test_kill_during_a_model_call_marks_it_aborted_and_sends_it_again(
+    tmp_path: Path, fake_openai: FakeOpenAI, harness: str
+) -> None:
     """R-RESUME-2: an interrupted model call is recorded as aborted and sent again, with the same
     conversation; completed steps before it are never executed again (the loop continues from the log;
     mini-swe-agent's loop is driven over the log step by step)."""
@@ -276,8 +315,9 @@ def test_kill_during_a_model_call_marks_it_aborted_and_sends_it_again(tmp_path: 
     reply_bash(fake_openai, f"echo one >> {side}", "call_a")
     reply_bash(fake_openai, f"echo two >> {side}", "call_b")
     fake_openai.reply(content="never sent", delay_s=3600)
-    proc = start(sweep_file(tmp_path, {"count-errors": []}, models=endpoint_model(fake_openai), harness=harness),
-                 tmp_path)
+    proc = start(
+        sweep_file(tmp_path, {"count-errors": []}, models=endpoint_model(fake_openai), harness=harness), tmp_path
+    )
     # The kill then lands while the model has the call, whatever the machine's load.
     wait_until(lambda: len(fake_openai.requests) >= 3, "request 3 at the endpoint", proc=proc, interval=0.01)
     kill(proc)
@@ -285,8 +325,10 @@ def test_kill_during_a_model_call_marks_it_aborted_and_sends_it_again(tmp_path: 
     if harness == "miniswe":
         reply_bash(fake_openai, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; cat answer.txt", "call_d")
     else:
-        fake_openai.reply(tool_calls=[tool_call("submit", json.dumps({"answer": "done"}), "call_d")],
-                          usage={"prompt_tokens": 100, "completion_tokens": 10})
+        fake_openai.reply(
+            tool_calls=[tool_call("submit", json.dumps({"answer": "done"}), "call_d")],
+            usage={"prompt_tokens": 100, "completion_tokens": 10},
+        )
     assert resume(run_dirs(tmp_path)[0]) == 0
     detail = final_detail(tmp_path)
     assert detail["correct"] and side.read_text().splitlines() == ["one", "two"]
@@ -305,8 +347,13 @@ def test_a_killed_miniswe_attempt_resumes_from_its_old_environment_after_a_comma
     collects its result (it ran once) and continues mini's loop from the log."""
     side, gate = tmp_path / "side.log", tmp_path / "gate"
     command = f"echo start >> {side}; while [ ! -e {gate} ]; do sleep 0.05; done; echo end >> {side}"
-    turns = {"count-errors": [bash(command), bash(SOLUTION),
-                              bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; cat answer.txt")]}
+    turns = {
+        "count-errors": [
+            bash(command),
+            bash(SOLUTION),
+            bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; cat answer.txt"),
+        ]
+    }
     proc = start(sweep_file(tmp_path, turns, harness="miniswe"), tmp_path)
     wait_until(lambda: side.exists() and "start" in side.read_text(), "the command to start", proc=proc, interval=0.01)
     kill(proc)
@@ -325,11 +372,21 @@ def test_a_resumed_attempts_duration_counts_the_killed_process_too(tmp_path: Pat
     them), not the resuming process's alone (it recorded about a third of a second); it started when the
     first process started it."""
     gate = tmp_path / "gate"
-    turns = {"count-errors": [bash("sleep 1"), bash(f"while [ ! -e {gate} ]; do sleep 0.05; done"), bash(SOLUTION),
-                              bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; cat answer.txt")]}
+    turns = {
+        "count-errors": [
+            bash("sleep 1"),
+            bash(f"while [ ! -e {gate} ]; do sleep 0.05; done"),
+            bash(SOLUTION),
+            bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; cat answer.txt"),
+        ]
+    }
     proc = start(sweep_file(tmp_path, turns, harness="miniswe"), tmp_path)
-    wait_until(lambda: any(r.kind == "tool_call" and r.status == "completed" for r in records(tmp_path)),
-               "the one-second command to complete", proc=proc, interval=0.01)
+    wait_until(
+        lambda: any(r.kind == "tool_call" and r.status == "completed" for r in records(tmp_path)),
+        "the one-second command to complete",
+        proc=proc,
+        interval=0.01,
+    )
     kill(proc)
     gate.touch()
     assert resume(run_dirs(tmp_path)[0]) == 0
@@ -347,13 +404,20 @@ def test_lost_environment_is_rebuilt_from_the_checkpoint(tmp_path: Path, replay_
     otherwise the model is told it was interrupted."""
     side, gate = tmp_path / "side.log", tmp_path / "gate"
     # Held until after the kill: it cannot finish first on a loaded machine.
-    turns = {"count-errors": [bash("echo progress > progress.txt"),
-                              bash(f"echo slow >> {side}; while [ ! -e {gate} ]; do sleep 0.05; done"),
-                              bash("cat progress.txt"), bash(SOLUTION), submit()]}
+    turns = {
+        "count-errors": [
+            bash("echo progress > progress.txt"),
+            bash(f"echo slow >> {side}; while [ ! -e {gate} ]; do sleep 0.05; done"),
+            bash("cat progress.txt"),
+            bash(SOLUTION),
+            submit(),
+        ]
+    }
     params = {"replay_safe_commands": ["^echo slow"]} if replay_safe else {}
     proc = start(sweep_file(tmp_path, turns, **params), tmp_path)
-    wait_until(lambda: side.exists() and side.read_text() == "slow\n", "the slow command to start", proc=proc,
-               interval=0.01)
+    wait_until(
+        lambda: side.exists() and side.read_text() == "slow\n", "the slow command to start", proc=proc, interval=0.01
+    )
     handle = next(r.data["handle"] for r in records(tmp_path) if r.kind == "session")
     kill(proc)
     shutil.rmtree(handle["root"])
@@ -378,8 +442,15 @@ def test_a_killed_sandbox_attempt_resumes_in_its_old_sandbox(tmp_path: Path) -> 
     """R-RESUME-1 (attached) in the bubblewrap sandbox: its commands die with the parent, but the next
     run's sweep of dead sandboxes keeps one a resume can attach to; the resume takes over its files
     (at the last checkpoint), reports the killed command as interrupted, and leaves no sandbox behind."""
-    turns = {"count-errors": [bash("echo progress > progress.txt"), bash("sleep 30"),
-                              bash("cat progress.txt"), bash(SOLUTION), submit()]}
+    turns = {
+        "count-errors": [
+            bash("echo progress > progress.txt"),
+            bash("sleep 30"),
+            bash("cat progress.txt"),
+            bash(SOLUTION),
+            submit(),
+        ]
+    }
     # The plugin's defaults, not resources/environments/sandbox.yaml (issue #30: names now find it), whose
     # per-attempt disk image a resume rebuilds rather than attaches to.
     proc = start(sweep_file(tmp_path, turns, environment={"id": "sandbox"}), tmp_path)
@@ -425,11 +496,17 @@ def test_limits_count_what_was_spent_before_the_crash(tmp_path: Path) -> None:
     reused one task and carried one unfinished attempt over from the run it resumed (and when that
     started)."""
     gate = tmp_path / "gate"
-    turns = {"count-errors": [submit()],
-             "create-hello": [bash("true"), {**bash("true"), "gate": str(gate)}, bash("true"), bash("true"), submit()]}
+    turns = {
+        "count-errors": [submit()],
+        "create-hello": [bash("true"), {**bash("true"), "gate": str(gate)}, bash("true"), bash("true"), submit()],
+    }
     proc = start(sweep_file(tmp_path, turns, max_turns=4, max_cost_usd=0.025), tmp_path)
-    wait_until(lambda: (tmp_path / "model-calls.jsonl").exists() and ("create-hello", 1) in model_calls(tmp_path),
-               "model call 1 of create-hello", proc=proc, interval=0.01)
+    wait_until(
+        lambda: (tmp_path / "model-calls.jsonl").exists() and ("create-hello", 1) in model_calls(tmp_path),
+        "model call 1 of create-hello",
+        proc=proc,
+        interval=0.01,
+    )
     pre_crash = records(tmp_path, "create-hello")[-1].elapsed_s
     kill(proc)
     gate.touch()
@@ -460,8 +537,9 @@ def test_random_kill_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> 
         turns = {}
         for task in ("count-errors", "create-hello", "sort-unique"):
             solution = (TASKS_DIR / task / "solution.sh").read_text()
-            turns[task] = [bash(f"echo {task}-{i} >> {side}.{task}-{i}; sleep 0.05; echo step {i}", sleep=0.03)
-                           for i in range(4)] + [bash(solution), submit()]
+            turns[task] = [
+                bash(f"echo {task}-{i} >> {side}.{task}-{i}; sleep 0.05; echo step {i}", sleep=0.03) for i in range(4)
+            ] + [bash(solution), submit()]
         return turns
 
     def normalized(root: Path) -> dict[str, Any]:
@@ -469,8 +547,11 @@ def test_random_kill_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> 
         for path in root.rglob("details/*.json"):
             detail = json.loads(path.read_text())
             attempt = detail["attempts"]["1"]
-            steps = [(s["type"], s.get("command"), s.get("exit_code"), s.get("output"), s.get("answer"))
-                     for s in attempt["trajectory"] if s.get("status", "completed") == "completed"]
+            steps = [
+                (s["type"], s.get("command"), s.get("exit_code"), s.get("output"), s.get("answer"))
+                for s in attempt["trajectory"]
+                if s.get("status", "completed") == "completed"
+            ]
             out[detail["task_id"]] = (detail["correct"], attempt["final_answer"], steps, attempt["usage"])
         return out
 
@@ -486,13 +567,17 @@ def test_random_kill_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> 
     crash_dir = tmp_path / "crash"
     crash_dir.mkdir()
     proc = start(sweep_file(crash_dir, script(side), replay_safe_commands=safe), crash_dir)
-    wait_until(lambda: any((crash_dir / "results").rglob("activity.jsonl")), "an activity log", proc=proc,
-               interval=0.01)
+    wait_until(
+        lambda: any((crash_dir / "results").rglob("activity.jsonl")), "an activity log", proc=proc, interval=0.01
+    )
     time.sleep(rng.uniform(0.0, 1.5))
     kill(proc)
-    completed_before = {r.data["command"].split(" >> ")[0].split()[1] for path in (crash_dir / "results").rglob("activity.jsonl")
-                        for r in read_activity(path) if r.kind == "tool_call" and r.status == "completed"
-                        and r.data.get("command", "").startswith("echo ")}
+    completed_before = {
+        r.data["command"].split(" >> ")[0].split()[1]
+        for path in (crash_dir / "results").rglob("activity.jsonl")
+        for r in read_activity(path)
+        if r.kind == "tool_call" and r.status == "completed" and r.data.get("command", "").startswith("echo ")
+    }
     newest = run_dirs(crash_dir)[-1]
     if any(newest.glob("details/*.json")) and len(list(newest.glob("details/*.json"))) == 3:
         pytest.skip("the random kill came after the sweep had finished")
@@ -516,9 +601,10 @@ def test_re_running_a_killed_dagster_launch_resumes_its_unfinished_attempt(tmp_p
 
     side, gate = tmp_path / "side.log", tmp_path / "gate"
     waits = f"while [ ! -e {gate} ]; do sleep 0.05; done"
-    turns = {"count-errors": [bash(f"echo one >> {side}"), bash(f"echo two >> {side}; {waits}"),
-                              bash(SOLUTION), submit()],
-             "create-hello": [submit()]}
+    turns = {
+        "count-errors": [bash(f"echo one >> {side}"), bash(f"echo two >> {side}; {waits}"), bash(SOLUTION), submit()],
+        "create-hello": [submit()],
+    }
     sweep = sweep_file(tmp_path, turns)
     proc = start(sweep, tmp_path, dagster=True)
     wait_until(lambda: side.exists() and "two" in side.read_text(), "command two to start", proc=proc, interval=0.01)
@@ -535,15 +621,22 @@ def test_re_running_a_killed_dagster_launch_resumes_its_unfinished_attempt(tmp_p
     assert done == {"solver-a|count-errors", "solver-a|create-hello"}
 
 
-def test_resume_after_compaction_sends_the_summary_not_the_summarised_turns(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+def test_resume_after_compaction_sends_the_summary_not_the_summarised_turns(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     """R-LOG-2 across a crash, against a real endpoint: the resumed attempt rebuilds its context from the
     latest compaction summary plus later messages; the turns the summary replaced are never sent again."""
     steps = [f"echo step-{i}; printf '%0300d' 0" for i in range(4)] + ["echo step-4; sleep 1", SOLUTION]
     for i, command in enumerate(steps):
         fake_openai.reply(tool_calls=[tool_call("bash", json.dumps({"command": command}), f"call_{i}")])
     fake_openai.reply(tool_calls=[tool_call("submit", json.dumps({"answer": "done"}), "call_end")])
-    model = {"id": "served", "provider": "openai_compat", "model": "m", "base_url": fake_openai.base_url,
-             "params": {"max_retries": 0}}
+    model = {
+        "id": "served",
+        "provider": "openai_compat",
+        "model": "m",
+        "base_url": fake_openai.base_url,
+        "params": {"max_retries": 0},
+    }
     sweep = sweep_file(tmp_path, {"count-errors": []}, models=[model], compact_at_tokens=300, keep_recent_messages=2)
     proc = start(sweep, tmp_path)
     wait_until(has(tmp_path, "4.0"), "tool call 4.0 to be in flight", proc=proc, interval=0.01)
@@ -571,10 +664,13 @@ def test_fork_continues_from_the_checkpoint_with_another_model(tmp_path: Path) -
 
     a_turns = {"count-errors": [bash("echo draft > draft.txt"), bash("echo wrong > answer.txt"), submit()]}
     # Turn 0 is the shared prefix; the fork asks solver-b from turn 1 on.
-    b_turns = {"count-errors": [submit("never asked"), bash("cat draft.txt && " + SOLUTION.strip().splitlines()[-1]),
-                                submit()]}
-    models = [{"id": "solver-a", "provider": "scripted", "params": {"turns": a_turns}},
-              {"id": "solver-b", "provider": "scripted", "params": {"turns": b_turns}}]
+    b_turns = {
+        "count-errors": [submit("never asked"), bash("cat draft.txt && " + SOLUTION.strip().splitlines()[-1]), submit()]
+    }
+    models = [
+        {"id": "solver-a", "provider": "scripted", "params": {"turns": a_turns}},
+        {"id": "solver-b", "provider": "scripted", "params": {"turns": b_turns}},
+    ]
     sweep = sweep_file(tmp_path, a_turns, models=models[:1])
     assert run_cli("run", sweep, "--direct") == 0
     parent = run_dirs(tmp_path)[0]
@@ -582,8 +678,10 @@ def test_fork_continues_from_the_checkpoint_with_another_model(tmp_path: Path) -
     cut = next(r.seq for r in records(tmp_path) if r.kind == "tool_call" and r.status == "completed")
     both = sweep_file(tmp_path, a_turns, name="both", models=models)
     before = tree_snapshot(parent)
-    assert run_cli("fork", parent, "--task", "count-errors", "--checkpoint", cut, "--model", "solver-b",
-                   "--sweep", both) == 0
+    assert (
+        run_cli("fork", parent, "--task", "count-errors", "--checkpoint", cut, "--model", "solver-b", "--sweep", both)
+        == 0
+    )
     assert tree_snapshot(parent) == before, "the fork changed its parent run"
     fork_dir = next(p for p in run_dirs(tmp_path) if ".forks" in str(p))
     detail = json.loads(next((fork_dir / "details").glob("*.json")).read_text())
@@ -604,42 +702,71 @@ def test_fork_continues_from_the_checkpoint_with_another_model(tmp_path: Path) -
     other["harness"] = {"id": "tool_agent", "params": {"max_turns": 5}}
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump(other))
-    assert run_cli("fork", parent, "--task", "count-errors", "--checkpoint", cut, "--model", "solver-b",
-                   "--sweep", changed) == 2
+    assert (
+        run_cli(
+            "fork", parent, "--task", "count-errors", "--checkpoint", cut, "--model", "solver-b", "--sweep", changed
+        )
+        == 2
+    )
 
 
 def test_a_command_that_changes_no_file_names_the_last_checkpoint_and_a_fork_starts_there(tmp_path: Path) -> None:
     """R-CKPT-1, R-FORK-1: a command that changed no file writes no manifest and leaves the environment's
     cursor alone; its completed record names the checkpoint the files are at, and a fork from it gets them."""
-    a_turns = {"count-errors": [bash("echo draft > draft.txt"), bash("ls"), bash("echo wrong > answer.txt"),
-                                submit()]}
-    b_turns = {"count-errors": [submit("never asked"), submit("never asked"),
-                                bash("cat draft.txt && " + SOLUTION.strip().splitlines()[-1]), submit()]}
-    models = [{"id": "solver-a", "provider": "scripted", "params": {"turns": a_turns}},
-              {"id": "solver-b", "provider": "scripted", "params": {"turns": b_turns}}]
+    a_turns = {"count-errors": [bash("echo draft > draft.txt"), bash("ls"), bash("echo wrong > answer.txt"), submit()]}
+    b_turns = {
+        "count-errors": [
+            submit("never asked"),
+            submit("never asked"),
+            bash("cat draft.txt && " + SOLUTION.strip().splitlines()[-1]),
+            submit(),
+        ]
+    }
+    models = [
+        {"id": "solver-a", "provider": "scripted", "params": {"turns": a_turns}},
+        {"id": "solver-b", "provider": "scripted", "params": {"turns": b_turns}},
+    ]
     sweep = sweep_file(tmp_path, a_turns, models=models[:1])
     assert run_cli("run", sweep, "--direct") == 0
     parent = run_dirs(tmp_path)[0]
-    tools = [r for r in records(tmp_path) if r.kind == "tool_call" and r.status == "completed" and r.data.get("command")]
+    tools = [
+        r for r in records(tmp_path) if r.kind == "tool_call" and r.status == "completed" and r.data.get("command")
+    ]
     assert [r.checkpoint_seq == r.seq for r in tools] == [True, False, True]
     assert tools[1].checkpoint_seq == tools[0].seq
     store = CheckpointStore(next((tmp_path / "results").rglob("count-errors@1")) / "checkpoints")
     assert store.seqs() == [tools[0].seq, tools[2].seq]
 
     both = sweep_file(tmp_path, a_turns, name="both", models=models)
-    assert run_cli("fork", parent, "--task", "count-errors", "--checkpoint", tools[1].seq, "--model", "solver-b",
-                   "--sweep", both) == 0
+    assert (
+        run_cli(
+            "fork",
+            parent,
+            "--task",
+            "count-errors",
+            "--checkpoint",
+            tools[1].seq,
+            "--model",
+            "solver-b",
+            "--sweep",
+            both,
+        )
+        == 0
+    )
     fork_dir = next(p for p in run_dirs(tmp_path) if ".forks" in str(p))
     detail = json.loads(next((fork_dir / "details").glob("*.json")).read_text())
-    draft = next(s for s in detail["attempts"]["1"]["trajectory"]
-                 if (s.get("command") or "").startswith("cat draft.txt"))
+    draft = next(
+        s for s in detail["attempts"]["1"]["trajectory"] if (s.get("command") or "").startswith("cat draft.txt")
+    )
     assert draft["output"].startswith("draft\n") and detail["correct"]
 
 
 # --- replay --------------------------------------------------------------------------------------
 
 
-def test_replay_matches_an_unchanged_task_and_stops_at_the_first_difference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_matches_an_unchanged_task_and_stops_at_the_first_difference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """R-REPLAY-1: the recorded terminal actions re-run in a clean environment; unchanged, every step and
     the artifacts match and the new state can be scored; after a file the task depends on changes, the
     replay stops at the first differing step and reports command, expected and actual output."""
@@ -677,9 +804,11 @@ def test_replay_leaves_the_recorded_run_as_it_was(tmp_path: Path) -> None:
     run_dir = run_dirs(tmp_path)[0]
 
     def files() -> dict[str, tuple[bytes, int, int]]:
-        return {str(path.relative_to(run_dir)): (path.read_bytes(), path.lstat().st_mode, path.lstat().st_mtime_ns)
-                for path in sorted(run_dir.rglob("*"))
-                if path.is_file() and path.relative_to(run_dir).parts[0] != "replays"}
+        return {
+            str(path.relative_to(run_dir)): (path.read_bytes(), path.lstat().st_mode, path.lstat().st_mtime_ns)
+            for path in sorted(run_dir.rglob("*"))
+            if path.is_file() and path.relative_to(run_dir).parts[0] != "replays"
+        }
 
     before = files()
     assert any(name.endswith("checkpoints/clock") for name in before), sorted(before)
@@ -701,8 +830,10 @@ def test_user_mistakes_get_one_line_errors(tmp_path: Path, capsys: pytest.Captur
         (("resume", run_dir), "nothing to resume, every task has finished"),
         (("resume", tmp_path / "nowhere"), "does not exist"),
         (("resume", run_dir, "--task", "no-such-task"), "--task='no-such-task': not a task of"),
-        (("fork", run_dir, "--task", "count-errors", "--checkpoint", "99", "--model", "solver-a", "--sweep", sweep),
-         "--model='solver-a': the parent ran with this same model"),
+        (
+            ("fork", run_dir, "--task", "count-errors", "--checkpoint", "99", "--model", "solver-a", "--sweep", sweep),
+            "--model='solver-a': the parent ran with this same model",
+        ),
         (("replay", run_dir, "--task", "count-errors", "--attempt", "3"), "--attempt=3: task 'count-errors'"),
     ]
     for args, message in cases:
@@ -722,8 +853,12 @@ def test_a_finished_but_unreaped_command_is_not_busy() -> None:
     if pid == 0:
         os._exit(0)
     try:
-        wait_until(lambda: Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z",
-                   "the child to be a zombie", 10, interval=0.01)
+        wait_until(
+            lambda: Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z",
+            "the child to be a zombie",
+            10,
+            interval=0.01,
+        )
         assert not process_alive(pid) and process_alive(os.getpid())
     finally:
         os.waitpid(pid, 0)

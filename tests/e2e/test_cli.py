@@ -108,10 +108,13 @@ def test_run_takes_a_sweep_by_name(tmp_path: Path) -> None:
     assert (tmp_path / "results" / "demo-nop" / "demo" / "none").is_dir()
     proc = run_cli_process("run", "demo-nopp", "--direct", cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr == ("agentcompass: error: sweep 'demo-nopp': no such file, and no resources/sweeps/demo-nopp.yaml "
-                           f"or {repo / 'agentcompass_dagster' / 'resources' / 'sweeps' / 'demo-nopp.yaml'}; "
-                           "did you mean 'demo-nop'?\n")
+    assert proc.stderr == (
+        "agentcompass: error: sweep 'demo-nopp': no such file, and no resources/sweeps/demo-nopp.yaml "
+        f"or {repo / 'agentcompass_dagster' / 'resources' / 'sweeps' / 'demo-nopp.yaml'}; "
+        "did you mean 'demo-nop'?\n"
+    )
     proc = run_cli_process("run", "zzz", "--direct", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
-    assert proc.stderr.endswith("; known sweeps: agent-clis, demo, demo-agent, demo-nop, harbor, humaneval, "
-                                "humaneval-samples\n")
+    assert proc.stderr.endswith(
+        "; known sweeps: agent-clis, demo, demo-agent, demo-nop, harbor, humaneval, humaneval-samples\n"
+    )

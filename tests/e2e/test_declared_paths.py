@@ -24,7 +24,8 @@ from conftest import run_cli, run_cli_process, write_sweep, write_task
 # The packaged sandbox declaration bounds the task's disk (disk_mb), which takes root and mkfs.ext4.
 needs_packaged_sandbox = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0 or shutil.which("mkfs.ext4") is None,
-    reason="the packaged sandbox declaration needs bubblewrap, root and mkfs.ext4")
+    reason="the packaged sandbox declaration needs bubblewrap, root and mkfs.ext4",
+)
 
 
 def _run_packaged(name: str, cwd: Path) -> str:
@@ -69,7 +70,8 @@ def test_the_packaged_humaneval_samples_sweep_runs_from_an_empty_directory(tmp_p
     for line in (PACKAGED_RESOURCES / "data" / "humaneval-samples.jsonl").read_text().splitlines():
         sample = json.loads(line)
         right[sample["task_id"]] = right.get(sample["task_id"], 0) + (
-            sample["completion"] == problems[sample["task_id"]]["canonical_solution"])
+            sample["completion"] == problems[sample["task_id"]]["canonical_solution"]
+        )
     expected = {k: float(estimate_pass_at_k(2, np.array(list(right.values())), k).mean()) for k in (1, 2)}
     assert expected == {1: 0.7, 2: 1.0}
 
@@ -93,7 +95,8 @@ def test_a_relative_param_is_resolved_beside_the_file_that_declares_it(
     write_task(cwd / "tasks", "decoy")
     (project / "harnesses").mkdir()
     (project / "harnesses" / "recorded.yaml").write_text(
-        "id: scripted\nparams: {default: {oracle: true}, record: calls.jsonl}\n")
+        "id: scripted\nparams: {default: {oracle: true}, record: calls.jsonl}\n"
+    )
     sweep = write_sweep(project, benchmarks=[{"id": "demo", "params": {"tasks_dir": "tasks"}}], harness="recorded")
     monkeypatch.chdir(cwd)
 
@@ -108,16 +111,28 @@ def test_a_relative_param_is_resolved_beside_the_file_that_declares_it(
     assert request.harness.resolve_path("calls.jsonl") == project / "harnesses" / "calls.jsonl"
 
 
-@pytest.mark.parametrize(("fields", "expected"), [
-    ({"benchmarks": [{"id": "harbor", "params": {"tasks_dir": "missing"}}]},
-     "benchmark.params.tasks_dir='{missing}': must be a directory of Harbor-format tasks"),
-    ({"benchmarks": [{"id": "humaneval", "tasks": ["HumanEval/0"]}],
-      "harness": {"id": "completions", "params": {"path": "missing"}}},
-     "harness.params.path='{missing}': cannot be read: No such file or directory"),
-])
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        (
+            {"benchmarks": [{"id": "harbor", "params": {"tasks_dir": "missing"}}]},
+            "benchmark.params.tasks_dir='{missing}': must be a directory of Harbor-format tasks",
+        ),
+        (
+            {
+                "benchmarks": [{"id": "humaneval", "tasks": ["HumanEval/0"]}],
+                "harness": {"id": "completions", "params": {"path": "missing"}},
+            },
+            "harness.params.path='{missing}': cannot be read: No such file or directory",
+        ),
+    ],
+)
 def test_a_missing_relative_path_names_the_file_the_field_and_the_resolved_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fields: dict[str, object],
-    expected: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fields: dict[str, object],
+    expected: str,
 ) -> None:
     """Issue #36: a relative path that is not there beside its declaration is refused before anything
     runs, whatever the working directory holds of that name: one line naming the sweep file, the field and
@@ -137,7 +152,8 @@ def test_a_missing_relative_path_names_the_file_the_field_and_the_resolved_path(
 
 
 def test_a_dagster_run_into_another_results_dir_resolves_relative_paths_beside_the_sweep_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue #36: with --results-dir, Dagster's processes load the sweep from its own file (the results
     directory reaches them apart), so a relative tasks_dir is still the sweep's folder, whatever the
     working directory."""

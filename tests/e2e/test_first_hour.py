@@ -20,15 +20,20 @@ def _refused(args: tuple[object, ...], tmp_path: Path, capsys: pytest.CaptureFix
     return err
 
 
-@pytest.mark.parametrize(("fields", "expected"), [
-    ({"harness": "oracel"}, "harness='oracel': no declaration "),
-    ({"environment": "locl"}, "environment='locl': no declaration "),
-    ({"benchmarks": [{"id": "dem"}]}, "benchmarks[0].id='dem': unknown benchmark; did you mean 'demo'?"),
-    ({"benchmarks": [{"id": "zzz"}]}, "benchmarks[0].id='zzz': unknown benchmark (known: demo,"),
-    ({"execution": {"limits": {"attempt_timout_s": 5}}},
-     "execution.limits.attempt_timout_s=5: not a field here; did you mean 'attempt_timeout_s'?"),
-    ({"execution": {"attempts": {"kk": 2}}}, "execution.attempts.kk=2: not a field here"),
-])
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"harness": "oracel"}, "harness='oracel': no declaration "),
+        ({"environment": "locl"}, "environment='locl': no declaration "),
+        ({"benchmarks": [{"id": "dem"}]}, "benchmarks[0].id='dem': unknown benchmark; did you mean 'demo'?"),
+        ({"benchmarks": [{"id": "zzz"}]}, "benchmarks[0].id='zzz': unknown benchmark (known: demo,"),
+        (
+            {"execution": {"limits": {"attempt_timout_s": 5}}},
+            "execution.limits.attempt_timout_s=5: not a field here; did you mean 'attempt_timeout_s'?",
+        ),
+        ({"execution": {"attempts": {"kk": 2}}}, "execution.attempts.kk=2: not a field here"),
+    ],
+)
 def test_a_near_miss_names_the_file_the_field_and_the_nearest_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, object], expected: str
 ) -> None:
@@ -53,9 +58,11 @@ def test_an_unknown_environment_name_is_one_line_naming_where_it_was_looked_for(
     (tmp_path / "resources" / "environments" / "sandbox.yaml").write_text("id: sandbox\nprovider: sandbox\n")
     sweep = write_sweep(tmp_path / "resources" / "sweeps", name="s", environment="sandbx")
     err = _refused(("run", sweep, "--direct"), tmp_path, capsys)
-    assert err == (f"agentcompass: error: {sweep}: environment='sandbx': no declaration "
-                   f"{tmp_path / 'resources' / 'environments' / 'sandbx.yaml'} and no environment plugin of that id; "
-                   "did you mean 'sandbox'?\n"), err
+    assert err == (
+        f"agentcompass: error: {sweep}: environment='sandbx': no declaration "
+        f"{tmp_path / 'resources' / 'environments' / 'sandbx.yaml'} and no environment plugin of that id; "
+        "did you mean 'sandbox'?\n"
+    ), err
 
 
 def test_a_name_declared_in_the_project_resources_is_used_with_its_params(
@@ -69,7 +76,8 @@ def test_a_name_declared_in_the_project_resources_is_used_with_its_params(
     (tmp_path / "resources" / "sweeps").mkdir(parents=True)
     (tmp_path / "resources" / "environments").mkdir()
     (tmp_path / "resources" / "environments" / "box.yaml").write_text(
-        "id: box\nprovider: sandbox\nparams: {memory_mb: 1234, max_processes: 77}\n")
+        "id: box\nprovider: sandbox\nparams: {memory_mb: 1234, max_processes: 77}\n"
+    )
     (tmp_path / "resources" / "harnesses").mkdir()
     (tmp_path / "resources" / "harnesses" / "oracle.yaml").write_text("id: oracle\nparams: {where: project}\n")
     elsewhere = tmp_path / "elsewhere"
@@ -83,10 +91,13 @@ def test_a_name_declared_in_the_project_resources_is_used_with_its_params(
 
 
 @pytest.mark.parametrize("mode", [("--direct",), ()])
-@pytest.mark.parametrize(("inline", "expected"), [
-    (False, "harness.params.keep_recent_messages=1: Input should be greater than or equal to 2"),
-    (True, "model.params.turnz={}: not a field here; did you mean 'turns'?"),
-])
+@pytest.mark.parametrize(
+    ("inline", "expected"),
+    [
+        (False, "harness.params.keep_recent_messages=1: Input should be greater than or equal to 2"),
+        (True, "model.params.turnz={}: not a field here; did you mean 'turns'?"),
+    ],
+)
 def test_a_bad_plugin_param_names_the_file_it_is_in(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: tuple[str, ...], inline: bool, expected: str
 ) -> None:
@@ -113,7 +124,9 @@ def test_a_results_dir_that_is_a_file_is_not_a_directory(tmp_path: Path, capsys:
 
 
 @pytest.mark.parametrize("command", ["summary", "resume"])
-def test_a_missing_run_directory_does_not_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+def test_a_missing_run_directory_does_not_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
     """`summary` and `resume` of a path that is not there, a file, or a directory without run_info.json
     say which of the three it is."""
     (tmp_path / "file").write_text("x\n")
@@ -130,8 +143,11 @@ def test_dispatch_keeps_its_runs_under_the_results_directory(tmp_path: Path, mon
 
     from agentcompass_dagster.dispatch import run_dispatch
 
-    model = {"id": "scripted", "provider": "scripted", "params": {"turns": {"dispatch": [
-        {"tool_calls": [{"name": "submit", "arguments": {"answer": "done"}}]}]}}}
+    model = {
+        "id": "scripted",
+        "provider": "scripted",
+        "params": {"turns": {"dispatch": [{"tool_calls": [{"name": "submit", "arguments": {"answer": "done"}}]}]}},
+    }
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({"prompt": "Say done.", "model": model, "run_id": "r1"}))
     monkeypatch.chdir(tmp_path)
@@ -203,9 +219,12 @@ def test_with_several_attempts_the_summary_says_what_correct_counts(
     attempt right and one wrong per task, the summary says "2 correct (by at least one attempt)" and
     counts the attempts (2 of 4) beside accuracy 0.5, instead of "2 correct" beside 0.5 unexplained."""
     steps = [{"oracle": True}, {"answer": "no"}]
-    sweep = write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": ["create-hello", "fix-calc"]}],
-                        harness={"id": "scripted", "params": {"tasks": {"create-hello": steps, "fix-calc": steps}}},
-                        execution={"attempts": {"k": 2}})
+    sweep = write_sweep(
+        tmp_path,
+        benchmarks=[{"id": "demo", "tasks": ["create-hello", "fix-calc"]}],
+        harness={"id": "scripted", "params": {"tasks": {"create-hello": steps, "fix-calc": steps}}},
+        execution={"attempts": {"k": 2}},
+    )
     assert run_cli("run", sweep, "--direct") == 0
     out = capsys.readouterr().out
     assert "2 correct (by at least one attempt)" in out, out
@@ -226,8 +245,10 @@ def test_show_lists_attempts_the_checkpoints_a_fork_accepts_and_replays(
     from scripted_agent import SOLUTION, bash, submit, sweep_file
 
     turns = {"count-errors": [bash("echo draft > draft.txt"), bash(SOLUTION), submit()]}
-    models = [{"id": "solver-a", "provider": "scripted", "params": {"turns": turns}},
-              {"id": "solver-b", "provider": "scripted", "params": {"turns": {"count-errors": [submit()] * 3}}}]
+    models = [
+        {"id": "solver-a", "provider": "scripted", "params": {"turns": turns}},
+        {"id": "solver-b", "provider": "scripted", "params": {"turns": {"count-errors": [submit()] * 3}}},
+    ]
     assert run_cli("run", sweep_file(tmp_path, turns, models=models[:1]), "--direct") == 0
     run_dir = next((tmp_path / "results").rglob("run_info.json")).parent
     assert run_cli("replay", run_dir, "--task", "count-errors") == 0
@@ -256,8 +277,10 @@ def test_show_lists_attempts_the_checkpoints_a_fork_accepts_and_replays(
     assert "| a fork can start from |" in out
     fork_dir = next(p.parent for p in (tmp_path / "results").rglob("run_info.json") if ".forks" in str(p))
     assert run_cli("show", fork_dir) == 0
-    assert f"lineage: fork of run {run_dir.name} (task count-errors, attempt 1, checkpoint {forkable[0]}" in \
-        capsys.readouterr().out
+    assert (
+        f"lineage: fork of run {run_dir.name} (task count-errors, attempt 1, checkpoint {forkable[0]}"
+        in capsys.readouterr().out
+    )
 
     # After a crash: the task without a detail is unfinished, its agent attempt interrupted.
     crashed = tmp_path / "crashed"
@@ -270,10 +293,13 @@ def test_show_lists_attempts_the_checkpoints_a_fork_accepts_and_replays(
     assert run_cli("show", run_dir, "--task", "nope") == 2
 
 
-@pytest.mark.parametrize(("strategy", "expected"), [
-    ("best", "execution.attempts.strategy='best': not one of avg, pass"),
-    ("pas", "execution.attempts.strategy='pas': not one of avg, pass; did you mean 'pass'?"),
-])
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        ("best", "execution.attempts.strategy='best': not one of avg, pass"),
+        ("pas", "execution.attempts.strategy='pas': not one of avg, pass; did you mean 'pass'?"),
+    ],
+)
 def test_an_unknown_strategy_is_refused_when_the_sweep_loads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], strategy: str, expected: str
 ) -> None:
@@ -284,11 +310,16 @@ def test_an_unknown_strategy_is_refused_when_the_sweep_loads(
     assert err.strip() == f"agentcompass: error: {sweep}: {expected}", err
 
 
-@pytest.mark.parametrize(("tasks", "expected"), [
-    (["create-hello", "fix-cal"], "benchmarks[1].tasks='fix-cal': no such task in benchmark 'demo'; did you mean "
-                                  "'fix-calc'?"),
-    (["nope"], "benchmarks[1].tasks='nope': no such task in benchmark 'demo'"),
-])
+@pytest.mark.parametrize(
+    ("tasks", "expected"),
+    [
+        (
+            ["create-hello", "fix-cal"],
+            "benchmarks[1].tasks='fix-cal': no such task in benchmark 'demo'; did you mean 'fix-calc'?",
+        ),
+        (["nope"], "benchmarks[1].tasks='nope': no such task in benchmark 'demo'"),
+    ],
+)
 def test_an_unknown_task_id_names_the_sweep_file_and_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], tasks: list[str], expected: str
 ) -> None:

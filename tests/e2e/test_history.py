@@ -28,30 +28,52 @@ from conftest import run_cli
 
 PAID = {"oracle": True, "usage": {"input_tokens": 100, "output_tokens": 10, "cost_usd": 0.01}}
 WRONG = {"answer": "wrong", "usage": {"input_tokens": 100, "output_tokens": 10, "cost_usd": 0.01}}
-SECOND_RUN = {"m1": {task: WRONG for task in ("t00", "t01", "t02")},
-              "m2": {"t00": {"oracle": True, "usage": {"input_tokens": 100, "cost_usd": None}},
-                     "t01": {"error": "endpoint down"}}}
+SECOND_RUN = {
+    "m1": {task: WRONG for task in ("t00", "t01", "t02")},
+    "m2": {
+        "t00": {"oracle": True, "usage": {"input_tokens": 100, "cost_usd": None}},
+        "t01": {"error": "endpoint down"},
+    },
+}
 DATE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d$")
 
 
 def _sweep(directory: Path, name: str, models: list[str], by_model: dict[str, Any]) -> Path:
     path = directory / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": name,
-        "benchmarks": [{"id": "synthetic", "params": {"n_tasks": 10}}],
-        "models": [{"id": model, "provider": "none"} for model in models],
-        "harness": {"id": "scripted", "params": {"default": PAID, "by_model": by_model}},
-        "environment": "local",
-        "output": {"results_dir": str(directory / "results")},
-    }, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "benchmarks": [{"id": "synthetic", "params": {"n_tasks": 10}}],
+                "models": [{"id": model, "provider": "none"} for model in models],
+                "harness": {"id": "scripted", "params": {"default": PAID, "by_model": by_model}},
+                "environment": "local",
+                "output": {"results_dir": str(directory / "results")},
+            },
+            sort_keys=False,
+        )
+    )
     return path
 
 
 def _verdict(run_dir: Path, status: str, baseline: str | None, **fields: Any) -> None:
     sweep, benchmark, model, run_id = run_dir.parts[-4:]
-    write_verdict(run_dir, RegressionVerdict(
-        sweep=sweep, benchmark=benchmark, model=model, run_id=run_id, baseline_run_id=baseline, status=status,
-        reason="test", alpha=0.05, min_drop=0.05, checked_at=0.0, **fields))
+    write_verdict(
+        run_dir,
+        RegressionVerdict(
+            sweep=sweep,
+            benchmark=benchmark,
+            model=model,
+            run_id=run_id,
+            baseline_run_id=baseline,
+            status=status,
+            reason="test",
+            alpha=0.05,
+            min_drop=0.05,
+            checked_at=0.0,
+            **fields,
+        ),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +85,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert run_cli("run", _sweep(directory, "other", ["m1"], {}), "--direct") == 0
     results = directory / "results"
     (m1_first, m1_second), (m2_first, m2_second) = (
-        sorted(p for p in (results / "hist" / "synthetic" / model).iterdir() if p.is_dir()) for model in ("m1", "m2"))
+        sorted(p for p in (results / "hist" / "synthetic" / model).iterdir() if p.is_dir()) for model in ("m1", "m2")
+    )
     _verdict(m1_second, "failed", m1_first.name, p_value=0.0123, diff=-0.3, n=10)
     _verdict(m2_first, "skipped", None)
     _verdict(m2_second, "passed", m2_first.name, p_value=0.5, diff=0.0, n=9)
@@ -76,7 +99,11 @@ def test_load_history_gives_one_row_per_run_with_accuracy_interval_cost_and_verd
     attempt's cost is unknown) and the regression check's verdict (NaN where the run has none)."""
     history = load_history(results, "hist")
     assert list(history[["model", "accuracy"]].itertuples(index=False, name=None)) == [
-        ("m1", 1.0), ("m1", 0.7), ("m2", 1.0), ("m2", 1.0)]
+        ("m1", 1.0),
+        ("m1", 0.7),
+        ("m2", 1.0),
+        ("m2", 1.0),
+    ]
     assert (history["sweep"] == "hist").all() and (history["benchmark"] == "synthetic").all()
     for _, runs in history.groupby("model"):
         assert runs["started_at"].is_monotonic_increasing and runs["run_id"].is_unique
@@ -84,12 +111,19 @@ def test_load_history_gives_one_row_per_run_with_accuracy_interval_cost_and_verd
     recorded = accuracy.set_index(["model", "run_id"])[["ci_low", "ci_high"]]
     assert history.set_index(["model", "run_id"])[["ci_low", "ci_high"]].sort_index().equals(recorded.sort_index())
     assert history.loc[1, "ci_low"] < 0.7 < history.loc[1, "ci_high"]
-    assert list(zip(history["n"], history["total"], history["errors"])) == [(10, 10, 0), (10, 10, 0), (10, 10, 0),
-                                                                              (9, 10, 1)]
+    assert list(zip(history["n"], history["total"], history["errors"])) == [
+        (10, 10, 0),
+        (10, 10, 0),
+        (10, 10, 0),
+        (9, 10, 1),
+    ]
     assert history["cost_usd"].iloc[:3].tolist() == pytest.approx([0.1, 0.1, 0.1])
     assert math.isnan(history.loc[3, "cost_usd"])  # t00's attempt has no price: not a partial $0.08
     assert pd.isna(history.loc[0, "regression"]) and history["regression"].iloc[1:].tolist() == [
-        "failed", "skipped", "passed"]
+        "failed",
+        "skipped",
+        "passed",
+    ]
     assert (history.loc[1, "regression_p_value"], history.loc[1, "regression_diff"]) == (0.0123, -0.3)
     assert history.loc[1, "baseline_run_id"] == history.loc[0, "run_id"]
     assert all((Path(d) / "metrics.parquet").is_file() for d in history["run_dir"])
@@ -106,8 +140,17 @@ def test_history_command_prints_one_line_per_run(results: Path, capsys: pytest.C
     assert run_cli("history", "hist", "--results-dir", results) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert re.split(r"\s{2,}", lines[0]) == ["date (UTC)", "benchmark", "model", "accuracy [95% CI]", "n/total",
-                                             "errors", "cost", "regression", "run"]
+    assert re.split(r"\s{2,}", lines[0]) == [
+        "date (UTC)",
+        "benchmark",
+        "model",
+        "accuracy [95% CI]",
+        "n/total",
+        "errors",
+        "cost",
+        "regression",
+        "run",
+    ]
     assert lines[3] == ""  # between m1's runs and m2's
     rows = [re.split(r"\s{2,}", line) for line in lines[1:3] + lines[4:]]
     assert len(rows) == 4 and all(len(row) == 9 for row in rows)
@@ -139,15 +182,21 @@ def test_history_csv_is_the_frame(results: Path, capsys: pytest.CaptureFixture[s
     assert printed["accuracy"].tolist() == history["accuracy"].tolist()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["nope"], "agentcompass: error: sweep 'nope': no runs in {results} (sweeps with runs there: hist, other)"),
-    (["hist", "--results-dir", "{empty}"], "agentcompass: error: sweep 'hist': no runs in {empty} "
-                                           "(sweeps with runs there: none)"),
-    (["hist", "--results-dir", "{missing}"], "agentcompass: error: {missing}: no such results directory"),
-    (["{missing}.yaml"], "agentcompass: error: {missing}.yaml: no such file"),
-])
-def test_history_refuses_bad_input_in_one_line(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                               args: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nope"], "agentcompass: error: sweep 'nope': no runs in {results} (sweeps with runs there: hist, other)"),
+        (
+            ["hist", "--results-dir", "{empty}"],
+            "agentcompass: error: sweep 'hist': no runs in {empty} (sweeps with runs there: none)",
+        ),
+        (["hist", "--results-dir", "{missing}"], "agentcompass: error: {missing}: no such results directory"),
+        (["{missing}.yaml"], "agentcompass: error: {missing}.yaml: no such file"),
+    ],
+)
+def test_history_refuses_bad_input_in_one_line(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     """Issue #28: an unknown sweep, a results directory without runs or missing, a sweep file that does
     not exist: one line naming it, exit code 2, nothing on stdout."""
     names = {"results": results, "empty": tmp_path, "missing": tmp_path / "missing"}
@@ -161,10 +210,15 @@ def test_history_refuses_bad_input_in_one_line(results: Path, tmp_path: Path, ca
 
 def _history_tables(document: str) -> dict[str, list[list[str]]]:
     """Each model's History table of the page as rows of cell text (tags removed)."""
-    section = document[document.index("<h3>History</h3>"):document.index("<h3>Plots</h3>")]
+    section = document[document.index("<h3>History</h3>") : document.index("<h3>Plots</h3>")]
     tables = re.findall(r'<h4>(.*?)</h4><table class="history">(.*?)</table>', section)
-    return {model: [[re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td>(.*?)</td>", row)]
-                    for row in re.findall(r"<tr>(.*?)</tr>", body)] for model, body in tables}
+    return {
+        model: [
+            [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", body)
+        ]
+        for model, body in tables
+    }
 
 
 def test_report_has_a_history_table_per_benchmark_and_model(results: Path) -> None:
@@ -172,7 +226,7 @@ def test_report_has_a_history_table_per_benchmark_and_model(results: Path) -> No
     lines as `agentcompass history` (benchmark and model named by the section and the table), each run
     id linked to its summary."""
     document = build_report(results)
-    hist = document[document.index("<h2>hist · synthetic</h2>"):document.index("<h2>other · synthetic</h2>")]
+    hist = document[document.index("<h2>hist · synthetic</h2>") : document.index("<h2>other · synthetic</h2>")]
     tables = _history_tables(hist)
     assert list(tables) == ["m1", "m2"]
     history = load_history(results, "hist")
@@ -180,13 +234,18 @@ def test_report_has_a_history_table_per_benchmark_and_model(results: Path) -> No
         runs = history[history["model"] == model]
         body = [row for row in rows if row]  # the header row has <th> cells only
         assert [row[-1] for row in body] == runs["run_id"].tolist()
-        assert [row[1] for row in body] == [f"{a:.3f} [{lo:.3f}, {hi:.3f}]"
-                                            for a, lo, hi in zip(runs["accuracy"], runs["ci_low"], runs["ci_high"])]
-    assert [row[2:6] for row in tables["m1"] if row] == [["10/10", "0", "$0.1000", "—"],
-                                                        ["10/10", "0", "$0.1000", "FAILED p=0.012 -0.30"]]
-    assert [row[2:6] for row in tables["m2"] if row] == [["10/10", "0", "$0.1000", "skipped"],
-                                                        ["9/10", "1", "n/a", "passed"]]
+        assert [row[1] for row in body] == [
+            f"{a:.3f} [{lo:.3f}, {hi:.3f}]" for a, lo, hi in zip(runs["accuracy"], runs["ci_low"], runs["ci_high"])
+        ]
+    assert [row[2:6] for row in tables["m1"] if row] == [
+        ["10/10", "0", "$0.1000", "—"],
+        ["10/10", "0", "$0.1000", "FAILED p=0.012 -0.30"],
+    ]
+    assert [row[2:6] for row in tables["m2"] if row] == [
+        ["10/10", "0", "$0.1000", "skipped"],
+        ["9/10", "1", "n/a", "passed"],
+    ]
     for run_id in history["run_id"]:
         assert re.search(rf'<a href="hist/synthetic/m\d/{run_id}/summary.md">{run_id}</a>', hist)
-    other = document[document.index("<h2>other · synthetic</h2>"):]
+    other = document[document.index("<h2>other · synthetic</h2>") :]
     assert list(_history_tables(other)) == ["m1"]

@@ -95,7 +95,9 @@ packages = ["broken_bench"]
 
 BROKEN_FILES = {
     "broken_bench/__init__.py": '"""A plugin package whose entry points all point at something unusable."""\n',
-    "broken_bench/needs_dep.py": "import not_installed_dependency_9c2e  # noqa: F401\n\n\nclass NeedsDepBenchmark:\n    pass\n",
+    "broken_bench/needs_dep.py": (
+        "import not_installed_dependency_9c2e  # noqa: F401\n\n\nclass NeedsDepBenchmark:\n    pass\n"
+    ),
     "broken_bench/syntax_error.py": "class SyntaxBenchmark(:\n    pass\n",
 }
 
@@ -229,7 +231,11 @@ def test_pip_installs_the_plugin_with_its_entry_point(tiny_site: Path) -> None:
     assert re.search(r"^tiny\s*=\s*tiny_bench:TinyBenchmark\s*$", text, re.MULTILINE)
     # It is not in the venv: without PYTHONPATH it cannot be imported.
     probe = subprocess.run(
-        [sys.executable, "-c", "import tiny_bench"], capture_output=True, text=True, env=_clean_env(), cwd=tiny_site.parent
+        [sys.executable, "-c", "import tiny_bench"],
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        cwd=tiny_site.parent,
     )
     assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr
 
@@ -329,15 +335,25 @@ def test_broken_entry_points_do_not_hide_working_ones(broken_site: Path, tiny_si
     env = _clean_env(PYTHONPATH=both)
     ok = subprocess.run(
         [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(_sweep(tmp_path, "tiny", "ok"))],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    counts = json.loads(next((tmp_path / "results" / "ok" / "tiny" / "none").glob("*/.summary_counts.json")).read_text())
+    counts = json.loads(
+        next((tmp_path / "results" / "ok" / "tiny" / "none").glob("*/.summary_counts.json")).read_text()
+    )
     assert counts["correct"] == 4
 
     bad = subprocess.run(
         [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(_sweep(tmp_path, "nosuch", "bad"))],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert bad.returncode == 2, bad.stdout + bad.stderr
     line = bad.stderr.strip()
@@ -346,8 +362,8 @@ def test_broken_entry_points_do_not_hide_working_ones(broken_site: Path, tiny_si
     assert {"tiny", "ghost", "noattr", "needsdep", "syntaxerr", "demo", "synthetic"} <= set(known)
 
 
-
 # --- contracts -------------------------------------------------------------------------------------
+
 
 def _self_running_benchmark() -> type:
     from agentcompass_dagster.contracts import HarnessFreeBenchmark
@@ -382,8 +398,9 @@ def test_a_harness_free_benchmark_runs_through_the_none_harness(
     assert "Tasks: 2 selected · 2 evaluated · 2 correct" in capsys.readouterr().out
     other = write_sweep(tmp_path, name="other", benchmarks=[{"id": "self-running"}], harness="oracle")
     assert run_cli("run", other, "--direct") == 2
-    assert "harness.id='oracle': benchmark 'self-running' is harness-free: declare harness none" in \
-        capsys.readouterr().err
+    assert (
+        "harness.id='oracle': benchmark 'self-running' is harness-free: declare harness none" in capsys.readouterr().err
+    )
     demo = write_sweep(tmp_path, name="demo-none", harness="none")
     assert run_cli("run", demo, "--direct") == 2
     assert "harness.id='none': benchmark 'demo' needs a harness" in capsys.readouterr().err
@@ -402,8 +419,10 @@ def test_a_plugin_that_does_not_subclass_its_contract_is_refused(
     sweep = write_sweep(tmp_path, harness="impostor")
     assert run_cli("run", sweep, "--direct") == 2
     err = capsys.readouterr().err
-    assert "harness.id='impostor': the harness plugin" in err and "is not a subclass of " \
-        "agentcompass_dagster.contracts.harness.Harness" in err, err
+    assert (
+        "harness.id='impostor': the harness plugin" in err
+        and "is not a subclass of agentcompass_dagster.contracts.harness.Harness" in err
+    ), err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
 
 
@@ -418,14 +437,24 @@ def _distribution(site: Path, name: str, entry_points: str) -> None:
     (info / "entry_points.txt").write_text(entry_points)
 
 
-@pytest.mark.parametrize(("distributions", "expected"), [
-    ({"foo": "[agentcompass.harnesses]\ntool_agent = foo_pkg.mod:Cls\n"},
-     "harness id 'tool_agent' is declared by entry point 'tool_agent = foo_pkg.mod:Cls' (distribution foo 1.0) and "
-     "built in as agentcompass_dagster.plugins.harnesses.tool_agent:ToolAgentHarness"),
-    ({"foo": "[agentcompass.benchmarks]\nmine = foo_pkg:Mine\n", "bar": "[agentcompass.benchmarks]\nmine = bar_pkg:Mine\n"},
-     "benchmark id 'mine' is declared by entry point 'mine = bar_pkg:Mine' (distribution bar 1.0) and entry point "
-     "'mine = foo_pkg:Mine' (distribution foo 1.0)"),
-])
+@pytest.mark.parametrize(
+    ("distributions", "expected"),
+    [
+        (
+            {"foo": "[agentcompass.harnesses]\ntool_agent = foo_pkg.mod:Cls\n"},
+            "harness id 'tool_agent' is declared by entry point 'tool_agent = foo_pkg.mod:Cls' "
+            "(distribution foo 1.0) and built in as agentcompass_dagster.plugins.harnesses.tool_agent:ToolAgentHarness",
+        ),
+        (
+            {
+                "foo": "[agentcompass.benchmarks]\nmine = foo_pkg:Mine\n",
+                "bar": "[agentcompass.benchmarks]\nmine = bar_pkg:Mine\n",
+            },
+            "benchmark id 'mine' is declared by entry point 'mine = bar_pkg:Mine' (distribution bar 1.0) "
+            "and entry point 'mine = foo_pkg:Mine' (distribution foo 1.0)",
+        ),
+    ],
+)
 def test_an_id_declared_twice_is_an_error_naming_both(
     tmp_path: Path, distributions: dict[str, str], expected: str
 ) -> None:
@@ -437,13 +466,25 @@ def test_an_id_declared_twice_is_an_error_naming_both(
         _distribution(tmp_path / name, name, text)
         sites.append(str(tmp_path / name))
     env = _clean_env(PYTHONPATH=os.pathsep.join(sites))
-    proc = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(_sweep(tmp_path, "demo")),
-                           "--direct"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(_sweep(tmp_path, "demo")), "--direct"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr == f"agentcompass: error: {expected}\n", proc.stderr
     assert not (tmp_path / "results").exists()
-    helped = subprocess.run([sys.executable, "-m", "agentcompass_dagster.cli.main", "--help"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+    helped = subprocess.run(
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert helped.returncode == 0, helped.stderr
 
 
@@ -488,16 +529,21 @@ class Answered(Analyzer):
 
 def _class_path_sweep(directory: Path) -> Path:
     path = directory / "bypath.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "bypath",
-        "benchmarks": [{"id": "my_plugins:Bench", "params": {"n_tasks": 2}}],
-        "models": [{"id": "silent", "provider": "my_plugins:Silent"}],
-        "harness": "my_plugins:Agent",
-        "environment": {"id": "box", "provider": "my_plugins:Box"},
-        "execution": {"analyzers": ["my_plugins:Answered"]},
-        "dagster": {"executor": "multiprocess"},
-        "output": {"results_dir": str(directory / "results")},
-    }, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "bypath",
+                "benchmarks": [{"id": "my_plugins:Bench", "params": {"n_tasks": 2}}],
+                "models": [{"id": "silent", "provider": "my_plugins:Silent"}],
+                "harness": "my_plugins:Agent",
+                "environment": {"id": "box", "provider": "my_plugins:Box"},
+                "execution": {"analyzers": ["my_plugins:Answered"]},
+                "dagster": {"executor": "multiprocess"},
+                "output": {"results_dir": str(directory / "results")},
+            },
+            sort_keys=False,
+        )
+    )
     return path
 
 
@@ -514,37 +560,58 @@ def test_plugins_named_by_class_path_run_through_dagster_step_processes(tmp_path
     (run_info,) = (tmp_path / "results" / "bypath").rglob("run_info.json")
     request = json.loads(run_info.read_text())["request"]
     assert request["dagster_run_id"]
-    assert (request["benchmark"]["id"], request["harness"]["id"], request["environment"]["provider"],
-            request["model"]["provider"], request["execution"]["analyzers"]) == (
-        "my_plugins:Bench", "my_plugins:Agent", "my_plugins:Box", "my_plugins:Silent", ["my_plugins:Answered"])
+    assert (
+        request["benchmark"]["id"],
+        request["harness"]["id"],
+        request["environment"]["provider"],
+        request["model"]["provider"],
+        request["execution"]["analyzers"],
+    ) == ("my_plugins:Bench", "my_plugins:Agent", "my_plugins:Box", "my_plugins:Silent", ["my_plugins:Answered"])
     details = [json.loads(p.read_text()) for p in (run_info.parent / "details").glob("*.json")]
     assert len(details) == 2 and all(d["correct"] for d in details)
     assert all(d["attempts"]["1"]["analysis_result"] == {"answered": {"answered": True}} for d in details)
 
     missing = _run(sweep, tmp_path, None)
     assert missing.returncode == 2, missing.stdout + missing.stderr
-    assert missing.stderr == (f"agentcompass: error: {sweep}: benchmarks[0].id='my_plugins:Bench': the benchmark class "
-                              "cannot be loaded: No module named 'my_plugins'; is it on PYTHONPATH?\n"), missing.stderr
+    assert missing.stderr == (
+        f"agentcompass: error: {sweep}: benchmarks[0].id='my_plugins:Bench': the benchmark class "
+        "cannot be loaded: No module named 'my_plugins'; is it on PYTHONPATH?\n"
+    ), missing.stderr
 
 
-@pytest.mark.parametrize(("fields", "expected"), [
-    ({"harness": "no_such_module_30.agent:Agent"},
-     "harness.id='no_such_module_30.agent:Agent': the harness class cannot be loaded: No module named "
-     "'no_such_module_30'; is it on PYTHONPATH?"),
-    ({"benchmarks": [{"id": "agentcompass_dagster.plugins.benchmarks.demo:NoSuchBenchmark"}]},
-     "benchmarks[0].id='agentcompass_dagster.plugins.benchmarks.demo:NoSuchBenchmark': the benchmark class cannot be loaded: "
-     "module 'agentcompass_dagster.plugins.benchmarks.demo' has no attribute 'NoSuchBenchmark'"),
-    ({"environment": {"id": "box", "provider": "agentcompass_dagster.plugins.harnesses.oracle:OracleHarness"}},
-     "environment.provider='agentcompass_dagster.plugins.harnesses.oracle:OracleHarness': the environment plugin "
-     "<class 'agentcompass_dagster.plugins.harnesses.oracle.OracleHarness'> is not a subclass of "
-     "agentcompass_dagster.contracts.environment.Environment"),
-    ({"models": [{"id": "m", "provider": "collections:OrderedDict"}]},
-     "models[0].provider='collections:OrderedDict': the model plugin <class 'collections.OrderedDict'> is not a "
-     "subclass of agentcompass_dagster.contracts.model.Model"),
-    ({"execution": {"analyzers": ["agentcompass_dagster.plugins.analyzers.loops:Nope"]}},
-     "execution.analyzers[0]='agentcompass_dagster.plugins.analyzers.loops:Nope': the analyzer class cannot be loaded: "
-     "module 'agentcompass_dagster.plugins.analyzers.loops' has no attribute 'Nope'"),
-])
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        (
+            {"harness": "no_such_module_30.agent:Agent"},
+            "harness.id='no_such_module_30.agent:Agent': the harness class cannot be loaded: No module named "
+            "'no_such_module_30'; is it on PYTHONPATH?",
+        ),
+        (
+            {"benchmarks": [{"id": "agentcompass_dagster.plugins.benchmarks.demo:NoSuchBenchmark"}]},
+            "benchmarks[0].id='agentcompass_dagster.plugins.benchmarks.demo:NoSuchBenchmark': "
+            "the benchmark class cannot be loaded: "
+            "module 'agentcompass_dagster.plugins.benchmarks.demo' has no attribute 'NoSuchBenchmark'",
+        ),
+        (
+            {"environment": {"id": "box", "provider": "agentcompass_dagster.plugins.harnesses.oracle:OracleHarness"}},
+            "environment.provider='agentcompass_dagster.plugins.harnesses.oracle:OracleHarness': "
+            "the environment plugin <class 'agentcompass_dagster.plugins.harnesses.oracle.OracleHarness'> "
+            "is not a subclass of agentcompass_dagster.contracts.environment.Environment",
+        ),
+        (
+            {"models": [{"id": "m", "provider": "collections:OrderedDict"}]},
+            "models[0].provider='collections:OrderedDict': the model plugin <class 'collections.OrderedDict'> is not a "
+            "subclass of agentcompass_dagster.contracts.model.Model",
+        ),
+        (
+            {"execution": {"analyzers": ["agentcompass_dagster.plugins.analyzers.loops:Nope"]}},
+            "execution.analyzers[0]='agentcompass_dagster.plugins.analyzers.loops:Nope': "
+            "the analyzer class cannot be loaded: "
+            "module 'agentcompass_dagster.plugins.analyzers.loops' has no attribute 'Nope'",
+        ),
+    ],
+)
 def test_a_bad_class_path_is_one_line_naming_the_file_the_field_and_the_value(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, Any], expected: str
 ) -> None:

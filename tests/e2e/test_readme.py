@@ -124,8 +124,14 @@ def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
     from agentcompass_dagster.reporting.results import load_metrics
 
     cwd = workdir(tmp_path)
-    commands = [c for c in readme_commands() if c.startswith(".venv/bin/agentcompass")
-                and "results/S/B/M" not in c and "demo-agent" not in c and "agent-clis" not in c]
+    commands = [
+        c
+        for c in readme_commands()
+        if c.startswith(".venv/bin/agentcompass")
+        and "results/S/B/M" not in c
+        and "demo-agent" not in c
+        and "agent-clis" not in c
+    ]
     assert commands[0] == ".venv/bin/agentcompass run", commands
     assert ".venv/bin/agentcompass run demo-nop" in commands, commands
     for command in commands:
@@ -174,18 +180,31 @@ def test_the_readme_durable_commands_run_as_written(tmp_path: Path) -> None:
     checkpoints = json.loads(shown.stdout)["tasks"][0]["attempts"][0]["checkpoints"]
     forkable = next(c["seq"] for c in checkpoints if c["forkable"])
     sweep = yaml.safe_load((REPO / "resources" / "sweeps" / "demo-agent.yaml").read_text())
-    other = {"id": "other", "provider": "scripted", "params": {"turns": {task: [
-        {"tool_calls": [{"name": "submit", "arguments": {"answer": "never asked"}}]},
-        {"tool_calls": [{"name": "submit", "arguments": {"answer": "done"}}]}]}}}
+    other = {
+        "id": "other",
+        "provider": "scripted",
+        "params": {
+            "turns": {
+                task: [
+                    {"tool_calls": [{"name": "submit", "arguments": {"answer": "never asked"}}]},
+                    {"tool_calls": [{"name": "submit", "arguments": {"answer": "done"}}]},
+                ]
+            }
+        },
+    }
     sweep["models"] = ["scripted-demo", other]
     (cwd / "resources" / "sweeps" / "S.yaml").write_text(yaml.safe_dump(sweep))
     # What a kill -9 after the agent ended and before its detail was written leaves, to resume.
     crashed = run_dir.with_name(run_dir.name + "-crashed")
     shutil.copytree(run_dir, crashed, symlinks=True)
     next((crashed / "details").glob(f"{task}*.json")).unlink()
-    fills = {"[--task T]": f"--task {task}", "--task T": f"--task {task}",
-             "--checkpoint 4": f"--checkpoint {forkable}", "[--score]": "--score",
-             "--sweep S.yaml": "--sweep resources/sweeps/S.yaml"}
+    fills = {
+        "[--task T]": f"--task {task}",
+        "--task T": f"--task {task}",
+        "--checkpoint 4": f"--checkpoint {forkable}",
+        "[--score]": "--score",
+        "--sweep S.yaml": "--sweep resources/sweeps/S.yaml",
+    }
     for command in commands[1:]:
         target = crashed if command.split()[1] == "resume" else run_dir
         command = command.replace("results/S/B/M/<run_id>", str(target.relative_to(cwd)))

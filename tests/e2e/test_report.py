@@ -33,24 +33,32 @@ FAILING = "sort-unique"
 ERROR_TEXT = "boom <b>&amp; friends</b>"
 K2_SWEEP, K2_MODEL = "k2 <&>", "m3"
 DATA_URI = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=\s]+)"')
-PLOT_IMG = re.compile(r'<img class="plot" data-plot="\w+" width="(\d+)" height="(\d+)"[^>]*'
-                      r' src="data:image/png;base64,([A-Za-z0-9+/=\s]+)"')
+PLOT_IMG = re.compile(
+    r'<img class="plot" data-plot="\w+" width="(\d+)" height="(\d+)"[^>]*'
+    r' src="data:image/png;base64,([A-Za-z0-9+/=\s]+)"'
+)
 HREF = re.compile(r'href="([^"#][^"]*)"')
 
 
-def _sweep(directory: Path, models: list[str], harness_params: dict[str, Any], name: str = "cmp",
-           **fields: Any) -> Path:
+def _sweep(
+    directory: Path, models: list[str], harness_params: dict[str, Any], name: str = "cmp", **fields: Any
+) -> Path:
     """A sweep (whichever models it holds, its runs land in results/<name>/demo/<model>/)."""
     path = directory / f"{'-'.join(models)}.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": name,
-        "benchmarks": [{"id": "demo"}],
-        "models": [{"id": model, "provider": "none"} for model in models],
-        "harness": {"id": "scripted", "params": harness_params},
-        "environment": "local",
-        "output": {"results_dir": str(directory / "results")},
-        **fields,
-    }, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "benchmarks": [{"id": "demo"}],
+                "models": [{"id": model, "provider": "none"} for model in models],
+                "harness": {"id": "scripted", "params": harness_params},
+                "environment": "local",
+                "output": {"results_dir": str(directory / "results")},
+                **fields,
+            },
+            sort_keys=False,
+        )
+    )
     return path
 
 
@@ -69,10 +77,12 @@ def _materialize_benchmark_assets(directory: Path) -> bool:
     sweep = load_sweep(_sweep(directory, ["m1", "m2"], {}))
     sweep_benchmark = sweep_benchmarks(sweep)[0]
     defs = sweep_definitions(sweep)
-    result = dg.materialize([a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)],
-                            selection=[sweep_benchmark.key("metrics"), sweep_benchmark.key("comparison")],
-                            resources=defs.resources,
-                            instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize(
+        [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)],
+        selection=[sweep_benchmark.key("metrics"), sweep_benchmark.key("comparison")],
+        resources=defs.resources,
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     assert result.success
     return True
 
@@ -85,12 +95,27 @@ def _write_comparison(results: Path) -> None:
     scores = {model: group.groupby("task_id")["score"].mean().to_dict() for model, group in finished.groupby("model")}
     c = paired_comparison(scores["m1"], scores["m2"])
     assert c is not None
-    frame = pd.DataFrame([{
-        "sweep": "cmp", "benchmark": "demo", "model_a": "m1", "model_b": "m2", "n": c.n,
-        "accuracy_a": c.mean_a, "accuracy_b": c.mean_b, "diff": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
-        "only_a": c.only_a, "only_b": c.only_b, "p_value": c.p_value, "test": c.test,
-        "verdict": c.verdict("m1", "m2"),
-    }]).astype({"n": "int64", "only_a": "int64", "only_b": "int64"})
+    frame = pd.DataFrame(
+        [
+            {
+                "sweep": "cmp",
+                "benchmark": "demo",
+                "model_a": "m1",
+                "model_b": "m2",
+                "n": c.n,
+                "accuracy_a": c.mean_a,
+                "accuracy_b": c.mean_b,
+                "diff": c.diff,
+                "ci_low": c.ci_low,
+                "ci_high": c.ci_high,
+                "only_a": c.only_a,
+                "only_b": c.only_b,
+                "p_value": c.p_value,
+                "test": c.test,
+                "verdict": c.verdict("m1", "m2"),
+            }
+        ]
+    ).astype({"n": "int64", "only_a": "int64", "only_b": "int64"})
     target.parent.mkdir(parents=True, exist_ok=True)
     frame.to_parquet(target, index=False)
 
@@ -98,17 +123,33 @@ def _write_comparison(results: Path) -> None:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("report")
-    m1 = _sweep(directory, ["m1"], {"default": {"oracle": True, "usage": {"input_tokens": 1000, "output_tokens": 200,
-                                                                          "cost_usd": 0.01}}})
+    m1 = _sweep(
+        directory,
+        ["m1"],
+        {"default": {"oracle": True, "usage": {"input_tokens": 1000, "output_tokens": 200, "cost_usd": 0.01}}},
+    )
     tasks: dict[str, Any] = {task: {"oracle": True} for task in SOLVED_BY_M2}
     tasks[FAILING] = {"error": ERROR_TEXT}
-    m2 = _sweep(directory, ["m2"], {"default": {"answer": "x", "usage": {"input_tokens": 300, "output_tokens": 50,
-                                                                        "cost_usd": 0.002}}, "tasks": tasks})
+    m2 = _sweep(
+        directory,
+        ["m2"],
+        {
+            "default": {"answer": "x", "usage": {"input_tokens": 300, "output_tokens": 50, "cost_usd": 0.002}},
+            "tasks": tasks,
+        },
+    )
     # a second sweep (a name to escape) with one model, k=2 attempts: fix-calc succeeds on the 2nd
-    k2 = _sweep(directory, [K2_MODEL], {"default": {"oracle": True}, "tasks": {
-        "fix-calc": [{"answer": "x"}, {"oracle": True}], FAILING: {"error": "nope"}}}, name=K2_SWEEP,
+    k2 = _sweep(
+        directory,
+        [K2_MODEL],
+        {
+            "default": {"oracle": True},
+            "tasks": {"fix-calc": [{"answer": "x"}, {"oracle": True}], FAILING: {"error": "nope"}},
+        },
+        name=K2_SWEEP,
         benchmarks=[{"id": "demo", "tasks": ["create-hello", "fix-calc", FAILING]}],
-        execution={"attempts": {"k": 2, "strategy": "avg"}})
+        execution={"attempts": {"k": 2, "strategy": "avg"}},
+    )
     # m2 and k2 have a task ending in error: completed, exit 3.
     for sweep, code in ((m1, 0), (m2, 3), (k2, 3)):
         assert run_cli("run", sweep, "--direct") == code
@@ -120,8 +161,10 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _plots(document: str) -> list[plots.Plot]:
     """Each plot image of the page with the size its tag declares."""
-    return [plots.Plot(base64.b64decode(re.sub(r"\s", "", data)), int(width), int(height))
-            for width, height, data in PLOT_IMG.findall(document)]
+    return [
+        plots.Plot(base64.b64decode(re.sub(r"\s", "", data)), int(width), int(height))
+        for width, height, data in PLOT_IMG.findall(document)
+    ]
 
 
 def _assert_plot(plot: plots.Plot) -> None:
@@ -141,12 +184,13 @@ def _cell(document: str, text: str) -> bool:
 
 def _between(text: str, start: str, end: str) -> str:
     """From the first ``start`` up to the next ``end``."""
-    text = text[text.index(start):]
-    return text[:text.index(end)]
+    text = text[text.index(start) :]
+    return text[: text.index(end)]
 
 
-def test_report_shows_models_metrics_comparisons_plots_and_tasks(results: Path, tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_shows_models_metrics_comparisons_plots_and_tasks(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run_cli("report", results) == 0
     out = results / "report.html"
     assert capsys.readouterr().out.strip() == f"written: {out}"
@@ -276,8 +320,7 @@ def test_report_in_headless_chromium(results: Path, tmp_path: Path) -> None:
     print(f"screenshot: {tmp_path / 'report.png'}")
 
 
-def test_report_of_a_missing_or_empty_directory_is_one_line(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_of_a_missing_or_empty_directory_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for directory in (tmp_path / "missing", tmp_path):
         assert run_cli("report", directory) == 2
         err = capsys.readouterr().err
@@ -299,8 +342,12 @@ def test_plots_are_sized_for_one_model_and_drawn_without_intervals(results: Path
     one_model = plots.accuracy_with_ci(one)
     assert isinstance(one_model, plots.Plot) and one_model.width == plots.MIN_WIDTH
     assert plots.accuracy_with_ci(metrics.iloc[0:0]) == plots.NoPlot(
-        "No accuracy recorded: the benchmark's metrics have none.")
+        "No accuracy recorded: the benchmark's metrics have none."
+    )
     assert plots.cost_vs_accuracy(metrics, tasks.iloc[0:0]) == plots.NoPlot(
-        "No usage recorded: no model with an accuracy recorded cost, tokens or task time.")
+        "No usage recorded: no model with an accuracy recorded cost, tokens or task time."
+    )
     no_categories = metrics[~metrics["metric"].str.startswith("accuracy/")]
-    assert plots.category_heatmap(no_categories) == plots.NoPlot("No accuracy per category: the tasks have no categories.")
+    assert plots.category_heatmap(no_categories) == plots.NoPlot(
+        "No accuracy per category: the tasks have no categories."
+    )

@@ -49,16 +49,23 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tasks_dir = directory / "tasks"
     for task in ("hungry", "plain-1", "plain-2", "plain-3", "slow-check"):
         write_task(tasks_dir, task, check=SLOW_CHECK if task == "slow-check" else "true")
-    slow = {"*": [submit()], "hungry": [{**submit(), "usage": {"prompt_tokens": 100_000, "completion_tokens": 10_000},
-                                         "cost_usd": 10.0}]}
+    slow = {
+        "*": [submit()],
+        "hungry": [{**submit(), "usage": {"prompt_tokens": 100_000, "completion_tokens": 10_000}, "cost_usd": 10.0}],
+    }
     # diag and errs complete with tasks in error: exit 3.
     for name, model, script, benchmark, code in (
-            ("diag", "solver", turns, {"tasks": sorted(turns)}, 3),
-            ("errs", "broken", broken, {"tasks": sorted(broken)}, 3),
-            ("slow", "spender", slow, {"params": {"tasks_dir": str(tasks_dir)}}, 0)):
-        sweep = write_sweep(directory, name=name, benchmarks=[{"id": "demo", **benchmark}],
-                            models=[{"id": model, "provider": "scripted", "params": {"turns": script}}],
-                            harness={"id": "tool_agent"})
+        ("diag", "solver", turns, {"tasks": sorted(turns)}, 3),
+        ("errs", "broken", broken, {"tasks": sorted(broken)}, 3),
+        ("slow", "spender", slow, {"params": {"tasks_dir": str(tasks_dir)}}, 0),
+    ):
+        sweep = write_sweep(
+            directory,
+            name=name,
+            benchmarks=[{"id": "demo", **benchmark}],
+            models=[{"id": model, "provider": "scripted", "params": {"turns": script}}],
+            harness={"id": "tool_agent"},
+        )
         assert run_cli("run", sweep, "--direct") == code
     return directory / "results"
 
@@ -73,15 +80,16 @@ def document(results: Path) -> str:
 
 def _section(document: str, title: str) -> str:
     start = document.index(f"<h2>{title}</h2>")
-    return document[start:document.index("</section>", start)]
+    return document[start : document.index("</section>", start)]
 
 
 def _table(section: str, klass: str) -> list[list[str]]:
     """The rows of the section's table of that class, as the cells' HTML."""
     body = re.search(rf'<table class="{klass}">(.*?)</table>', section, re.DOTALL)
     assert body is not None, klass
-    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body.group(1))
-            if "<td" in row]
+    return [
+        re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body.group(1)) if "<td" in row
+    ]
 
 
 def _text(cell: str) -> str:
@@ -96,7 +104,11 @@ def _links(cell: str) -> list[tuple[str, str]]:
 def test_outcomes_split_agent_failures_from_infrastructure_errors(document: str) -> None:
     diag = _section(document, "diag · demo")
     assert [(row[0], row[1]) for row in _table(diag, "outcomes")] == [
-        ("correct", "3"), ("wrong", "1"), ("agent failure", "1"), ("infrastructure error", "1")]
+        ("correct", "3"),
+        ("wrong", "1"),
+        ("agent failure", "1"),
+        ("infrastructure error", "1"),
+    ]
     errors = _table(diag, "errors")
     assert [(row[0], _text(row[2])) for row in errors] == [("infrastructure error", "1"), ("agent failure", "1")]
     # The text itself, escaped, in the page (not only a tooltip), and the attempt it ended.
@@ -106,17 +118,23 @@ def test_outcomes_split_agent_failures_from_infrastructure_errors(document: str)
     assert _links(errors[1][3]) == [("sort-unique_transform.json", "sort-unique a1")]
     # Under the outcome in the per-task table too.
     tasks = {_text(row[0]): row[2] for row in _table(diag, "tasks")}
-    assert tasks["fix-calc"].endswith('✗ error</a><span class="why">model call failed: upstream 503 &lt;gateway&gt; '
-                                      "&amp; co</span>")
-    assert "✗ failed</a><span class=\"why\">model sent malformed arguments" in tasks["sort-unique"]
+    assert tasks["fix-calc"].endswith(
+        '✗ error</a><span class="why">model call failed: upstream 503 &lt;gateway&gt; &amp; co</span>'
+    )
+    assert '✗ failed</a><span class="why">model sent malformed arguments' in tasks["sort-unique"]
     assert tasks["extract-column"].endswith("✗ wrong</a>")
 
 
 def test_analyzer_flags_with_counts_and_links_to_the_flagged_attempts(document: str) -> None:
     flags = {row[1]: row for row in _table(_section(document, "diag · demo"), "flags")}
     assert {name: (row[2], row[3]) for name, row in flags.items()} == {
-        "loops": ("1", "6"), "tool_errors": ("1", "6"), "cost_outliers": ("0", "4"), "time_split": ("0", "6"),
-        "gave_up": ("1", "6"), "reward_hacking": ("1", "6")}
+        "loops": ("1", "6"),
+        "tool_errors": ("1", "6"),
+        "cost_outliers": ("0", "4"),
+        "time_split": ("0", "6"),
+        "gave_up": ("1", "6"),
+        "reward_hacking": ("1", "6"),
+    }
     assert _links(flags["loops"][5]) == [("crlf-to-lf_transform.json", "crlf-to-lf a1")]
     assert "command wc -l notes.txt" in flags["loops"][5]
     assert _links(flags["tool_errors"][5]) == [("sort-unique_transform.json", "sort-unique a1")]
@@ -145,8 +163,10 @@ def test_an_errors_only_run_says_why_each_plot_is_missing(document: str) -> None
     errs = _section(document, "errs · demo")
     assert "<img" not in errs
     reasons = re.findall(r'<figure class="noplot" data-plot="(\w+)"><p class="noplot">(.*?)</p>', errs)
-    assert reasons == [(name, "No task was evaluated: every task of every model ended in an error.")
-                       for name in ("accuracy", "categories", "cost")]
+    assert reasons == [
+        (name, "No task was evaluated: every task of every model ended in an error.")
+        for name in ("accuracy", "categories", "cost")
+    ]
     assert [(row[0], row[1]) for row in _table(errs, "outcomes")][-1] == ("infrastructure error", "2")
     (errors,) = _table(errs, "errors")
     assert _text(errors[1]) == "model call failed: down" and errors[2] == "2"

@@ -49,7 +49,10 @@ def acme_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     before = _entries(PACKAGE)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(site), str(PACKAGE)],
-        capture_output=True, text=True, env=_env(), timeout=300,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _entries(PACKAGE) == before, "the build left files beside the package's sources"
@@ -65,8 +68,14 @@ def _run_sweep(name: str, site: Path, tmp_path: Path) -> tuple[Path, dict[str, A
     results under tmp_path: its one run directory and the run's counts, once it exited 0."""
     results, tmp = tmp_path / "results", tmp_path / "tmp"
     tmp.mkdir()
-    proc = run_cli_process("run", SWEEPS / f"{name}.yaml", "--results-dir", results, cwd=tmp_path,
-                           env=_env(PYTHONPATH=str(site), TMPDIR=str(tmp)))
+    proc = run_cli_process(
+        "run",
+        SWEEPS / f"{name}.yaml",
+        "--results-dir",
+        results,
+        cwd=tmp_path,
+        env=_env(PYTHONPATH=str(site), TMPDIR=str(tmp)),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     run_dirs = [info.parent for info in results.glob(f"{name}/*/*/*/run_info.json")]
@@ -122,9 +131,11 @@ def test_pip_install_registers_the_three_plugins_under_ids_nothing_built_in_has(
     points, under ids that no built-in plugin of this repository has (nor anything installed in the venv)."""
     (dist,) = importlib.metadata.distributions(path=[str(acme_site)])
     declared = {(point.group, point.name): point.value for point in dist.entry_points}
-    for group, plugin_id, kind in [("agentcompass.benchmarks", "acme-arith", registry.benchmarks),
-                                   ("agentcompass.harnesses", "acme-oneshot", registry.harnesses),
-                                   ("agentcompass.environments", "acme-local", registry.environments)]:
+    for group, plugin_id, kind in [
+        ("agentcompass.benchmarks", "acme-arith", registry.benchmarks),
+        ("agentcompass.harnesses", "acme-oneshot", registry.harnesses),
+        ("agentcompass.environments", "acme-local", registry.environments),
+    ]:
         assert declared[(group, plugin_id)].startswith("acme_plugins.")
         assert plugin_id not in kind.ids()
 
@@ -136,12 +147,18 @@ def test_the_acme_benchmark_passes_its_sweep_with_built_in_plugins(acme_site: Pa
     run_dir, counts = _run_sweep("acme-arith", acme_site, tmp_path)
     details = _assert_all_correct(run_dir, counts, ["sum", "product", "difference"])
     assert {t: d["attempts"]["1"]["final_answer"] for t, d in details.items()} == {
-        "sum": "5", "product": "42", "difference": "6"}
+        "sum": "5",
+        "product": "42",
+        "difference": "6",
+    }
     assert details["product"]["attempts"]["1"]["benchmark_fields"] == {"expected": "42"}
     assert {name: c["correct"] for name, c in counts["categories"].items()} == {"addition": 2, "multiplication": 1}
     request = json.loads((run_dir / "run_info.json").read_text())["request"]
     assert (request["benchmark"]["id"], request["harness"]["id"], request["environment"]["id"]) == (
-        "acme-arith", "oracle", "local")
+        "acme-arith",
+        "oracle",
+        "local",
+    )
 
 
 def test_the_acme_harness_passes_its_sweep_with_built_in_plugins(acme_site: Path, tmp_path: Path) -> None:
@@ -157,10 +174,16 @@ def test_the_acme_harness_passes_its_sweep_with_built_in_plugins(acme_site: Path
         assert steps[1]["content"] == yaml.safe_load((DEMO_TASKS / task_id / "task.yaml").read_text())["instruction"]
         assert steps[3]["exit_code"] == 0 and steps[3]["command"] == steps[2]["content"]
     assert {t: details[t]["attempts"]["1"]["final_answer"] for t in tasks} == {
-        "count-errors": "5", "create-hello": "hello world", "sort-unique": "7"}
+        "count-errors": "5",
+        "create-hello": "hello world",
+        "sort-unique": "7",
+    }
     request = json.loads((run_dir / "run_info.json").read_text())["request"]
     assert (request["benchmark"]["id"], request["harness"]["id"], request["environment"]["id"]) == (
-        "demo", "acme-oneshot", "local")
+        "demo",
+        "acme-oneshot",
+        "local",
+    )
 
 
 def test_the_acme_environment_passes_its_sweep_with_built_in_plugins(acme_site: Path, tmp_path: Path) -> None:
@@ -173,4 +196,7 @@ def test_the_acme_environment_passes_its_sweep_with_built_in_plugins(acme_site: 
     _assert_all_correct(run_dir, counts, tasks)
     request = json.loads((run_dir / "run_info.json").read_text())["request"]
     assert (request["benchmark"]["id"], request["harness"]["id"], request["environment"]["id"]) == (
-        "demo", "oracle", "acme-local")
+        "demo",
+        "oracle",
+        "acme-local",
+    )

@@ -33,8 +33,12 @@ from agentcompass_dagster.reporting.trajectory import (
 SECRET = "sk-proj-" + "Q7x" * 12
 LONG = "seq 1 30000; echo OPENAI_API_KEY=" + SECRET
 TURNS: dict[str, list[dict[str, Any]]] = {
-    "count-errors": [{**bash(LONG), "content": "<script>alert('x')</script> let me look"},
-                     bash(f"echo token={SECRET}"), bash(SOLUTION), submit()],
+    "count-errors": [
+        {**bash(LONG), "content": "<script>alert('x')</script> let me look"},
+        bash(f"echo token={SECRET}"),
+        bash(SOLUTION),
+        submit(),
+    ],
     "create-hello": [bash("echo 1 > reward.txt"), submit()],
     "crlf-to-lf": [{"fail": "endpoint exploded <b>"}],
     "extract-column": [bash("ls")] * 6,
@@ -51,14 +55,18 @@ def _step(html: str, index: int) -> str:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("trajectory")
-    models = [{"id": "solver", "provider": "scripted", "params": {"turns": TURNS}},
-              {"id": "solver-b", "provider": "scripted", "params": {"turns": {"create-hello": [submit("b")] * 3}}}]
+    models = [
+        {"id": "solver", "provider": "scripted", "params": {"turns": TURNS}},
+        {"id": "solver-b", "provider": "scripted", "params": {"turns": {"create-hello": [submit("b")] * 3}}},
+    ]
     assert run_cli("run", sweep_file(directory, TURNS, name="lab", models=models[:1], max_turns=4), "--direct") == 3
     run_dir = next((directory / "results" / "lab").rglob("run_info.json")).parent
     assert run_cli("replay", run_dir, "--task", "count-errors") == 0
     both = sweep_file(directory, TURNS, name="both", models=models, max_turns=4)
-    assert run_cli("fork", run_dir, "--task", "create-hello", "--model", "solver-b", "--sweep", both,
-                   "--checkpoint", 2) == 0
+    assert (
+        run_cli("fork", run_dir, "--task", "create-hello", "--model", "solver-b", "--sweep", both, "--checkpoint", 2)
+        == 0
+    )
     return run_dir
 
 
@@ -84,7 +92,7 @@ def test_a_correct_attempt_shows_its_turns_commands_and_outputs(pages: dict[tupl
     command = _step(html, 3)
     assert "exit code <span" in command and "$ seq 1 30000; echo OPENAI_API_KEY=" in command
     # The long output: folded to its head and tail, the whole redacted blob one click away.
-    assert "<details class=\"output\">" in command and "1\n2\n3\n" in command
+    assert '<details class="output">' in command and "1\n2\n3\n" in command
     link = re.search(r'<a class="full" href="([^"]+)">full output</a>', command)
     assert link is not None
     full = (pages[("count-errors", 1)].parent / link.group(1)).read_text()
@@ -141,7 +149,8 @@ def test_task_results_hold_the_limit_an_attempt_hit(run: Path) -> None:
     rows = pd.read_parquet(run / TASK_RESULTS_FILE, columns=["task_id", "limit"])
     assert sorted(rows["task_id"]) == sorted(TURNS)  # one attempt each: only one hit a limit
     assert rows.set_index("task_id")["limit"].dropna().to_dict() == {
-        "extract-column": "limit max_turns=4 reached: 4 model calls used"}
+        "extract-column": "limit max_turns=4 reached: 4 model calls used"
+    }
 
 
 def test_the_model_of_a_fork_holds_its_lineage_and_inherited_steps(run: Path) -> None:
@@ -166,16 +175,22 @@ def test_missing_pieces_leave_their_sections_out(run: Path, tmp_path: Path) -> N
     (bare / "analysis_summary.json").write_text(json.dumps({"loops": {"flagged": 3}, "gave_up": [1]}))
     detail = next((bare / "details").glob("count-errors*.json"))
     data = json.loads(detail.read_text())
-    data["attempts"]["1"]["analysis_result"] = {"reward_hacking": {"evidence": ["x", {"step": "y"}]},
-                                                "loops": {"command": "ls", "max_repeats": "many"}}
+    data["attempts"]["1"]["analysis_result"] = {
+        "reward_hacking": {"evidence": ["x", {"step": "y"}]},
+        "loops": {"command": "ls", "max_repeats": "many"},
+    }
     data["attempts"]["1"]["meta"]["analysis_errors"] = ["not a mapping"]
-    data["attempts"]["1"]["trajectory"] += [{"type": "from-the-future", "tool_calls": "not a list"},
-                                            {"type": "model_call", "usage": "not a mapping"}]
+    data["attempts"]["1"]["trajectory"] += [
+        {"type": "from-the-future", "tool_calls": "not a list"},
+        {"type": "model_call", "usage": "not a mapping"},
+    ]
     detail.write_text(json.dumps(data))
     trajectory = load_trajectory(bare, "count-errors", 1)
     assert trajectory.checkpoints == [] and trajectory.model is None and trajectory.lineage is None
-    assert [(f.analyzer, f.flagged, f.steps) for f in trajectory.findings] == [("reward_hacking", False, []),
-                                                                              ("loops", False, [])]
+    assert [(f.analyzer, f.flagged, f.steps) for f in trajectory.findings] == [
+        ("reward_hacking", False, []),
+        ("loops", False, []),
+    ]
     assert [f.summary for f in trajectory.findings] == ["", "command: ls, max repeats: many"]
     future, broken = trajectory.steps[-2:]
     assert future.kind == "from-the-future" and "not a list" in (future.text or "")
@@ -204,8 +219,9 @@ def test_a_second_report_renders_again_only_the_pages_of_what_changed(run: Path,
     assert changed.stat().st_ino != before[changed][0] and "<pre>changed since</pre>" in changed.read_text()
 
 
-@pytest.mark.parametrize("task_id", ["../../etc/passwd", "<img src=x onerror=alert(1)>", "a b", "a_b", "x" * 300,
-                                     "%41", "-rf", ".hidden"])
+@pytest.mark.parametrize(
+    "task_id", ["../../etc/passwd", "<img src=x onerror=alert(1)>", "a b", "a_b", "x" * 300, "%41", "-rf", ".hidden"]
+)
 def test_page_paths_are_safe_names_for_hostile_task_ids(tmp_path: Path, task_id: str) -> None:
     run_dir = tmp_path / "results" / "s" / "b" / "m" / "r1"
     page = trajectory_page_path(tmp_path / "out", run_dir, task_id, 2)

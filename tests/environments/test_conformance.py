@@ -42,10 +42,15 @@ def _outcomes(results: list[CheckResult]) -> dict[str, Outcome]:
 PROVIDERS = [
     pytest.param(lambda acme: LocalEnvironment(EnvironmentConfig(id="local")), id="local"),
     pytest.param(lambda acme: SandboxEnvironment(EnvironmentConfig(id="sandbox")), marks=needs_bwrap, id="sandbox"),
-    pytest.param(lambda acme: DockerEnvironment(EnvironmentConfig(id="docker", params={"image": IMAGE})),
-                 marks=needs_docker, id="docker"),
-    pytest.param(lambda acme: acme.TempDirEnvironment(EnvironmentConfig(id="acme-local", provider="acme-local")),
-                 id="third-party"),
+    pytest.param(
+        lambda acme: DockerEnvironment(EnvironmentConfig(id="docker", params={"image": IMAGE})),
+        marks=needs_docker,
+        id="docker",
+    ),
+    pytest.param(
+        lambda acme: acme.TempDirEnvironment(EnvironmentConfig(id="acme-local", provider="acme-local")),
+        id="third-party",
+    ),
 ]
 
 
@@ -71,19 +76,35 @@ def test_the_kit_names_each_promise_a_careless_provider_breaks(acme: Any) -> Non
     """Issue 40: the example as it was (its verifier in the agent's context, its cancelled command left
     running) fails the kit on exactly those two checks, each with what was seen, and assert_conformant
     says so in its message; what the provider gives up is reported apart."""
+
     class CarelessSession(acme.TempDirSession):  # type: ignore[misc, name-defined]
-        async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                       caller: Caller = Caller.agent, label: str | None = None,
-                       env: Mapping[str, str] | None = None) -> ExecResult:
+        async def exec(
+            self,
+            command: str,
+            *,
+            timeout_s: float | None = None,
+            cwd: str | None = None,
+            caller: Caller = Caller.agent,
+            label: str | None = None,
+            env: Mapping[str, str] | None = None,
+        ) -> ExecResult:
             with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-                proc = await asyncio.create_subprocess_exec("bash", "-c", command, cwd=cwd or self.workdir,
-                                                            stdout=out, stderr=err, start_new_session=True,
-                                                            env={**os.environ, **(env or {})})
+                proc = await asyncio.create_subprocess_exec(
+                    "bash",
+                    "-c",
+                    command,
+                    cwd=cwd or self.workdir,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                    env={**os.environ, **(env or {})},
+                )
                 done, _ = await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=timeout_s)
                 if not done:
                     os.killpg(proc.pid, signal.SIGKILL)
-                return ExecResult.captured(await proc.wait(), capture_file(out.fileno()), capture_file(err.fileno()),
-                                           0.0, timed_out=not done)
+                return ExecResult.captured(
+                    await proc.wait(), capture_file(out.fileno()), capture_file(err.fileno()), 0.0, timed_out=not done
+                )
 
     class CarelessEnvironment(acme.TempDirEnvironment):  # type: ignore[misc, name-defined]
         gives_up = {name: acme.TempDirEnvironment.gives_up[name] for name in ("verifier_uid", "scratch_hidden")}

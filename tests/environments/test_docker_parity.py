@@ -34,14 +34,18 @@ def run(tmp_path: Path, environment: dict[str, Any], harness: Any, benchmark: di
     return outcome.result
 
 
-def run_checked(tmp_path: Path, environment: dict[str, Any], check: str,
-                commands: dict[str, str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def run_checked(
+    tmp_path: Path, environment: dict[str, Any], check: str, commands: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Demo tasks of one ``check``, each worked on by the scripted agent's command: the run's metrics and
     each task's first attempt."""
     tasks = tmp_path / "tasks"
     for task in commands:
         write_task(tasks, task, check=check)
-    harness = {"id": "scripted", "params": {"tasks": {t: {"command": c, "answer": "done"} for t, c in commands.items()}}}
+    harness = {
+        "id": "scripted",
+        "params": {"tasks": {t: {"command": c, "answer": "done"} for t, c in commands.items()}},
+    }
     result = run(tmp_path, environment, harness, {"id": "demo", "params": {"tasks_dir": str(tasks)}})
     attempts = {task: detail["attempts"]["1"] for task, detail in details_by_task(Path(result.run_dir)).items()}
     return result.metrics.metrics, attempts
@@ -59,8 +63,10 @@ def limit_run(tmp_path: Path, environment: dict[str, Any], command: str) -> dict
 # Zombies up to the process limit, none of them over it (no fork fails, so no limit is hit while the
 # agent runs): their parent exits, they go to the container's PID 1, which (`sleep infinity`) never
 # reaped them, and the one slot left was all the framework's stop had.
-ZOMBIES = ("exec python3 -c \"import os\nfor _ in range(32 - sum(p.isdigit() for p in os.listdir('/proc'))):\n"
-           "    os.fork() or os._exit(0)\"")
+ZOMBIES = (
+    "exec python3 -c \"import os\nfor _ in range(32 - sum(p.isdigit() for p in os.listdir('/proc'))):\n"
+    '    os.fork() or os._exit(0)"'
+)
 
 
 def test_zombies_up_to_max_processes_leave_a_scored_failure(tmp_path: Path) -> None:
@@ -68,8 +74,12 @@ def test_zombies_up_to_max_processes_leave_a_scored_failure(tmp_path: Path) -> N
     also fills max_processes with zombies. The framework could not start the command that stops the
     agent: that attempt was an error, out of the denominator (accuracy 1.0, error_rate 0.5). Now the
     container's init reaps them and the stop needs no new process: 0.5, no error."""
-    metrics, attempts = run_checked(tmp_path, docker(max_processes=32), "grep -qx 4 answer.txt",
-                                    {"solved": "echo 4 > answer.txt", "failed": f"echo 5 > answer.txt; {ZOMBIES}"})
+    metrics, attempts = run_checked(
+        tmp_path,
+        docker(max_processes=32),
+        "grep -qx 4 answer.txt",
+        {"solved": "echo 4 > answer.txt", "failed": f"echo 5 > answer.txt; {ZOMBIES}"},
+    )
     assert attempts["failed"]["status"] != "error" and not attempts["failed"]["correct"], attempts["failed"]
     assert attempts["solved"]["correct"], attempts["solved"]
     assert (metrics["accuracy"], metrics["error_rate"]) == (0.5, 0.0)
@@ -82,8 +92,9 @@ def test_the_stop_holds_while_the_agent_keeps_every_process_slot_taken() -> None
     since the agent's last command), and the verifier runs after it."""
     environment = DockerEnvironment(EnvironmentConfig(**docker(max_processes=32)))
     with opened_session(environment) as (session, loop):
-        flood = ("(while :; do sleep 1000 & done) >/dev/null 2>&1 & "
-                 "while p=(/proc/[0-9]*); [ ${#p[@]} -lt 32 ]; do :; done")
+        flood = (
+            "(while :; do sleep 1000 & done) >/dev/null 2>&1 & while p=(/proc/[0-9]*); [ ${#p[@]} -lt 32 ]; do :; done"
+        )
         # Whether the agent's command sees the limit hit depends on when the loop next forks: not the point.
         with contextlib.suppress(EnvironmentLimitExceeded):
             loop.run_until_complete(session.exec(flood))
@@ -102,8 +113,10 @@ def test_a_file_planted_in_tmp_does_not_pass_a_check(tmp_path: Path) -> None:
     answer with it. The agent answered wrong and planted read-only files of its answer there first; the
     check could not replace them and passed. Now /tmp and /dev/shm are emptied once the agent's processes
     are gone (its links there not followed: the honest agent's /work survives them)."""
-    check = ("echo 4 > /tmp/expected; echo 4 > /dev/shm/expected; "
-             "cmp /tmp/expected answer.txt && cmp /dev/shm/expected answer.txt")
+    check = (
+        "echo 4 > /tmp/expected; echo 4 > /dev/shm/expected; "
+        "cmp /tmp/expected answer.txt && cmp /dev/shm/expected answer.txt"
+    )
     plant = "echo 5 > answer.txt; for d in /tmp /dev/shm; do echo 5 > $d/expected; chmod 444 $d/expected; done"
     links = "echo 4 > answer.txt; ln -s /work /tmp/work; mkdir /dev/shm/d; ln -s /work/answer.txt /dev/shm/d/a"
     _, attempts = run_checked(tmp_path, docker(), check, {"planted": plant, "honest": links})
@@ -143,8 +156,11 @@ def test_a_file_count_flood_meets_max_files(tmp_path: Path, directory: str) -> N
     """Issue 37, finding 6 (R-LIMIT-1): empty files take no bytes, and docker offered no file-count limit
     (200,001 files went through). max_files bounds the files of each directory disk_mb bounds: 2,000
     empty files stop at 500 and the attempt's failure names it."""
-    attempt = limit_run(tmp_path, docker(disk_mb=32, max_files=500),
-                        f"cd {directory} && for i in $(seq 2000); do : > f$i || break; done; true")
+    attempt = limit_run(
+        tmp_path,
+        docker(disk_mb=32, max_files=500),
+        f"cd {directory} && for i in $(seq 2000); do : > f$i || break; done; true",
+    )
     assert attempt["status"] == "failed" and "max_files=500" in attempt["failure"], attempt
 
 

@@ -27,12 +27,23 @@ from agentcompass_dagster.plugins.environments.docker import DockerEnvironment
 from agentcompass_dagster.plugins.environments.local import LocalEnvironment
 from agentcompass_dagster.plugins.environments.sandbox import SandboxEnvironment
 from agentcompass_dagster.contracts.errors import UserError
-from agentcompass_dagster.gateway.forwarding import GATEWAY_DIR, GATEWAY_SOCKET, NO_RUNTIME, forwarded, install_forwarder
+from agentcompass_dagster.gateway.forwarding import (
+    GATEWAY_DIR,
+    GATEWAY_SOCKET,
+    NO_RUNTIME,
+    forwarded,
+    install_forwarder,
+)
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-ENVIRONMENTS = [pytest.param(lambda: SandboxEnvironment(EnvironmentConfig(id="sandbox")), marks=needs_bwrap, id="sandbox"),
-                pytest.param(lambda: DockerEnvironment(EnvironmentConfig(id="docker", params={"image": IMAGE})),
-                             marks=needs_docker, id="docker")]
+ENVIRONMENTS = [
+    pytest.param(lambda: SandboxEnvironment(EnvironmentConfig(id="sandbox")), marks=needs_bwrap, id="sandbox"),
+    pytest.param(
+        lambda: DockerEnvironment(EnvironmentConfig(id="docker", params={"image": IMAGE})),
+        marks=needs_docker,
+        id="docker",
+    ),
+]
 NO_NETWORK = {f"{phase}_network_policy": NetworkPolicy.none for phase in ("baseline", "run", "evaluation")}
 BODY = "hello from the gateway"
 
@@ -40,7 +51,8 @@ BODY = "hello from the gateway"
 def get(base: str = "os.environ['AGENTCOMPASS_GATEWAY_URL']") -> str:
     """A GET of ``base`` (a Python expression) + /v1/models with the environment's Python (a minimal image
     has no curl); by default through the forwarder."""
-    return f'python3 -c "import os, urllib.request; print(urllib.request.urlopen({base} + \'/v1/models\', timeout=20).read().decode())"'
+    fetch = f"urllib.request.urlopen({base} + '/v1/models', timeout=20).read().decode()"
+    return f'python3 -c "import os, urllib.request; print({fetch})"'
 
 
 GET = get()
@@ -83,8 +95,9 @@ def gateway(tmp_path: Path) -> Iterator[Path]:
     thread.join()
 
 
-def _run(opened: tuple[EnvironmentSession, asyncio.AbstractEventLoop], command: str,
-         caller: Caller = Caller.agent) -> ExecResult:
+def _run(
+    opened: tuple[EnvironmentSession, asyncio.AbstractEventLoop], command: str, caller: Caller = Caller.agent
+) -> ExecResult:
     session, loop = opened
     return loop.run_until_complete(session.exec(command, caller=caller, timeout_s=50))
 
@@ -112,8 +125,10 @@ def test_a_port_line_the_wait_cuts_in_two_is_read_whole(make: Any, gateway: Path
     port, and the agent's calls were refused (a CI failure: codex scored wrong without one model call)."""
     forwarder = gateway / "forward.py"
     whole = 'out.write("%d\\n" % listener.getsockname()[1])'
-    split = ('line = "%d\\n" % listener.getsockname()[1]\n        out.write(line[:2])\n        out.flush()\n'
-             '        __import__("time").sleep(0.5)\n        out.write(line[2:])')
+    split = (
+        'line = "%d\\n" % listener.getsockname()[1]\n        out.write(line[:2])\n        out.flush()\n'
+        '        __import__("time").sleep(0.5)\n        out.write(line[2:])'
+    )
     source = forwarder.read_text()
     assert whole in source
     forwarder.write_text(source.replace(whole, split))
@@ -130,8 +145,10 @@ def test_the_verifier_never_sees_the_mounts(make: Any, gateway: Path) -> None:
     mounts = [HostMount(host_path=gateway, path=GATEWAY_DIR)]
     probe = f"test -S {GATEWAY_SOCKET} && echo seen || echo unseen"
     with opened_session(make(), mounts=mounts, **NO_NETWORK) as opened:
-        seen = [_run(opened, probe, caller).stdout.strip()
-                for caller in (Caller.agent, Caller.verifier, Caller.agent, Caller.verifier, Caller.reference)]
+        seen = [
+            _run(opened, probe, caller).stdout.strip()
+            for caller in (Caller.agent, Caller.verifier, Caller.agent, Caller.verifier, Caller.reference)
+        ]
         assert seen == ["seen", "unseen", "seen", "unseen", "seen"]
         reached = _run(opened, forwarded(GET), Caller.agent)
         assert reached.stdout == f"{BODY} /v1/models\n", reached
@@ -146,8 +163,10 @@ def test_a_read_only_mount_stays_so_and_a_writable_one_is_the_agents(make: Any, 
     packages.mkdir(mode=0o755)
     agent.mkdir(mode=0o755)
     (packages / "wheel.txt").write_text("offline package\n")
-    mounts = [HostMount(host_path=packages, path="/opt/agentcompass/packages"),
-              HostMount(host_path=agent, path="/opt/agentcompass/agent", read_only=False)]
+    mounts = [
+        HostMount(host_path=packages, path="/opt/agentcompass/packages"),
+        HostMount(host_path=agent, path="/opt/agentcompass/agent", read_only=False),
+    ]
     with opened_session(make(), mounts=mounts, **NO_NETWORK) as opened:
         read = _run(opened, "cat /opt/agentcompass/packages/wheel.txt")
         assert read.stdout == "offline package\n", read
@@ -173,8 +192,10 @@ def test_the_forwarder_runs_on_node_where_there_is_no_python(gateway: Path, tmp_
     for name in ("bash", "mktemp", "mkfifo", "rm", "node"):
         os.symlink(shutil.which(name, path="/usr/bin:/bin") or "", tools / name)
     mounts = [HostMount(host_path=gateway, path=GATEWAY_DIR), HostMount(host_path=tools, path="/opt/tools")]
-    get = ("node -e \"require('http').get(process.env.AGENTCOMPASS_GATEWAY_URL + '/node', "
-           "r => r.on('data', d => process.stdout.write(d)))\"")
+    get = (
+        "node -e \"require('http').get(process.env.AGENTCOMPASS_GATEWAY_URL + '/node', "
+        "r => r.on('data', d => process.stdout.write(d)))\""
+    )
     with opened_session(SandboxEnvironment(EnvironmentConfig(id="sandbox")), mounts=mounts, **NO_NETWORK) as opened:
         reached = _run(opened, "PATH=/opt/tools\n" + forwarded(get))
         assert reached.exit_code == 0 and reached.stdout == f"{BODY} /node", reached
@@ -187,8 +208,15 @@ def test_local_refuses_a_plan_with_mounts(tmp_path: Path) -> None:
     """Issue 38: ``local`` runs commands as this process's user on the host, where there is nothing to
     bind a mount into nor a verifier to hide it from: a plan with mounts is refused before anything
     runs, with one line naming the environment and where to run it instead."""
-    plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="claude-code", environment_id="local",
-                         model_id="m", mounts=[HostMount(host_path=tmp_path, path=GATEWAY_DIR)])
+    plan = ExecutionPlan(
+        task_id="t",
+        attempt=1,
+        benchmark_id="b",
+        harness_id="claude-code",
+        environment_id="local",
+        model_id="m",
+        mounts=[HostMount(host_path=tmp_path, path=GATEWAY_DIR)],
+    )
     environment: Environment = LocalEnvironment(EnvironmentConfig(id="local"))
     with pytest.raises(UserError) as refused:
         environment.validate_plan(plan)

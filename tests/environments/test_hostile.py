@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import IMAGE, REPO, details_by_task, needs_docker, opened_session, processes_with, run_cli_process, write_sweep
+from conftest import (
+    IMAGE,
+    REPO,
+    details_by_task,
+    needs_docker,
+    opened_session,
+    processes_with,
+    run_cli_process,
+    write_sweep,
+)
 from scripted_agent import SOLUTION, bash, submit, sweep_file
 
 from agentcompass_dagster.contracts.declarations import EnvironmentConfig
@@ -70,7 +79,9 @@ def run_sweep(sweep: Path) -> Path:
 
 def everything_written(tmp_path: Path) -> bytes:
     """Every byte of every file the runs wrote (results, checkpoints, logs)."""
-    return b"".join(p.read_bytes() for p in sorted((tmp_path / "results").rglob("*")) if p.is_file() and not p.is_symlink())
+    return b"".join(
+        p.read_bytes() for p in sorted((tmp_path / "results").rglob("*")) if p.is_file() and not p.is_symlink()
+    )
 
 
 def scripted(command: str, **step: Any) -> dict[str, Any]:
@@ -131,8 +142,11 @@ def test_system_directories_cannot_be_remounted_or_written(sandbox_session: Any)
     """A remount of /etc or /usr read-write, then a write, would change the host's files."""
     for directory in ("/etc", "/usr"):
         marker = Path(directory) / f"agentcompass-probe-{os.getpid()}"
-        out = probe(sandbox_session, f"mount -o remount,bind,rw {directory} 2>/dev/null; touch {marker} 2>/dev/null "
-                                     "&& echo ESCAPED || echo held").stdout
+        out = probe(
+            sandbox_session,
+            f"mount -o remount,bind,rw {directory} 2>/dev/null; touch {marker} 2>/dev/null "
+            "&& echo ESCAPED || echo held",
+        ).stdout
         assert out == "held\n" and not marker.exists()
 
 
@@ -140,10 +154,16 @@ def test_system_directories_cannot_be_remounted_or_written(sandbox_session: Any)
 @needs_root
 def test_a_fresh_procfs_cannot_be_mounted(sandbox_session: Any) -> None:
     """A fresh procfs would expose writable kernel knobs (core_pattern runs a program as host root)."""
-    out = probe(sandbox_session, "mkdir -p /tmp/p && mount -t proc proc /tmp/p 2>/dev/null "
-                                 "&& test -w /tmp/p/sys/kernel/core_pattern && echo ESCAPED || echo held").stdout
+    out = probe(
+        sandbox_session,
+        "mkdir -p /tmp/p && mount -t proc proc /tmp/p 2>/dev/null "
+        "&& test -w /tmp/p/sys/kernel/core_pattern && echo ESCAPED || echo held",
+    ).stdout
     assert out == "held\n"
-    assert probe(sandbox_session, "echo x > /proc/sys/kernel/core_pattern 2>/dev/null && echo ESCAPED || echo held").stdout == "held\n"
+    assert (
+        probe(sandbox_session, "echo x > /proc/sys/kernel/core_pattern 2>/dev/null && echo ESCAPED || echo held").stdout
+        == "held\n"
+    )
 
 
 @needs_bwrap
@@ -152,12 +172,15 @@ def test_host_files_stay_unreadable_where_their_mode_says_so(sandbox_session: An
     """A 0600 root file in a bound directory and /etc/shadow are unreadable; a hard link to them cannot
     be made (it would carry them into a checkpoint); the runtime's processes are out of reach."""
     env, _ = sandbox_session
-    out = probe(sandbox_session, f"cat {secret_file} /etc/shadow 2>&1; "
-                                 f"ln {secret_file} ./linked 2>/dev/null && echo LINKED; "
-                                 f"ln /etc/shadow ./shadow 2>/dev/null && echo LINKED; "
-                                 f"cat /proc/{os.getpid()}/environ 2>/dev/null && echo ENVIRON; "
-                                 f"kill -9 {os.getpid()} 2>/dev/null && echo KILLED; "
-                                 f"ls {env.scratch} 2>/dev/null && echo SCRATCH; true").output
+    out = probe(
+        sandbox_session,
+        f"cat {secret_file} /etc/shadow 2>&1; "
+        f"ln {secret_file} ./linked 2>/dev/null && echo LINKED; "
+        f"ln /etc/shadow ./shadow 2>/dev/null && echo LINKED; "
+        f"cat /proc/{os.getpid()}/environ 2>/dev/null && echo ENVIRON; "
+        f"kill -9 {os.getpid()} 2>/dev/null && echo KILLED; "
+        f"ls {env.scratch} 2>/dev/null && echo SCRATCH; true",
+    ).output
     assert SECRET not in out and "root:" not in out
     for word in ("LINKED", "ENVIRON", "KILLED", "SCRATCH"):
         assert word not in out, out
@@ -169,8 +192,9 @@ def test_host_files_stay_unreadable_where_their_mode_says_so(sandbox_session: An
 def test_writes_outside_the_binds_land_nowhere_on_the_host(sandbox_session: Any, tmp_path: Path) -> None:
     """Paths the command climbs to from its directory are the sandbox's own (read-only or private)."""
     env, _ = sandbox_session
-    out = probe(sandbox_session, f"touch {tmp_path}/planted ../planted ../../planted /var/tmp/planted 2>/dev/null; "
-                                 "echo done").stdout
+    out = probe(
+        sandbox_session, f"touch {tmp_path}/planted ../planted ../../planted /var/tmp/planted 2>/dev/null; echo done"
+    ).stdout
     assert out == "done\n"
     for path in (tmp_path / "planted", Path(env.workdir).parent / "planted", Path("/var/tmp/planted")):
         assert not path.exists(), path
@@ -187,8 +211,12 @@ def test_a_symlink_planted_as_the_check_script_changes_no_host_file(tmp_path: Pa
     victim.write_text("original\n")
     victim.chmod(0o600)
     plant = f"mkdir -p ../scratch && ln -sf {victim} ../scratch/check-count-errors.sh; true"
-    sweep = write_sweep(tmp_path, environment=environment, harness=scripted(plant, oracle=True),
-                        benchmarks=[{"id": "demo", "tasks": ["count-errors"]}])
+    sweep = write_sweep(
+        tmp_path,
+        environment=environment,
+        harness=scripted(plant, oracle=True),
+        benchmarks=[{"id": "demo", "tasks": ["count-errors"]}],
+    )
     detail = details_by_task(run_sweep(sweep))["count-errors"]
     assert victim.read_text() == "original\n" and victim.stat().st_mode & 0o777 == 0o600
     assert detail["correct"], detail
@@ -199,23 +227,31 @@ def test_a_symlink_planted_as_the_cursor_changes_no_host_file(tmp_path: Path, en
     """tool_agent writes its checkpoint cursor into scratch after every command."""
     victim = tmp_path / "victim.txt"
     victim.write_text("original\n")
-    turns = {"count-errors": [bash(f"mkdir -p ../scratch/.agentcompass && ln -sf {victim} ../scratch/.agentcompass/cursor; "
-                                   "true"), bash(SOLUTION), submit()]}
+    turns = {
+        "count-errors": [
+            bash(f"mkdir -p ../scratch/.agentcompass && ln -sf {victim} ../scratch/.agentcompass/cursor; true"),
+            bash(SOLUTION),
+            submit(),
+        ]
+    }
     detail = details_by_task(run_sweep(sweep_file(tmp_path, turns, environment=environment)))["count-errors"]
     assert victim.read_text() == "original\n"
     assert detail["correct"], detail
 
 
 @pytest.mark.parametrize("environment", ["local", pytest.param("sandbox", marks=needs_bwrap)])
-def test_a_timed_out_command_cannot_swap_its_output_for_a_host_file(tmp_path: Path, secret_file: Path,
-                                                                    environment: str) -> None:
+def test_a_timed_out_command_cannot_swap_its_output_for_a_host_file(
+    tmp_path: Path, secret_file: Path, environment: str
+) -> None:
     """On a timeout the host reads what the command wrote so far; the command replaced that file by a
     symlink to a host secret: the secret reaches neither the model nor any file of the run."""
     marker = f"60.{os.getpid()}"
     # The commands directory is a sibling of the working directory in both environments.
     swap = f"cd ../commands/.agentcompass/calls && for f in *.out; do ln -sf {secret_file} $f; done; sleep {marker}"
     turns = {"count-errors": [bash(swap), bash(SOLUTION), submit()]}
-    detail = details_by_task(run_sweep(sweep_file(tmp_path, turns, environment=environment, command_timeout_s=1.0)))["count-errors"]
+    detail = details_by_task(run_sweep(sweep_file(tmp_path, turns, environment=environment, command_timeout_s=1.0)))[
+        "count-errors"
+    ]
     step = next(s for s in detail["attempts"]["1"]["trajectory"] if marker in (s.get("command") or ""))
     assert "timed out" in step["output"] and SECRET not in step["output"]
     assert SECRET.encode() not in everything_written(tmp_path)
@@ -223,16 +259,21 @@ def test_a_timed_out_command_cannot_swap_its_output_for_a_host_file(tmp_path: Pa
 
 
 @pytest.mark.parametrize("environment", ["local", pytest.param("sandbox", marks=needs_bwrap)])
-def test_a_symlink_planted_as_the_harbor_tests_directory_changes_no_host_directory(tmp_path: Path,
-                                                                                  environment: str) -> None:
+def test_a_symlink_planted_as_the_harbor_tests_directory_changes_no_host_directory(
+    tmp_path: Path, environment: str
+) -> None:
     """The Harbor verifier's tests are uploaded to /tests at evaluation, a directory only the verifier's
     commands see: a symlink planted where the old layout kept them (scratch/tests) changes no host
     directory. `local`, which cannot give a task its own directories, refuses the task instead."""
     host_dir = tmp_path / "host-dir"
     host_dir.mkdir()
     plant = f"mkdir -p ../scratch && rm -rf ../scratch/tests && ln -s {host_dir} ../scratch/tests; true"
-    sweep = write_sweep(tmp_path, environment=environment, harness=scripted(plant, oracle=True),
-                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(HARBOR_TASKS)}, "tasks": ["json-config"]}])
+    sweep = write_sweep(
+        tmp_path,
+        environment=environment,
+        harness=scripted(plant, oracle=True),
+        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(HARBOR_TASKS)}, "tasks": ["json-config"]}],
+    )
     detail = details_by_task(run_sweep(sweep))["json-config"]
     assert list(host_dir.iterdir()) == []
     if environment == "local":  # refused before anything ran: an error naming where it can run
@@ -241,12 +282,18 @@ def test_a_symlink_planted_as_the_harbor_tests_directory_changes_no_host_directo
         assert detail["correct"]
 
 
-def test_a_checkpoint_root_replaced_by_a_symlink_captures_nothing_of_the_host(tmp_path: Path,
-                                                                            secret_file: Path) -> None:
+def test_a_checkpoint_root_replaced_by_a_symlink_captures_nothing_of_the_host(
+    tmp_path: Path, secret_file: Path
+) -> None:
     """The agent (local: same user) moves its working directory away and puts a symlink to a host
     directory in its place: the checkpoint does not follow it, no host file becomes a blob."""
-    turns = {"count-errors": [bash(f"cd .. && mv work work.old && ln -s {secret_file.parent} work; true"),
-                              bash("true"), submit()]}
+    turns = {
+        "count-errors": [
+            bash(f"cd .. && mv work work.old && ln -s {secret_file.parent} work; true"),
+            bash("true"),
+            submit(),
+        ]
+    }
     run_dir = run_sweep(sweep_file(tmp_path, turns))
     store = CheckpointStore(next(run_dir.rglob("count-errors@1")) / "checkpoints")
     for seq in store.seqs():
@@ -280,31 +327,41 @@ def test_a_sparse_gigabyte_is_checkpointed_and_restored_sparse(tmp_path: Path) -
 
 HARBOR_HACKS = {
     "read-solution": "for s in ../scratch/solution/solve.sh /solution/solve.sh; do bash $s 2>/dev/null; done; "
-                     "find / -name solve.sh -path '*json-config*' 2>/dev/null | head -1 | xargs -r bash",
+    "find / -name solve.sh -path '*json-config*' 2>/dev/null | head -1 | xargs -r bash",
     "prewrite-reward": "for d in ../scratch/logs/verifier /logs/verifier; do mkdir -p $d 2>/dev/null && "
-                       "echo 1 > $d/reward.txt && chattr +i $d/reward.txt $d 2>/dev/null; done; true",
+    "echo 1 > $d/reward.txt && chattr +i $d/reward.txt $d 2>/dev/null; done; true",
     "symlink-reward": "echo '{\"reward\": 7.0}' > ~/r.json; for d in ../scratch/logs/verifier /logs/verifier; do "
-                      "mkdir -p $d 2>/dev/null && ln -sf ~/r.json $d/reward.json; done; true",
+    "mkdir -p $d 2>/dev/null && ln -sf ~/r.json $d/reward.json; done; true",
     "edit-tests": "for d in ../scratch/tests /tests; do mkdir -p $d 2>/dev/null && printf 'mkdir -p /logs/verifier; "
-                  "echo 1 > /logs/verifier/reward.txt\\n' > $d/test.sh; done; true",
+    "echo 1 > /logs/verifier/reward.txt\\n' > $d/test.sh; done; true",
     "race-reward": "(while true; do for d in ../scratch/logs/verifier /logs/verifier; do echo 1 > $d/reward.txt; "
-                   "done 2>/dev/null; done) > /dev/null 2>&1 & disown; true",
+    "done 2>/dev/null; done) > /dev/null 2>&1 & disown; true",
 }
 
 
-@pytest.mark.parametrize("environment", [pytest.param({"id": "sandbox"}, marks=needs_bwrap, id="sandbox"),
-                                         pytest.param({"id": "docker", "params": {"image": IMAGE}},
-                                                      marks=needs_docker, id="docker")])
+@pytest.mark.parametrize(
+    "environment",
+    [
+        pytest.param({"id": "sandbox"}, marks=needs_bwrap, id="sandbox"),
+        pytest.param({"id": "docker", "params": {"image": IMAGE}}, marks=needs_docker, id="docker"),
+    ],
+)
 def test_no_harbor_hack_scores(tmp_path: Path, environment: dict[str, Any], sandbox_root: Path) -> None:
     """Reading the solution, pre-writing (and locking) the reward, linking it to a host file, editing the
     tests, writing it from a background process: none scores (the real verifier fails the empty work)."""
-    harness = {"id": "scripted", "params": {"tasks": {f"json-config-{name}": {"command": command}
-                                                      for name, command in HARBOR_HACKS.items()}}}
+    harness = {
+        "id": "scripted",
+        "params": {"tasks": {f"json-config-{name}": {"command": command} for name, command in HARBOR_HACKS.items()}},
+    }
     tasks = tmp_path / "tasks"
     for name in HARBOR_HACKS:
         shutil.copytree(HARBOR_TASKS / "json-config", tasks / f"json-config-{name}")
-    sweep = write_sweep(tmp_path, environment=environment, harness=harness,
-                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}])
+    sweep = write_sweep(
+        tmp_path,
+        environment=environment,
+        harness=harness,
+        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}],
+    )
     found = details_by_task(run_sweep(sweep))
     assert len(found) == len(HARBOR_HACKS), sorted(found)
     for task_id, detail in found.items():
@@ -316,10 +373,13 @@ def test_no_harbor_hack_scores(tmp_path: Path, environment: dict[str, Any], sand
 @needs_bwrap
 def test_the_demo_solution_and_check_are_out_of_reach(tmp_path: Path) -> None:
     """The demo task's reference solution and check script are never where the agent can read them."""
-    hack = ("for f in ../scratch/check-*.sh $(find / -name solution.sh -path '*create-hello*' 2>/dev/null); do "
-            "bash $f; done 2>/dev/null; true")
-    sweep = write_sweep(tmp_path, environment="sandbox", harness=scripted(hack),
-                        benchmarks=[{"id": "demo", "tasks": ["create-hello"]}])
+    hack = (
+        "for f in ../scratch/check-*.sh $(find / -name solution.sh -path '*create-hello*' 2>/dev/null); do "
+        "bash $f; done 2>/dev/null; true"
+    )
+    sweep = write_sweep(
+        tmp_path, environment="sandbox", harness=scripted(hack), benchmarks=[{"id": "demo", "tasks": ["create-hello"]}]
+    )
     assert not details_by_task(run_sweep(sweep))["create-hello"]["correct"]
 
 
@@ -327,14 +387,20 @@ def test_the_demo_solution_and_check_are_out_of_reach(tmp_path: Path) -> None:
 
 
 def limit_run(tmp_path: Path, environment: dict[str, Any], command: str) -> dict[str, Any]:
-    sweep = write_sweep(tmp_path, environment=environment, harness=scripted(command, answer="x"),
-                        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}])
+    sweep = write_sweep(
+        tmp_path,
+        environment=environment,
+        harness=scripted(command, answer="x"),
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}],
+    )
     (detail,) = details_by_task(run_sweep(sweep)).values()
     return detail["attempts"]["1"]
 
 
-SPAWN = ("python3 -c \"import subprocess\nfor i in range(2000):\n    try:\n        subprocess.Popen(['sleep', '{marker}'])\n"
-         "    except OSError:\n        break\"")
+SPAWN = (
+    "python3 -c \"import subprocess\nfor i in range(2000):\n    try:\n        subprocess.Popen(['sleep', '{marker}'])\n"
+    '    except OSError:\n        break"'
+)
 
 
 @needs_bwrap
@@ -353,8 +419,11 @@ def test_two_thousand_background_processes_meet_max_processes(tmp_path: Path) ->
 def test_three_gigabytes_into_tmp_meet_its_size(tmp_path: Path, sandbox_root: Path) -> None:
     """R-LIMIT-1: /tmp is a tmpfs of tmp_mb, charged to nobody else: 3 GB written into it stop at its
     size and the attempt ends naming it; the host's memory is not taken."""
-    attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"memory_mb": 2048, "tmp_mb": 128}},
-                        "head -c 3G /dev/zero > /tmp/fill; true")
+    attempt = limit_run(
+        tmp_path,
+        {"id": "sandbox", "params": {"memory_mb": 2048, "tmp_mb": 128}},
+        "head -c 3G /dev/zero > /tmp/fill; true",
+    )
     assert attempt["status"] == "failed" and "tmp_mb=128" in attempt["failure"], attempt
     mounts = Path("/proc/mounts").read_text()
     assert f"{sandbox_root}/{os.getpid()}-" not in mounts
@@ -367,8 +436,9 @@ def test_processes_that_together_pass_memory_mb_are_killed(tmp_path: Path) -> No
     three processes of 100 MB each under 192 MB end the attempt naming the limit."""
     hog = "python3 -c \"import time; a = b'x' * (100 << 20); time.sleep(60)\""
     # Once the kernel killed one, the others are not waited for.
-    attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"memory_mb": 192}},
-                        f"{hog} & {hog} & {hog} & wait -n; kill $(jobs -p)")
+    attempt = limit_run(
+        tmp_path, {"id": "sandbox", "params": {"memory_mb": 192}}, f"{hog} & {hog} & {hog} & wait -n; kill $(jobs -p)"
+    )
     assert attempt["status"] == "failed" and "memory_mb=192" in attempt["failure"], attempt
 
 
@@ -387,8 +457,11 @@ def test_five_gigabytes_into_the_task_directory_meet_disk_mb(tmp_path: Path, san
 def test_thousands_of_empty_files_meet_max_files(tmp_path: Path, sandbox_root: Path) -> None:
     """R-LIMIT-1: empty files take no bytes, so disk_mb alone would let a task use up inodes; max_files
     bounds them: the attempt ends naming the limit."""
-    attempt = limit_run(tmp_path, {"id": "sandbox", "params": {"disk_mb": 64, "max_files": 500}},
-                        "for i in $(seq 2000); do : > f$i || break; done; true")
+    attempt = limit_run(
+        tmp_path,
+        {"id": "sandbox", "params": {"disk_mb": 64, "max_files": 500}},
+        "for i in $(seq 2000); do : > f$i || break; done; true",
+    )
     assert "max_files=500" in json.dumps(attempt), attempt
 
 
@@ -408,8 +481,11 @@ def test_docker_limits_hold_and_say_so(tmp_path: Path) -> None:
 def test_a_local_command_that_escapes_its_process_group_is_killed_with_the_session(tmp_path: Path) -> None:
     """R-CLEAN-1: `setsid` leaves the process group; the session's cgroup still holds it."""
     marker = f"1001.{os.getpid()}"
-    sweep = write_sweep(tmp_path, harness=scripted(f"setsid sleep {marker} > /dev/null 2>&1 < /dev/null &", answer="x"),
-                        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}])
+    sweep = write_sweep(
+        tmp_path,
+        harness=scripted(f"setsid sleep {marker} > /dev/null 2>&1 < /dev/null &", answer="x"),
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}],
+    )
     run_sweep(sweep)
     assert processes_with(f"sleep {marker}") == []
 
@@ -417,8 +493,9 @@ def test_a_local_command_that_escapes_its_process_group_is_killed_with_the_sessi
 def test_local_commands_get_a_minimal_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The runtime's own variables (keys among them) are not passed to the commands."""
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY")
-    sweep = write_sweep(tmp_path, harness=scripted("env", answer="x"),
-                        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}])
+    sweep = write_sweep(
+        tmp_path, harness=scripted("env", answer="x"), benchmarks=[{"id": "synthetic", "params": {"n_tasks": 1}}]
+    )
     (detail,) = details_by_task(run_sweep(sweep)).values()
     (step,) = detail["attempts"]["1"]["trajectory"]
     names = {line.partition("=")[0] for line in step["output"].splitlines()}

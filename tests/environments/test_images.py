@@ -100,8 +100,11 @@ def test_digest_skips_dockerignored_files_and_follows_no_link(tmp_path: Path) ->
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "big.bin").write_bytes(b"x" * 1000)
-    context = write_context(tmp_path / "task", "FROM scratch\n", {
-        ".dockerignore": "# generated files\nsecret.txt\ncache/\nDockerfile\n", "secret.txt": "s", "cache/a": "a"})
+    context = write_context(
+        tmp_path / "task",
+        "FROM scratch\n",
+        {".dockerignore": "# generated files\nsecret.txt\ncache/\nDockerfile\n", "secret.txt": "s", "cache/a": "a"},
+    )
     (context / "data").symlink_to(outside)
     first = context_digest(context)
 
@@ -118,14 +121,21 @@ def test_digest_skips_dockerignored_files_and_follows_no_link(tmp_path: Path) ->
     assert context_digest(context) != relinked
 
 
-def test_a_context_without_a_dockerfile_or_past_the_bounds_is_refused(tmp_path: Path, client: Any,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_context_without_a_dockerfile_or_past_the_bounds_is_refused(
+    tmp_path: Path, client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """#36: a context without its Dockerfile says so, naming the task; one past the bounds (files or
     bytes, after .dockerignore) is refused before anything is sent."""
     context = write_context(tmp_path / "task", "FROM scratch\n")
     with pytest.raises(ImageBuildError, match=r"task t1: no Dockerfile at .*/task/environment/Dockerfile"):
-        ensure_image(client, context, dockerfile="environment/Dockerfile", timeout_s=5,
-                     log_path=tmp_path / "build.log", name="t1")
+        ensure_image(
+            client,
+            context,
+            dockerfile="environment/Dockerfile",
+            timeout_s=5,
+            log_path=tmp_path / "build.log",
+            name="t1",
+        )
     with pytest.raises(ImageBuildError, match="not a path inside the build context"):
         context_digest(context, "../Dockerfile")
 
@@ -143,14 +153,19 @@ def test_a_context_without_a_dockerfile_or_past_the_bounds_is_refused(tmp_path: 
         context_digest(context)
 
 
-def test_copied_files_workdir_and_user_arrive_in_the_image(tmp_path: Path, client: Any, task: str,
-                                                          base: str) -> None:
+def test_copied_files_workdir_and_user_arrive_in_the_image(tmp_path: Path, client: Any, task: str, base: str) -> None:
     """#36: the task's input files COPYed into WORKDIR /app are in the image (an executable stays one,
     an ignored file is not sent), and the image's WORKDIR, USER and ENV are reported for the caller."""
-    context = write_context(tmp_path / "environment", (
-        f"FROM {base}\nWORKDIR /app\nCOPY . ./\nUSER 1234\nENV TASK_INPUT=/app/input.txt\n"
-    ), {"input.txt": "the task's data\n", "run.sh": "#!/bin/sh\n", ".dockerignore": "secret.txt\n",
-        "secret.txt": "not for the image"})
+    context = write_context(
+        tmp_path / "environment",
+        (f"FROM {base}\nWORKDIR /app\nCOPY . ./\nUSER 1234\nENV TASK_INPUT=/app/input.txt\n"),
+        {
+            "input.txt": "the task's data\n",
+            "run.sh": "#!/bin/sh\n",
+            ".dockerignore": "secret.txt\n",
+            "secret.txt": "not for the image",
+        },
+    )
     (context / "run.sh").chmod(0o755)
     log_path = tmp_path / "run" / "build.log"
 
@@ -162,8 +177,11 @@ def test_copied_files_workdir_and_user_arrive_in_the_image(tmp_path: Path, clien
     assert (built.workdir, built.user, built.env["TASK_INPUT"]) == ("/app", "1234", "/app/input.txt")
     assert client.images.get(built.tag).labels == {images.DIGEST_LABEL: digest, images.TASK_LABEL: task}
     output = client.containers.run(
-        built.id, ["sh", "-c", "pwd; id -u; cat input.txt; test -x run.sh && echo executable; ls -a"],
-        remove=True, network_mode="none").decode()
+        built.id,
+        ["sh", "-c", "pwd; id -u; cat input.txt; test -x run.sh && echo executable; ls -a"],
+        remove=True,
+        network_mode="none",
+    ).decode()
     assert output.splitlines()[:4] == ["/app", "1234", "the task's data", "executable"]
     assert "secret.txt" not in output.split()
     log = log_path.read_text()
@@ -171,8 +189,9 @@ def test_copied_files_workdir_and_user_arrive_in_the_image(tmp_path: Path, clien
     assert re.search(r"^Step 3/\d+ : COPY \. \./$", log, re.MULTILINE) and f"Successfully tagged {built.tag}" in log
 
 
-def test_a_second_ensure_image_reuses_the_image_also_from_a_new_client(tmp_path: Path, client: Any, task: str,
-                                                                      base: str) -> None:
+def test_a_second_ensure_image_reuses_the_image_also_from_a_new_client(
+    tmp_path: Path, client: Any, task: str, base: str
+) -> None:
     """#36: a context built once is not built again: the same image, built=False, also for a client of
     its own (as another process would have), and the caller's log says why nothing was built."""
     context = write_context(tmp_path / "environment", f"FROM {base}\nCOPY token /token\n")
@@ -195,8 +214,12 @@ def test_a_context_whose_base_has_changed_is_built_again(tmp_path: Path, client:
     a tag moved) is another image: built again, never the one made on the old base."""
     context = write_context(tmp_path / "environment", f"FROM {base}\nCOPY token /token\n")
     first = ensure_image(client, context, timeout_s=50, log_path=tmp_path / "1.log", name=task)
-    newer, _ = client.images.build(fileobj=io.BytesIO(f"FROM {IMAGE}\nLABEL newer={task}\n".encode()), pull=False,
-                                   rm=True, labels={images.TASK_LABEL: task})
+    newer, _ = client.images.build(
+        fileobj=io.BytesIO(f"FROM {IMAGE}\nLABEL newer={task}\n".encode()),
+        pull=False,
+        rm=True,
+        labels={images.TASK_LABEL: task},
+    )
     newer.tag(*base.split(":"))
     again = ensure_image(client, context, timeout_s=50, log_path=tmp_path / "2.log", name=task)
     assert first.built and again.built and again.digest != first.digest and again.id != first.id
@@ -237,17 +260,22 @@ def test_a_failing_step_names_the_step_and_the_log(tmp_path: Path, client: Any, 
 
     message = str(raised.value)
     assert "\n" not in message
-    assert re.fullmatch(rf'task {task}: image build failed at "Step 2/\d+ : {re.escape(step)}": The command .* '
-                        rf"returned a non-zero code: 3; build log: {re.escape(str(log_path))}", message)
+    assert re.fullmatch(
+        rf'task {task}: image build failed at "Step 2/\d+ : {re.escape(step)}": The command .* '
+        rf"returned a non-zero code: 3; build log: {re.escape(str(log_path))}",
+        message,
+    )
     log = log_path.read_text()
     assert "computed-42\n" in log and "echo never" not in log
     assert client.images.list(filters={"label": f"{images.TASK_LABEL}={task}"}) == []
 
 
-@pytest.mark.parametrize("step", ["RUN sleep 30", "RUN for i in $(seq 300); do echo tick $i; sleep 0.1; done"],
-                         ids=["silent", "chatty"])
-def test_a_build_past_its_time_limit_is_cancelled_in_the_engine(tmp_path: Path, client: Any, task: str,
-                                                                base: str, step: str) -> None:
+@pytest.mark.parametrize(
+    "step", ["RUN sleep 30", "RUN for i in $(seq 300); do echo tick $i; sleep 0.1; done"], ids=["silent", "chatty"]
+)
+def test_a_build_past_its_time_limit_is_cancelled_in_the_engine(
+    tmp_path: Path, client: Any, task: str, base: str, step: str
+) -> None:
     """#36: a build over its build_timeout_sec raises promptly, naming the step and the log, whether the
     step is silent or prints all along; the engine kills the step's container (long before its 30 s
     would end) and tags no image."""
@@ -259,14 +287,21 @@ def test_a_build_past_its_time_limit_is_cancelled_in_the_engine(tmp_path: Path, 
         ensure_image(client, context, timeout_s=3, log_path=log_path, name=task)
 
     assert time.time() - started < 3 + 5
-    assert re.fullmatch(rf'task {task}: image build timed out after 3s \(build_timeout_sec\) at '
-                        rf'"Step 2/\d+ : {re.escape(step)}"; build log: {re.escape(str(log_path))}', str(raised.value))
+    assert re.fullmatch(
+        rf"task {task}: image build timed out after 3s \(build_timeout_sec\) at "
+        rf'"Step 2/\d+ : {re.escape(step)}"; build log: {re.escape(str(log_path))}',
+        str(raised.value),
+    )
     log = log_path.read_text()
     step_container = re.search(r"Running in ([0-9a-f]{12})", log)
     assert step_container is not None and "ERROR: build timed out after 3s" in log
     # The engine's record of the step's container: gone, and when (waits for it, up to 25 s after start).
-    events = client.events(since=int(started) - 1, until=int(started) + 25, decode=True,
-                           filters={"container": step_container.group(1), "event": "destroy"})
+    events = client.events(
+        since=int(started) - 1,
+        until=int(started) + 25,
+        decode=True,
+        filters={"container": step_container.group(1), "event": "destroy"},
+    )
     try:
         destroyed = next(iter(events), None)
     finally:

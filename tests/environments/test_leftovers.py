@@ -97,8 +97,9 @@ def test_a_dead_sessions_deep_leftovers_do_not_fail_the_next_attempt(sandbox_roo
     leftover = sandbox_root / f"{dead_pid()}-0123456789ab"
     deep_tree(leftover)
     environment = SandboxEnvironment(EnvironmentConfig(id="sandbox"))
-    plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="sandbox",
-                         model_id="m")
+    plan = ExecutionPlan(
+        task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="sandbox", model_id="m"
+    )
 
     async def attempt() -> tuple[str, Path]:
         session = await environment.open(plan, TaskSpec(id="t"))

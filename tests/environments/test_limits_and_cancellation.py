@@ -93,18 +93,25 @@ def recording_environment(prefix: str) -> tuple[str, list[Event]]:
 
 
 def make_request(
-    tmp_path: Path, environment: dict[str, Any], *, n_tasks: int, harness: dict[str, Any],
-    limits: dict[str, Any], name: str = "limits",
+    tmp_path: Path,
+    environment: dict[str, Any],
+    *,
+    n_tasks: int,
+    harness: dict[str, Any],
+    limits: dict[str, Any],
+    name: str = "limits",
 ) -> EvalRequest:
-    return EvalRequest.model_validate({
-        "name": name,
-        "benchmark": {"id": "synthetic", "params": {"n_tasks": n_tasks}},
-        "model": {"id": "none"},
-        "harness": {"id": "scripted", "params": harness},
-        "environment": environment,
-        "execution": {"limits": limits},
-        "output": {"results_dir": str(tmp_path / "results")},
-    })
+    return EvalRequest.model_validate(
+        {
+            "name": name,
+            "benchmark": {"id": "synthetic", "params": {"n_tasks": n_tasks}},
+            "model": {"id": "none"},
+            "harness": {"id": "scripted", "params": harness},
+            "environment": environment,
+            "execution": {"limits": limits},
+            "output": {"results_dir": str(tmp_path / "results")},
+        }
+    )
 
 
 def intervals(events: list[Event]) -> list[tuple[float, float]]:
@@ -292,7 +299,11 @@ def start_cli(tmp_path: Path, sweep: Path, tmpdir: Path, *options: str) -> tuple
     with open(tmp_path / "cli.stdout", "wb") as out, open(err, "wb") as errors:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", *options, str(sweep)],
-            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=errors,
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=errors,
         )
     return proc, err
 
@@ -314,19 +325,23 @@ def test_sigint_cancels_cleans_up_and_keeps_finished_details(tmp_path: Path) -> 
     sweep = write_sweep(
         tmp_path,
         benchmarks=[{"id": "synthetic", "params": {"n_tasks": 6}}],
-        harness={"id": "scripted", "params": {
-            "default": {"command": sleep_command},
-            "tasks": {"t0": {"answer": "answer-0"}, "t1": {"answer": "answer-1"}},
-            "record": str(record),
-        }},
+        harness={
+            "id": "scripted",
+            "params": {
+                "default": {"command": sleep_command},
+                "tasks": {"t0": {"answer": "answer-0"}, "t1": {"answer": "answer-1"}},
+                "record": str(record),
+            },
+        },
         execution={"limits": {"task_concurrency": 4, "cleanup_grace_seconds": 20}},
     )
     sleepers = {"t2", "t3", "t4", "t5"}
     proc, err = start_cli(tmp_path, sweep, tmpdir)
     try:
         wait_until(lambda: sleepers <= recorded_tasks(record), "the sleeping tasks to start", proc=proc, log=err)
-        wait_until(lambda: len(processes_with(sleep_command)) >= 4, f"4 `{sleep_command}` processes", 30, proc=proc,
-                   log=err)
+        wait_until(
+            lambda: len(processes_with(sleep_command)) >= 4, f"4 `{sleep_command}` processes", 30, proc=proc, log=err
+        )
         proc.send_signal(signal.SIGINT)
         try:
             code = proc.wait(timeout=30)
@@ -335,8 +350,12 @@ def test_sigint_cancels_cleans_up_and_keeps_finished_details(tmp_path: Path) -> 
     finally:
         stop(proc)
         try:  # SIGKILLed processes take a moment to vanish
-            wait_until(lambda: not processes_with(sleep_command), f"the `{sleep_command}` processes to vanish "
-                       "after the interrupted run", 5, describe=lambda: processes_with(sleep_command))
+            wait_until(
+                lambda: not processes_with(sleep_command),
+                f"the `{sleep_command}` processes to vanish after the interrupted run",
+                5,
+                describe=lambda: processes_with(sleep_command),
+            )
         finally:
             for pid in processes_with(sleep_command):  # don't leave them behind if they survived
                 try:
@@ -413,8 +432,9 @@ def test_second_sigint_exits_at_once_during_slow_cleanup(tmp_path: Path, options
         proc.send_signal(signal.SIGINT)
         wait_until(lambda: "stopping: cleaning up" in err.read_text(), "the stopping line", 30, proc=proc, log=err)
         # Both runs were cancelled: the cleanup is in the harness sessions' 30 s close.
-        wait_until(lambda: recorded_tasks(record, "end") == {"t0", "t1"}, "both tasks' runs to end", 30, proc=proc,
-                   log=err)
+        wait_until(
+            lambda: recorded_tasks(record, "end") == {"t0", "t1"}, "both tasks' runs to end", 30, proc=proc, log=err
+        )
         assert proc.poll() is None, "the cleanup (a 30 s close) must still be running at the second SIGINT"
         proc.send_signal(signal.SIGINT)
         try:

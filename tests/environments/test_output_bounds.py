@@ -78,8 +78,9 @@ def test_half_a_gigabyte_of_output_costs_the_host_a_bounded_amount(environment: 
     # five times the bound, and the host reads every byte through Python (4 times less work).
     size = 512 << 20
     command = f"echo START; head -c {size} /dev/zero; echo END"
-    done = subprocess.run([sys.executable, "-c", MEASURE, environment, command], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, environment, command], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     assert result["exit_code"] == 0 and not result["timed_out"]
@@ -99,7 +100,8 @@ def local_session() -> Iterator[tuple[EnvironmentSession, asyncio.AbstractEventL
 
 
 def test_a_timeout_holds_while_a_process_that_left_the_group_keeps_the_pipes(
-        local_session: tuple[EnvironmentSession, asyncio.AbstractEventLoop]) -> None:
+    local_session: tuple[EnvironmentSession, asyncio.AbstractEventLoop],
+) -> None:
     """Probe a timed-out command whose child left its process group (``setsid``) and keeps its stdout:
     the host killed the group, then read the pipes until that child closed them, so the timeout waited
     for it (as long as it lived). Now what is left is read for a short while only: the call returns,
@@ -115,8 +117,7 @@ def test_a_timeout_holds_while_a_process_that_left_the_group_keeps_the_pipes(
     valve = threading.Timer(50, end_the_child)
     valve.start()
     try:
-        result = loop.run_until_complete(session.exec(f"echo before; setsid sleep {marker} & sleep 100",
-                                                      timeout_s=1))
+        result = loop.run_until_complete(session.exec(f"echo before; setsid sleep {marker} & sleep 100", timeout_s=1))
         still_running = processes_with(f"sleep {marker}")
     finally:
         valve.cancel()
@@ -127,16 +128,20 @@ def test_a_timeout_holds_while_a_process_that_left_the_group_keeps_the_pipes(
 
 def durable_run(tmp_path: Path, environment: str | dict[str, Any], command: str) -> dict[str, Any]:
     turns = {"count-errors": [bash(command), bash(SOLUTION), submit()]}
-    (outcome,) = orchestrate(load_sweep(sweep_file(tmp_path, turns, environment=environment,
-                                                    command_timeout_s=3.0)).requests()).outcomes.values()
+    (outcome,) = orchestrate(
+        load_sweep(sweep_file(tmp_path, turns, environment=environment, command_timeout_s=3.0)).requests()
+    ).outcomes.values()
     assert outcome.result is not None, outcome.error
     return details_by_task(Path(outcome.result.run_dir))["count-errors"]
 
 
-@pytest.mark.parametrize("environment", [*HOST_ENVIRONMENTS, pytest.param({"id": "docker", "params": {"image": IMAGE}},
-                                                                          marks=needs_docker, id="docker")])
-def test_a_timed_out_command_that_made_its_output_file_huge_writes_little(tmp_path: Path,
-                                                                          environment: str | dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "environment",
+    [*HOST_ENVIRONMENTS, pytest.param({"id": "docker", "params": {"image": IMAGE}}, marks=needs_docker, id="docker")],
+)
+def test_a_timed_out_command_that_made_its_output_file_huge_writes_little(
+    tmp_path: Path, environment: str | dict[str, Any]
+) -> None:
     """Probe ``truncate -s 64M /dev/stdout; sleep 100`` with a 3 s command timeout (tool_agent, whose
     commands write their output into a file the host reads when they time out): it ran four minutes
     and wrote 805 MB into the results. Now the command is killed at its timeout, the host reads the

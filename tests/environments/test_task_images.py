@@ -72,9 +72,15 @@ def test_the_oracle_passes_every_task_in_its_own_image_and_nop_none(tmp_path: Pa
     stdout = (files / "env-tables@1" / "verifier" / "test-stdout.txt").read_text()
     assert stdout == "answer matches; phrase [REDACTED]\n"
     assert sorted(p.relative_to(files / "two-steps@1").as_posix() for p in (files / "two-steps@1").rglob("*.txt")) == [
-        "steps/create/verifier/reward.txt", "steps/create/verifier/test-stdout.txt",
-        "steps/extend/verifier/reward.txt", "steps/extend/verifier/test-stdout.txt"]
-    assert [s["name"] for s in details["two-steps"]["attempts"]["1"]["benchmark_fields"]["steps"]] == ["create", "extend"]
+        "steps/create/verifier/reward.txt",
+        "steps/create/verifier/test-stdout.txt",
+        "steps/extend/verifier/reward.txt",
+        "steps/extend/verifier/test-stdout.txt",
+    ]
+    assert [s["name"] for s in details["two-steps"]["attempts"]["1"]["benchmark_fields"]["steps"]] == [
+        "create",
+        "extend",
+    ]
 
     offline = details["offline-build"]["attempts"]["1"]["meta"]
     plan = offline["resolved_execution_plan"]
@@ -101,7 +107,8 @@ def task_session(fixture_base: None) -> Iterator[tuple[EnvironmentSession, async
 
 
 def test_a_task_gets_its_image_its_working_directory_its_directories_and_its_resources(
-        task_session: tuple[EnvironmentSession, asyncio.AbstractEventLoop]) -> None:
+    task_session: tuple[EnvironmentSession, asyncio.AbstractEventLoop],
+) -> None:
     """#36: the container is the task's image with its WORKDIR (/app) as the agent's working directory,
     its COPYed files the agent's to change, a writable filesystem where the agent, unprivileged, changes
     nothing of the system its verifier runs (which runs as root, as under Harbor, and gains nothing from a
@@ -115,8 +122,9 @@ def test_a_task_gets_its_image_its_working_directory_its_directories_and_its_res
         return result.exit_code, result.stdout + result.stderr
 
     assert session.workdir == "/app"
-    assert run_as("pwd && cat data/numbers.csv | wc -l && echo more >> data/numbers.csv && touch /app/new",
-                  Caller.agent) == (0, "/app\n5\n")
+    assert run_as(
+        "pwd && cat data/numbers.csv | wc -l && echo more >> data/numbers.csv && touch /app/new", Caller.agent
+    ) == (0, "/app\n5\n")
     code, out = run_as("ls /tests; ls /logs/verifier; ls /solution; touch /logs/agent/note", Caller.agent)
     assert out.count("Permission denied") == 3 and code == 0, out
     assert run_as("touch /usr/local/bin/tool /etc/x", Caller.agent)[1].count("Permission denied") == 2
@@ -125,7 +133,9 @@ def test_a_task_gets_its_image_its_working_directory_its_directories_and_its_res
     assert run_as("touch /solution/x /usr/local/bin/tool && id -u", Caller.reference) == (0, "0\n")
     assert run_as("id -u", Caller.agent) == (0, "65534\n")
     # A set-user-ID root shell gives the agent nothing: no exec gains privileges in the container.
-    assert run_as("cp /bin/bash /usr/local/bin/rootbash && chmod 4755 /usr/local/bin/rootbash", Caller.reference)[0] == 0
+    assert (
+        run_as("cp /bin/bash /usr/local/bin/rootbash && chmod 4755 /usr/local/bin/rootbash", Caller.reference)[0] == 0
+    )
     assert run_as("/usr/local/bin/rootbash -p -c 'id -u; id -u -r'", Caller.agent) == (0, "65534\n65534\n")
     assert session.describe()["users"] == {"agent": "65534:65534", "reference": "0:0", "verifier": "0:0"}
     container = session.container  # type: ignore[attr-defined]
@@ -147,8 +157,10 @@ def test_a_task_runs_its_agent_and_oracle_as_the_user_it_names(tmp_path: Path, f
         task = TaskSpec(id="user", environment=TaskEnvironment(build_context=context, agent_user=agent_user))
         environment = DockerEnvironment(EnvironmentConfig(id="docker", params={}))
         with opened_session(environment, task) as (session, loop):
+
             def who(caller: Caller) -> str:
                 return loop.run_until_complete(session.exec("id -un; stat -c %U .", caller=caller)).stdout
+
             assert who(Caller.agent) == f"{expected}\n{expected}\n"
             assert who(Caller.reference) == f"{agent_user}\n{expected}\n"
             assert who(Caller.verifier) == f"root\n{expected}\n"
@@ -165,8 +177,10 @@ def test_the_verifier_gets_its_users_home_unless_the_agent_could_write_it(tmp_pa
         (context / "Dockerfile").write_text(f"FROM {FIXTURE_BASE}\nRUN chmod {mode} /root\nWORKDIR /app\n")
         task = TaskSpec(id="home", environment=TaskEnvironment(build_context=context))
         with opened_session(DockerEnvironment(EnvironmentConfig(id="docker", params={})), task) as (session, loop):
+
             def home(caller: Caller) -> str:
                 return loop.run_until_complete(session.exec("echo $HOME", caller=caller)).stdout.strip()
+
             assert home(Caller.verifier).startswith(verifier_home) and home(Caller.reference) == "/root"
             assert home(Caller.agent) == "/home/agent"
 
@@ -180,10 +194,22 @@ def test_a_task_image_is_built_once_for_k_attempts_and_later_runs(tmp_path: Path
     shutil.copytree(HARBOR_TASKS / "sum-input", tasks / "sum-input")
     # A build context no earlier test built: this test's image is new to the engine.
     (tasks / "sum-input" / "environment" / "token.txt").write_text(secrets.token_hex(16))
-    runs = [run(tmp_path / f"run{n}", "oracle", tasks, execution={"attempts": {"k": 3}},
-                output={"results_dir": str(tmp_path / f"results{n}")}) for n in (1, 2)]
-    records = [d["attempts"][str(i)]["meta"]["environment"] for _, run_dir in runs
-               for d in details_by_task(run_dir).values() for i in (1, 2, 3)]
+    runs = [
+        run(
+            tmp_path / f"run{n}",
+            "oracle",
+            tasks,
+            execution={"attempts": {"k": 3}},
+            output={"results_dir": str(tmp_path / f"results{n}")},
+        )
+        for n in (1, 2)
+    ]
+    records = [
+        d["attempts"][str(i)]["meta"]["environment"]
+        for _, run_dir in runs
+        for d in details_by_task(run_dir).values()
+        for i in (1, 2, 3)
+    ]
     try:
         assert [r["built"] for r in records] == [True, False, False, False, False, False]
         assert len({r["image_id"] for r in records}) == 1
@@ -200,7 +226,8 @@ def test_a_failed_build_is_an_error_naming_the_task_the_step_and_the_log(tmp_pat
     tasks = tmp_path / "tasks"
     shutil.copytree(HARBOR_TASKS / "python-verifier", tasks / "broken")
     (tasks / "broken" / "environment" / "Dockerfile").write_text(
-        f"FROM {FIXTURE_BASE}\nRUN echo building-{secrets.token_hex(4)} && echo no-such-package >&2 && exit 3\n")
+        f"FROM {FIXTURE_BASE}\nRUN echo building-{secrets.token_hex(4)} && echo no-such-package >&2 && exit 3\n"
+    )
     result, run_dir = run(tmp_path, "oracle", tasks)
     (detail,) = details_by_task(run_dir).values()
     error = detail["attempts"]["1"]["run_error"]

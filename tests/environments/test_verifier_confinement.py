@@ -23,7 +23,7 @@ needs_landlock = pytest.mark.skipif(judge.landlock()[1] < 1, reason="this kernel
 
 # Walks up its ancestors and, in each whose memory it can write, turns every parsed `exit` into `true`:
 # the check's `|| exit 1` then goes on to its `echo OK`. The arithmetic is wrong on purpose.
-PATCH_ANCESTORS = textwrap.dedent('''
+PATCH_ANCESTORS = textwrap.dedent("""
     import os, re
     def patch(pid):
         try:
@@ -47,10 +47,12 @@ PATCH_ANCESTORS = textwrap.dedent('''
     def subtract(a, b): return 0
     def multiply(a, b): return 0
     def mean(xs): return 0
-''')
+""")
 
-ENVIRONMENTS = [pytest.param({"id": "sandbox"}, marks=needs_bwrap, id="sandbox"),
-                pytest.param({"id": "docker", "params": {"image": IMAGE}}, marks=needs_docker, id="docker")]
+ENVIRONMENTS = [
+    pytest.param({"id": "sandbox"}, marks=needs_bwrap, id="sandbox"),
+    pytest.param({"id": "docker", "params": {"image": IMAGE}}, marks=needs_docker, id="docker"),
+]
 
 
 def run(sweep: Path) -> tuple[Any, dict[str, Any]]:
@@ -69,8 +71,9 @@ def test_tested_code_that_rewrites_the_checks_shell_fails(tmp_path: Path, enviro
     """Issue 37 finding 1: calc.py, imported by fix-calc's check as the verifier's user, patches its
     ancestors' memory so that `|| exit 1` no longer stops the check: the check fails it all the same."""
     harness = {"id": "scripted", "params": {"default": {"command": writes("calc.py", PATCH_ANCESTORS)}}}
-    sweep = write_sweep(tmp_path, environment=environment, harness=harness,
-                        benchmarks=[{"id": "demo", "tasks": ["fix-calc"]}])
+    sweep = write_sweep(
+        tmp_path, environment=environment, harness=harness, benchmarks=[{"id": "demo", "tasks": ["fix-calc"]}]
+    )
     detail = run(sweep)[1]["fix-calc"]
     attempt = detail["attempts"]["1"]
     assert detail["correct"] is False and attempt["score"] == 0.0, attempt
@@ -89,7 +92,7 @@ HACKS = {
     # down, so the test's shell is dead before the subshell it waits on could return to it (killed from
     # the bottom up, a loaded machine let the test write its 0 between two kills: a verdict of 0, no
     # failure, in CI).
-    "kill-ancestors": textwrap.dedent('''
+    "kill-ancestors": textwrap.dedent("""
         import os, signal
         open("/logs/verifier/reward.txt", "w").write("1")
         ancestors, pid = [], os.getppid()
@@ -102,16 +105,16 @@ HACKS = {
             except OSError:
                 pass
         print(0)
-    '''),
+    """),
     # Issue 37 finding 4: a reward of a sparse gigabyte (no disk used), read as its size only.
-    "sparse-reward": textwrap.dedent('''
+    "sparse-reward": textwrap.dedent("""
         import os
         with open("/logs/verifier/reward.txt", "w") as reward:
             reward.truncate(1 << 30)
         print(0)
-    '''),
+    """),
     # Answers wrong and leaves a process that keeps writing 1 over the test's 0.
-    "linger": textwrap.dedent('''
+    "linger": textwrap.dedent("""
         import os, time
         if os.fork() == 0:
             os.setsid()
@@ -128,7 +131,7 @@ HACKS = {
                 time.sleep(0.001)
             os._exit(0)
         print(0)
-    '''),
+    """),
 }
 
 
@@ -138,17 +141,25 @@ def harbor_tasks(root: Path) -> Path:
         (task / "environment").mkdir(parents=True)
         (task / "tests").mkdir()
         (task / "environment" / "Dockerfile").write_text("FROM agentcompass-fixture:bookworm\nWORKDIR /app\n")
-        (task / "task.toml").write_text('version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[agent]\ntimeout_sec = 60.0\n')
+        (task / "task.toml").write_text(
+            'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[agent]\ntimeout_sec = 60.0\n'
+        )
         (task / "instruction.md").write_text("Write /app/solve.py, which prints the answer.\n")
         # The sparse reward's task lets the program write the reward, as tests that write it from pytest do.
-        (task / "tests" / "test.sh").write_text("#!/bin/bash\npython3 /app/solve.py\n" if name == "sparse-reward"
-                                                else TEST_SH)
+        (task / "tests" / "test.sh").write_text(
+            "#!/bin/bash\npython3 /app/solve.py\n" if name == "sparse-reward" else TEST_SH
+        )
     return root
 
 
 @needs_landlock
-@pytest.mark.parametrize("environment", [pytest.param({"id": "sandbox"}, marks=needs_bwrap, id="sandbox"),
-                                         pytest.param({"id": "docker", "params": {}}, marks=needs_docker, id="docker")])
+@pytest.mark.parametrize(
+    "environment",
+    [
+        pytest.param({"id": "sandbox"}, marks=needs_bwrap, id="sandbox"),
+        pytest.param({"id": "docker", "params": {}}, marks=needs_docker, id="docker"),
+    ],
+)
 def test_agent_code_a_harbor_verifier_runs_cannot_write_its_reward(tmp_path: Path, environment: dict[str, Any]) -> None:
     """Issue 37 finding 2: a solve.py that writes reward 1 and kills its ancestors, and one that answers
     wrong but leaves a process rewriting reward.txt with 1, and one that makes reward.txt a sparse gigabyte
@@ -156,10 +167,16 @@ def test_agent_code_a_harbor_verifier_runs_cannot_write_its_reward(tmp_path: Pat
     agent's failure, not an error); the honest solve.py beside them scores 1 under the same judge."""
     if environment["id"] == "docker":
         fixture_base()
-    harness = {"id": "scripted", "params": {"tasks": {name: {"command": writes("/app/solve.py", source)}
-                                                      for name, source in HACKS.items()}}}
-    sweep = write_sweep(tmp_path, environment=environment, harness=harness,
-                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(harbor_tasks(tmp_path / "tasks"))}}])
+    harness = {
+        "id": "scripted",
+        "params": {"tasks": {name: {"command": writes("/app/solve.py", source)} for name, source in HACKS.items()}},
+    }
+    sweep = write_sweep(
+        tmp_path,
+        environment=environment,
+        harness=harness,
+        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(harbor_tasks(tmp_path / "tasks"))}}],
+    )
     result, details = run(sweep)
     assert details["honest"]["correct"] is True, details["honest"]
     assert details["honest"]["attempts"]["1"]["benchmark_fields"]["verifier_confined"] is True

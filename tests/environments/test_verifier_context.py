@@ -46,24 +46,29 @@ FORGE = textwrap.dedent("""\
 
 # The verifier: the answer must be 42; Python reads it, the way many verifiers do.
 VERIFIER = {
-    "stdlib": 'python3 - <<\'PY\'\nimport json\nok = json.loads(open("answer.json").read()) == 42\n'
-              'open("/logs/verifier/reward.txt", "w").write("1" if ok else "0")\nPY\n',
-    "module": 'cat > /tmp/t.py <<\'PY\'\nimport json, unittest\nclass T(unittest.TestCase):\n'
-              '    def test(self): self.assertEqual(json.load(open("answer.json")), 42)\nPY\n'
-              'if python3 -m unittest discover -s /tmp -p t.py; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n',
+    "stdlib": "python3 - <<'PY'\nimport json\nok = json.loads(open(\"answer.json\").read()) == 42\n"
+    'open("/logs/verifier/reward.txt", "w").write("1" if ok else "0")\nPY\n',
+    "module": "cat > /tmp/t.py <<'PY'\nimport json, unittest\nclass T(unittest.TestCase):\n"
+    '    def test(self): self.assertEqual(json.load(open("answer.json")), 42)\nPY\n'
+    "if python3 -m unittest discover -s /tmp -p t.py; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
 }
 SITE = "$HOME/.local/lib/python3.11/site-packages"
 PROBES: dict[str, tuple[str, str]] = {
     # probe: (the verifier, what the agent plants besides its wrong answer)
     "json.py shadows the standard library": ("stdlib", f"cat > json.py <<'PY'\n{FORGE}\nPY"),
     "unittest/ package run by python3 -m": (
-        "module", f"mkdir -p unittest && cat > unittest/__init__.py <<'PY'\n{FORGE}\nPY\n"
-                  f"cp unittest/__init__.py unittest/__main__.py"),
+        "module",
+        f"mkdir -p unittest && cat > unittest/__init__.py <<'PY'\n{FORGE}\nPY\n"
+        f"cp unittest/__init__.py unittest/__main__.py",
+    ),
     "a .pth file in the user site-packages": (
-        "stdlib", f"mkdir -p {SITE} && cat > {SITE}/zz_forge.py <<'PY'\n{FORGE}\nPY\n"
-                  f"echo 'import zz_forge' > {SITE}/zz.pth"),
+        "stdlib",
+        f"mkdir -p {SITE} && cat > {SITE}/zz_forge.py <<'PY'\n{FORGE}\nPY\necho 'import zz_forge' > {SITE}/zz.pth",
+    ),
     "usercustomize.py in the user site-packages": (
-        "stdlib", f"mkdir -p {SITE} && cat > {SITE}/usercustomize.py <<'PY'\n{FORGE}\nPY"),
+        "stdlib",
+        f"mkdir -p {SITE} && cat > {SITE}/usercustomize.py <<'PY'\n{FORGE}\nPY",
+    ),
 }
 
 
@@ -71,18 +76,24 @@ def harbor_task(tasks: Path, name: str, verifier: str) -> None:
     task = tasks / name
     (task / "tests").mkdir(parents=True)
     (task / "solution").mkdir()
-    (task / "task.toml").write_text("[metadata]\ncategory = \"probe\"\n[verifier]\ntimeout_sec = 60\n")
+    (task / "task.toml").write_text('[metadata]\ncategory = "probe"\n[verifier]\ntimeout_sec = 60\n')
     (task / "instruction.md").write_text("Write 42 to answer.json.\n")
     (task / "tests" / "test.sh").write_text("#!/bin/bash\n" + VERIFIER[verifier])
     (task / "solution" / "solve.sh").write_text("echo 42 > answer.json\n")
 
 
 def run_agent(tmp_path: Path, environment: str, tasks: Path, commands: dict[str, str], **fields: Any) -> Any:
-    sweep = write_sweep(tmp_path, name=f"probe-{environment}", environment=environment,
-                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}],
-                        harness={"id": "scripted", "params": {"tasks": {t: {"command": c, "answer": "done"}
-                                                                        for t, c in commands.items()}}},
-                        **fields)
+    sweep = write_sweep(
+        tmp_path,
+        name=f"probe-{environment}",
+        environment=environment,
+        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}],
+        harness={
+            "id": "scripted",
+            "params": {"tasks": {t: {"command": c, "answer": "done"} for t, c in commands.items()}},
+        },
+        **fields,
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return open_run_dir(Path(outcome.result.run_dir)).load_all_details()
@@ -105,7 +116,9 @@ def test_code_the_agent_planted_for_the_verifier_never_runs_in_it(tmp_path: Path
     rewards = {task: detail.attempts["1"].rewards.get("reward") for task, detail in details.items()}
     names = list(PROBES)
     assert {names[int(t[-1])]: r for t, r in rewards.items() if t.startswith("forge")} == dict.fromkeys(PROBES, 0.0)
-    assert {t: r for t, r in rewards.items() if t.startswith("solved")} == {f"solved-{i}": 1.0 for i in range(len(PROBES))}
+    assert {t: r for t, r in rewards.items() if t.startswith("solved")} == {
+        f"solved-{i}": 1.0 for i in range(len(PROBES))
+    }
 
 
 @needs_bwrap
@@ -113,13 +126,23 @@ def test_the_verifier_sees_neither_the_agents_home_nor_its_tmp(tmp_path: Path) -
     """R-ATT-4: in the sandbox the verifier's HOME and /tmp are new: files the agent left in its home and
     in the /tmp its commands shared are not there, and its Python has no user site-packages."""
     tasks = tmp_path / "tasks"
-    write_task(tasks, "context", solution="true",
-               check='[ ! -e "$HOME/left" ] && [ ! -e /tmp/left ] && [ -w "$HOME" ] && [ -w "$TMPDIR" ] && '
-                     'python3 -c "import site, sys; sys.exit(site.ENABLE_USER_SITE is not False)"')
-    sweep = write_sweep(tmp_path, name="context", environment="sandbox",
-                        benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
-                        harness={"id": "scripted", "params": {"default": {
-                            "command": 'touch "$HOME/left" /tmp/left && [ -e /tmp/left ]', "answer": "x"}}})
+    write_task(
+        tasks,
+        "context",
+        solution="true",
+        check='[ ! -e "$HOME/left" ] && [ ! -e /tmp/left ] && [ -w "$HOME" ] && [ -w "$TMPDIR" ] && '
+        'python3 -c "import site, sys; sys.exit(site.ENABLE_USER_SITE is not False)"',
+    )
+    sweep = write_sweep(
+        tmp_path,
+        name="context",
+        environment="sandbox",
+        benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
+        harness={
+            "id": "scripted",
+            "params": {"default": {"command": 'touch "$HOME/left" /tmp/left && [ -e /tmp/left ]', "answer": "x"}},
+        },
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     detail = open_run_dir(Path(outcome.result.run_dir)).load_all_details()["context"]
@@ -139,9 +162,13 @@ def test_an_agent_reaches_no_network_unless_the_sweep_declares_one(tmp_path: Pat
     probe = f"if {reach(host_server)}; then echo reachable; else echo blocked; fi"
     write_task(tasks, "net", solution=f"{probe} > net.txt", check=f"grep -qx blocked net.txt && ! {reach(host_server)}")
     for name, network, correct in [("default", None, True), ("declared", {"run": "host"}, False)]:
-        sweep = write_sweep(tmp_path, name=name, environment="sandbox",
-                            benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
-                            **({"execution": {"network": network}} if network else {}))
+        sweep = write_sweep(
+            tmp_path,
+            name=name,
+            environment="sandbox",
+            benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
+            **({"execution": {"network": network}} if network else {}),
+        )
         (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
         assert outcome.result is not None, outcome.error
         detail = open_run_dir(Path(outcome.result.run_dir)).load_all_details()["net"]

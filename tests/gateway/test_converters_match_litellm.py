@@ -50,7 +50,11 @@ pytest.importorskip("litellm", reason="LiteLLM is the reference the converters a
 CAPTURED = Path(__file__).parents[1] / "data" / "agent_requests"
 COMPARED_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "tool_choice", "response_format")
 _ANTHROPIC_TOOL_KEYS = {"name", "description", "input_schema", "type", "cache_control", "strict"}
-_FAMILY = {"/v1/chat/completions": "chat_completions", "/v1/responses": "responses", "/v1/messages": "anthropic_messages"}
+_FAMILY = {
+    "/v1/chat/completions": "chat_completions",
+    "/v1/responses": "responses",
+    "/v1/messages": "anthropic_messages",
+}
 
 
 def _captured() -> list[Any]:
@@ -63,10 +67,12 @@ def _captured() -> list[Any]:
     return cases
 
 
-CASES = [*(pytest.param("anthropic_messages", body, id=f"anthropic {name}") for name, body in ANTHROPIC.items()),
-         *(pytest.param("responses", body, id=f"responses {name}") for name, body in RESPONSES.items()),
-         *(pytest.param("chat_completions", body, id=f"chat {name}") for name, body in CHAT.items()),
-         *_captured()]
+CASES = [
+    *(pytest.param("anthropic_messages", body, id=f"anthropic {name}") for name, body in ANTHROPIC.items()),
+    *(pytest.param("responses", body, id=f"responses {name}") for name, body in RESPONSES.items()),
+    *(pytest.param("chat_completions", body, id=f"chat {name}") for name, body in CHAT.items()),
+    *_captured(),
+]
 
 
 def litellm_chat(api: Api, body: dict[str, Any]) -> dict[str, Any]:
@@ -84,8 +90,11 @@ def litellm_chat(api: Api, body: dict[str, Any]) -> dict[str, Any]:
         chat = dict(LiteLLMAnthropicMessagesAdapter().translate_anthropic_to_openai(body)[0])
     else:
         chat = LiteLLMCompletionResponsesConfig.transform_responses_api_request_to_chat_completion_request(
-            model=str(body.get("model") or ""), input=body["input"], stream=body.get("stream") is True,
-            responses_api_request={k: v for k, v in body.items() if k not in ("model", "input", "stream")})
+            model=str(body.get("model") or ""),
+            input=body["input"],
+            stream=body.get("stream") is True,
+            responses_api_request={k: v for k, v in body.items() if k not in ("model", "input", "stream")},
+        )
     remove_index_from_tool_calls(chat["messages"])
     return chat
 
@@ -108,8 +117,12 @@ def normalised_message(message: dict[str, Any]) -> dict[str, Any] | None:
     role, content = message["role"], message.get("content")
     if role == "developer":
         message["role"] = "system"
-    if role == "user" and isinstance(content, list) and content and str(content[0].get("text", "")).startswith(
-            "Operator note (not from the user)"):
+    if (
+        role == "user"
+        and isinstance(content, list)
+        and content
+        and str(content[0].get("text", "")).startswith("Operator note (not from the user)")
+    ):
         message = {"role": "system", "content": content[1:]}
     if message["role"] == "system":
         message["content"] = [p for p in _text_parts(message["content"]) if p.get("text")]
@@ -124,7 +137,9 @@ def normalised_message(message: dict[str, Any]) -> dict[str, Any] | None:
 def normalised(chat: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     messages = [m for m in map(normalised_message, chat["messages"]) if m is not None]
     tools = [_cleaned(t) for t in chat.get("tools") or [] if t.get("type") == "function" and "function" in t]
-    beside_schema = {k for tool in body.get("tools") or [] if "input_schema" in tool for k in tool} - _ANTHROPIC_TOOL_KEYS
+    beside_schema = {
+        k for tool in body.get("tools") or [] if "input_schema" in tool for k in tool
+    } - _ANTHROPIC_TOOL_KEYS
     for tool in tools:
         function = tool["function"]
         for key, default in (("description", ""), ("strict", False)):

@@ -27,6 +27,7 @@ def test_unknown_and_forgotten_tokens_get_401_in_each_family() -> None:
     """Issue 38: a token the gateway never gave, and one it forgot when its attempt ended, get 401: the
     openai SDK raises AuthenticationError, the anthropic SDK too (it parsed the Anthropic error shape);
     another attempt's token still works, and the Answer never saw the refused calls."""
+
     async def scenario() -> None:
         script, other = Script([turn("hi")]), Script([turn("other")])
         async with running_gateway() as gateway:
@@ -38,17 +39,21 @@ def test_unknown_and_forgotten_tokens_get_401_in_each_family() -> None:
                     await openai_client(gateway, refused).chat.completions.create(model="m", messages=USER)
                 with pytest.raises(anthropic.AuthenticationError) as raised:
                     await anthropic_client(gateway, refused).messages.create(model="m", max_tokens=5, messages=USER)
-                assert raised.value.body == {"type": "error", "error": {
-                    "type": "authentication_error", "message": "unknown or expired token"}}
+                assert raised.value.body == {
+                    "type": "error",
+                    "error": {"type": "authentication_error", "message": "unknown or expired token"},
+                }
             reply = await openai_client(gateway, other_token).chat.completions.create(model="m", messages=USER)
             assert reply.choices[0].message.content == "other"
         assert script.calls == [] and len(other.calls) == 1
+
     asyncio.run(scenario())
 
 
 def test_an_oversized_body_gets_413_and_a_fast_caller_429() -> None:
     """Issue 38: a body over ``max_request_bytes`` gets 413 without reaching the Answer; a token that
     calls faster than ``max_calls_per_s`` gets 429 with a retry-after header."""
+
     async def scenario() -> None:
         script = Script([turn("hi")])
         async with running_gateway(max_request_bytes=4096) as gateway:
@@ -64,6 +69,7 @@ def test_an_oversized_body_gets_413_and_a_fast_caller_429() -> None:
                 await client.chat.completions.create(model="m", messages=USER)
             assert int(limited.value.response.headers["retry-after"]) >= 1
         assert len(script.calls) == 1
+
     asyncio.run(scenario())
 
 
@@ -73,8 +79,11 @@ def test_answer_failures_become_the_families_errors(caplog: pytest.LogCaptureFix
     on (it may quote the provider's reply to the real key); anything else a 500 with the traceback in the
     framework's log, never in the body."""
     hit = LimitHit(limit="max_turns", allowance=2, used=2)
-    failures = {"limit": LimitExceeded(hit), "model": ModelError(f"bad key {CANARY}", status=401),
-                "bug": KeyError(CANARY)}
+    failures = {
+        "limit": LimitExceeded(hit),
+        "model": ModelError(f"bad key {CANARY}", status=401),
+        "bug": KeyError(CANARY),
+    }
 
     async def scenario() -> None:
         script = Script([turn("never")], fail=lambda call: failures[call.messages[-1]["content"]])
@@ -90,7 +99,8 @@ def test_answer_failures_become_the_families_errors(caplog: pytest.LogCaptureFix
             for cause, status in (("model", 502), ("bug", 500)):
                 with pytest.raises(anthropic.APIStatusError) as raised:
                     await anthropic_client(gateway, token).messages.create(
-                        model="m", max_tokens=5, messages=[{"role": "user", "content": cause}])
+                        model="m", max_tokens=5, messages=[{"role": "user", "content": cause}]
+                    )
                 assert raised.value.status_code == status and CANARY not in raised.value.response.text
         assert len(script.calls) == 5
 
@@ -103,17 +113,26 @@ def test_answer_failures_become_the_families_errors(caplog: pytest.LogCaptureFix
 def test_the_digest_is_the_api_and_the_exact_body() -> None:
     """Issue 38: byte-identical requests get one digest (with or without the /v1 prefix), a body that
     differs only in whitespace another, the same bytes to another API another."""
+
     async def scenario() -> list[GatewayCall]:
         script = Script([turn("hi")])
         async with running_gateway() as gateway:
             headers = {"x-api-key": gateway.admit(script), "content-type": "application/json"}
             body = b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}'
-            async with httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=str(gateway.socket_path)),
-                                          base_url="http://gateway", headers=headers) as http:
-                for path, sent in (("/v1/messages", body), ("/messages", body),
-                                   ("/v1/messages", body.replace(b", ", b",")), ("/v1/chat/completions", body)):
+            async with httpx2.AsyncClient(
+                transport=httpx2.AsyncHTTPTransport(uds=str(gateway.socket_path)),
+                base_url="http://gateway",
+                headers=headers,
+            ) as http:
+                for path, sent in (
+                    ("/v1/messages", body),
+                    ("/messages", body),
+                    ("/v1/messages", body.replace(b", ", b",")),
+                    ("/v1/chat/completions", body),
+                ):
                     assert (await http.post(path, content=sent)).status_code == 200
         return script.calls
+
     first, again, spaced, chat = asyncio.run(scenario())
     assert len(first.digest) == 64 and first.digest == again.digest
     assert len({first.digest, spaced.digest, chat.digest}) == 3
@@ -123,6 +142,7 @@ def test_the_socket_the_models_and_count_tokens() -> None:
     """Issue 38: the socket is mode 0666 in the gateway's directory and gone after close (start and close
     twice do no harm); /v1/models lists the admitted model in each family's shape; Anthropic's
     count_tokens is answered without the Answer."""
+
     async def scenario() -> None:
         script = Script([turn("hi")])
         async with running_gateway() as gateway:
@@ -139,12 +159,14 @@ def test_the_socket_the_models_and_count_tokens() -> None:
             await gateway.close()
             assert not gateway.socket_path.exists()
         assert script.calls == []
+
     asyncio.run(scenario())
 
 
 def test_one_tokens_calls_reach_the_answer_one_at_a_time() -> None:
     """Issue 38: two calls of one token sent together reach the Answer one after the other (an attempt's
     turns never overlap), while another token's call is not held up by them."""
+
     async def scenario() -> None:
         release, entered = asyncio.Event(), asyncio.Event()
         in_answer: list[str] = []
@@ -162,12 +184,18 @@ def test_one_tokens_calls_reach_the_answer_one_at_a_time() -> None:
         async with running_gateway() as gateway:
             token, other = gateway.admit(slow), gateway.admit(slow)
             client = openai_client(gateway, token)
-            pending = [asyncio.create_task(client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": name}])) for name in ("a", "b")]
+            pending = [
+                asyncio.create_task(
+                    client.chat.completions.create(model="m", messages=[{"role": "user", "content": name}])
+                )
+                for name in ("a", "b")
+            ]
             await entered.wait()
             await openai_client(gateway, other).chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "other"}])
+                model="m", messages=[{"role": "user", "content": "other"}]
+            )
             release.set()
             await asyncio.gather(*pending)
         assert overlap == [1, 2, 1]
+
     asyncio.run(scenario())

@@ -41,14 +41,22 @@ def run_limited(tmp_path: Path, harness: str, turns: list[dict[str, Any]], **lim
     ("turns", "limits", "hit"),
     [
         ([bash("true")] * 5, {"max_turns": 3}, {"limit": "max_turns", "allowance": 3, "used": 3}),
-        ([bash("true", usage={"prompt_tokens": 600, "completion_tokens": 10})] * 5, {"max_tokens": 1000},
-         {"limit": "max_tokens", "allowance": 1000, "used": 1220}),
-        ([bash("true", cost_usd=0.4)] * 5, {"max_cost_usd": 1.0}, {"limit": "max_cost_usd", "allowance": 1.0, "used": 1.2}),
+        (
+            [bash("true", usage={"prompt_tokens": 600, "completion_tokens": 10})] * 5,
+            {"max_tokens": 1000},
+            {"limit": "max_tokens", "allowance": 1000, "used": 1220},
+        ),
+        (
+            [bash("true", cost_usd=0.4)] * 5,
+            {"max_cost_usd": 1.0},
+            {"limit": "max_cost_usd", "allowance": 1.0, "used": 1.2},
+        ),
     ],
     ids=["max-turns", "max-tokens", "max-cost"],
 )
-def test_every_harness_stops_at_the_same_limit(tmp_path: Path, harness: str, turns: list[dict[str, Any]],
-                                                limits: dict[str, Any], hit: dict[str, Any]) -> None:
+def test_every_harness_stops_at_the_same_limit(
+    tmp_path: Path, harness: str, turns: list[dict[str, Any]], limits: dict[str, Any], hit: dict[str, Any]
+) -> None:
     attempt = run_limited(tmp_path, harness, turns, **limits)
     assert attempt["limit"]["limit"] == hit["limit"] and attempt["limit"]["allowance"] == hit["allowance"]
     assert attempt["limit"]["used"] == pytest.approx(hit["used"])
@@ -87,8 +95,12 @@ def test_old_harness_limit_params_name_where_limits_went(tmp_path: Path, capsys:
     from conftest import write_sweep
 
     for harness, name in (("tool_agent", "max_turns"), ("miniswe", "step_limit")):
-        sweep = write_sweep(tmp_path, name=harness, harness={"id": harness, "params": {name: 3}},
-                            models=[{"id": "m", "provider": "scripted"}])
+        sweep = write_sweep(
+            tmp_path,
+            name=harness,
+            harness={"id": harness, "params": {name: 3}},
+            models=[{"id": "m", "provider": "scripted"}],
+        )
         assert run_cli("run", sweep, "--direct") == 2
         line = capsys.readouterr().err.strip()
         assert len(line.splitlines()) == 1 and name in line and "execution.limits" in line

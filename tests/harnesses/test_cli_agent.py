@@ -48,41 +48,65 @@ def agent_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-def run_sweep(tmp_path: Path, harness: dict[str, Any], environment: Any, tasks: list[str], models: list[Any],
-              **fields: Any) -> tuple[Any, Path]:
-    sweep = write_sweep(tmp_path, harness=harness, environment=environment, models=models,
-                        benchmarks=[{"id": "demo", "tasks": tasks}], **fields)
+def run_sweep(
+    tmp_path: Path, harness: dict[str, Any], environment: Any, tasks: list[str], models: list[Any], **fields: Any
+) -> tuple[Any, Path]:
+    sweep = write_sweep(
+        tmp_path,
+        harness=harness,
+        environment=environment,
+        models=models,
+        benchmarks=[{"id": "demo", "tasks": tasks}],
+        **fields,
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return outcome.result, Path(outcome.result.run_dir)
 
 
 def endpoint(fake: FakeOpenAI, **model: Any) -> dict[str, Any]:
-    return {"id": "endpoint", "provider": "openai_compat", "model": "served", "base_url": fake.base_url,
-            "params": {"timeout_s": 600, "max_retries": 0, "price": {"input": 1.0, "output": 2.0}}, **model}
+    return {
+        "id": "endpoint",
+        "provider": "openai_compat",
+        "model": "served",
+        "base_url": fake.base_url,
+        "params": {"timeout_s": 600, "max_retries": 0, "price": {"input": 1.0, "output": 2.0}},
+        **model,
+    }
 
 
 def bash(fake: FakeOpenAI, command: str, call_id: str) -> None:
-    fake.reply(tool_calls=[tool_call("bash", json.dumps({"command": command}), call_id)],
-               usage={"prompt_tokens": 100, "completion_tokens": 10})
+    fake.reply(
+        tool_calls=[tool_call("bash", json.dumps({"command": command}), call_id)],
+        usage={"prompt_tokens": 100, "completion_tokens": 10},
+    )
 
 
 def submit(fake: FakeOpenAI, answer: str = "done") -> None:
-    fake.reply(tool_calls=[tool_call("submit", json.dumps({"answer": answer}), "call_submit")],
-               usage={"prompt_tokens": 120, "completion_tokens": 5})
+    fake.reply(
+        tool_calls=[tool_call("submit", json.dumps({"answer": answer}), "call_submit")],
+        usage={"prompt_tokens": 120, "completion_tokens": 5},
+    )
 
 
 @pytest.mark.parametrize("environment", ["sandbox", DOCKER])
 @pytest.mark.parametrize("agent", ["fake-chat", "fake-responses", "fake-anthropic"])
-def test_a_fake_agent_cli_solves_demo_tasks_through_the_gateway(tmp_path: Path, packages: Path, agent: str,
-                                                                environment: str, agent_cache: Path) -> None:
+def test_a_fake_agent_cli_solves_demo_tasks_through_the_gateway(
+    tmp_path: Path, packages: Path, agent: str, environment: str, agent_cache: Path
+) -> None:
     """Issue 38: each fake agent CLI, installed once into its environment image (then mounted read-only),
     solves three demo tasks under network `none` against the scripted model: every answer scored correct,
     each model turn in the trajectory with its tool calls and the results the agent sent back, usage and
     cost in the detail, the sweep's budget ledger charged, the agent's own log kept as a file."""
-    result, run_dir = run_sweep(tmp_path, fake_agent(agent, packages), ENVIRONMENTS[environment],
-                                ["create-hello", "count-errors", "sort-unique"], ["scripted-demo"],
-                                execution={"limits": {"task_concurrency": 2}}, budget={"max_cost_usd": 5.0})
+    result, run_dir = run_sweep(
+        tmp_path,
+        fake_agent(agent, packages),
+        ENVIRONMENTS[environment],
+        ["create-hello", "count-errors", "sort-unique"],
+        ["scripted-demo"],
+        execution={"limits": {"task_concurrency": 2}},
+        budget={"max_cost_usd": 5.0},
+    )
     details = details_by_task(run_dir)
     for task, detail in details.items():
         attempt = detail["attempts"]["1"]
@@ -110,17 +134,27 @@ def test_a_fake_agent_cli_solves_demo_tasks_through_the_gateway(tmp_path: Path, 
 
 
 def test_an_anthropic_agent_runs_on_an_openai_compatible_model_and_never_sees_its_key(
-        tmp_path: Path, packages: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, packages: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 38: the Anthropic-SDK agent against an OpenAI-compatible endpoint (the gateway translates
     Messages to Chat Completions and back): it solves create-hello; the tool result it sent back reaches
     the endpoint as an OpenAI tool message; the endpoint's real key (a canary) is sent by the host, and
     never appears in the agent's environment (its `env`, /proc, its files) or in any result file."""
     monkeypatch.setenv("CANARY_API_KEY", CANARY)
-    bash(fake_openai, "env; cat /proc/self/environ | tr '\\0' '\\n'; grep -rs sk-canary ~ /tmp .; "
-                      "mkdir -p out && printf 'hello world\\n' > out/hello.txt", "call_1")
+    bash(
+        fake_openai,
+        "env; cat /proc/self/environ | tr '\\0' '\\n'; grep -rs sk-canary ~ /tmp .; "
+        "mkdir -p out && printf 'hello world\\n' > out/hello.txt",
+        "call_1",
+    )
     submit(fake_openai)
-    _, run_dir = run_sweep(tmp_path, fake_agent("fake-anthropic", packages), "sandbox", ["create-hello"],
-                           [endpoint(fake_openai, api_key_env="CANARY_API_KEY")])
+    _, run_dir = run_sweep(
+        tmp_path,
+        fake_agent("fake-anthropic", packages),
+        "sandbox",
+        ["create-hello"],
+        [endpoint(fake_openai, api_key_env="CANARY_API_KEY")],
+    )
     attempt = details_by_task(run_dir)["create-hello"]["attempts"]["1"]
     assert attempt["correct"], (attempt["benchmark_fields"], attempt["trajectory"])
     assert [r.headers["authorization"] for r in fake_openai.requests] == [f"Bearer {CANARY}"] * 2
@@ -133,15 +167,29 @@ def test_an_anthropic_agent_runs_on_an_openai_compatible_model_and_never_sees_it
 
 
 @pytest.mark.parametrize("agent", ["fake-chat", "fake-responses", "fake-anthropic"])
-def test_max_turns_refuses_the_third_call_and_the_attempt_is_a_scored_failure(tmp_path: Path, packages: Path,
-                                                                               agent: str) -> None:
+def test_max_turns_refuses_the_third_call_and_the_attempt_is_a_scored_failure(
+    tmp_path: Path, packages: Path, agent: str
+) -> None:
     """Issue 38: `max_turns: 2` stops each agent at its third call: the gateway answers it with an API
     error naming the limit (the agent sees it and exits), the attempt is a scored failure with the limit
     recorded, never an error."""
-    looping = {"id": "looping", "provider": "scripted", "params": {"turns": {"*": [
-        {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {n}"}}]} for n in range(5)]}}}
-    _, run_dir = run_sweep(tmp_path, fake_agent(agent, packages), "sandbox", ["create-hello"], [looping],
-                           execution={"limits": {"max_turns": 2}})
+    looping = {
+        "id": "looping",
+        "provider": "scripted",
+        "params": {
+            "turns": {
+                "*": [{"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {n}"}}]} for n in range(5)]
+            }
+        },
+    }
+    _, run_dir = run_sweep(
+        tmp_path,
+        fake_agent(agent, packages),
+        "sandbox",
+        ["create-hello"],
+        [looping],
+        execution={"limits": {"max_turns": 2}},
+    )
     attempt = details_by_task(run_dir)["create-hello"]["attempts"]["1"]
     assert attempt["limit"]["limit"] == "max_turns" and attempt["limit"]["used"] == 2
     # Evaluated like any attempt that reached a limit (the work it left is checked): not an error.
@@ -151,8 +199,9 @@ def test_max_turns_refuses_the_third_call_and_the_attempt_is_a_scored_failure(tm
     assert "max_turns" in agent_output and attempt["trajectory"][-1]["exit_code"] != 0
 
 
-def test_a_run_killed_mid_attempt_replays_the_recorded_turns_for_free(tmp_path: Path, packages: Path,
-                                                                      fake_openai: FakeOpenAI) -> None:
+def test_a_run_killed_mid_attempt_replays_the_recorded_turns_for_free(
+    tmp_path: Path, packages: Path, fake_openai: FakeOpenAI
+) -> None:
     """Issue 38 (resume by replay): a run is SIGKILLed while the agent's third model call waits; `agentcompass
     resume` starts the agent over in a fresh environment, the gateway answers its first two requests, byte-
     identical to the recorded ones, with the recorded responses (the endpoint never sees them again, they
@@ -161,15 +210,31 @@ def test_a_run_killed_mid_attempt_replays_the_recorded_turns_for_free(tmp_path: 
     bash(fake_openai, "mkdir -p out && printf 'hello world\\n' > out/hello.txt", "call_1")
     bash(fake_openai, "echo two", "call_2")
     fake_openai.reply(content="too late", delay_s=NEVER_S)
-    sweep = write_sweep(tmp_path, harness=fake_agent("fake-chat", packages), environment="sandbox",
-                        models=[endpoint(fake_openai)], benchmarks=[{"id": "demo", "tasks": ["create-hello"]}])
+    sweep = write_sweep(
+        tmp_path,
+        harness=fake_agent("fake-chat", packages),
+        environment="sandbox",
+        models=[endpoint(fake_openai)],
+        benchmarks=[{"id": "demo", "tasks": ["create-hello"]}],
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), "--direct"],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", str(sweep), "--direct"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        wait_until(lambda: len(fake_openai.requests) >= 3, "the third model call at the endpoint", proc=proc,
-                   interval=0.02, describe=lambda: f"{len(fake_openai.requests)} requests")
+        wait_until(
+            lambda: len(fake_openai.requests) >= 3,
+            "the third model call at the endpoint",
+            proc=proc,
+            interval=0.02,
+            describe=lambda: f"{len(fake_openai.requests)} requests",
+        )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
@@ -191,15 +256,21 @@ def test_a_run_killed_mid_attempt_replays_the_recorded_turns_for_free(tmp_path: 
     assert "replayed 2 of 2 recorded turns" in summary
 
 
-def test_checking_a_sweep_of_an_agent_cli_makes_nothing(tmp_path: Path, packages: Path, agent_cache: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_checking_a_sweep_of_an_agent_cli_makes_nothing(
+    tmp_path: Path, packages: Path, agent_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 38: `agentcompass run` checks every request before Dagster runs it, in a process that runs no
     attempt: that check makes no gateway directory and no staging installation, which nothing would
     remove."""
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temporary))
-    sweep = write_sweep(tmp_path, harness=fake_agent("fake-chat", packages), environment="sandbox",
-                        models=["scripted-demo"], benchmarks=[{"id": "demo", "tasks": ["create-hello"]}])
+    sweep = write_sweep(
+        tmp_path,
+        harness=fake_agent("fake-chat", packages),
+        environment="sandbox",
+        models=["scripted-demo"],
+        benchmarks=[{"id": "demo", "tasks": ["create-hello"]}],
+    )
     Orchestrator(load_sweep(sweep).requests()).preflight()
     assert list(temporary.iterdir()) == [] and not agent_cache.exists()

@@ -18,8 +18,11 @@ from agentcompass_dagster.plugins.harnesses.cli_agent import CliAgentHarness
 from agentcompass_dagster.plugins.models.scripted import ScriptedModel
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 
-DECLARATIONS = sorted(p for p in (REPO / "resources" / "harnesses").glob("*.yaml")
-                      if yaml.safe_load(p.read_text()).get("provider") == "cli_agent")
+DECLARATIONS = sorted(
+    p
+    for p in (REPO / "resources" / "harnesses").glob("*.yaml")
+    if yaml.safe_load(p.read_text()).get("provider") == "cli_agent"
+)
 TURNS = REPO / "tests" / "data" / "agent_turns"
 REGISTRIES = {"npm": ("registry.npmjs.org", 443), "pypi": ("pypi.org", 443)}
 # The real agents run here: installed from npm and PyPI in the sandbox's baseline phase (its network),
@@ -39,15 +42,26 @@ def _unreachable(registry: str) -> str | None:
 def test_every_shipped_agent_declaration_builds_or_says_why_it_cannot_run() -> None:
     """Issue 38: the eight shipped declarations are cli_agent harnesses that build with a model; Gemini
     CLI, which speaks only Google's API, is refused at build with one line naming the field and why."""
-    assert {p.stem for p in DECLARATIONS} >= {"claude-code", "codex", "gemini-cli", "aider", "goose", "opencode",
-                                               "openhands", "mini-swe-agent"}
+    assert {p.stem for p in DECLARATIONS} >= {
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "aider",
+        "goose",
+        "opencode",
+        "openhands",
+        "mini-swe-agent",
+    }
     model = ScriptedModel(ModelConfig(id="m", provider="scripted", params={"turns": {}}))
     for path in DECLARATIONS:
         config = HarnessConfig.model_validate(yaml.safe_load(path.read_text()))
         config.read_from(str(path))
         if path.stem == "gemini-cli":
-            with pytest.raises(UserError, match=r"harness.params.api=None: harness 'gemini-cli' cannot run "
-                                                r"through the model gateway: Gemini CLI speaks only Google"):
+            with pytest.raises(
+                UserError,
+                match=r"harness.params.api=None: harness 'gemini-cli' cannot run "
+                r"through the model gateway: Gemini CLI speaks only Google",
+            ):
                 CliAgentHarness(config, model)
         else:
             harness = CliAgentHarness(config, model)
@@ -56,8 +70,9 @@ def test_every_shipped_agent_declaration_builds_or_says_why_it_cannot_run() -> N
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent", sorted(REAL))
-def test_a_real_agent_cli_installed_from_its_registry_solves_a_demo_task(tmp_path: Path, agent: str,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_real_agent_cli_installed_from_its_registry_solves_a_demo_task(
+    tmp_path: Path, agent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 38: Claude Code and Codex CLI from npm, mini-swe-agent from PyPI, each installed by its shipped
     declaration into the sandbox and run there under network none against a scripted model (the turns of
     tests/data/agent_turns) through the gateway: create-hello is scored correct, each scripted turn is in
@@ -68,9 +83,14 @@ def test_a_real_agent_cli_installed_from_its_registry_solves_a_demo_task(tmp_pat
     monkeypatch.setenv("AGENTCOMPASS_AGENT_CACHE", str(tmp_path / "agent-cache"))
     turns = yaml.safe_load((TURNS / f"{agent}.yaml").read_text())
     model = {"id": f"scripted-{agent}", "provider": "scripted", "params": {"turns": {"create-hello": turns}}}
-    sweep = write_sweep(tmp_path, harness=agent, environment="sandbox", models=[model],
-                        benchmarks=[{"id": "demo", "tasks": ["create-hello"]}],
-                        execution={"limits": {"attempt_timeout_s": 300}})
+    sweep = write_sweep(
+        tmp_path,
+        harness=agent,
+        environment="sandbox",
+        models=[model],
+        benchmarks=[{"id": "demo", "tasks": ["create-hello"]}],
+        execution={"limits": {"attempt_timeout_s": 300}},
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     attempt = details_by_task(Path(outcome.result.run_dir))["create-hello"]["attempts"]["1"]

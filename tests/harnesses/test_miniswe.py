@@ -46,14 +46,22 @@ def _bash(command: str, **turn: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}], **turn}
 
 
-def _run(tmp_path: Path, tasks: list[str], turns: dict[str, list[dict[str, Any]]],
-         exit_code: int = 0) -> dict[str, dict[str, Any]]:
+def _run(
+    tmp_path: Path, tasks: list[str], turns: dict[str, list[dict[str, Any]]], exit_code: int = 0
+) -> dict[str, dict[str, Any]]:
     sweep = write_sweep(
-        tmp_path, name="mini",
+        tmp_path,
+        name="mini",
         benchmarks=[{"id": "demo", "tasks": tasks}],
-        models=[{"id": "scripted-mini", "provider": "recording-scripted",
-                 "params": {"price": {"input": 1.0, "output": 2.0}, "turns": turns}}],
-        harness={"id": "miniswe"}, execution={"limits": {"max_turns": 6}},
+        models=[
+            {
+                "id": "scripted-mini",
+                "provider": "recording-scripted",
+                "params": {"price": {"input": 1.0, "output": 2.0}, "turns": turns},
+            }
+        ],
+        harness={"id": "miniswe"},
+        execution={"limits": {"max_turns": 6}},
     )
     assert run_cli("run", str(sweep), "--direct") == exit_code
     details = {}
@@ -65,10 +73,18 @@ def _run(tmp_path: Path, tasks: list[str], turns: dict[str, list[dict[str, Any]]
 
 
 def test_reference_commands_solve_the_task_and_land_in_the_trajectory(tmp_path: Path, model_calls: Calls) -> None:
-    details = _run(tmp_path, ["count-errors"], {"count-errors": [
-        _bash(SOLVE, content="Counting the ERROR lines.", usage={"prompt_tokens": 100, "completion_tokens": 20}),
-        _bash(SUBMIT, usage={"prompt_tokens": 150, "completion_tokens": 5}),
-    ]})
+    details = _run(
+        tmp_path,
+        ["count-errors"],
+        {
+            "count-errors": [
+                _bash(
+                    SOLVE, content="Counting the ERROR lines.", usage={"prompt_tokens": 100, "completion_tokens": 20}
+                ),
+                _bash(SUBMIT, usage={"prompt_tokens": 150, "completion_tokens": 5}),
+            ]
+        },
+    )
     detail = details["count-errors"]
     assert detail["error"] is None and detail["correct"] is True
     attempt = detail["attempts"]["1"]
@@ -117,10 +133,15 @@ def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path
     ends it after its limit of consecutive format errors: both attempts end cleanly with a detail, the
     second as the model's scored failure (0, counted), not an error (the run exits 0)."""
     bad = {"tool_calls": [{"name": "bash", "arguments": '{"command": "ls'}], "usage": {"prompt_tokens": 10}}
-    details = _run(tmp_path, ["count-errors", "create-hello"], {
-        "count-errors": [bad, _bash(SOLVE), _bash(SUBMIT)],
-        "create-hello": [bad, bad, bad],
-    }, exit_code=0)
+    details = _run(
+        tmp_path,
+        ["count-errors", "create-hello"],
+        {
+            "count-errors": [bad, _bash(SOLVE), _bash(SUBMIT)],
+            "create-hello": [bad, bad, bad],
+        },
+        exit_code=0,
+    )
 
     recovered = details["count-errors"]
     assert recovered["correct"] is True and recovered["error"] is None
@@ -137,8 +158,11 @@ def test_malformed_tool_arguments_get_minis_format_error_feedback(tmp_path: Path
     failed = details["create-hello"]
     attempt = failed["attempts"]["1"]
     assert failed["correct"] is False and attempt["status"] == "failed" and failed["error"] is None
-    assert failed["failure"] == attempt["failure"] == (
-        "mini-swe-agent exited: RepeatedFormatError: 3 replies in a row without a usable tool call")
+    assert (
+        failed["failure"]
+        == attempt["failure"]
+        == ("mini-swe-agent exited: RepeatedFormatError: 3 replies in a row without a usable tool call")
+    )
     assert [s["type"] for s in attempt["trajectory"][2:]] == ["model_call", "message"] * 3
     assert attempt["artifacts"]["miniswe"]["info"]["exit_status"] == "RepeatedFormatError"
 
@@ -155,15 +179,18 @@ def test_replay_re_runs_a_miniswe_trajectory(tmp_path: Path, model_calls: Calls)
     assert report["status"] == "matched" and len(report["steps"]) == 3 and report["evaluation"]["correct"]
     assert len(model_calls) == calls
     after = tree_snapshot(run_dir)
-    assert {k: v for k, v in after.items() if not k.startswith("replays/")} == before, "replay wrote into the recorded run"
+    assert {k: v for k, v in after.items() if not k.startswith("replays/")} == before, (
+        "replay wrote into the recorded run"
+    )
 
 
 def test_a_failed_model_call_is_in_the_trajectory_with_its_time(tmp_path: Path, model_calls: Calls) -> None:
     """A model call that fails after a second (an endpoint that timed out) is the trajectory's last step,
     aborted, with its error and duration, and time_split counts it as the model's time, not the
     framework's (mini's messages leave it out: 240 s of two timed-out calls showed as framework time)."""
-    details = _run(tmp_path, ["count-errors"], {"count-errors": [_bash(SOLVE), {"sleep": 1.0, "fail": "timed out"}]},
-                   exit_code=3)
+    details = _run(
+        tmp_path, ["count-errors"], {"count-errors": [_bash(SOLVE), {"sleep": 1.0, "fail": "timed out"}]}, exit_code=3
+    )
     attempt = details["count-errors"]["attempts"]["1"]
     last = attempt["trajectory"][-1]
     assert (last["type"], last["status"], last["turn"]) == ("model_call", "aborted", 1) and "timed out" in last["error"]

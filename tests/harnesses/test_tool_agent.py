@@ -30,18 +30,29 @@ def submit(answer: str = "done", **turn: Any) -> dict[str, Any]:
 
 def reference_turns(task_id: str) -> list[dict[str, Any]]:
     solution = (DEMO_TASKS_DIR / task_id / "solution.sh").read_text()
-    return [bash(solution, usage={"prompt_tokens": 100, "completion_tokens": 20}),
-            submit(usage={"prompt_tokens": 150, "completion_tokens": 5, "cached_tokens": 50})]
+    return [
+        bash(solution, usage={"prompt_tokens": 100, "completion_tokens": 20}),
+        submit(usage={"prompt_tokens": 150, "completion_tokens": 5, "cached_tokens": 50}),
+    ]
 
 
-def agent_sweep(tmp_path: Path, turns: dict[str, list[dict[str, Any]]], tasks: list[str] | None = None,
-                price: dict[str, float] | None = None, **params: Any) -> Path:
+def agent_sweep(
+    tmp_path: Path,
+    turns: dict[str, list[dict[str, Any]]],
+    tasks: list[str] | None = None,
+    price: dict[str, float] | None = None,
+    **params: Any,
+) -> Path:
     model: dict[str, Any] = {"id": "scripted", "provider": "scripted", "params": {"turns": turns}}
     if price:
         model["params"]["price"] = price
-    return write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": tasks or sorted(turns)}], models=[model],
-                       harness={"id": "tool_agent", "params": params},
-                       execution={"limits": {"task_concurrency": 4}})
+    return write_sweep(
+        tmp_path,
+        benchmarks=[{"id": "demo", "tasks": tasks or sorted(turns)}],
+        models=[model],
+        harness={"id": "tool_agent", "params": params},
+        execution={"limits": {"task_concurrency": 4}},
+    )
 
 
 def test_tool_agent_solves_every_demo_task_with_the_reference_commands(tmp_path: Path) -> None:
@@ -55,7 +66,11 @@ def test_tool_agent_solves_every_demo_task_with_the_reference_commands(tmp_path:
     steps = attempt["trajectory"]
     assert [s["type"] for s in steps] == ["message", "message", "model_call", "tool_call", "model_call", "tool_call"]
     assert steps[0]["content"] == DEFAULT_SYSTEM_PROMPT and "app.log" in steps[1]["content"]
-    assert steps[3]["exit_code"] == 0 and "ERROR" in steps[3]["command"] and steps[3]["observation"].startswith("exit code: 0")
+    assert (
+        steps[3]["exit_code"] == 0
+        and "ERROR" in steps[3]["command"]
+        and steps[3]["observation"].startswith("exit code: 0")
+    )
     assert steps[5]["answer"] == "done"
     # 100+150 prompt tokens (50 of the second turn cached, counted once); cost at $1/$2 per Mtok.
     assert attempt["usage"]["input_tokens"] == 250 and attempt["usage"]["output_tokens"] == 25
@@ -72,7 +87,10 @@ def test_tool_agent_solves_every_demo_task_with_the_reference_commands(tmp_path:
     ("turns", "error"),
     [
         ([{"tool_calls": [{"name": "bash", "arguments": '{"command": "ls"'}]}], "malformed arguments for 'bash'"),
-        ([{"tool_calls": [{"name": "bash", "arguments": {"cmd": "ls"}}]}], "expected a JSON object with a string 'command'"),
+        (
+            [{"tool_calls": [{"name": "bash", "arguments": {"cmd": "ls"}}]}],
+            "expected a JSON object with a string 'command'",
+        ),
         ([{"tool_calls": [{"name": "python", "arguments": {"code": "1"}}]}], "unknown tool 'python'"),
         ([{"fail": "upstream said no"}], "model call failed: upstream said no"),
     ],

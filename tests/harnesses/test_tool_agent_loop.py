@@ -42,19 +42,33 @@ def session() -> Iterator[LocalSession]:
         asyncio.run(env_session.close())
 
 
-def agent(session: LocalSession, durable_dir: Path, turns: list[dict[str, Any]], *, record: Path | None = None,
-          **limits: Any) -> AgentRun:
+def agent(
+    session: LocalSession, durable_dir: Path, turns: list[dict[str, Any]], *, record: Path | None = None, **limits: Any
+) -> AgentRun:
     """An AgentRun as dispatch builds one: the scripted model playing ``turns`` for TASK, it and the
     session under the budget ``limits``."""
-    model_config = ModelConfig(id="scripted", provider="scripted",
-                               params={"turns": {TASK: turns}, "price": {"input": 1.0, "output": 2.0},
-                                       **({"record": str(record)} if record else {})})
+    model_config = ModelConfig(
+        id="scripted",
+        provider="scripted",
+        params={
+            "turns": {TASK: turns},
+            "price": {"input": 1.0, "output": 2.0},
+            **({"record": str(record)} if record else {}),
+        },
+    )
     params = ToolAgentParams()
     harness = HarnessConfig(id="tool_agent", params=params.model_dump(mode="json"))
     budget = AttemptLimits(AgentLimits(**limits))
-    return AgentRun(LimitedModel(ScriptedModel(model_config), budget), params, LimitedEnvironment(session, budget),
-                    task_id=TASK, attempt=1, prompt=PROMPT, durable_dir=durable_dir,
-                    fingerprint=fingerprint(None, harness, model_config))
+    return AgentRun(
+        LimitedModel(ScriptedModel(model_config), budget),
+        params,
+        LimitedEnvironment(session, budget),
+        task_id=TASK,
+        attempt=1,
+        prompt=PROMPT,
+        durable_dir=durable_dir,
+        fingerprint=fingerprint(None, harness, model_config),
+    )
 
 
 def run(agent_run: AgentRun) -> AgentOutcome:
@@ -62,8 +76,11 @@ def run(agent_run: AgentRun) -> AgentOutcome:
 
 
 SOLVE = [
-    bash("printf 'hello\\n' > greeting.txt && pwd", content="Writing the file.",
-         usage={"prompt_tokens": 100, "completion_tokens": 20}),
+    bash(
+        "printf 'hello\\n' > greeting.txt && pwd",
+        content="Writing the file.",
+        usage={"prompt_tokens": 100, "completion_tokens": 20},
+    ),
     bash("wc -w < greeting.txt", usage={"prompt_tokens": 150, "completion_tokens": 10}),
     submit("1", usage={"prompt_tokens": 200, "completion_tokens": 5}),
 ]
@@ -107,19 +124,28 @@ def test_every_model_and_tool_call_is_in_the_activity_log_in_flight_then_complet
     run(agent(session, durable, SOLVE))
 
     records = read_activity(durable / ACTIVITY_FILE)
-    calls = [(turn, kind, f"model-{turn}" if kind == "model_call" else f"{turn}.0")
-             for turn in range(3) for kind in ("model_call", "tool_call")]
+    calls = [
+        (turn, kind, f"model-{turn}" if kind == "model_call" else f"{turn}.0")
+        for turn in range(3)
+        for kind in ("model_call", "tool_call")
+    ]
     assert [(r.kind, r.id, r.status) for r in records] == [
         ("session", "session", "in_flight"),
         *[(kind, key, status) for _, kind, key in calls for status in ("in_flight", "completed")],
         ("session", "session", "completed"),
     ]
     assert [r.seq for r in records if r.status == "completed" and r.kind != "session"] == [1, 2, 3, 4, 5, 6]
-    assert records[-1].data | {"limit": None} == {"status": "completed", "error": None, "final_answer": "1",
-                                                  "limit": None}
+    assert records[-1].data | {"limit": None} == {
+        "status": "completed",
+        "error": None,
+        "final_answer": "1",
+        "limit": None,
+    }
     commands = [r for r in records if r.kind == "tool_call" and r.status == "completed" and "exit_code" in r.data]
     assert [(r.data["command"], r.checkpoint_seq) for r in commands] == [
-        (SOLVE[0]["tool_calls"][0]["arguments"]["command"], 2), ("wc -w < greeting.txt", 2)]
+        (SOLVE[0]["tool_calls"][0]["arguments"]["command"], 2),
+        ("wc -w < greeting.txt", 2),
+    ]
     assert sorted(p.name for p in (durable / "checkpoints" / "manifests").iterdir()) == ["00000002.json"]
 
 
@@ -171,8 +197,11 @@ def test_max_turns_stops_the_loop_with_the_limit_recorded(session: LocalSession,
     assert Path(session.workdir, "count.txt").read_text() == "0\n1\n"
     assert [s["type"] for s in outcome.trajectory][2:] == ["model_call", "tool_call"] * 2
     assert len(outcome.turns) == 2 and len(record.read_text().splitlines()) == 2
-    (end,) = [r for r in read_activity(tmp_path / "durable" / ACTIVITY_FILE)
-              if r.kind == "session" and r.status == "completed"]
+    (end,) = [
+        r
+        for r in read_activity(tmp_path / "durable" / ACTIVITY_FILE)
+        if r.kind == "session" and r.status == "completed"
+    ]
     assert end.data["limit"] == {"limit": "max_turns", "allowance": 2.0, "used": 2.0}
 
 

@@ -104,10 +104,20 @@ def sweep(tmp_path: Path, base_url: str, harness: str = "tool_agent", **limits: 
     if harness == "miniswe":
         with quiet_import():
             pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed (extra 'miniswe')")
-    model = {"id": "endpoint", "provider": "openai_compat", "model": "served", "base_url": base_url,
-             "params": {"timeout_s": 600, "max_retries": 0}}
-    return write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": [TASK]}], models=[model],
-                       harness={"id": harness}, execution={"limits": {"task_concurrency": 1, **limits}})
+    model = {
+        "id": "endpoint",
+        "provider": "openai_compat",
+        "model": "served",
+        "base_url": base_url,
+        "params": {"timeout_s": 600, "max_retries": 0},
+    }
+    return write_sweep(
+        tmp_path,
+        benchmarks=[{"id": "demo", "tasks": [TASK]}],
+        models=[model],
+        harness={"id": harness},
+        execution={"limits": {"task_concurrency": 1, **limits}},
+    )
 
 
 def newest(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any], float]:

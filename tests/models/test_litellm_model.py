@@ -36,8 +36,13 @@ from agentcompass_dagster.declarations.registry import models
 KEY_ENV = "AGENTCOMPASS_TEST_LITELLM_KEY"
 KEY = "sk-canary-" + "c0ffee" * 6
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "count the errors"}]
-BASH = {"type": "function", "function": {"name": "bash", "parameters": {
-    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    },
+}
 
 
 class FakeAnthropic:
@@ -53,8 +58,11 @@ class FakeAnthropic:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"null")
                 fake.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                status, reply = fake._replies.popleft() if fake._replies else (
-                    500, {"type": "error", "error": {"type": "api_error", "message": "no reply queued"}})
+                status, reply = (
+                    fake._replies.popleft()
+                    if fake._replies
+                    else (500, {"type": "error", "error": {"type": "api_error", "message": "no reply queued"}})
+                )
                 data = json.dumps(reply).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -67,15 +75,26 @@ class FakeAnthropic:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def reply(self, *blocks: dict[str, Any], usage: dict[str, int], stop_reason: str = "tool_use") -> None:
-        self._replies.append((200, {"id": f"msg_{len(self._replies)}", "type": "message", "role": "assistant",
-                                    "model": "claude-x-20250101", "content": list(blocks), "stop_reason": stop_reason,
-                                    "stop_sequence": None, "usage": usage}))
+        self._replies.append(
+            (
+                200,
+                {
+                    "id": f"msg_{len(self._replies)}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-x-20250101",
+                    "content": list(blocks),
+                    "stop_reason": stop_reason,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            )
+        )
 
     def close(self) -> None:
         self._server.shutdown()
@@ -97,12 +116,16 @@ def tool_use(name: str, arguments: dict[str, Any], use_id: str) -> dict[str, Any
 
 
 def make_model(model: str, base_url: str | None, api_key_env: str | None = None, **params: Any) -> LiteLLMModel:
-    return LiteLLMModel(ModelConfig(id="lite", provider="litellm", model=model, base_url=base_url,
-                                    api_key_env=api_key_env, params=params))
+    return LiteLLMModel(
+        ModelConfig(
+            id="lite", provider="litellm", model=model, base_url=base_url, api_key_env=api_key_env, params=params
+        )
+    )
 
 
 def complete(model: LiteLLMModel, tools: list[dict[str, Any]] | None = None, watch: CallWatch | None = None) -> Any:
     """One call on an event loop of its own, as each orchestration has, under ``watch`` when given."""
+
     async def call() -> Any:
         CALL_WATCH.set(watch)
         return await model.complete(MESSAGES, tools or [], CallContext(task_id="t", turn=0))
@@ -114,19 +137,36 @@ def test_a_turn_with_tool_calls_usage_and_the_declared_price(fake_openai: FakeOp
     """R-DISP-4, issue 38: through LiteLLM's openai/ provider the tool calls come back with their raw
     argument text, usage reaches turn_usage (cached tokens counted once) and the declared price is the cost."""
     malformed = '{"command": "grep -c ERROR app.log'
-    fake_openai.reply(content="Counting.", tool_calls=[tool_call("bash", malformed, "call_a")],
-                      usage={"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
-                             "prompt_tokens_details": {"cached_tokens": 800},
-                             "completion_tokens_details": {"reasoning_tokens": 150}}, model="served-2025")
-    model = make_model("openai/served", fake_openai.base_url, temperature=0.0, max_tokens=64,
-                       price={"input": 1.0, "output": 2.0, "cache_read": 0.5})
+    fake_openai.reply(
+        content="Counting.",
+        tool_calls=[tool_call("bash", malformed, "call_a")],
+        usage={
+            "prompt_tokens": 1000,
+            "completion_tokens": 200,
+            "total_tokens": 1200,
+            "prompt_tokens_details": {"cached_tokens": 800},
+            "completion_tokens_details": {"reasoning_tokens": 150},
+        },
+        model="served-2025",
+    )
+    model = make_model(
+        "openai/served",
+        fake_openai.base_url,
+        temperature=0.0,
+        max_tokens=64,
+        price={"input": 1.0, "output": 2.0, "cache_read": 0.5},
+    )
     turn = complete(model, [BASH])
     assert (turn.content, turn.stop_reason, turn.model_id) == ("Counting.", "tool_calls", "served-2025")
     assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [("call_a", "bash", malformed)]
     assert [(t.status, t.error) for t in turn.tries] == [(200, None)] and turn.duration_s > 0
     usage = turn_usage(turn.usage, turn.cost_usd, model.price)
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.reasoning_tokens) == (
-        1000, 200, 800, 150)
+        1000,
+        200,
+        800,
+        150,
+    )
     assert turn.cost_usd == pytest.approx((200 * 1.0 + 800 * 0.5 + 200 * 2.0) / 1e6) == usage.cost_usd
     [(path, _, body)] = fake_openai.requests
     assert path == "/v1/chat/completions"
@@ -176,8 +216,9 @@ def test_server_errors_are_retried_up_to_max_retries_and_say_so(fake_openai: Fak
     assert not watch.answered, "a 5xx is the server failing, not an answer"
 
 
-def test_a_rejected_key_is_not_retried_and_never_shown(fake_openai: FakeOpenAI,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rejected_key_is_not_retried_and_never_shown(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """R-STORE-4, issue 38: a 401 is one request, a ModelError with status 401 whose message does not carry
     the key the server echoed; the call was answered."""
     monkeypatch.setenv(KEY_ENV, KEY)
@@ -209,8 +250,9 @@ def test_an_unreachable_endpoint_is_retried_then_a_model_error() -> None:
     assert [(t.status, t.error) for t in caught.value.tries] == [(None, "ConnectError")] * 2
 
 
-def test_with_a_base_url_and_no_api_key_env_the_hosts_key_is_not_sent(fake_openai: FakeOpenAI,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_a_base_url_and_no_api_key_env_the_hosts_key_is_not_sent(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 38: LiteLLM would send OPENAI_API_KEY to whatever endpoint the declaration names."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-ambient-must-not-be-sent")
     fake_openai.reply(content="ok")
@@ -218,15 +260,23 @@ def test_with_a_base_url_and_no_api_key_env_the_hosts_key_is_not_sent(fake_opena
     assert fake_openai.requests[0].headers["authorization"] == "Bearer no-key"
 
 
-def test_an_anthropic_turn_comes_back_in_our_format(fake_anthropic: FakeAnthropic,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_anthropic_turn_comes_back_in_our_format(
+    fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """R-DISP-4, issue 38: through LiteLLM's anthropic/ provider a Messages response's tool_use block is a
     tool call with JSON argument text, its cache reads and writes count into the input once, and the key
     from api_key_env goes in x-api-key."""
     monkeypatch.setenv(KEY_ENV, KEY)
-    fake_anthropic.reply({"type": "text", "text": "Counting."}, tool_use("bash", {"command": "ls"}, "toolu_1"),
-                         usage={"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 50,
-                                "cache_creation_input_tokens": 10})
+    fake_anthropic.reply(
+        {"type": "text", "text": "Counting."},
+        tool_use("bash", {"command": "ls"}, "toolu_1"),
+        usage={
+            "input_tokens": 100,
+            "output_tokens": 20,
+            "cache_read_input_tokens": 50,
+            "cache_creation_input_tokens": 10,
+        },
+    )
     model = make_model("anthropic/claude-x", fake_anthropic.base_url, api_key_env=KEY_ENV, max_tokens=256)
     turn = complete(model, [BASH])
     assert (turn.content, turn.stop_reason, turn.model_id) == ("Counting.", "tool_calls", "claude-x-20250101")
@@ -234,7 +284,11 @@ def test_an_anthropic_turn_comes_back_in_our_format(fake_anthropic: FakeAnthropi
     assert (call.id, call.name, call.parsed_arguments()) == ("toolu_1", "bash", {"command": "ls"})
     usage = turn_usage(turn.usage, turn.cost_usd, model.price)
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (
-        160, 20, 50, 10)
+        160,
+        20,
+        50,
+        10,
+    )
     assert turn.cost_usd is None, "LiteLLM's table does not know claude-x and no price is declared"
     [(path, headers, body)] = fake_anthropic.requests
     assert path == "/v1/messages" and headers["x-api-key"] == KEY and "authorization" not in headers
@@ -246,9 +300,16 @@ def test_an_anthropic_turn_comes_back_in_our_format(fake_anthropic: FakeAnthropi
 def test_litellms_price_table_prices_a_model_it_knows(fake_anthropic: FakeAnthropic) -> None:
     """R-DISP-4, issue 38: without a declared price the cost is LiteLLM's table's (claude-sonnet-4-5: USD 3
     and 15 per million input and output tokens, cache reads 0.3, cache writes 3.75)."""
-    fake_anthropic.reply({"type": "text", "text": "ok"}, stop_reason="end_turn",
-                         usage={"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 50,
-                                "cache_creation_input_tokens": 10})
+    fake_anthropic.reply(
+        {"type": "text", "text": "ok"},
+        stop_reason="end_turn",
+        usage={
+            "input_tokens": 100,
+            "output_tokens": 20,
+            "cache_read_input_tokens": 50,
+            "cache_creation_input_tokens": 10,
+        },
+    )
     turn = complete(make_model("anthropic/claude-sonnet-4-5", fake_anthropic.base_url, max_tokens=64))
     assert turn.cost_usd == pytest.approx((100 * 3.0 + 20 * 15.0 + 50 * 0.3 + 10 * 3.75) / 1e6)
 
@@ -265,26 +326,34 @@ def test_a_model_without_a_provider_prefix_is_refused_naming_the_file() -> None:
         make_model("antropic/claude-x", None)
 
 
-def test_an_unset_key_variable_fails_the_call_not_the_build(fake_openai: FakeOpenAI,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unset_key_variable_fails_the_call_not_the_build(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 38: the key is read when a call is made, so a process that only builds the model needs none;
     a call without it is one line naming the file, the field and the variable, and sends nothing."""
     monkeypatch.delenv(KEY_ENV, raising=False)
-    config = ModelConfig(id="lite", provider="litellm", model="openai/served", base_url=fake_openai.base_url,
-                         api_key_env=KEY_ENV)
+    config = ModelConfig(
+        id="lite", provider="litellm", model="openai/served", base_url=fake_openai.base_url, api_key_env=KEY_ENV
+    )
     config.read_from("resources/models/lite.yaml")
     model = LiteLLMModel(config)
-    with pytest.raises(UserError, match=f"^resources/models/lite.yaml: model.api_key_env='{KEY_ENV}': the environment "
-                                        f"variable {KEY_ENV} is not set or empty$"):
+    with pytest.raises(
+        UserError,
+        match=f"^resources/models/lite.yaml: model.api_key_env='{KEY_ENV}': the environment "
+        f"variable {KEY_ENV} is not set or empty$",
+    ):
         complete(model)
     assert fake_openai.requests == []
 
 
-@pytest.mark.parametrize(("extra", "problem"), [
-    ({"aws_secret_access_key": "AKIA"}, r"model\.params\.extra\.aws_secret_access_key='\*\*\*': credentials"),
-    ({"api_base": "http://elsewhere"}, r"model\.params\.extra\.api_base=.*set it in model\.base_url"),
-    ({"num_retries": 5}, r"model\.params\.extra\.num_retries=5: set it in model\.params\.max_retries"),
-])
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        ({"aws_secret_access_key": "AKIA"}, r"model\.params\.extra\.aws_secret_access_key='\*\*\*': credentials"),
+        ({"api_base": "http://elsewhere"}, r"model\.params\.extra\.api_base=.*set it in model\.base_url"),
+        ({"num_retries": 5}, r"model\.params\.extra\.num_retries=5: set it in model\.params\.max_retries"),
+    ],
+)
 def test_extra_arguments_may_not_carry_keys_or_override_the_declaration(extra: dict[str, Any], problem: str) -> None:
     with pytest.raises(UserError, match=problem) as caught:
         make_model("openai/served", None, extra=extra)
@@ -293,8 +362,10 @@ def test_extra_arguments_may_not_carry_keys_or_override_the_declaration(extra: d
 
 def test_the_registry_names_the_provider_and_importing_it_does_not_import_litellm() -> None:
     assert models.get("litellm") is LiteLLMModel
-    code = ("import sys, agentcompass_dagster.plugins.models.litellm_model, agentcompass_dagster.declarations.registry; "
-            "sys.exit('litellm' in sys.modules)")
+    code = (
+        "import sys, agentcompass_dagster.plugins.models.litellm_model, agentcompass_dagster.declarations.registry; "
+        "sys.exit('litellm' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
 
 
@@ -337,8 +408,14 @@ def test_litellm_prints_nothing_even_when_asked_to_debug(fake_openai: FakeOpenAI
     fake_openai.reply(content="ok")
     fake_openai.push(401, {"error": {"message": f"Incorrect API key provided: {KEY}"}})
     env = {**os.environ, KEY_ENV: KEY, "LITELLM_LOG": "DEBUG"}
-    done = subprocess.run([sys.executable, "-c", PRINTS, fake_openai.base_url], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", PRINTS, fake_openai.base_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert (done.returncode, done.stdout, done.stderr) == (0, "401\n", "")
     assert [r.headers["authorization"] for r in fake_openai.requests] == [f"Bearer {KEY}"] * 2
 
@@ -351,15 +428,24 @@ def test_a_sweep_scores_a_demo_task_through_litellm_against_an_openai_endpoint(
     cost reach the detail, a 429 is retried within the model call, and the key is sent but written nowhere."""
     monkeypatch.setenv(KEY_ENV, KEY)
     solve_count_errors(fake_openai)
-    model = {"id": "lite", "provider": "litellm", "model": "openai/served-model", "base_url": fake_openai.base_url,
-             "api_key_env": KEY_ENV, "params": {"price": {"input": 2.0, "output": 8.0, "cache_read": 0.5}}}
+    model = {
+        "id": "lite",
+        "provider": "litellm",
+        "model": "openai/served-model",
+        "base_url": fake_openai.base_url,
+        "api_key_env": KEY_ENV,
+        "params": {"price": {"input": 2.0, "output": 8.0, "cache_read": 0.5}},
+    }
     detail = run_tool_agent_demo(tmp_path, model)
     attempt = detail["attempts"]["1"]
     assert detail["correct"] and attempt["final_answer"] == "5"
     calls = [step for step in attempt["trajectory"] if step["type"] == "model_call"]
     assert [[t["status"] for t in step["tries"]] for step in calls] == [[429, 200], [200]]
     assert fake_openai.requests[-1].body["messages"][-1] == {
-        "role": "tool", "tool_call_id": "call_bash", "content": "exit code: 0\n5\n"}
+        "role": "tool",
+        "tool_call_id": "call_bash",
+        "content": "exit code: 0\n5\n",
+    }
     assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in fake_openai.requests)
     assert attempt["usage"]["input_tokens"] == 500 and attempt["usage"]["cache_read_tokens"] == 100
     assert attempt["usage"]["cost_usd"] == pytest.approx((400 * 2.0 + 100 * 0.5 + 30 * 8.0) / 1e6)
@@ -373,11 +459,20 @@ def test_a_sweep_through_an_anthropic_endpoint_keeps_the_key_off_disk(
     result sent back as Anthropic's tool_result, the canary key in every request's x-api-key and in no file
     the run wrote."""
     monkeypatch.setenv(KEY_ENV, KEY)
-    fake_anthropic.reply(tool_use("bash", {"command": COUNT_ERRORS}, "toolu_1"),
-                         usage={"input_tokens": 200, "output_tokens": 20})
-    fake_anthropic.reply(tool_use("submit", {"answer": "5"}, "toolu_2"), usage={"input_tokens": 300, "output_tokens": 10})
-    model = {"id": "claude", "provider": "litellm", "model": "anthropic/claude-x", "base_url": fake_anthropic.base_url,
-             "api_key_env": KEY_ENV, "params": {"max_tokens": 512, "price": {"input": 3.0, "output": 15.0}}}
+    fake_anthropic.reply(
+        tool_use("bash", {"command": COUNT_ERRORS}, "toolu_1"), usage={"input_tokens": 200, "output_tokens": 20}
+    )
+    fake_anthropic.reply(
+        tool_use("submit", {"answer": "5"}, "toolu_2"), usage={"input_tokens": 300, "output_tokens": 10}
+    )
+    model = {
+        "id": "claude",
+        "provider": "litellm",
+        "model": "anthropic/claude-x",
+        "base_url": fake_anthropic.base_url,
+        "api_key_env": KEY_ENV,
+        "params": {"max_tokens": 512, "price": {"input": 3.0, "output": 15.0}},
+    }
     detail = run_tool_agent_demo(tmp_path, model)
     attempt = detail["attempts"]["1"]
     assert detail["correct"] and attempt["final_answer"] == "5"
@@ -407,8 +502,9 @@ def test_worker_threads_share_one_model(fake_anthropic: FakeAnthropic) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     for _ in range(8):
-        fake_anthropic.reply({"type": "text", "text": "ok"}, usage={"input_tokens": 1, "output_tokens": 1},
-                             stop_reason="end_turn")
+        fake_anthropic.reply(
+            {"type": "text", "text": "ok"}, usage={"input_tokens": 1, "output_tokens": 1}, stop_reason="end_turn"
+        )
     model = make_model("anthropic/claude-x", fake_anthropic.base_url, max_retries=0, max_tokens=16)
     with ThreadPoolExecutor(max_workers=4) as pool:
         turns = list(pool.map(lambda _: complete(model), range(8)))

@@ -33,13 +33,21 @@ MESSAGES = [{"role": "user", "content": "count the errors"}]
 BASH = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}
 
 
-def make_model(server: FakeOpenAI | None, api_key_env: str | None = None, model: str | None = "served-model",
-               base_url: str | None = None, **params: Any) -> OpenAICompatModel:
+def make_model(
+    server: FakeOpenAI | None,
+    api_key_env: str | None = None,
+    model: str | None = "served-model",
+    base_url: str | None = None,
+    **params: Any,
+) -> OpenAICompatModel:
     """A model with fast SDK retries unless the test sets max_retries."""
     params.setdefault("max_retries", 2)
     url = base_url or (server.base_url if server is not None else None)
-    return OpenAICompatModel(ModelConfig(id="compat", provider="openai_compat", model=model, base_url=url,
-                                         api_key_env=api_key_env, params=params))
+    return OpenAICompatModel(
+        ModelConfig(
+            id="compat", provider="openai_compat", model=model, base_url=url, api_key_env=api_key_env, params=params
+        )
+    )
 
 
 def complete(model: OpenAICompatModel, tools: list[dict[str, Any]] | None = None) -> Any:
@@ -108,7 +116,9 @@ def test_a_server_error_after_the_retries_says_how_often_it_was_tried(fake_opena
     assert "overloaded (2 tries: max_retries=1)" in str(caught.value)
 
 
-def test_a_rejected_key_is_not_retried_and_never_shown(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rejected_key_is_not_retried_and_never_shown(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     fake_openai.push(401, {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}})
     model = make_model(fake_openai, api_key_env=KEY_ENV)
@@ -131,11 +141,14 @@ def test_client_errors_are_not_retried(fake_openai: FakeOpenAI, status: int) -> 
     assert len(fake_openai.requests) == 1
 
 
-@pytest.mark.parametrize("message", [
-    "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
-    "the request exceeds the available context size, try increasing it",
-    "prompt is too long: 210000 tokens > 200000 maximum",
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+        "the request exceeds the available context size, try increasing it",
+        "prompt is too long: 210000 tokens > 200000 maximum",
+    ],
+)
 def test_a_context_overflow_is_its_own_error(fake_openai: FakeOpenAI, message: str) -> None:
     """How OpenAI, llama.cpp and Anthropic-style proxies word it: a harness can compact and try again."""
     fake_openai.push(400, {"error": {"message": message, "type": "invalid_request_error"}})
@@ -168,7 +181,9 @@ def test_tool_call_arguments_come_back_verbatim(fake_openai: FakeOpenAI) -> None
     fake_openai.reply(tool_calls=[tool_call("bash", malformed, "call_a"), tool_call("submit", valid, "call_b")])
     turn = complete(make_model(fake_openai), tools=[BASH])
     assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [
-        ("call_a", "bash", malformed), ("call_b", "submit", valid)]
+        ("call_a", "bash", malformed),
+        ("call_b", "submit", valid),
+    ]
     assert turn.stop_reason == "tool_calls"
     assert turn.assistant_message()["tool_calls"][0]["function"]["arguments"] == malformed
 
@@ -223,8 +238,9 @@ def test_credentials_in_the_base_url_are_refused(tmp_path: Any, capsys: pytest.C
         make_model(None, base_url="https://ghp_token@host/v1")
 
     model = {"id": "m", "provider": "openai_compat", "model": "served", "base_url": "https://bob:hunter2@host/v1"}
-    sweep = write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": ["count-errors"]}], models=[model],
-                        harness="tool_agent")
+    sweep = write_sweep(
+        tmp_path, benchmarks=[{"id": "demo", "tasks": ["count-errors"]}], models=[model], harness="tool_agent"
+    )
     assert run_cli("run", sweep, "--direct") == 2
     out, err = capsys.readouterr()
     assert "hunter2" not in out + err
@@ -277,8 +293,13 @@ def test_usage_details_are_flattened(fake_openai: FakeOpenAI) -> None:
     """R-DISP-4: cached and reasoning tokens reach turn_usage under keys it reads."""
     fake_openai.reply(content="ok", usage=OPENAI_USAGE)
     turn = complete(make_model(fake_openai))
-    assert turn.usage == {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
-                          "cached_tokens": 800, "reasoning_tokens": 150}
+    assert turn.usage == {
+        "prompt_tokens": 1000,
+        "completion_tokens": 200,
+        "total_tokens": 1200,
+        "cached_tokens": 800,
+        "reasoning_tokens": 150,
+    }
     assert turn.cost_usd is None
     usage = turn_usage(turn.usage, turn.cost_usd)
     assert (usage.output_tokens, usage.cache_read_tokens, usage.reasoning_tokens) == (200, 800, 150)
@@ -308,8 +329,16 @@ def test_the_price_table_prices_a_turn_without_provider_cost(fake_openai: FakeOp
 
 def test_a_provider_cost_wins_over_the_price_table(fake_openai: FakeOpenAI) -> None:
     """R-DISP-4: a cost the provider reports (OpenRouter's usage.cost) is the turn's cost."""
-    fake_openai.reply(content="ok", usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
-                                           "cost": 0.0123, "cost_details": {"upstream_inference_cost": 0.01}})
+    fake_openai.reply(
+        content="ok",
+        usage={
+            "prompt_tokens": 10,
+            "completion_tokens": 5,
+            "total_tokens": 15,
+            "cost": 0.0123,
+            "cost_details": {"upstream_inference_cost": 0.01},
+        },
+    )
     model = make_model(fake_openai, price={"input": 1.0, "output": 2.0})
     turn = complete(model)
     assert turn.cost_usd == pytest.approx(0.0123)
@@ -322,8 +351,10 @@ def test_the_registry_names_the_provider() -> None:
 
 
 def test_importing_the_plugin_does_not_import_the_sdk() -> None:
-    code = ("import sys, agentcompass_dagster.plugins.models.openai_compat, agentcompass_dagster.declarations.registry; "
-            "sys.exit('openai' in sys.modules)")
+    code = (
+        "import sys, agentcompass_dagster.plugins.models.openai_compat, agentcompass_dagster.declarations.registry; "
+        "sys.exit('openai' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
 
 
@@ -341,15 +372,22 @@ def test_tool_agent_solves_a_demo_task_through_the_sdk_and_keeps_the_key_off_dis
     fake_openai: FakeOpenAI, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The tool_agent harness against a real HTTP endpoint through the openai SDK: a 429 is retried (the
-    trajectory's model call lists both tries), the tool calls run in the environment, the conversation the server receives carries the tool results,
-    usage and price-table cost reach the detail, and the API key is sent but never written anywhere."""
+    trajectory's model call lists both tries), the tool calls run in the environment, the conversation the
+    server receives carries the tool results, usage and price-table cost reach the detail, and the API key is
+    sent but never written anywhere."""
     from conftest import files_without, run_tool_agent_demo
 
     key = "sk-" + "k" * 40
     monkeypatch.setenv("FAKE_OPENAI_KEY", key)
     solve_count_errors(fake_openai)
-    model = {"id": "served", "provider": "openai_compat", "model": "served-model", "base_url": fake_openai.base_url,
-             "api_key_env": "FAKE_OPENAI_KEY", "params": {"price": {"input": 2.0, "output": 8.0, "cache_read": 0.5}}}
+    model = {
+        "id": "served",
+        "provider": "openai_compat",
+        "model": "served-model",
+        "base_url": fake_openai.base_url,
+        "api_key_env": "FAKE_OPENAI_KEY",
+        "params": {"price": {"input": 2.0, "output": 8.0, "cache_read": 0.5}},
+    }
     detail = run_tool_agent_demo(tmp_path, model)
     attempt = detail["attempts"]["1"]
     assert detail["correct"] and attempt["final_answer"] == "5"

@@ -69,7 +69,14 @@ def test_reuse_mode_order(tmp_path: Path, recorder: Lifecycle) -> None:
     _, detail = run_one(make_request(tmp_path))
     assert detail.correct
     assert recorder.after_load() == [
-        "plan", "open:1", *run_part(1), "policy:1:host", "evaluate:1", "policy:1:host", "close:1"]
+        "plan",
+        "open:1",
+        *run_part(1),
+        "policy:1:host",
+        "evaluate:1",
+        "policy:1:host",
+        "close:1",
+    ]
 
 
 def test_none_mode_order(tmp_path: Path, recorder: Lifecycle) -> None:
@@ -85,8 +92,15 @@ def test_fresh_mode_order(tmp_path: Path, recorder: Lifecycle) -> None:
     _, detail = run_one(make_request(tmp_path, evaluation_environment_mode="fresh"))
     assert detail.correct
     assert recorder.after_load() == [
-        "plan", "open:1", *run_part(1), "close:1",
-        "open:2", "policy:2:host", "evaluate:2", "policy:2:host", "close:2",
+        "plan",
+        "open:1",
+        *run_part(1),
+        "close:1",
+        "open:2",
+        "policy:2:host",
+        "evaluate:2",
+        "policy:2:host",
+        "close:2",
     ]
 
 
@@ -99,20 +113,100 @@ def test_keep_environment_only_skips_close(tmp_path: Path, recorder: Lifecycle) 
 @pytest.mark.parametrize(
     ("site", "mode", "expected"),
     [
-        ("open", "reuse", ["plan", "open:1", "open:2", *run_part(2), "policy:2:host", "evaluate:2", "policy:2:host", "close:2"]),
-        ("prepare", "reuse", ["plan", "open:1", "prepare", "close:1", "open:2", *run_part(2), "policy:2:host",
-                              "evaluate:2", "policy:2:host", "close:2"]),
-        ("run", "reuse", ["plan", "open:1", *run_part(1)[:5], "close_session", "close:1", "open:2", *run_part(2),
-                          "policy:2:host", "evaluate:2", "policy:2:host", "close:2"]),
-        ("collect", "reuse", ["plan", "open:1", *run_part(1), "close:1", "open:2", *run_part(2), "policy:2:host",
-                              "evaluate:2", "policy:2:host", "close:2"]),
-        ("evaluate", "reuse", ["plan", "open:1", *run_part(1), "policy:1:host", "evaluate:1", "policy:1:host",
-                               "close:1", "open:2", *run_part(2), "policy:2:host", "evaluate:2", "policy:2:host",
-                               "close:2"]),
+        (
+            "open",
+            "reuse",
+            ["plan", "open:1", "open:2", *run_part(2), "policy:2:host", "evaluate:2", "policy:2:host", "close:2"],
+        ),
+        (
+            "prepare",
+            "reuse",
+            [
+                "plan",
+                "open:1",
+                "prepare",
+                "close:1",
+                "open:2",
+                *run_part(2),
+                "policy:2:host",
+                "evaluate:2",
+                "policy:2:host",
+                "close:2",
+            ],
+        ),
+        (
+            "run",
+            "reuse",
+            [
+                "plan",
+                "open:1",
+                *run_part(1)[:5],
+                "close_session",
+                "close:1",
+                "open:2",
+                *run_part(2),
+                "policy:2:host",
+                "evaluate:2",
+                "policy:2:host",
+                "close:2",
+            ],
+        ),
+        (
+            "collect",
+            "reuse",
+            [
+                "plan",
+                "open:1",
+                *run_part(1),
+                "close:1",
+                "open:2",
+                *run_part(2),
+                "policy:2:host",
+                "evaluate:2",
+                "policy:2:host",
+                "close:2",
+            ],
+        ),
+        (
+            "evaluate",
+            "reuse",
+            [
+                "plan",
+                "open:1",
+                *run_part(1),
+                "policy:1:host",
+                "evaluate:1",
+                "policy:1:host",
+                "close:1",
+                "open:2",
+                *run_part(2),
+                "policy:2:host",
+                "evaluate:2",
+                "policy:2:host",
+                "close:2",
+            ],
+        ),
         ("evaluate", "none", ["plan", "open:1", *run_part(1), "close:1", "evaluate:none", "evaluate:none"]),
-        ("evaluate", "fresh", ["plan", "open:1", *run_part(1), "close:1", "open:2", "policy:2:host", "evaluate:2",
-                               "policy:2:host", "close:2", "open:3", "policy:3:host", "evaluate:3",
-                               "policy:3:host", "close:3"]),
+        (
+            "evaluate",
+            "fresh",
+            [
+                "plan",
+                "open:1",
+                *run_part(1),
+                "close:1",
+                "open:2",
+                "policy:2:host",
+                "evaluate:2",
+                "policy:2:host",
+                "close:2",
+                "open:3",
+                "policy:3:host",
+                "evaluate:3",
+                "policy:3:host",
+                "close:3",
+            ],
+        ),
         ("evaluate_raise", "none", ["plan", "open:1", *run_part(1), "close:1", "evaluate:none", "evaluate:none"]),
     ],
 )
@@ -132,7 +226,11 @@ def test_retry_scope_by_failure_site(
     phase = {"open": "environment", "run": "inference", "collect": "artifact"}.get(site, site)
     scope = "attempt" if mode == "reuse" else {"none": "evaluate", "fresh": "evaluation_environment"}[mode]
     assert (record["phase"], record["scope"], record["retry"], record["matched_pattern"]) == (
-        phase.replace("evaluate_raise", "evaluation").replace("evaluate", "evaluation"), scope, 1, "*")
+        phase.replace("evaluate_raise", "evaluation").replace("evaluate", "evaluation"),
+        scope,
+        1,
+        "*",
+    )
     assert record["plan"]["evaluation_environment_mode"] == mode
     assert "injected" in record["error"]
 
@@ -181,8 +279,9 @@ def test_avg_and_pass_strategies_and_pass_at_k(tmp_path: Path, recorder: Lifecyc
     assert pass_at_k(5, 2, 1) == pytest.approx(0.4) and pass_at_k(5, 0, 5) == 0.0
     recorder.clear()
     steps = [{"answer": "no"}, {"answer": "answer-0"}, {"answer": "answer-0"}]
-    result, detail = run_one(make_request(tmp_path, name="p", attempts={"k": 3, "strategy": "pass"},
-                                          harness={"tasks": {"t0": steps}}))
+    result, detail = run_one(
+        make_request(tmp_path, name="p", attempts={"k": 3, "strategy": "pass"}, harness={"tasks": {"t0": steps}})
+    )
     assert detail.attempts_tried == 2 and detail.first_correct_attempt == 2 and detail.correct
     assert set(result.metrics.metrics) >= {"pass@3"} and "pass@1" not in result.metrics.metrics
 
@@ -202,8 +301,16 @@ def test_interrupted_task_runs_only_missing_attempts(tmp_path: Path, older: bool
     R-COMPAT-1: a source run that kept them under the name before issue 40 (.attempt_checkpoints) too."""
     record = tmp_path / "calls.jsonl"
     slow = {"tasks": {"t0": [{"oracle": True}, {"oracle": True}, {"sleep": 30}]}, "record": str(record)}
-    first = orchestrate([make_request(tmp_path, attempts={"k": 3}, harness=slow,
-                                       limits={"orchestration_timeout_s": 1.5, "cleanup_grace_seconds": 5})])
+    first = orchestrate(
+        [
+            make_request(
+                tmp_path,
+                attempts={"k": 3},
+                harness=slow,
+                limits={"orchestration_timeout_s": 1.5, "cleanup_grace_seconds": 5},
+            )
+        ]
+    )
     assert first.status == "timeout"
     source = Path(first.outcomes["r"].paths["run_dir"])
     assert sorted(p.name for p in (source / ".finished_attempts").iterdir()) == ["t0@1.json", "t0@2.json"]
@@ -252,7 +359,11 @@ def test_analyzers_are_selected_and_failures_recorded_apart(tmp_path: Path, reco
     assert "elsewhere" not in attempt.meta["analysis_errors"]
     assert attempt.analysis_result is not None and attempt.analysis_result["error_category"] == {"category": "none"}
     assert attempt.analysis_result["trajectory_stats"] | {"duration_s": 0} == {
-        "steps": 2, "tool_calls": 1, "tokens": 0, "duration_s": 0}
+        "steps": 2,
+        "tool_calls": 1,
+        "tokens": 0,
+        "duration_s": 0,
+    }
     failed = open_run_dir(Path(result.run_dir)).load_all_details()["t1"].attempts["1"]
     assert failed.analysis_result == {"error_category": {"category": "harness_exception", "exception": "RuntimeError"}}
     data = json.loads((Path(result.run_dir) / "analysis_summary.json").read_text())
@@ -276,8 +387,17 @@ def test_close_failure_never_hides_the_task_error(tmp_path: Path, recorder: Life
     log = Path(result.paths["log"]).read_text()
     assert "warning: closing the harness session failed" in log
     assert "warning: closing the task environment failed" in log
-    assert recorder.after_load() == ["plan", "open:1", "prepare", "adapt", "start", "policy:1:none", "run",
-                                     "close_session", "close:1"]
+    assert recorder.after_load() == [
+        "plan",
+        "open:1",
+        "prepare",
+        "adapt",
+        "start",
+        "policy:1:none",
+        "run",
+        "close_session",
+        "close:1",
+    ]
 
 
 def test_finalize_merges_reused_and_new_in_selected_order(tmp_path: Path, recorder: Lifecycle) -> None:

@@ -24,11 +24,17 @@ CONCURRENCY = 8
 
 def synthetic_request(results_dir: Path, n_tasks: int) -> EvalRequest:
     """No-op tasks: the oracle answers each at once, so the run is all detail writes."""
-    return EvalRequest.model_validate({
-        "name": "burst", "benchmark": {"id": "synthetic", "params": {"n_tasks": n_tasks}}, "model": {"id": "none"},
-        "harness": {"id": "oracle"}, "environment": {"id": "local"},
-        "execution": {"limits": {"task_concurrency": CONCURRENCY}}, "output": {"results_dir": str(results_dir)},
-    })
+    return EvalRequest.model_validate(
+        {
+            "name": "burst",
+            "benchmark": {"id": "synthetic", "params": {"n_tasks": n_tasks}},
+            "model": {"id": "none"},
+            "harness": {"id": "oracle"},
+            "environment": {"id": "local"},
+            "execution": {"limits": {"task_concurrency": CONCURRENCY}},
+            "output": {"results_dir": str(results_dir)},
+        }
+    )
 
 
 class Journal:

@@ -46,8 +46,9 @@ def _spend_until_refused(path: str, limits: dict[str, Any], start: Any, calls: A
 
 
 @pytest.mark.parametrize("limits", [{"max_cost_usd": 1.05}, {"max_tokens": 95}])
-def test_processes_sharing_the_ledger_pass_the_budget_by_at_most_one_call(tmp_path: Path,
-                                                                          limits: dict[str, Any]) -> None:
+def test_processes_sharing_the_ledger_pass_the_budget_by_at_most_one_call(
+    tmp_path: Path, limits: dict[str, Any]
+) -> None:
     """Issue #28 (sweep budget): four processes hammering one ledger at once spend the budget and stop;
     the total never passes it by more than one call (10 tokens, $0.1), and every call they made is in
     the ledger."""
@@ -74,7 +75,8 @@ def test_processes_sharing_the_ledger_pass_the_budget_by_at_most_one_call(tmp_pa
 
 
 def test_calls_in_flight_hold_back_the_next_until_they_settle_and_a_dead_processes_reservation_does_not(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Issue #28 (sweep budget): the first call of a sweep goes alone (its cost is unknown); later, calls in
     flight are counted at the largest cost seen, so one that could take what is left holds the next back;
     a reservation of a process that is gone (killed mid-call) stops counting."""
@@ -101,12 +103,30 @@ def test_calls_in_flight_hold_back_the_next_until_they_settle_and_a_dead_process
 
 def _budget_sweep(tmp_path: Path, max_cost_usd: float, n: int = 6) -> Path:
     """A synthetic benchmark answered by the tool agent in one model call a task, at $0.1 a call."""
-    model = {"id": "paid", "provider": "scripted", "params": {"turns": {"*": [{
-        "tool_calls": [{"name": "submit", "arguments": {"answer": "x"}}],
-        "usage": {"prompt_tokens": 7, "completion_tokens": 3}, "cost_usd": CALL_USD}]}}}
-    return write_sweep(tmp_path, name="bq", benchmarks=[{"id": "synthetic", "params": {"n_tasks": n}}], models=[model],
-                       harness="tool_agent", execution={"limits": {"task_concurrency": 2}},
-                       budget={"max_cost_usd": max_cost_usd})
+    model = {
+        "id": "paid",
+        "provider": "scripted",
+        "params": {
+            "turns": {
+                "*": [
+                    {
+                        "tool_calls": [{"name": "submit", "arguments": {"answer": "x"}}],
+                        "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+                        "cost_usd": CALL_USD,
+                    }
+                ]
+            }
+        },
+    }
+    return write_sweep(
+        tmp_path,
+        name="bq",
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": n}}],
+        models=[model],
+        harness="tool_agent",
+        execution={"limits": {"task_concurrency": 2}},
+        budget={"max_cost_usd": max_cost_usd},
+    )
 
 
 def test_a_run_stopped_by_the_budget_leaves_its_tasks_unrun_and_a_raised_budget_runs_them(tmp_path: Path) -> None:
@@ -125,7 +145,9 @@ def test_a_run_stopped_by_the_budget_leaves_its_tasks_unrun_and_a_raised_budget_
     assert counts.budget.spent_usd == pytest.approx(0.3)
     info = RunInfo.model_validate_json((run_dir / "run_info.json").read_text())
     assert info.status == "completed" and info.budget is not None and len(info.budget.not_run) == 3
-    assert "Budget of the sweep: spent $0.3 of $0.25 (exhausted); 3 tasks not run" in (run_dir / "summary.md").read_text()
+    assert (
+        "Budget of the sweep: spent $0.3 of $0.25 (exhausted); 3 tasks not run" in (run_dir / "summary.md").read_text()
+    )
     assert not list((run_dir / "details").glob("_error_*"))
 
     data = yaml.safe_load(path.read_text())
@@ -136,5 +158,6 @@ def test_a_run_stopped_by_the_budget_leaves_its_tasks_unrun_and_a_raised_budget_
     assert again.result is not None
     counts = SummaryCounts.model_validate_json((Path(again.result.run_dir) / ".summary_counts.json").read_text())
     assert (counts.evaluated, counts.missing, counts.reused, counts.new, counts.budget_not_run) == (6, 0, 3, 3, 0)
-    assert ledger(tmp_path / "results" / "bq" / "budget.jsonl").status(BudgetConfig(max_cost_usd=1.0)).spent_usd == \
-        pytest.approx(0.6)
+    assert ledger(tmp_path / "results" / "bq" / "budget.jsonl").status(
+        BudgetConfig(max_cost_usd=1.0)
+    ).spent_usd == pytest.approx(0.6)

@@ -45,7 +45,8 @@ def run_info(tmp_path: Path) -> dict[str, object]:
 
 
 def test_a_stop_during_finalization_leaves_the_run_cancelled_not_running(
-        tmp_path: Path, plugin_registries: None) -> None:
+    tmp_path: Path, plugin_registries: None
+) -> None:
     """R-CLEAN-2: a stop that lands while a request is being finalized (its metrics hang past the cleanup
     grace) writes `cancelled` once the grace is over, while the finalization still runs: a process that
     died then would have left `running` (finalizing requests were skipped). A finalization that completes
@@ -103,8 +104,13 @@ def test_a_process_that_exits_while_its_orchestration_runs_leaves_its_runs_cance
     script.write_text(textwrap.dedent(EXITS_WHILE_RUNNING))
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
-    done = subprocess.run([sys.executable, str(script), str(spec), str(record)], capture_output=True, text=True,
-                          timeout=50, env={**os.environ, "TMPDIR": str(tmpdir)})
+    done = subprocess.run(
+        [sys.executable, str(script), str(spec), str(record)],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+    )
     assert done.returncode == 3, done.stderr
     events = [json.loads(line) for line in record.read_text().splitlines()]
     assert sorted(e["task"] for e in events if e["event"] == "start") == ["t0", "t1"], events
@@ -123,9 +129,13 @@ def test_a_killed_direct_run_is_marked_failed_by_the_next_one(tmp_path: Path) ->
     from conftest import write_sweep
 
     gate = tmp_path / "gate"
-    sweep = write_sweep(tmp_path, name="killed", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
-                        harness={"id": "scripted", "params": {"tasks": {"t1": {"gate": str(gate)}}}},
-                        execution={"limits": {"task_concurrency": 2}})
+    sweep = write_sweep(
+        tmp_path,
+        name="killed",
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
+        harness={"id": "scripted", "params": {"tasks": {"t1": {"gate": str(gate)}}}},
+        execution={"limits": {"task_concurrency": 2}},
+    )
     command = [sys.executable, "-m", "agentcompass_dagster.cli.main", "run", "--direct", str(sweep)]
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     details = tmp_path / "results" / "killed" / "synthetic" / "none"
@@ -140,7 +150,9 @@ def test_a_killed_direct_run_is_marked_failed_by_the_next_one(tmp_path: Path) ->
     rerun = subprocess.run([*command, "--reuse"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     info = json.loads((first / "run_info.json").read_text())
-    assert info["status"] == "failed" and f"its process {proc.pid} on " in info["error"] and "is gone" in info["error"], info
+    assert (
+        info["status"] == "failed" and f"its process {proc.pid} on " in info["error"] and "is gone" in info["error"]
+    ), info
     assert not (first / ".running").exists()
     (second,) = set(details.iterdir()) - {first}
     assert json.loads((second / "run_info.json").read_text())["reused_from"]["task_ids"] == ["t0"]

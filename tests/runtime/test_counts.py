@@ -18,19 +18,28 @@ from conftest import run_cli, write_sweep
 
 WRONG = {"answer": "wrong"}
 RIGHT = {"oracle": True}
-SCRIPT = {"t0": [RIGHT, RIGHT, RIGHT], "t1": [RIGHT, WRONG, WRONG], "t2": [WRONG, WRONG, WRONG],
-          "t3": [WRONG, RIGHT, WRONG]}
+SCRIPT = {
+    "t0": [RIGHT, RIGHT, RIGHT],
+    "t1": [RIGHT, WRONG, WRONG],
+    "t2": [WRONG, WRONG, WRONG],
+    "t3": [WRONG, RIGHT, WRONG],
+}
 
 
 def test_every_surface_gives_the_counts_the_details_give(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """R-FIN-1: k = 3; the first run evaluates t0-t2, the second reuses them and runs t3. Tasks correct
     (any attempt), attempts, attempts correct and attempts reused agree between the details (counted by
     hand), .summary_counts.json, summary.md, show --json and task_results.parquet."""
+
     def sweep(tasks: list[str], reuse: bool) -> Path:
-        return write_sweep(tmp_path, name="counts", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 4},
-                                                                  "tasks": tasks}],
-                           harness={"id": "scripted", "params": {"tasks": SCRIPT}}, execution={"attempts": {"k": 3}},
-                           output={"results_dir": str(tmp_path / "results"), "reuse": reuse})
+        return write_sweep(
+            tmp_path,
+            name="counts",
+            benchmarks=[{"id": "synthetic", "params": {"n_tasks": 4}, "tasks": tasks}],
+            harness={"id": "scripted", "params": {"tasks": SCRIPT}},
+            execution={"attempts": {"k": 3}},
+            output={"results_dir": str(tmp_path / "results"), "reuse": reuse},
+        )
 
     orchestrate(load_sweep(sweep(["t0", "t1", "t2"], False)).requests())
     (outcome,) = orchestrate(load_sweep(sweep(["t0", "t1", "t2", "t3"], True)).requests()).outcomes.values()
@@ -62,5 +71,8 @@ def test_every_surface_gives_the_counts_the_details_give(tmp_path: Path, capsys:
     rows = load_task_results(tmp_path / "results")
     attempts = rows[rows["attempt"] > 0]
     assert (len(attempts), int(attempts["correct"].sum()), int(attempts["reused"].sum())) == (
-        by_hand["attempts"], by_hand["correct_attempts"], by_hand["attempts_reused"])
+        by_hand["attempts"],
+        by_hand["correct_attempts"],
+        by_hand["attempts_reused"],
+    )
     assert rows.groupby("task_id")["correct"].any().sum() == by_hand["correct"]

@@ -39,8 +39,13 @@ class OpensTheNetwork(HarnessSession):
 def run_harness(tmp_path: Path, session: type[HarnessSession]) -> dict[str, object]:
     harness_id = session.__name__.lower()
     registry.harnesses.register(harness_id, type(f"{session.__name__}Harness", (Harness,), {"session_class": session}))
-    sweep = write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": [TASK]}], harness={"id": harness_id},
-                        environment="local", execution={"limits": {"task_concurrency": 1}})
+    sweep = write_sweep(
+        tmp_path,
+        benchmarks=[{"id": "demo", "tasks": [TASK]}],
+        harness={"id": harness_id},
+        environment="local",
+        execution={"limits": {"task_concurrency": 1}},
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return details_by_task(tmp_path / "results")[TASK]

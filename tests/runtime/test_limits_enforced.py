@@ -75,13 +75,22 @@ def run_harness(tmp_path: Path, session: type[HarnessSession], **limits: Any) ->
     """A demo task run by a harness of ``session`` with the scripted model; its detail on disk and the
     run's metrics."""
     harness_id = session.__name__.lower()
-    registry.harnesses.register(harness_id, type(f"{session.__name__}Harness", (Harness,),
-                                                 {"session_class": session, "requires_model": True}))
-    model = {"id": "solver", "provider": "scripted",
-             "params": {"turns": {TASK: [TURN] * 5}, "record": str(tmp_path / "model-calls.jsonl")}}
-    sweep = write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": [TASK]}], models=[model],
-                        harness={"id": harness_id}, environment="local",
-                        execution={"limits": {"task_concurrency": 1, "attempt_timeout_s": ATTEMPT_TIMEOUT_S, **limits}})
+    registry.harnesses.register(
+        harness_id, type(f"{session.__name__}Harness", (Harness,), {"session_class": session, "requires_model": True})
+    )
+    model = {
+        "id": "solver",
+        "provider": "scripted",
+        "params": {"turns": {TASK: [TURN] * 5}, "record": str(tmp_path / "model-calls.jsonl")},
+    }
+    sweep = write_sweep(
+        tmp_path,
+        benchmarks=[{"id": "demo", "tasks": [TASK]}],
+        models=[model],
+        harness={"id": harness_id},
+        environment="local",
+        execution={"limits": {"task_concurrency": 1, "attempt_timeout_s": ATTEMPT_TIMEOUT_S, **limits}},
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     return details_by_task(tmp_path / "results")[TASK], outcome.result.metrics
@@ -142,8 +151,16 @@ def test_a_resumed_attempt_counts_what_earlier_processes_spent(tmp_path: Path) -
     call (a log of another configuration, or one that ended in an error)."""
     log = tmp_path / "durable" / ACTIVITY_FILE
     usage = Usage(input_tokens=600, output_tokens=10).model_dump(mode="json")
-    ActivityLog(log).append(ActivityRecord(id="model-0", kind="model_call", status="completed", at=time.time() - 60,
-                                           elapsed_s=1.5, data={"turn": 0, "usage": usage}))
+    ActivityLog(log).append(
+        ActivityRecord(
+            id="model-0",
+            kind="model_call",
+            status="completed",
+            at=time.time() - 60,
+            elapsed_s=1.5,
+            data={"turn": 0, "usage": usage},
+        )
+    )
     model = ScriptedModel(ModelConfig(id="m", provider="scripted", params={"turns": {"t": [TURN] * 3}}))
 
     async def calls(limits: AttemptLimits) -> int:

@@ -21,8 +21,16 @@ from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObs
 from agentcompass_dagster.contracts.records import TaskSpec
 
 
-def request(tmp_path: Path, name: str, *, benchmark: str = "synthetic", n: int = 4, record: Path | None = None,
-            step: dict[str, Any] | None = None, **execution: Any) -> EvalRequest:
+def request(
+    tmp_path: Path,
+    name: str,
+    *,
+    benchmark: str = "synthetic",
+    n: int = 4,
+    record: Path | None = None,
+    step: dict[str, Any] | None = None,
+    **execution: Any,
+) -> EvalRequest:
     params: dict[str, Any] = {"default": step or {"oracle": True}}
     if record is not None:
         params["record"] = str(record)
@@ -51,8 +59,9 @@ def test_ordered_priority_pipelined_preparation_and_early_finalisation(tmp_path:
     request 1 finalises before request 2 finishes."""
     records = [tmp_path / f"r{i}.jsonl" for i in range(3)]
     step = {"sleep": 0.3, "oracle": True}
-    requests = [request(tmp_path, f"r{i}", record=records[i], step=step, limits={"task_concurrency": 2})
-                for i in range(3)]
+    requests = [
+        request(tmp_path, f"r{i}", record=records[i], step=step, limits={"task_concurrency": 2}) for i in range(3)
+    ]
     dispatched = DispatchLog()
     result = orchestrate(requests, observer=dispatched)
     assert result.status == "completed" and list(result.outcomes) == ["r0", "r1", "r2"]

@@ -17,8 +17,12 @@ def test_secrets_in_the_request_never_reach_the_run_directory(tmp_path: Path, da
     """R-STORE-4: an api_key field, an env value and a URL password in the request are absent from every
     file under the run directory (and from Dagster's storage), even where a task echoes the env value
     into its trajectory."""
-    write_task(tmp_path / "tasks", "echo-token", solution='echo "token is $API_TOKEN and $SERVICE_URL"\necho ok > out.txt',
-               check="test -f out.txt")
+    write_task(
+        tmp_path / "tasks",
+        "echo-token",
+        solution='echo "token is $API_TOKEN and $SERVICE_URL"\necho ok > out.txt',
+        check="test -f out.txt",
+    )
     sweep = write_sweep(
         tmp_path,
         benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tmp_path / "tasks")}}],

@@ -47,37 +47,93 @@ def _blobs_with_sk_inside(count: int, urlsafe: bool) -> list[str]:
 
 
 HYPHENATED = [
-    "disk-usage-monitoring-tool", "task-runner", "task-runner-for-everything-2024", "risk-assessment",
-    "risk-assessment-framework-v2", "mask-rcnn", "mask-rcnn-resnet50-fpn-coco", "whisk-taker", "whisk-taker-2",
-    "desk-booking-service-api", "kiosk-mode-enabled", "brisk-walk-counter", "flask-sqlalchemy-migrations",
-    "dusk-till-dawn-scheduler", "husk-removal-pipeline-stage", "asterisk-pbx-config-generator",
-    "ask-me-anything-session-42", "task-queue-worker-prefetch-multiplier", "disk-io-latency-p99-alert",
-    "risk-free-rate-adjusted-returns", "use-the-disk-usage-monitoring-tool-daily", "sk-learn", "tusk-act-2",
-    "basilisk-config-loader", "obelisk-render-engine-v3", "pre-commit-hooks", "end-to-end-tests",
-    "state-of-the-art", "well-known-endpoints", "token-bucket-rate-limiter", "secret-santa-draw",
-    "password-strength-meter", "bearer-bond-pricing", "basic-auth-docs",
+    "disk-usage-monitoring-tool",
+    "task-runner",
+    "task-runner-for-everything-2024",
+    "risk-assessment",
+    "risk-assessment-framework-v2",
+    "mask-rcnn",
+    "mask-rcnn-resnet50-fpn-coco",
+    "whisk-taker",
+    "whisk-taker-2",
+    "desk-booking-service-api",
+    "kiosk-mode-enabled",
+    "brisk-walk-counter",
+    "flask-sqlalchemy-migrations",
+    "dusk-till-dawn-scheduler",
+    "husk-removal-pipeline-stage",
+    "asterisk-pbx-config-generator",
+    "ask-me-anything-session-42",
+    "task-queue-worker-prefetch-multiplier",
+    "disk-io-latency-p99-alert",
+    "risk-free-rate-adjusted-returns",
+    "use-the-disk-usage-monitoring-tool-daily",
+    "sk-learn",
+    "tusk-act-2",
+    "basilisk-config-loader",
+    "obelisk-render-engine-v3",
+    "pre-commit-hooks",
+    "end-to-end-tests",
+    "state-of-the-art",
+    "well-known-endpoints",
+    "token-bucket-rate-limiter",
+    "secret-santa-draw",
+    "password-strength-meter",
+    "bearer-bond-pricing",
+    "basic-auth-docs",
 ]
 PATHS = [
-    "/home/user/project", "/home/user/project/src/main.py", "~/.config/x/settings.toml", "/etc/ssl/certs",
-    "./tokenizer.json", "models/tokenizer_config.json", "password_reset.py", "api_key_loader.py",
-    "C:\\Users\\alice\\Documents\\report.docx", "/var/log/nginx/access.log", "/tmp/pytest-of-root/pytest-0",
-    "src/secrets_manager/README.md", "/usr/local/lib/python3.11/site-packages/openai/_client.py",
-    "s3://bucket/datasets/train-00000-of-00004.parquet", "https://example.com/docs/authentication#bearer",
-    "https://huggingface.co/bert-base-uncased/resolve/main/config.json", "git@github.com:org/repo.git",
-    "http://127.0.0.1:11434/v1", "file:///home/user/notes.txt", "../risk-assessment/notes.md",
+    "/home/user/project",
+    "/home/user/project/src/main.py",
+    "~/.config/x/settings.toml",
+    "/etc/ssl/certs",
+    "./tokenizer.json",
+    "models/tokenizer_config.json",
+    "password_reset.py",
+    "api_key_loader.py",
+    "C:\\Users\\alice\\Documents\\report.docx",
+    "/var/log/nginx/access.log",
+    "/tmp/pytest-of-root/pytest-0",
+    "src/secrets_manager/README.md",
+    "/usr/local/lib/python3.11/site-packages/openai/_client.py",
+    "s3://bucket/datasets/train-00000-of-00004.parquet",
+    "https://example.com/docs/authentication#bearer",
+    "https://huggingface.co/bert-base-uncased/resolve/main/config.json",
+    "git@github.com:org/repo.git",
+    "http://127.0.0.1:11434/v1",
+    "file:///home/user/notes.txt",
+    "../risk-assessment/notes.md",
 ]
 MODEL_NAMES = [
-    "bert-base-uncased", "gpt-4o-mini", "gpt-4o-2024-08-06", "claude-3-5-sonnet", "claude-3-5-sonnet-20241022",
-    "claude-3-opus-20240229", "qwen2.5-coder:7b", "llama-3.1-8b-instruct", "mistral-7b-instruct-v0.3",
-    "text-embedding-3-small", "o1-preview", "deepseek-coder-v2-lite-instruct", "gemma-2-9b-it",
-    "sentence-transformers/all-MiniLM-L6-v2", "facebook/opt-1.3b", "microsoft/phi-3-mini-4k-instruct",
-    "meta-llama/Meta-Llama-3-70B-Instruct", "distilbert-base-uncased-finetuned-sst-2-english",
-    "whisper-large-v3", "stable-diffusion-xl-base-1.0",
+    "bert-base-uncased",
+    "gpt-4o-mini",
+    "gpt-4o-2024-08-06",
+    "claude-3-5-sonnet",
+    "claude-3-5-sonnet-20241022",
+    "claude-3-opus-20240229",
+    "qwen2.5-coder:7b",
+    "llama-3.1-8b-instruct",
+    "mistral-7b-instruct-v0.3",
+    "text-embedding-3-small",
+    "o1-preview",
+    "deepseek-coder-v2-lite-instruct",
+    "gemma-2-9b-it",
+    "sentence-transformers/all-MiniLM-L6-v2",
+    "facebook/opt-1.3b",
+    "microsoft/phi-3-mini-4k-instruct",
+    "meta-llama/Meta-Llama-3-70B-Instruct",
+    "distilbert-base-uncased-finetuned-sst-2-english",
+    "whisper-large-v3",
+    "stable-diffusion-xl-base-1.0",
 ]
-GIT_HASHES = [hashlib.sha1(str(i).encode()).hexdigest() for i in range(10)] + [
-    hashlib.sha256(str(i).encode()).hexdigest() for i in range(5)] + ["32fbcc2", "50ed513", "1843aa2"]
+GIT_HASHES = (
+    [hashlib.sha1(str(i).encode()).hexdigest() for i in range(10)]
+    + [hashlib.sha256(str(i).encode()).hexdigest() for i in range(5)]
+    + ["32fbcc2", "50ed513", "1843aa2"]
+)
 UUIDS = [str(uuid.UUID(int=random.Random(i).getrandbits(128), version=4)) for i in range(10)] + [
-    str(uuid.uuid5(uuid.NAMESPACE_DNS, "example.com"))]
+    str(uuid.uuid5(uuid.NAMESPACE_DNS, "example.com"))
+]
 BLOBS = _blobs_with_sk_inside(12, urlsafe=True) + _blobs_with_sk_inside(6, urlsafe=False)
 PROSE = [
     "It needs a basic understanding of bearer tokens. Basic usage first.",
@@ -158,14 +214,14 @@ SNIPPETS = [
     "harness:\n  id: tool_agent\n  params: {max_turns: 30, max_cost_usd: 2.0}",
     "model:\n  id: qwen-local\n  provider: openai_compat\n  api_key_env: OPENAI_API_KEY",
     "token_type: bearer\nexpires_in: 3600",
-    "[tool.ruff]\nline-length = 120\ntarget-version = \"py311\"",
+    '[tool.ruff]\nline-length = 120\ntarget-version = "py311"',
     "[auth]\nmethod = oauth\nprovider = github",
     "LANG=C.UTF-8\nDEBIAN_FRONTEND=noninteractive\nPYTHONUNBUFFERED=1",
     "name: risk-assessment\nsteps:\n  - run: disk-usage-monitoring-tool --all",
     "secrets:\n  - DB_PASSWORD\n  - API_TOKEN",
     "password_min_length = 12\npassword_max_age_days = 90",
     "id,name,score\n1,bert-base-uncased,0.91\n2,gpt-4o-mini,0.88",
-    "<meta name=\"csrf-param\" content=\"authenticity_token\">",
+    '<meta name="csrf-param" content="authenticity_token">',
     "Set up a basic auth proxy; see https://example.com/docs/basic-auth.",
     "curl -H 'Accept: application/json' https://api.example.com/v1/models",
 ]
@@ -212,8 +268,13 @@ def test_ordinary_records_are_unchanged_and_register_nothing(record: dict[str, A
 def test_a_value_under_a_secret_key_is_scrubbed_from_its_record_only() -> None:
     """R-STORE-4: a value under a secret key is redacted in its record and from the rest of that record,
     never registered for the process: later text that holds the same words is untouched."""
-    record = {"secretary": "Alice Johnson", "tokenizer": "bert-base-uncased", "pwd": "/home/user/project",
-              "api_key": "project-alpha-seven", "note": "used project-alpha-seven for bert-base-uncased"}
+    record = {
+        "secretary": "Alice Johnson",
+        "tokenizer": "bert-base-uncased",
+        "pwd": "/home/user/project",
+        "api_key": "project-alpha-seven",
+        "note": "used project-alpha-seven for bert-base-uncased",
+    }
     out = redact(record)
     assert out == {**record, "api_key": REDACTED, "note": f"used {REDACTED} for bert-base-uncased"}
     assert redact_module._known == set()
@@ -231,14 +292,24 @@ GITHUB_PAT = "github_pat_11ABCDEFG0" + "aBcDeFgHiJkLmNoP_qRsTuVwXyZ0123456789aBc
 SLACK = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"
 HUGGING_FACE = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
 GOOGLE = "AIza" + "SyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW"
-JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
-       "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
-PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9x2F3kQw1\nZm9vYmFyYmF6cXV4MTIzNDU2\n"
-       "-----END RSA PRIVATE KEY-----")
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+    "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9x2F3kQw1\nZm9vYmFyYmF6cXV4MTIzNDU2\n"
+    "-----END RSA PRIVATE KEY-----"
+)
 SHAPED = [OPENAI, OPENAI_PROJECT, ANTHROPIC, AWS_ACCESS_KEY_ID, GITHUB, GITHUB_PAT, SLACK, HUGGING_FACE, GOOGLE, JWT]
 # Each shape alone, in prose, quoted in JSON, in a dotenv line under an ordinary name, and as a bearer token.
-CONTEXTS = ["{}", "the key is {}.", '{{"note": "{}"}}', "EXPORTED_VALUE={}", "Authorization: Bearer {}",
-            "curl -H 'x-custom: {}' https://api.example.com"]
+CONTEXTS = [
+    "{}",
+    "the key is {}.",
+    '{{"note": "{}"}}',
+    "EXPORTED_VALUE={}",
+    "Authorization: Bearer {}",
+    "curl -H 'x-custom: {}' https://api.example.com",
+]
 SECRETS: list[tuple[str, str]] = [(context.format(s), s) for s in SHAPED for context in CONTEXTS] + [
     (f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", AWS_SECRET),
     (f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET} && aws s3 ls", AWS_SECRET),
@@ -278,7 +349,7 @@ SECRETS: list[tuple[str, str]] = [(context.format(s), s) for s in SHAPED for con
 def _survivors(secret: str, text: str) -> list[str]:
     """Every 8-character piece of the secret still in the text: a partial redaction leaks too."""
     width = min(8, len(secret))
-    return [secret[i:i + width] for i in range(len(secret) - width + 1) if secret[i:i + width] in text]
+    return [secret[i : i + width] for i in range(len(secret) - width + 1) if secret[i : i + width] in text]
 
 
 @pytest.mark.parametrize(("text", "secret"), SECRETS, ids=[f"{i:02d}" for i in range(len(SECRETS))])
@@ -326,7 +397,8 @@ def test_a_credentials_file_in_the_home_is_checkpointed_redacted(tmp_path: Path)
     fresh.mkdir()
     store.restore(1, {"home": fresh})
     assert (fresh / ".config" / "x" / "credentials").read_text() == (
-        f"[default]\nuser = alice\ntoken = {REDACTED}\naws_secret_access_key={REDACTED}\n")
+        f"[default]\nuser = alice\ntoken = {REDACTED}\naws_secret_access_key={REDACTED}\n"
+    )
 
 
 def test_a_model_key_echoed_by_the_endpoint_is_in_no_file(
@@ -340,10 +412,16 @@ def test_a_model_key_echoed_by_the_endpoint_is_in_no_file(
     command = f"echo 'called with {key}'; awk '$3 == \"ERROR\" {{n++}} END {{print n+0}}' app.log > answer.txt"
     fake_openai.reply(content=f"You sent me {key}.", tool_calls=[tool_call("bash", json.dumps({"command": command}))])
     fake_openai.reply(content=f"Still {key}.", tool_calls=[tool_call("submit", json.dumps({"answer": "5"}), "c2")])
-    model = {"id": "echo", "provider": "openai_compat", "model": "served-model", "base_url": fake_openai.base_url,
-             "api_key_env": "ECHOING_ENDPOINT_KEY"}
-    sweep = write_sweep(tmp_path, benchmarks=[{"id": "demo", "tasks": ["count-errors"]}], models=[model],
-                        harness="tool_agent")
+    model = {
+        "id": "echo",
+        "provider": "openai_compat",
+        "model": "served-model",
+        "base_url": fake_openai.base_url,
+        "api_key_env": "ECHOING_ENDPOINT_KEY",
+    }
+    sweep = write_sweep(
+        tmp_path, benchmarks=[{"id": "demo", "tasks": ["count-errors"]}], models=[model], harness="tool_agent"
+    )
     assert run_cli("run", sweep, "--direct") == 0
     assert all(r.headers["authorization"] == f"Bearer {key}" for r in fake_openai.requests)
     files = [p for p in (tmp_path / "results").rglob("*") if p.is_file()]

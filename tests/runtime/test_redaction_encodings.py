@@ -20,7 +20,13 @@ from agentcompass_dagster.durable.checkpoints import CheckpointStore
 from agentcompass_dagster.reporting.report import write_report
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
 from agentcompass_dagster.runtime.store import redact as redact_module
-from agentcompass_dagster.runtime.store.redact import REDACTED, redact, redact_text, register_host_secrets, register_secret
+from agentcompass_dagster.runtime.store.redact import (
+    REDACTED,
+    redact,
+    redact_text,
+    register_host_secrets,
+    register_secret,
+)
 
 PASSWORD = "hunter2+Zq9-xyz"
 HOST_TOKEN = "host-only-value-5e8d1c"
@@ -39,7 +45,7 @@ def _b64(data: bytes) -> str:
 
 
 def _folded(text: str, width: int) -> str:
-    return "\n".join(text[i:i + width] for i in range(0, len(text), width))
+    return "\n".join(text[i : i + width] for i in range(0, len(text), width))
 
 
 DATA = PASSWORD.encode()
@@ -115,13 +121,24 @@ def test_an_assignment_after_an_escaped_line_break_is_scrubbed() -> None:
 def test_the_host_secret_named_variables_are_registered() -> None:
     """R-STORE-4, issue 37: the values of host variables named like secrets are registered, those of
     other variables are not."""
-    register_host_secrets({
-        "AGENTCOMPASS_TEST_SECRET_TOKEN": HOST_TOKEN, "SECRET_KEY_BASE": "rails-base-0a9f3e",
-        "DB_PASSWORD": "db-pass-77x2", "STRIPE_KEY": "stripe-9a8b7c6d", "PATH": "/usr/local/bin:/usr/bin",
-        "TOKENIZERS_PARALLELISM": "falsefalse", "HOME": "/home/someone",
-    })
-    text = f"{HOST_TOKEN} rails-base-0a9f3e db-pass-77x2 stripe-9a8b7c6d /usr/local/bin:/usr/bin falsefalse /home/someone"
-    assert redact_text(text) == f"{REDACTED} {REDACTED} {REDACTED} {REDACTED} /usr/local/bin:/usr/bin falsefalse /home/someone"
+    register_host_secrets(
+        {
+            "AGENTCOMPASS_TEST_SECRET_TOKEN": HOST_TOKEN,
+            "SECRET_KEY_BASE": "rails-base-0a9f3e",
+            "DB_PASSWORD": "db-pass-77x2",
+            "STRIPE_KEY": "stripe-9a8b7c6d",
+            "PATH": "/usr/local/bin:/usr/bin",
+            "TOKENIZERS_PARALLELISM": "falsefalse",
+            "HOME": "/home/someone",
+        }
+    )
+    text = (
+        f"{HOST_TOKEN} rails-base-0a9f3e db-pass-77x2 stripe-9a8b7c6d /usr/local/bin:/usr/bin falsefalse /home/someone"
+    )
+    assert (
+        redact_text(text)
+        == f"{REDACTED} {REDACTED} {REDACTED} {REDACTED} /usr/local/bin:/usr/bin falsefalse /home/someone"
+    )
     assert redact_text(_b64(HOST_TOKEN.encode())) == REDACTED
 
 
@@ -178,8 +195,12 @@ def _everything_written(results: Path) -> dict[Path, bytes]:
 
 
 def _assert_in_no_file(files: dict[Path, bytes], forms: dict[str, str]) -> None:
-    leaks = [f"{name} in {path}" for path, data in files.items() for name, form in forms.items()
-             if any(rendering.encode() in data for rendering in _renderings(form))]
+    leaks = [
+        f"{name} in {path}"
+        for path, data in files.items()
+        for name, form in forms.items()
+        if any(rendering.encode() in data for rendering in _renderings(form))
+    ]
     assert leaks == []
 
 

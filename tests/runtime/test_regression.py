@@ -39,7 +39,7 @@ def test_a_verdict_fails_only_on_a_significant_drop_larger_than_min_drop() -> No
     otherwise, with the figures of the paired test (McNemar for 0/1 scores)."""
     worse = judge(("new", scores(10)), ("old", scores(0)), alpha=0.05, min_drop=0.0, **IDENTITY)
     assert (worse.status, worse.test, worse.n, worse.baseline_run_id) == ("failed", "mcnemar", 20, "old")
-    assert worse.diff == pytest.approx(-0.5) and worse.p_value == pytest.approx(2 * 0.5 ** 10)
+    assert worse.diff == pytest.approx(-0.5) and worse.p_value == pytest.approx(2 * 0.5**10)
     assert (worse.mean_new, worse.mean_baseline) == (0.5, 1.0) and "p = 0.00195" in worse.reason
     assert judge(("new", scores(10)), ("old", scores(0)), alpha=0.05, min_drop=0.5, **IDENTITY).status == "passed"
     assert judge(("new", scores(10)), ("old", scores(0)), alpha=0.001, min_drop=0.0, **IDENTITY).status == "passed"
@@ -59,20 +59,45 @@ def test_a_verdict_pairs_only_common_tasks_and_uses_the_sign_flip_test_for_k_abo
     assert (apart.status, apart.reason) == ("skipped", "no task finished in both runs")
 
 
-def write_run(root: Path, run_id: str, started_at: str, results: dict[str, float | None], status: str = "completed",
-              selected: list[str] | None = None, fork: bool = False) -> None:
+def write_run(
+    root: Path,
+    run_id: str,
+    started_at: str,
+    results: dict[str, float | None],
+    status: str = "completed",
+    selected: list[str] | None = None,
+    fork: bool = False,
+) -> None:
     """A run directory as far as the check reads it: run_info.json, params.json, task_results.parquet
     (``results``: task -> score, None for a task that ended in error)."""
     run = root / run_id
     run.mkdir(parents=True)
-    (run / "run_info.json").write_text(json.dumps({"run_id": run_id, "request_name": "b/m", "status": status,
-                                                   "selected_tasks": selected or list(results)}))
-    lineage = {"parent_run_id": "p", "parent_run_dir": "p", "task_id": "t00", "attempt": 1, "checkpoint_seq": 1,
-               "parent_model": "m", "model": "m2"} if fork else None
+    (run / "run_info.json").write_text(
+        json.dumps(
+            {"run_id": run_id, "request_name": "b/m", "status": status, "selected_tasks": selected or list(results)}
+        )
+    )
+    lineage = (
+        {
+            "parent_run_id": "p",
+            "parent_run_dir": "p",
+            "task_id": "t00",
+            "attempt": 1,
+            "checkpoint_seq": 1,
+            "parent_model": "m",
+            "model": "m2",
+        }
+        if fork
+        else None
+    )
     (run / "params.json").write_text(json.dumps({"started_at": started_at, "lineage": lineage}))
-    pd.DataFrame({"task_id": list(results), "score": [0.0 if s is None else s for s in results.values()],
-                  "error": [("infrastructure" if s is None else None) for s in results.values()]}
-                 ).to_parquet(run / "task_results.parquet")
+    pd.DataFrame(
+        {
+            "task_id": list(results),
+            "score": [0.0 if s is None else s for s in results.values()],
+            "error": [("infrastructure" if s is None else None) for s in results.values()],
+        }
+    ).to_parquet(run / "task_results.parquet")
 
 
 def test_complete_runs_are_completed_from_scratch_runs_with_a_result_for_every_selected_task(tmp_path: Path) -> None:
@@ -89,9 +114,21 @@ def test_complete_runs_are_completed_from_scratch_runs_with_a_result_for_every_s
 
 
 def alert(evaluation_id: int, reason: str = "worse") -> RegressionAlert:
-    return RegressionAlert(**IDENTITY, run_id="r2", baseline_run_id="r1", status="failed", reason=reason, alpha=0.05,
-                           min_drop=0.0, checked_at=1.0, check_name="no_regression__m", evaluation_id=evaluation_id,
-                           dagster_run_id="d", alerted_at=2.0, webhook="not declared")
+    return RegressionAlert(
+        **IDENTITY,
+        run_id="r2",
+        baseline_run_id="r1",
+        status="failed",
+        reason=reason,
+        alpha=0.05,
+        min_drop=0.0,
+        checked_at=1.0,
+        check_name="no_regression__m",
+        evaluation_id=evaluation_id,
+        dagster_run_id="d",
+        alerted_at=2.0,
+        webhook="not declared",
+    )
 
 
 def test_alerts_are_redacted_lines_never_written_through_a_symlink(tmp_path: Path) -> None:

@@ -50,9 +50,14 @@ def test_failing_on_purpose_does_not_raise_accuracy(tmp_path: Path) -> None:
         write_task(tasks, name, check="test -f done")
     commands = {"solved": "touch done", "fills-tmp": f"touch done; {FILL_TMP}", "forks": f"touch done; {FORK_BOMB}"}
     fields: dict[str, Any] = dict(
-        name="onpurpose", benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
+        name="onpurpose",
+        benchmarks=[{"id": "demo", "params": {"tasks_dir": str(tasks)}}],
         environment={"id": "sandbox", "params": {"tmp_mb": 8, "max_processes": 32}},
-        harness={"id": "scripted", "params": {"tasks": {t: {"command": c, "answer": "x"} for t, c in commands.items()}}})
+        harness={
+            "id": "scripted",
+            "params": {"tasks": {t: {"command": c, "answer": "x"} for t, c in commands.items()}},
+        },
+    )
     result = run(write_sweep(tmp_path, **fields))
     assert result.metrics.metrics["accuracy"] == pytest.approx(1 / 3)
     assert result.metrics.metrics["error_rate"] == 0.0
@@ -76,9 +81,13 @@ def test_a_verifier_the_agent_hung_is_a_scored_failure(tmp_path: Path) -> None:
     gives no verdict: the attempt scores 0 with the reason, in the denominator (it was an error)."""
     tasks = tmp_path / "tasks"
     harbor_task(tasks, "fifo", 'if [ "$(cat fib.txt)" = 55 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt')
-    sweep = write_sweep(tmp_path, name="fifo", environment="sandbox",
-                        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}],
-                        harness={"id": "scripted", "params": {"default": {"command": "mkfifo fib.txt", "answer": "x"}}})
+    sweep = write_sweep(
+        tmp_path,
+        name="fifo",
+        environment="sandbox",
+        benchmarks=[{"id": "harbor", "params": {"tasks_dir": str(tasks)}}],
+        harness={"id": "scripted", "params": {"default": {"command": "mkfifo fib.txt", "answer": "x"}}},
+    )
     result = run(sweep)
     detail = open_run_dir(Path(result.run_dir)).load_all_details()["fifo"]
     assert not detail.is_error and detail.score == 0.0
@@ -89,9 +98,15 @@ def test_a_verifier_the_agent_hung_is_a_scored_failure(tmp_path: Path) -> None:
 def test_an_infrastructure_failure_stays_an_error(tmp_path: Path) -> None:
     """An exception of the framework or its plugins (here the harness raising) is an error: left out of
     accuracy, listed under Errors, run again by a re-run."""
-    sweep = write_sweep(tmp_path, name="infra", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
-                        harness={"id": "scripted", "params": {"tasks": {"t0": {"raise": "endpoint unreachable"}},
-                                                              "default": {"oracle": True}}})
+    sweep = write_sweep(
+        tmp_path,
+        name="infra",
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 2}}],
+        harness={
+            "id": "scripted",
+            "params": {"tasks": {"t0": {"raise": "endpoint unreachable"}}, "default": {"oracle": True}},
+        },
+    )
     result = run(sweep)
     assert result.metrics.counts.model_dump() == {"total": 2, "evaluated": 1, "error": 1}
     assert result.metrics.metrics["accuracy"] == 1.0

@@ -12,7 +12,12 @@ from scipy.stats import binomtest, permutation_test
 from agentcompass_dagster.declarations.sweep import load_sweep
 from agentcompass_dagster.reporting.results import load_metrics
 from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
-from agentcompass_dagster.runtime.results.stats import bootstrap_mean, mcnemar_exact, paired_comparison, sign_flip_p_value
+from agentcompass_dagster.runtime.results.stats import (
+    bootstrap_mean,
+    mcnemar_exact,
+    paired_comparison,
+    sign_flip_p_value,
+)
 
 from conftest import write_sweep
 
@@ -44,9 +49,11 @@ def test_bootstrap_gives_the_intervals_of_the_full_resampling(kind: str) -> None
     rng = np.random.default_rng(11)
     for seed in range(5):
         n = int(rng.integers(50, 3000))
-        values = {"binary": rng.binomial(1, 0.3, size=n).astype(float),
-                  "thirds": rng.integers(0, 4, size=n) / 3,
-                  "continuous": rng.gamma(2.0, 1.5, size=n)}[kind]
+        values = {
+            "binary": rng.binomial(1, 0.3, size=n).astype(float),
+            "thirds": rng.integers(0, 4, size=n) / 3,
+            "continuous": rng.gamma(2.0, 1.5, size=n),
+        }[kind]
         interval = bootstrap_mean(values, seed=seed)
         assert interval is not None
         stderr, low, high = _old_bootstrap(values, seed)
@@ -105,9 +112,13 @@ def test_metrics_carry_intervals_resampling_tasks_not_attempts(tmp_path: Path) -
     """With k=3 attempts the interval is over tasks (n = tasks, not attempts); metrics.parquet, summary.md,
     .summary_counts.json and the MetricResult carry the same stderr and interval."""
     steps = [{"answer": "x"}, {"oracle": True}, {"oracle": True}]
-    sweep = write_sweep(tmp_path, name="ci", benchmarks=[{"id": "synthetic", "params": {"n_tasks": 30}}],
-                        harness={"id": "scripted", "params": {"tasks": {f"t{i:02d}": steps for i in range(30)}}},
-                        execution={"attempts": {"k": 3}})
+    sweep = write_sweep(
+        tmp_path,
+        name="ci",
+        benchmarks=[{"id": "synthetic", "params": {"n_tasks": 30}}],
+        harness={"id": "scripted", "params": {"tasks": {f"t{i:02d}": steps for i in range(30)}}},
+        execution={"attempts": {"k": 3}},
+    )
     (outcome,) = orchestrate(load_sweep(sweep).requests()).outcomes.values()
     assert outcome.result is not None
     uncertainty = outcome.result.metrics.details["uncertainty"]
@@ -117,7 +128,8 @@ def test_metrics_carry_intervals_resampling_tasks_not_attempts(tmp_path: Path) -
     assert counts["uncertainty"] == uncertainty
     row = load_metrics(tmp_path / "results").set_index("metric").loc["accuracy"]
     assert (row["stderr"], row["ci_low"], row["ci_high"]) == pytest.approx(
-        (uncertainty["accuracy"]["stderr"], uncertainty["accuracy"]["ci_low"], uncertainty["accuracy"]["ci_high"]))
+        (uncertainty["accuracy"]["stderr"], uncertainty["accuracy"]["ci_low"], uncertainty["accuracy"]["ci_high"])
+    )
     assert "| accuracy | 0.0000 | [0.6667, 0.6667] | 30 |" in outcome.result.summary
 
 
@@ -166,6 +178,11 @@ def test_the_sign_flip_test_equals_scipys_exact_permutation_test() -> None:
     rng = np.random.default_rng(3)
     for n in (4, 9, 14, 40):
         differences = (rng.integers(0, 4, n) - rng.integers(0, 4, n)) / 3
-        expected = permutation_test((differences,), np.mean, permutation_type="samples", n_resamples=np.inf
-                                    if n <= 16 else 200_000, random_state=1).pvalue
+        expected = permutation_test(
+            (differences,),
+            np.mean,
+            permutation_type="samples",
+            n_resamples=np.inf if n <= 16 else 200_000,
+            random_state=1,
+        ).pvalue
         assert sign_flip_p_value(differences) == pytest.approx(expected, abs=1e-9 if n <= 16 else 0.01)

@@ -107,7 +107,12 @@ def test_artifacts_of_a_run(tmp_path: Path) -> None:
     params = json.loads((run_dir / "params.json").read_text())
     assert set(params) == {"benchmark", "model", "output", "lineage", "dagster_run_id", "started_at"}
     assert "harness" not in params and "execution" not in params
-    assert sorted(p.name for p in (run_dir / "details").iterdir()) == ["t0_a.json", "t1_b.json", "t2_c.json", "t3_a.json"]
+    assert sorted(p.name for p in (run_dir / "details").iterdir()) == [
+        "t0_a.json",
+        "t1_b.json",
+        "t2_c.json",
+        "t3_a.json",
+    ]
     assert (run_dir / "retry_details").is_dir()
     assert (run_dir / "summary.md").is_file() and (run_dir / ".summary_counts.json").is_file()
     assert result.paths["run_dir"] == str(run_dir)
@@ -164,7 +169,9 @@ def test_metric_result_is_validated() -> None:
 
 def test_metric_counts_match_real_denominators(tmp_path: Path) -> None:
     """R-STORE-7: counts.total = selected tasks, evaluated = normal details, error = _error_ details."""
-    result = only_result([synthetic_request(tmp_path / "r", n=7).model_copy(update={"harness": HarnessConfig(id="nop")})])
+    result = only_result(
+        [synthetic_request(tmp_path / "r", n=7).model_copy(update={"harness": HarnessConfig(id="nop")})]
+    )
     assert result.metrics.counts.model_dump() == {"total": 7, "evaluated": 7, "error": 0}
     assert result.metrics.metrics["accuracy"] == 0.0
     assert len(list(Path(result.paths["details"]).glob("*.json"))) == 7
@@ -185,8 +192,9 @@ def test_reuse_source_frozen_before_reservation(tmp_path: Path) -> None:
     fresh = synthetic_request(results, name="fresh", n=3)
     fresh = fresh.model_copy(update={"output": fresh.output.model_copy(update={"run_id": "zzz-newest"})})
     reusing = synthetic_request(results, name="reusing", n=3)
-    reusing = reusing.model_copy(update={"harness": HarnessConfig(id="nop"),
-                                         "output": reusing.output.model_copy(update={"reuse": True})})
+    reusing = reusing.model_copy(
+        update={"harness": HarnessConfig(id="nop"), "output": reusing.output.model_copy(update={"reuse": True})}
+    )
     outcome = orchestrate([fresh, reusing]).outcomes["reusing"]
     info = json.loads(Path(outcome.paths["run_info"]).read_text())
     assert info["reused_from"]["run_id"] == first.run_id
@@ -196,8 +204,13 @@ def test_reuse_lookup_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     """R-REUSE-3: explicit id must exist; implicit picks the newest run with run_info.json; none found
     runs fresh; implicit reuse shared by two requests on one root is refused as ambiguous."""
     results = tmp_path / "results"
-    fresh = only_result([synthetic_request(results, n=2).model_copy(
-        update={"output": OutputConfig(results_dir=results, run_name="s", reuse=True)})])
+    fresh = only_result(
+        [
+            synthetic_request(results, n=2).model_copy(
+                update={"output": OutputConfig(results_dir=results, run_name="s", reuse=True)}
+            )
+        ]
+    )
     assert json.loads(Path(fresh.paths["run_info"]).read_text())["reused_from"] is None
     second = only_result([synthetic_request(results, n=2)])
     (Path(second.run_dir).parent / "99999999T999999Z-no-info").mkdir()
@@ -207,7 +220,8 @@ def test_reuse_lookup_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(UserError, match="output.reuse_run_id='nope'"):
         store.find_reuse_source(root, OutputConfig(reuse_run_id="nope"))
     a = synthetic_request(results, name="a", n=2).model_copy(
-        update={"output": OutputConfig(results_dir=results, run_name="s", reuse=True)})
+        update={"output": OutputConfig(results_dir=results, run_name="s", reuse=True)}
+    )
     b = a.model_copy(update={"name": "b", "harness": HarnessConfig(id="nop")})
     with pytest.raises(UserError, match="ambiguous"):
         Orchestrator([a, b]).preflight()
@@ -249,8 +263,14 @@ def test_reuse_reruns_exactly_missing_and_error_tasks(tmp_path: Path) -> None:
 def test_existing_run_directories_still_load(tmp_path: Path) -> None:
     """R-COMPAT-1: details with unknown (newer) fields and without newer optional fields still load;
     task ids are stable across loads; retry diagnostics stay out of details/."""
-    old = {"task_id": "a", "category": "x", "attempts": {"1": {"attempt": 1, "correct": True, "score": 1.0}},
-           "correct": True, "score": 1.0, "future_field": {"anything": 1}}
+    old = {
+        "task_id": "a",
+        "category": "x",
+        "attempts": {"1": {"attempt": 1, "correct": True, "score": 1.0}},
+        "correct": True,
+        "score": 1.0,
+        "future_field": {"anything": 1},
+    }
     detail = TaskDetail.model_validate(old)
     assert detail.attempts["1"].usage.input_tokens == 0 and detail.retry_count == 0 and not detail.is_error
     from agentcompass_dagster.plugins.benchmarks.demo import DemoBenchmark
@@ -271,10 +291,23 @@ def test_a_fork_written_with_lineage_in_metadata_still_reads_as_a_fork(tmp_path:
     from agentcompass_dagster.contracts.request import Lineage
 
     run_dir = Path(only_result([synthetic_request(tmp_path / "results", n=2)]).run_dir)
-    lineage = {"kind": "fork", "parent_run_id": "parent-1", "parent_run_dir": "/results/parent-1", "task_id": "t0",
-               "attempt": 1, "checkpoint_seq": 3, "parent_model": "a", "model": "m", "forked_at": "2024-01-01"}
-    metadata = {"lineage": lineage, "durable_seed": "/results/s.forks/.seeds/f", "dagster_run_id": "dg-1",
-                "resumed_from": "older"}
+    lineage = {
+        "kind": "fork",
+        "parent_run_id": "parent-1",
+        "parent_run_dir": "/results/parent-1",
+        "task_id": "t0",
+        "attempt": 1,
+        "checkpoint_seq": 3,
+        "parent_model": "a",
+        "model": "m",
+        "forked_at": "2024-01-01",
+    }
+    metadata = {
+        "lineage": lineage,
+        "durable_seed": "/results/s.forks/.seeds/f",
+        "dagster_run_id": "dg-1",
+        "resumed_from": "older",
+    }
     info = json.loads((run_dir / "run_info.json").read_text())
     info["request"]["metadata"] = metadata
     (run_dir / "run_info.json").write_text(json.dumps(info))
@@ -295,8 +328,15 @@ def test_a_fork_written_with_lineage_in_metadata_still_reads_as_a_fork(tmp_path:
 
 def test_plan_is_persisted_through_an_allow_list() -> None:
     """R-STORE-4: the resolved plan is written as an explicit allow-list view, never a whole dump."""
-    plan = ExecutionPlan(task_id="t", attempt=1, benchmark_id="b", harness_id="h", environment_id="e",
-                         model_id="m", durable_dir=Path("/home/someone/results/run/.durable/t@1"))
+    plan = ExecutionPlan(
+        task_id="t",
+        attempt=1,
+        benchmark_id="b",
+        harness_id="h",
+        environment_id="e",
+        model_id="m",
+        durable_dir=Path("/home/someone/results/run/.durable/t@1"),
+    )
     view = plan.persisted_view()
     assert "durable_dir" not in view and "task_id" not in view and "durable_dir" not in plan.model_dump()
     assert list(view) == list(ExecutionPlan.PERSISTED_FIELDS)
@@ -325,11 +365,19 @@ def test_the_attempts_line_says_which_attempts_ran_in_this_run(tmp_path: Path) -
     'Attempts: 6 · 2 run in this run · 4 reused from earlier runs' (it said '6 run' when 2 ran)."""
     tasks = ["count-errors", "create-hello", "crlf-to-lf"]
     execution = {"attempts": {"k": 2}}
-    first = load_sweep(write_sweep(tmp_path, name="again", benchmarks=[{"id": "demo", "tasks": tasks[:2]}],
-                                   execution=execution))
+    first = load_sweep(
+        write_sweep(tmp_path, name="again", benchmarks=[{"id": "demo", "tasks": tasks[:2]}], execution=execution)
+    )
     orchestrate(first.requests())
-    second = load_sweep(write_sweep(tmp_path, name="again", benchmarks=[{"id": "demo", "tasks": tasks}],
-                                    execution=execution, output={"results_dir": str(tmp_path / "results"), "reuse": True}))
+    second = load_sweep(
+        write_sweep(
+            tmp_path,
+            name="again",
+            benchmarks=[{"id": "demo", "tasks": tasks}],
+            execution=execution,
+            output={"results_dir": str(tmp_path / "results"), "reuse": True},
+        )
+    )
     (outcome,) = orchestrate(second.requests()).outcomes.values()
     assert outcome.result is not None, outcome.error
     summary = (Path(outcome.result.run_dir) / "summary.md").read_text()
@@ -395,9 +443,18 @@ def test_newest_run_has_one_meaning_for_run_directories_frames_and_plots(tmp_pat
         (root / run_id).mkdir(parents=True)
         (root / run_id / "run_info.json").write_text(json.dumps({"started_at": at}))
     assert [run.run_id for run in RunStore(tmp_path / "results").runs_newest_first(root)] == ["c", "b", "a"]
-    metrics = pd.DataFrame({"sweep": "lab", "benchmark": "demo", "model": "m", "harness": "h", "metric": "accuracy",
-                            "run_id": list(started), "value": [0.1, 0.2, 0.3],
-                            "started_at": pd.to_datetime(list(started.values())),
-                            "timestamp": pd.to_datetime(list(written.values()))})
+    metrics = pd.DataFrame(
+        {
+            "sweep": "lab",
+            "benchmark": "demo",
+            "model": "m",
+            "harness": "h",
+            "metric": "accuracy",
+            "run_id": list(started),
+            "value": [0.1, 0.2, 0.3],
+            "started_at": pd.to_datetime(list(started.values())),
+            "timestamp": pd.to_datetime(list(written.values())),
+        }
+    )
     assert newest_runs(metrics, IDENTITY)["run_id"].tolist() == ["c"]
     assert plots._accuracy_rows(metrics) == [("m", 0.3, None, None)]

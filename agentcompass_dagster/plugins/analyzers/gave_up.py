@@ -45,6 +45,7 @@ class GaveUpAnalyzer(Analyzer):
             "rate": round(len(flagged) / len(items), 4),
             "no_work": reasons.count("no_work"),
             "empty_answer": reasons.count("empty_answer"),
-            "flagged": [{"task": item.task_id, "attempt": item.attempt, "reason": item.result["reason"]}
-                        for item in flagged],
+            "flagged": [
+                {"task": item.task_id, "attempt": item.attempt, "reason": item.result["reason"]} for item in flagged
+            ],
         }

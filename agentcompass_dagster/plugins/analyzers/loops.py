@@ -28,8 +28,10 @@ class LoopsAnalyzer(Analyzer):
     name = "loops"
     family = "behaviour"
     requires = frozenset({"trajectory"})
-    columns = (AnalysisColumn("loop_max_repeats", "int", field("max_repeats")),
-               AnalysisColumn("no_progress_streak", "int", field("no_progress_streak")))
+    columns = (
+        AnalysisColumn("loop_max_repeats", "int", field("max_repeats")),
+        AnalysisColumn("no_progress_streak", "int", field("no_progress_streak")),
+    )
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
         work = [step for step in tool_steps(attempt.trajectory) if step.is_work]
@@ -66,9 +68,15 @@ class LoopsAnalyzer(Analyzer):
             "max_repeats": max(item.result["max_repeats"] for item in items),
             "longest_no_progress_streak": max(item.result["no_progress_streak"] for item in items),
             "thresholds": f"loop: one command >= {LOOP_REPEATS} times in a row; stuck: >= {STUCK_STREAK} calls in a "
-                          "row that changed nothing",
-            "flagged": [{"task": item.task_id, "attempt": item.attempt, "max_repeats": item.result["max_repeats"],
-                         "no_progress_streak": item.result["no_progress_streak"],
-                         **({"command": item.result["command"]} if "command" in item.result else {})}
-                        for item in flagged],
+            "row that changed nothing",
+            "flagged": [
+                {
+                    "task": item.task_id,
+                    "attempt": item.attempt,
+                    "max_repeats": item.result["max_repeats"],
+                    "no_progress_streak": item.result["no_progress_streak"],
+                    **({"command": item.result["command"]} if "command" in item.result else {}),
+                }
+                for item in flagged
+            ],
         }

@@ -32,6 +32,7 @@ def far_above(values: np.ndarray) -> tuple[np.ndarray, float | None]:
 def flagged(key: str) -> Callable[[Results], list[bool | None]]:
     """The column of the attempts whose ``key`` is far above the run's (computed over the run's attempts,
     like the summary's flags); null where the analyzer did not run."""
+
     def values(results: Results) -> list[bool | None]:
         known = field(key)(results)
         flags, _ = far_above(np.array([math.nan if value is None else value for value in known], dtype=np.float64))
@@ -52,8 +53,10 @@ class CostOutliersAnalyzer(Analyzer):
     name = "cost_outliers"
     family = "cost"
     requires = frozenset({"usage"})
-    columns = (AnalysisColumn("token_outlier", "bool", flagged("tokens")),
-               AnalysisColumn("cost_outlier", "bool", flagged("cost_usd")))
+    columns = (
+        AnalysisColumn("token_outlier", "bool", flagged("tokens")),
+        AnalysisColumn("cost_outlier", "bool", flagged("cost_usd")),
+    )
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
         usage = attempt.usage
@@ -61,8 +64,10 @@ class CostOutliersAnalyzer(Analyzer):
 
     def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         tokens = np.array([item.result["tokens"] for item in items], dtype=np.float64)
-        costs = np.array([math.nan if item.result["cost_usd"] is None else item.result["cost_usd"] for item in items],
-                         dtype=np.float64)
+        costs = np.array(
+            [math.nan if item.result["cost_usd"] is None else item.result["cost_usd"] for item in items],
+            dtype=np.float64,
+        )
         token_flags, token_threshold = far_above(tokens)
         cost_flags, cost_threshold = far_above(costs)
         known_costs = costs[~np.isnan(costs)]
@@ -75,9 +80,16 @@ class CostOutliersAnalyzer(Analyzer):
             "cost_threshold_usd": cost_threshold,
             "cost_outliers": int(cost_flags.sum()),
             "thresholds": f"above Q3 + {IQRS:g} IQR and above {MEDIANS:g} x the median, over >= {MIN_ATTEMPTS} "
-                          "attempts",
-            "flagged": [{"task": item.task_id, "attempt": item.attempt, "tokens": item.result["tokens"],
-                         "cost_usd": item.result["cost_usd"],
-                         "over": [name for name, flag in (("tokens", token), ("cost", cost)) if flag]}
-                        for item, token, cost in zip(items, token_flags, cost_flags) if token or cost],
+            "attempts",
+            "flagged": [
+                {
+                    "task": item.task_id,
+                    "attempt": item.attempt,
+                    "tokens": item.result["tokens"],
+                    "cost_usd": item.result["cost_usd"],
+                    "over": [name for name, flag in (("tokens", token), ("cost", cost)) if flag],
+                }
+                for item, token, cost in zip(items, token_flags, cost_flags)
+                if token or cost
+            ],
         }

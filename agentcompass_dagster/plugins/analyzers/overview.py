@@ -33,8 +33,11 @@ def run_figures(run_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     data = json.loads(path.read_text())
-    return {figure: data[analyzer][key] for figure, analyzer, key, _ in FIGURES
-            if isinstance(data.get(analyzer), dict) and key in data[analyzer]}
+    return {
+        figure: data[analyzer][key]
+        for figure, analyzer, key, _ in FIGURES
+        if isinstance(data.get(analyzer), dict) and key in data[analyzer]
+    }
 
 
 def figures_table(per_model: dict[str, dict[str, Any]]) -> str:
@@ -42,12 +45,19 @@ def figures_table(per_model: dict[str, dict[str, Any]]) -> str:
     names = [figure for figure, *_ in FIGURES if any(figure in figures for figures in per_model.values())]
     if not names:
         return "_no analysis yet_"
-    return markdown_table(["model", *names], [
-        [model, *("" if figures.get(name) is None else figures[name] for name in names)]
-        for model, figures in per_model.items()])
+    return markdown_table(
+        ["model", *names],
+        [
+            [model, *("" if figures.get(name) is None else figures[name] for name in names)]
+            for model, figures in per_model.items()
+        ],
+    )
 
 
 def summed_counts(per_model: dict[str, dict[str, Any]]) -> dict[str, int]:
     """Each count figure summed over the models that have it."""
-    return {figure: sum(figures[figure] for figures in per_model.values() if figure in figures)
-            for figure, _, _, summed in FIGURES if summed and any(figure in figures for figures in per_model.values())}
+    return {
+        figure: sum(figures[figure] for figures in per_model.values() if figure in figures)
+        for figure, _, _, summed in FIGURES
+        if summed and any(figure in figures for figures in per_model.values())
+    }

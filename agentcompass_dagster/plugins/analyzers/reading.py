@@ -19,7 +19,7 @@ def _field(key: str, value: Any) -> str:
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     for suffix, unit in (("_s", "{:.3g} s"), ("_usd", "${:.4f}")):
         if key.endswith(suffix):
-            return f"{key[:-len(suffix)].replace('_', ' ')}: {unit.format(value) if number else _value(value)}"
+            return f"{key[: -len(suffix)].replace('_', ' ')}: {unit.format(value) if number else _value(value)}"
     return f"{key.replace('_', ' ')}: {_value(value)}"
 
 

@@ -52,8 +52,9 @@ def _operands(found: list[str]) -> list[str]:
 
 
 def _in_place(found: list[str]) -> bool:
-    return any(word.startswith("--in-place") or (word[:1] == "-" and word[1:2] != "-" and "i" in word)
-               for word in found[1:])
+    return any(
+        word.startswith("--in-place") or (word[:1] == "-" and word[1:2] != "-" and "i" in word) for word in found[1:]
+    )
 
 
 def _edited_in_place(found: list[str]) -> list[str]:
@@ -140,7 +141,7 @@ def heredoc_files(command: str) -> tuple[str, list[tuple[str, str]]]:
                 body.append(text)
                 index += 1
             # The delimiter's line (absent when the here-document runs to the end of the command).
-            closing = lines[index:index + 1]
+            closing = lines[index : index + 1]
             index += 1
             target = _stdin_target(line, match.start())
             if target is None:

@@ -60,13 +60,20 @@ def tool_steps(trajectory: list[dict[str, Any]]) -> list[ToolStep]:
         call = step.get("call") or {}
         tool = str(call.get("name", "bash"))
         command = step.get("command")
-        steps.append(ToolStep(
-            index=index, turn=step.get("turn"), tool=tool, command=command if isinstance(command, str) else None,
-            exit_code=step.get("exit_code"), output=str(step.get("output") or ""),
-            timed_out=bool(step.get("timed_out")), malformed=kind == "tool_call" and bool(step.get("error")),
-            submitted=tool == "submit" or step.get("observation") == "submitted",
-            duration_s=step.get("duration_s"),
-        ))
+        steps.append(
+            ToolStep(
+                index=index,
+                turn=step.get("turn"),
+                tool=tool,
+                command=command if isinstance(command, str) else None,
+                exit_code=step.get("exit_code"),
+                output=str(step.get("output") or ""),
+                timed_out=bool(step.get("timed_out")),
+                malformed=kind == "tool_call" and bool(step.get("error")),
+                submitted=tool == "submit" or step.get("observation") == "submitted",
+                duration_s=step.get("duration_s"),
+            )
+        )
     return steps
 
 
@@ -78,8 +85,15 @@ def replies(trajectory: list[dict[str, Any]]) -> list[Reply]:
             continue
         calls = len(step.get("tool_calls") or [])
         cut = step.get("stop_reason") == "length" and not calls
-        found.append(Reply(index=index, turn=step.get("turn"), tool_calls=calls,
-                           unusable=bool(step.get("format_error")) or cut, duration_s=step.get("duration_s")))
+        found.append(
+            Reply(
+                index=index,
+                turn=step.get("turn"),
+                tool_calls=calls,
+                unusable=bool(step.get("format_error")) or cut,
+                duration_s=step.get("duration_s"),
+            )
+        )
     return found
 
 

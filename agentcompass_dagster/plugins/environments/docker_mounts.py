@@ -68,9 +68,12 @@ class HiddenMounts:
             if self._hidden is not visible:
                 return  # already as asked
             action = "show" if visible else "hide"
-            done = subprocess.run([sys.executable, "-c", _SWITCH, str(self.pid), action, *self.paths],
-                                  capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, "-c", _SWITCH, str(self.pid), action, *self.paths], capture_output=True, text=True
+            )
             if done.returncode != 0:
-                raise RuntimeError(f"the host could not {action} the mounts {', '.join(self.paths)} of the container "
-                                   f"(pid {self.pid}) for the verifier: {done.stderr.strip()[-300:]}")
+                raise RuntimeError(
+                    f"the host could not {action} the mounts {', '.join(self.paths)} of the container "
+                    f"(pid {self.pid}) for the verifier: {done.stderr.strip()[-300:]}"
+                )
             self._hidden = not visible

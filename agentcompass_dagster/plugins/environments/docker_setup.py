@@ -127,9 +127,11 @@ def _owner(user: str) -> str:
 
 def _owned(users: Users, paths: list[tuple[str, str, str | None]]) -> str:
     """A shell line making each directory, owned by the user of the caller given, with its mode."""
-    return " && ".join(f"mkdir -p {shlex.quote(path)} && chown {_owner(users.of(caller))} {shlex.quote(path)}"
-                       + (f" && chmod {mode} {shlex.quote(path)}" if mode else "")
-                       for path, caller, mode in paths)
+    return " && ".join(
+        f"mkdir -p {shlex.quote(path)} && chown {_owner(users.of(caller))} {shlex.quote(path)}"
+        + (f" && chmod {mode} {shlex.quote(path)}" if mode else "")
+        for path, caller, mode in paths
+    )
 
 
 def plain_setup(params: DockerParams, env: dict[str, str]) -> Setup:
@@ -142,13 +144,23 @@ def plain_setup(params: DockerParams, env: dict[str, str]) -> Setup:
     writable = [WORKDIR, HOME, COMMANDS]
     bounded = dict.fromkeys(writable, _tmpfs(params.disk_mb, "0755", params.max_files)) if params.disk_mb else {}
     return Setup(
-        image=params.image, memory_mb=params.memory_mb, cpus=params.cpus, read_only=True,
-        volumes=[SCRATCH, *(path for path in writable if path not in bounded)], bounded=bounded,
-        tmpfs=shared_tmpfs(params), clear_shared=True,
-        env=dict(env), workdir=WORKDIR, users=users,
+        image=params.image,
+        memory_mb=params.memory_mb,
+        cpus=params.cpus,
+        read_only=True,
+        volumes=[SCRATCH, *(path for path in writable if path not in bounded)],
+        bounded=bounded,
+        tmpfs=shared_tmpfs(params),
+        clear_shared=True,
+        env=dict(env),
+        workdir=WORKDIR,
+        users=users,
         owners={WORKDIR: "agent", HOME: "agent", COMMANDS: "agent", SCRATCH: "verifier"},
-        prepare=_owned(users, [(WORKDIR, "agent", None), (HOME, "agent", None), (COMMANDS, "agent", None),
-                               (SCRATCH, "verifier", "0700")]))
+        prepare=_owned(
+            users,
+            [(WORKDIR, "agent", None), (HOME, "agent", None), (COMMANDS, "agent", None), (SCRATCH, "verifier", "0700")],
+        ),
+    )
 
 
 def shared_tmpfs(params: DockerParams) -> dict[str, str]:
@@ -177,8 +189,9 @@ def task_users(params: DockerParams, asks: TaskEnvironment, image: BuiltImage, r
     return Users(agent=agent, reference=declared or ROOT, verifier=ROOT if verifier in ROOT_NAMES else verifier)
 
 
-def task_setup(params: DockerParams, env: dict[str, str], asks: TaskEnvironment, image: BuiltImage,
-               engine_cpus: int) -> Setup:
+def task_setup(
+    params: DockerParams, env: dict[str, str], asks: TaskEnvironment, image: BuiltImage, engine_cpus: int
+) -> Setup:
     """A task in the environment it asks for: its own ``image`` (built once per build context), its
     working directory (declared, else the image's WORKDIR, else /app) given to the agent, a writable
     filesystem as under Harbor, its users (task_users), its directories owned by whom they are for, its
@@ -208,33 +221,52 @@ def task_setup(params: DockerParams, env: dict[str, str], asks: TaskEnvironment,
         record["max_files"] = f"{params.max_files}: of /tmp and /dev/shm only, the image's filesystem has no such bound"
     dirs = [(d.path, d.visible_to, "0755" if d.visible_to == "agent" else "0700") for d in asks.dirs]
     return Setup(
-        image=image.id, memory_mb=memory, cpus=cpus, storage_mb=storage, read_only=False,
+        image=image.id,
+        memory_mb=memory,
+        cpus=cpus,
+        storage_mb=storage,
+        read_only=False,
         # Not emptied for the verifier: under Harbor it shares the agent's /tmp (a task may hand over there).
-        volumes=[SCRATCH, COMMANDS, HOME], tmpfs=shared_tmpfs(params),
-        env={**env, **asks.env}, workdir=workdir, users=users,
-        owners={workdir: "agent", HOME: "agent", COMMANDS: "agent", SCRATCH: "verifier",
-                **{path: caller for path, caller, _ in dirs}},
-        verifier_path=image.env.get("PATH") or VERIFIER_PATH, record=record,
+        volumes=[SCRATCH, COMMANDS, HOME],
+        tmpfs=shared_tmpfs(params),
+        env={**env, **asks.env},
+        workdir=workdir,
+        users=users,
+        owners={
+            workdir: "agent",
+            HOME: "agent",
+            COMMANDS: "agent",
+            SCRATCH: "verifier",
+            **{path: caller for path, caller, _ in dirs},
+        },
+        verifier_path=image.env.get("PATH") or VERIFIER_PATH,
+        record=record,
         # The task's files in its working directory become the agent's, as they are its user's under Harbor.
         prepare=f"mkdir -p {shlex.quote(workdir)} && chown -R {_owner(users.agent)} {shlex.quote(workdir)} && "
-                + _owned(users, [(HOME, "agent", None), (COMMANDS, "agent", None), (SCRATCH, "verifier", "0700"),
-                                 *dirs]))
+        + _owned(users, [(HOME, "agent", None), (COMMANDS, "agent", None), (SCRATCH, "verifier", "0700"), *dirs]),
+    )
 
 
 def started_layout(container: Any, setup: Setup, homes: bool) -> Layout:
     """The layout of a started container: its users' ids for what the host writes, and (``homes``, for a
     task's own image) their homes."""
-    return Layout(workdir=setup.workdir, users=setup.users, verifier_path=setup.verifier_path,
-                  owners={path: _ids(container, setup.users.of(caller)) for path, caller in setup.owners.items()},
-                  homes=_homes(container, setup.users) if homes else {})
+    return Layout(
+        workdir=setup.workdir,
+        users=setup.users,
+        verifier_path=setup.verifier_path,
+        owners={path: _ids(container, setup.users.of(caller)) for path, caller in setup.owners.items()},
+        homes=_homes(container, setup.users) if homes else {},
+    )
 
 
 # The home of each user of a task's image, and whether the agent's user may write it: HOME is the user's
 # own, as under Harbor (a verifier that sources $HOME/.local/bin/env finds what the image installed there),
 # except the verifier's where the agent could have planted something in it.
-HOMES = ('for u in "$@"; do h=$(getent passwd "${u%%:*}" | cut -d: -f6); '
-         'w=$(setpriv --reuid="$AGENT_UID" --regid="$AGENT_GID" --clear-groups '
-         'sh -c \'if test -w "$0"; then echo w; else echo r; fi\' "$h" 2>/dev/null); echo "$u ${h:--} ${w:-?}"; done')
+HOMES = (
+    'for u in "$@"; do h=$(getent passwd "${u%%:*}" | cut -d: -f6); '
+    'w=$(setpriv --reuid="$AGENT_UID" --regid="$AGENT_GID" --clear-groups '
+    'sh -c \'if test -w "$0"; then echo w; else echo r; fi\' "$h" 2>/dev/null); echo "$u ${h:--} ${w:-?}"; done'
+)
 
 
 def _homes(container: Any, users: Users) -> dict[str, str]:
@@ -242,8 +274,11 @@ def _homes(container: Any, users: Users) -> dict[str, str]:
     image has one for it); none for the verifier where the agent's user may write it, or for a user the
     image has no home for."""
     agent_uid, agent_gid = _ids(container, users.agent)
-    found = container.exec_run(["bash", "-c", HOMES, "homes", *users.model_dump().values()], user="0:0",
-                               environment={"AGENT_UID": str(agent_uid), "AGENT_GID": str(agent_gid)})
+    found = container.exec_run(
+        ["bash", "-c", HOMES, "homes", *users.model_dump().values()],
+        user="0:0",
+        environment={"AGENT_UID": str(agent_uid), "AGENT_GID": str(agent_gid)},
+    )
     lines = (found.output or b"").decode(errors="replace").splitlines()
     by_user = {parts[0]: (parts[1], parts[2]) for parts in map(str.split, lines) if len(parts) == 3}
     homes = {}

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-IGNORED = frozenset({"ARG", "LABEL", "USER", "EXPOSE", "VOLUME", "CMD", "ENTRYPOINT", "HEALTHCHECK", "STOPSIGNAL",
-                     "MAINTAINER"})
+IGNORED = frozenset(
+    {"ARG", "LABEL", "USER", "EXPOSE", "VOLUME", "CMD", "ENTRYPOINT", "HEALTHCHECK", "STOPSIGNAL", "MAINTAINER"}
+)
 ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 
 
@@ -143,8 +144,12 @@ def _files(context: Path, sources: list[str], destination: str, at: str | None, 
         for source in matched:
             if source.is_dir():
                 for file in sorted(f for f in source.rglob("*") if f.is_file() and not f.is_symlink()):
-                    files.append(FileCopy(source=file, target=posixpath.normpath(
-                        posixpath.join(relative, file.relative_to(source).as_posix()))))
+                    files.append(
+                        FileCopy(
+                            source=file,
+                            target=posixpath.normpath(posixpath.join(relative, file.relative_to(source).as_posix())),
+                        )
+                    )
             elif source.is_file():
                 name = posixpath.join(relative, source.name) if into_dir or len(matched) > 1 else relative
                 files.append(FileCopy(source=source, target=posixpath.normpath(name)))

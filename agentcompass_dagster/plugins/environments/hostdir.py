@@ -45,8 +45,15 @@ DRAIN_AFTER_KILL_S = 2.0
 
 
 class HostDirSession(EnvironmentSession):
-    def __init__(self, root: Path, extra_env: dict[str, str], path: str, owner: tuple[int, int] | None = None,
-                 cgroup: Cgroup | None = None, create_root: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        extra_env: dict[str, str],
+        path: str,
+        owner: tuple[int, int] | None = None,
+        cgroup: Cgroup | None = None,
+        create_root: Callable[[], None] | None = None,
+    ) -> None:
         """``create_root`` makes ``root`` on first use (None: it exists already)."""
         self.root = root
         self.owner = owner
@@ -116,7 +123,7 @@ class HostDirSession(EnvironmentSession):
         """Where a path a command sees lies on this machine."""
         for inside in sorted(self.mounts, key=len, reverse=True):
             if path == inside or path.startswith(inside + "/"):
-                return self.mounts[inside] + path[len(inside):]
+                return self.mounts[inside] + path[len(inside) :]
         return path
 
     def argv(self, command: str, cwd: str, caller: Caller, fds: list[int]) -> list[str]:
@@ -153,9 +160,16 @@ class HostDirSession(EnvironmentSession):
         if self.cgroup is not None:
             await asyncio.to_thread(self.cgroup.kill_all)
 
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None,
-                   env: Mapping[str, str] | None = None) -> ExecResult:
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        caller: Caller = Caller.agent,
+        label: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
         started = time.monotonic()
         self.make_dirs()
         directory = cwd or self.workdir
@@ -166,10 +180,12 @@ class HostDirSession(EnvironmentSession):
         fds, join = self.child_fds(), self.cgroup_fds()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *child_argv(self.argv(f"read -r _ || exit 125; {command}" if gated else command, directory, caller,
-                                      fds), join),
+                *child_argv(
+                    self.argv(f"read -r _ || exit 125; {command}" if gated else command, directory, caller, fds), join
+                ),
                 cwd=self.host_path(directory),
-                env=await asyncio.to_thread(self.context, caller, env) if caller is Caller.verifier
+                env=await asyncio.to_thread(self.context, caller, env)
+                if caller is Caller.verifier
                 else self.context(caller, env),
                 stdin=asyncio.subprocess.PIPE if gated else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -195,8 +211,13 @@ class HostDirSession(EnvironmentSession):
         except BaseException:
             await _stop(proc, streams, 0)
             raise
-        return ExecResult.captured(proc.returncode if proc.returncode is not None else -1, stdout, stderr,
-                                   time.monotonic() - started, timed_out)
+        return ExecResult.captured(
+            proc.returncode if proc.returncode is not None else -1,
+            stdout,
+            stderr,
+            time.monotonic() - started,
+            timed_out,
+        )
 
     def _record(self, label: str, worker: ProcessId) -> None:
         write_beneath(self.root, f"scratch/{PROCESSES}/{_label(label)}", str(worker).encode())

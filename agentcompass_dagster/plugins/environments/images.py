@@ -67,8 +67,9 @@ def context_digest(context: Path, dockerfile: str = "Dockerfile") -> str:
     return _pack(context, dockerfile, None)
 
 
-def ensure_image(client: Any, context: Path, *, dockerfile: str = "Dockerfile", timeout_s: float,
-                 log_path: Path, name: str) -> BuiltImage:
+def ensure_image(
+    client: Any, context: Path, *, dockerfile: str = "Dockerfile", timeout_s: float, log_path: Path, name: str
+) -> BuiltImage:
     """The image of task ``name``'s build context: the engine's when it has one of this digest, else
     built within ``timeout_s``, the build's log appended to ``log_path`` as it streams. Callers in this
     process with the same context wait for one build and reuse its image (a waiter's time limit starts
@@ -85,8 +86,9 @@ def ensure_image(client: Any, context: Path, *, dockerfile: str = "Dockerfile", 
         if image is not None:
             _note(log_path, f"# {tag} for task {name}: on the engine already, not built\n")
             return _described(image, tag, digest, built=False)
-        return _described(_build(client, context, dockerfile, tag, (digest, sent), timeout_s, log_path, name),
-                          tag, digest, built=True)
+        return _described(
+            _build(client, context, dockerfile, tag, (digest, sent), timeout_s, log_path, name), tag, digest, built=True
+        )
 
 
 def image_digest(client: Any, context: Path, dockerfile: str = "Dockerfile") -> str:
@@ -129,8 +131,10 @@ def prebuilt_image(client: Any, ref: str, *, pull: bool = False) -> BuiltImage:
         try:
             image = client.images.pull(ref)
         except docker.errors.APIError as exc:
-            raise TaskImageError(f"docker_image {ref!r}: not on the Docker engine, and the pull failed: "
-                                 f"{_one_line(str(exc.explanation or exc))}") from exc
+            raise TaskImageError(
+                f"docker_image {ref!r}: not on the Docker engine, and the pull failed: "
+                f"{_one_line(str(exc.explanation or exc))}"
+            ) from exc
     return _described(image, ref, None, built=False)
 
 
@@ -158,8 +162,15 @@ def _tagged(client: Any, tag: str, digest: str) -> Any:
 def _described(image: Any, tag: str, digest: str | None, built: bool) -> BuiltImage:
     config = image.attrs.get("Config") or {}
     env = dict(entry.partition("=")[::2] for entry in config.get("Env") or [])
-    return BuiltImage(id=image.id, tag=tag, digest=digest, built=built, workdir=config.get("WorkingDir") or "",
-                      user=config.get("User") or "", env=env)
+    return BuiltImage(
+        id=image.id,
+        tag=tag,
+        digest=digest,
+        built=built,
+        workdir=config.get("WorkingDir") or "",
+        user=config.get("User") or "",
+        env=env,
+    )
 
 
 def _note(log_path: Path, text: str) -> None:
@@ -168,8 +179,16 @@ def _note(log_path: Path, text: str) -> None:
         log.write(text)
 
 
-def _build(client: Any, context: Path, dockerfile: str, tag: str, digests: tuple[str, str], timeout_s: float,
-           log_path: Path, name: str) -> Any:
+def _build(
+    client: Any,
+    context: Path,
+    dockerfile: str,
+    tag: str,
+    digests: tuple[str, str],
+    timeout_s: float,
+    log_path: Path,
+    name: str,
+) -> Any:
     """``digests``: the image's (its label) and the context's as it was read for it (what is sent must
     still be that)."""
     digest, sent = digests
@@ -186,8 +205,9 @@ def _build(client: Any, context: Path, dockerfile: str, tag: str, digests: tuple
         if packed != sent:
             raise ImageBuildError(f"task {name}: the build context {context} changed while it was read")
         body.seek(0)
-        failure, fired = _stream(client, body, dockerfile, tag, {DIGEST_LABEL: digest, TASK_LABEL: name},
-                                 deadline, progress)
+        failure, fired = _stream(
+            client, body, dockerfile, tag, {DIGEST_LABEL: digest, TASK_LABEL: name}, deadline, progress
+        )
         failure = progress.error or failure
         image = None if failure else _tagged(client, tag, digest)
         if image is not None:
@@ -200,8 +220,15 @@ def _build(client: Any, context: Path, dockerfile: str, tag: str, digests: tuple
         raise ImageBuildError(f"task {name}: image {problem}; build log: {log_path}")
 
 
-def _stream(client: Any, body: IO[bytes], dockerfile: str, tag: str, labels: dict[str, str], deadline: float,
-            progress: _Progress) -> tuple[str, bool]:
+def _stream(
+    client: Any,
+    body: IO[bytes],
+    dockerfile: str,
+    tag: str,
+    labels: dict[str, str],
+    deadline: float,
+    progress: _Progress,
+) -> tuple[str, bool]:
     """Send the context to the engine's builder and follow its messages into ``progress`` until it ends
     or the deadline passes: what failed outside the messages ('' for nothing), and whether the deadline
     passed."""
@@ -215,17 +242,30 @@ def _stream(client: Any, body: IO[bytes], dockerfile: str, tag: str, labels: dic
     watchdog: _Watchdog | None = None
     try:
         stream = client.api.build(
-            fileobj=body, custom_context=True, dockerfile=dockerfile, tag=tag, labels=labels, pull=False,
-            rm=True, forcerm=True, decode=True,
+            fileobj=body,
+            custom_context=True,
+            dockerfile=dockerfile,
+            tag=tag,
+            labels=labels,
+            pull=False,
+            rm=True,
+            forcerm=True,
+            decode=True,
             # Bounds the upload, before the watchdog has a connection to shut down.
-            timeout=remaining)
+            timeout=remaining,
+        )
         with _Watchdog(stream, deadline - time.monotonic()) as watchdog:
             for message in watchdog.stream:
                 progress.add(message)
     except docker.errors.APIError as exc:
         return _one_line(str(exc.explanation or exc)), False
-    except (docker.errors.DockerException, docker.errors.StreamParseError, requests.RequestException,
-            urllib3.exceptions.HTTPError, OSError) as exc:
+    except (
+        docker.errors.DockerException,
+        docker.errors.StreamParseError,
+        requests.RequestException,
+        urllib3.exceptions.HTTPError,
+        OSError,
+    ) as exc:
         fired = time.monotonic() >= deadline or (watchdog is not None and watchdog.fired)
         return ("" if fired else _one_line(f"{type(exc).__name__}: {exc}")), fired
     return "", watchdog.fired
@@ -287,8 +327,9 @@ class _Watchdog:
         self._timer.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self._timer.cancel()
 
 
@@ -322,8 +363,7 @@ def _pack(context: Path, dockerfile: str, archive: tarfile.TarFile | None) -> st
     return digest.hexdigest()
 
 
-def _add_file(path: Path, member: tarfile.TarInfo, digest: Any, archive: tarfile.TarFile | None,
-              context: Path) -> None:
+def _add_file(path: Path, member: tarfile.TarInfo, digest: Any, archive: tarfile.TarFile | None, context: Path) -> None:
     # O_NOFOLLOW: a file swapped for a link after the walk is not followed out of the context.
     with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
         tee = _Tee(file, digest)
@@ -372,11 +412,15 @@ def _entries(context: Path, dockerfile: str) -> list[tuple[str, os.stat_result]]
         entries.append((relative, status))
         size += status.st_size if stat.S_ISREG(status.st_mode) else 0
         if len(entries) > MAX_CONTEXT_ENTRIES:
-            raise ImageBuildError(f"build context {context}: over {MAX_CONTEXT_ENTRIES} files, directories and "
-                                  "links once .dockerignore applies; ignore what the image does not need")
+            raise ImageBuildError(
+                f"build context {context}: over {MAX_CONTEXT_ENTRIES} files, directories and "
+                "links once .dockerignore applies; ignore what the image does not need"
+            )
         if size > MAX_CONTEXT_BYTES:
-            raise ImageBuildError(f"build context {context}: over {MAX_CONTEXT_BYTES} bytes once .dockerignore "
-                                  "applies; ignore what the image does not need")
+            raise ImageBuildError(
+                f"build context {context}: over {MAX_CONTEXT_BYTES} bytes once .dockerignore "
+                "applies; ignore what the image does not need"
+            )
     return sorted(entries, key=lambda entry: entry[0])
 
 

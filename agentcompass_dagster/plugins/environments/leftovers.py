@@ -47,7 +47,7 @@ def sweep_dead_sessions(directory: Path, prefix: str, owner: str, release: Calla
         return
     kept, released = set(), set()
     for entry in directory.iterdir() if directory.is_dir() else []:
-        name = entry.name[len(prefix):] if entry.name.startswith(prefix) else ""
+        name = entry.name[len(prefix) :] if entry.name.startswith(prefix) else ""
         pid = name.partition("-")[0]
         if not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
             continue

@@ -42,7 +42,7 @@ class LocalSession(HostDirSession):
             # Made with the first command: a task that runs none pays nothing for it.
             self._tried = True
             try:
-                self.cgroup = Cgroup.create(OWNER, self.root.name[len(PREFIX):], None, None)
+                self.cgroup = Cgroup.create(OWNER, self.root.name[len(PREFIX) :], None, None)
                 self._join = self.cgroup.join_fds()
             except CgroupUnavailable:
                 pass  # its process group still holds what does not call setsid
@@ -58,24 +58,28 @@ def _remove_dir(entry: Path) -> list[str]:
 
 
 def _release_dead(root: Path) -> list[str]:
-    for group in stale(OWNER, root.name[len(PREFIX):]):
+    for group in stale(OWNER, root.name[len(PREFIX) :]):
         group.remove()
     return remove_tree(root)
 
 
 class LocalEnvironment(Environment):
-    gives_up = {"verifier_context": "the verifier keeps this machine's PATH, whose directories the agent's "
-                                    "commands may write: they run as the same user",
-                "verifier_uid": "every command runs as this process's user",
-                "scratch_hidden": "the agent's commands run as the user who owns scratch"}
+    gives_up = {
+        "verifier_context": "the verifier keeps this machine's PATH, whose directories the agent's "
+        "commands may write: they run as the same user",
+        "verifier_uid": "every command runs as this process's user",
+        "scratch_hidden": "the agent's commands run as the user who owns scratch",
+    }
 
     def validate_plan(self, plan: ExecutionPlan) -> None:
         """Also refuses a plan that binds host directories into the environment (a harness's gateway or
         agent program): there is nothing to bind them into, and no verifier they could be hidden from."""
         super().validate_plan(plan)
         if plan.mounts:
-            raise UserError(f"environment {self.config.id!r} (local) cannot mount {', '.join(m.path for m in plan.mounts)} "
-                            f"that harness {plan.harness_id!r} needs: run it in sandbox or docker")
+            raise UserError(
+                f"environment {self.config.id!r} (local) cannot mount {', '.join(m.path for m in plan.mounts)} "
+                f"that harness {plan.harness_id!r} needs: run it in sandbox or docker"
+            )
 
     def describe(self) -> str:
         return "local: a temp directory per task, commands as this user (no isolation beyond the files)"

@@ -46,7 +46,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentcompass_dagster.contracts.declarations import EnvironmentConfig
 from agentcompass_dagster.contracts.validation import validate_declaration
 from agentcompass_dagster.contracts.environment import (
-    Caller, Environment, EnvironmentLimitExceeded, EnvironmentSession, ExecResult, visible_dirs)
+    Caller,
+    Environment,
+    EnvironmentLimitExceeded,
+    EnvironmentSession,
+    ExecResult,
+    visible_dirs,
+)
 from agentcompass_dagster.plugins.environments import seccomp
 from agentcompass_dagster.plugins.environments.cgroups import Cgroup, CgroupUnavailable, stale
 from agentcompass_dagster.plugins.environments.dockerfile import Expressed, Unsupported, express
@@ -105,10 +111,20 @@ class Applied(BaseModel):
 
 
 class SandboxSession(HostDirSession):
-    def __init__(self, root: Path, config: EnvironmentConfig, params: SandboxParams, policy: NetworkPolicy,
-                 cgroup: Cgroup | None, host_tmp: bool, image: Path | None, applied: Applied,
-                 asks: TaskEnvironment | None = None, expressed: Expressed | None = None,
-                 host_mounts: Sequence[HostMount] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        config: EnvironmentConfig,
+        params: SandboxParams,
+        policy: NetworkPolicy,
+        cgroup: Cgroup | None,
+        host_tmp: bool,
+        image: Path | None,
+        applied: Applied,
+        asks: TaskEnvironment | None = None,
+        expressed: Expressed | None = None,
+        host_mounts: Sequence[HostMount] = (),
+    ) -> None:
         self.params = params
         # The plan's host directories, bound into the agent's and the reference's commands only.
         self.host_mounts = tuple(host_mounts)
@@ -125,8 +141,13 @@ class SandboxSession(HostDirSession):
         self.make_dirs()
         give_writable(self.host_mounts, self.owner)
         for copy in expressed.files if expressed else []:
-            write_beneath(self.root, f"{self.work}/{copy.target}", copy.source.read_bytes(),
-                          copy.source.stat().st_mode & 0o777, self.owner)
+            write_beneath(
+                self.root,
+                f"{self.work}/{copy.target}",
+                copy.source.read_bytes(),
+                copy.source.stat().st_mode & 0o777,
+                self.owner,
+            )
 
     def describe(self) -> dict[str, Any]:
         return self.applied.record
@@ -181,30 +202,61 @@ class SandboxSession(HostDirSession):
         shown = visible_dirs(self.task_dirs, caller)
         mounts = self.host_mounts if caller is not Caller.verifier else ()
         # The parents of the task's paths (/logs of /logs/verifier) and mounts, open like the session's directory.
-        for parent in sorted({str(p) for path in [self.workdir, *(d.path for d in shown), *(m.path for m in mounts)]
-                              for p in Path(path).parents if str(p) != "/"} - {str(self.root), *map(str, self.root.parents)}):
+        for parent in sorted(
+            {
+                str(p)
+                for path in [self.workdir, *(d.path for d in shown), *(m.path for m in mounts)]
+                for p in Path(path).parents
+                if str(p) != "/"
+            }
+            - {str(self.root), *map(str, self.root.parents)}
+        ):
             args += ["--perms", "0755", "--dir", parent]
         args += ["--bind", self.work, self.workdir]
         for task_dir in shown:
             args += ["--bind", self.mounts[task_dir.path], task_dir.path]
         for mount in mounts:
             args += ["--ro-bind" if mount.read_only else "--bind", str(mount.host_path), mount.path]
-        args += ["--remount-ro", "/", "--chdir", cwd, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                 "--die-with-parent", "--new-session"]
+        args += [
+            "--remount-ro",
+            "/",
+            "--chdir",
+            cwd,
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--die-with-parent",
+            "--new-session",
+        ]
         if self.policy is NetworkPolicy.none:
             args.append("--unshare-net")
         args += ["--seccomp", str(fds[0]), "--"]
         if self.owner is not None:
             # bwrap as root keeps every capability: drop to the sandbox user with none left, for good.
-            args += ["setpriv", f"--reuid={self.params.uid}", f"--regid={self.params.gid}", "--clear-groups",
-                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+            args += [
+                "setpriv",
+                f"--reuid={self.params.uid}",
+                f"--regid={self.params.gid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+                "--",
+            ]
         # The lifeline's watcher inside the namespace (see argv).
         lifeline = f"{{ read -r -u {fds[1]} _; kill -KILL -1; }} </dev/null >/dev/null 2>&1 & exec {fds[1]}<&-; "
         return [*args, "bash", "-c", lifeline + command]
 
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None,
-                   env: Mapping[str, str] | None = None) -> ExecResult:
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        caller: Caller = Caller.agent,
+        label: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
         # The command's lifeline (argv): its write end closes when the command has ended, or when this
         # process dies, however; its read end goes to the child (child_fds, in this task's context).
         read_end, write_end = os.pipe()
@@ -289,28 +341,40 @@ class SandboxEnvironment(Environment):
     def validate_plan(self, plan: ExecutionPlan) -> None:
         super().validate_plan(plan)
         if shutil.which("bwrap") is None:
-            raise UserError(f"environment.id={self.config.id!r}: the sandbox needs bubblewrap (`bwrap`), which is "
-                            "not installed here (Debian: apt-get install bubblewrap)")
+            raise UserError(
+                f"environment.id={self.config.id!r}: the sandbox needs bubblewrap (`bwrap`), which is "
+                "not installed here (Debian: apt-get install bubblewrap)"
+            )
         if not seccomp.supported():
-            raise UserError(f"environment.id={self.config.id!r}: the sandbox's seccomp filter knows x86_64 and "
-                            f"aarch64, not this machine's {platform.machine()}")
+            raise UserError(
+                f"environment.id={self.config.id!r}: the sandbox's seccomp filter knows x86_64 and "
+                f"aarch64, not this machine's {platform.machine()}"
+            )
         if _privileged() and shutil.which("setpriv") is None:
-            raise UserError(f"environment.id={self.config.id!r}: as root the sandbox drops to an unprivileged user "
-                            "with `setpriv` (util-linux), which is not installed here")
+            raise UserError(
+                f"environment.id={self.config.id!r}: as root the sandbox drops to an unprivileged user "
+                "with `setpriv` (util-linux), which is not installed here"
+            )
         problem = self._cgroup_problem()
         if problem is not None:
             declared = {k: getattr(self.params, k) for k in ("memory_mb", "max_processes") if getattr(self.params, k)}
             name, value = next(iter(declared.items()))
             raise UserError(f"environment.params.{name}={value!r}: this machine cannot enforce it: {problem}")
         if self.params.max_files is not None and self.params.disk_mb is None:
-            raise UserError(f"environment.params.max_files={self.params.max_files!r}: bounds the files of the disk "
-                            "image that disk_mb declares; declare disk_mb too")
+            raise UserError(
+                f"environment.params.max_files={self.params.max_files!r}: bounds the files of the disk "
+                "image that disk_mb declares; declare disk_mb too"
+            )
         for mount in plan.mounts:
             if mount.path.split("/")[1] in self._taken():
-                raise UserError(f"mount {mount.path}: lies over the host's /{mount.path.split('/')[1]}; run it in docker")
+                raise UserError(
+                    f"mount {mount.path}: lies over the host's /{mount.path.split('/')[1]}; run it in docker"
+                )
         if self.params.disk_mb is not None and not (_privileged() and shutil.which("mkfs.ext4")):
-            raise UserError(f"environment.params.disk_mb={self.params.disk_mb!r}: this machine cannot enforce it "
-                            "(it takes root and mkfs.ext4 to mount a disk image per attempt)")
+            raise UserError(
+                f"environment.params.disk_mb={self.params.disk_mb!r}: this machine cannot enforce it "
+                "(it takes root and mkfs.ext4 to mount a disk image per attempt)"
+            )
 
     def _cgroup_problem(self) -> str | None:
         """Whether the declared memory and process limits can be enforced here (probed once)."""
@@ -319,8 +383,12 @@ class SandboxEnvironment(Environment):
             return None
         if wanted not in self._probed:
             try:
-                Cgroup.create(OWNER, f"{os.getpid()}-probe-{secrets.token_hex(3)}", 64 if wanted[0] else None,
-                              64 if wanted[1] else None).remove()
+                Cgroup.create(
+                    OWNER,
+                    f"{os.getpid()}-probe-{secrets.token_hex(3)}",
+                    64 if wanted[0] else None,
+                    64 if wanted[1] else None,
+                ).remove()
                 self._probed[wanted] = None
             except CgroupUnavailable as exc:
                 self._probed[wanted] = str(exc)
@@ -366,7 +434,9 @@ class SandboxEnvironment(Environment):
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
         return await asyncio.to_thread(self._create, plan.baseline_network_policy, task.environment, plan.mounts)
 
-    def _create(self, policy: NetworkPolicy, asks: TaskEnvironment | None, mounts: Sequence[HostMount]) -> SandboxSession:
+    def _create(
+        self, policy: NetworkPolicy, asks: TaskEnvironment | None, mounts: Sequence[HostMount]
+    ) -> SandboxSession:
         params = self.params
         root_dir = params.root_dir
         root_dir.mkdir(parents=True, exist_ok=True)
@@ -385,8 +455,17 @@ class SandboxEnvironment(Environment):
                 os.chmod(root, 0o711)
             if _privileged():
                 (root / "tmp").mkdir()
-                _run(["mount", "-t", "tmpfs", "-o",
-                      f"size={params.tmp_mb}m,mode=1777,nosuid,nodev", "tmpfs", str(root / "tmp")])
+                _run(
+                    [
+                        "mount",
+                        "-t",
+                        "tmpfs",
+                        "-o",
+                        f"size={params.tmp_mb}m,mode=1777,nosuid,nodev",
+                        "tmpfs",
+                        str(root / "tmp"),
+                    ]
+                )
             if applied.memory_mb is not None or params.max_processes is not None:
                 try:
                     cgroup = Cgroup.create(OWNER, name, applied.memory_mb, params.max_processes)
@@ -394,8 +473,9 @@ class SandboxEnvironment(Environment):
                     if params.memory_mb is not None or params.max_processes is not None:
                         raise  # the sweep's own limit, which validate_plan found enforceable
                     applied.record["memory_mb"] = f"{applied.memory_mb} asked by the task, not enforced here: {exc}"
-            return SandboxSession(root, self.config, params, policy, cgroup, _privileged(), image, applied, asks,
-                                  expressed, mounts)
+            return SandboxSession(
+                root, self.config, params, policy, cgroup, _privileged(), image, applied, asks, expressed, mounts
+            )
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
@@ -414,18 +494,24 @@ class SandboxEnvironment(Environment):
             record["memory_mb"] = f"{memory} ({'the task' if asks.memory_mb else 'the sweep'})"
         disk = asks.storage_mb or params.disk_mb
         if asks.storage_mb is not None and params.disk_mb is None and not (_privileged() and shutil.which("mkfs.ext4")):
-            record["storage_mb"] = f"{asks.storage_mb} asked by the task, not enforced here (it takes root and mkfs.ext4)"
+            record["storage_mb"] = (
+                f"{asks.storage_mb} asked by the task, not enforced here (it takes root and mkfs.ext4)"
+            )
             disk = None
         elif disk is not None:
             record["storage_mb"] = f"{disk} ({'the task' if asks.storage_mb else 'the sweep'}, an ext4 image)"
         if asks.cpus is not None:
             record["cpus"] = f"{asks.cpus:g} asked by the task, not enforced here (the sandbox bounds no CPU time)"
         if asks.agent_user is not None or asks.verifier_user is not None:
-            record["users"] = (f"the task's {asks.agent_user!r} and {asks.verifier_user!r} not applied: every command "
-                               f"runs as the sandbox's uid {params.uid}")
+            record["users"] = (
+                f"the task's {asks.agent_user!r} and {asks.verifier_user!r} not applied: every command "
+                f"runs as the sandbox's uid {params.uid}"
+            )
         if expressed is not None:
-            record["base_image"] = (f"{expressed.base}: the host's system stands in for it (the sandbox builds no "
-                                    "image; its Dockerfile's WORKDIR, ENV and COPY are applied)")
+            record["base_image"] = (
+                f"{expressed.base}: the host's system stands in for it (the sandbox builds no "
+                "image; its Dockerfile's WORKDIR, ENV and COPY are applied)"
+            )
         return Applied(memory_mb=memory, disk_mb=disk, record=record)
 
 

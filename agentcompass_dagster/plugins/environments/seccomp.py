@@ -43,10 +43,22 @@ class Table:
 # keyctl, add_key, request_key, io_uring_setup/enter/register, ptrace, perf_event_open, bpf,
 # userfaultfd, kexec_load, kexec_file_load, init_module, finit_module, delete_module.
 TABLES = {
-    "x86_64": Table(0xC000003E, (250, 248, 249, 425, 426, 427, 101, 298, 321, 323, 246, 320, 175, 313, 176),
-                    clone=56, clone3=435, unshare=272, x32=True),
-    "aarch64": Table(0xC00000B7, (219, 217, 218, 425, 426, 427, 117, 241, 280, 282, 104, 294, 105, 273, 106),
-                     clone=220, clone3=435, unshare=97, x32=False),
+    "x86_64": Table(
+        0xC000003E,
+        (250, 248, 249, 425, 426, 427, 101, 298, 321, 323, 246, 320, 175, 313, 176),
+        clone=56,
+        clone3=435,
+        unshare=272,
+        x32=True,
+    ),
+    "aarch64": Table(
+        0xC00000B7,
+        (219, 217, 218, 425, 426, 427, 117, 241, 280, 282, 104, 294, 105, 273, 106),
+        clone=220,
+        clone3=435,
+        unshare=97,
+        x32=False,
+    ),
 }
 
 
@@ -66,15 +78,20 @@ def program() -> bytes:
     """The filter for this machine's architecture, as bwrap reads it (an array of sock_filter)."""
     table = TABLES[platform.machine()]
     steps: list[Step] = [
-        (None, LD_ABS, ARCH, None, None), (None, JEQ, table.audit_arch, "nr", "kill"),
+        (None, LD_ABS, ARCH, None, None),
+        (None, JEQ, table.audit_arch, "nr", "kill"),
         ("nr", LD_ABS, NR, None, None),
         *([(None, JGE, X32_BIT, "deny", None)] if table.x32 else []),
         *((None, JEQ, nr, "deny", None) for nr in table.denied),
-        (None, JEQ, table.clone3, "enosys", None), (None, JEQ, table.clone, "flags", None),
-        (None, JEQ, table.unshare, "flags", None), (None, RET, ALLOW, None, None),
-        ("flags", LD_ABS, ARG0_LOW, None, None), (None, JSET, CLONE_NEWUSER, "deny", None),
+        (None, JEQ, table.clone3, "enosys", None),
+        (None, JEQ, table.clone, "flags", None),
+        (None, JEQ, table.unshare, "flags", None),
         (None, RET, ALLOW, None, None),
-        ("kill", RET, KILL_PROCESS, None, None), ("enosys", RET, ERRNO | ENOSYS, None, None),
+        ("flags", LD_ABS, ARG0_LOW, None, None),
+        (None, JSET, CLONE_NEWUSER, "deny", None),
+        (None, RET, ALLOW, None, None),
+        ("kill", RET, KILL_PROCESS, None, None),
+        ("enosys", RET, ERRNO | ENOSYS, None, None),
         ("deny", RET, ERRNO | EPERM, None, None),
     ]
     # Jumps are relative: how many instructions to skip.

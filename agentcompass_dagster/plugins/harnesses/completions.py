@@ -24,8 +24,11 @@ class CompletionsSession(HarnessSession):
         task_id, attempt = self.prepared.task.id, self.plan.attempt
         samples = self.harness.samples.get(task_id, [])
         if attempt > len(samples):
-            return RunResult(status="error", error=f"no sample {attempt} for task {task_id!r} "
-                                                   f"({len(samples)} in {self.harness.config.params['path']})")
+            return RunResult(
+                status="error",
+                error=f"no sample {attempt} for task {task_id!r} "
+                f"({len(samples)} in {self.harness.config.params['path']})",
+            )
         return RunResult(final_answer=samples[attempt - 1])
 
 
@@ -42,8 +45,9 @@ class CompletionsHarness(Harness):
         try:
             lines = path.read_text().splitlines()
         except OSError as exc:
-            raise field_error("harness.params.path", str(path), f"cannot be read: {exc.strerror}",
-                              config.file) from None
+            raise field_error(
+                "harness.params.path", str(path), f"cannot be read: {exc.strerror}", config.file
+            ) from None
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue

@@ -41,9 +41,11 @@ def refuse_moved_limits(value: Any, moved_names: set[str]) -> Any:
     if isinstance(value, dict):
         moved = sorted(set(value) & moved_names)
         if moved:
-            raise ValueError(f"{', '.join(moved)}: agent limits are declared once for every harness, in "
-                             "execution.limits (max_turns, max_tokens, max_cost_usd, max_wall_s); harness.params "
-                             "keeps only what is specific to the harness")
+            raise ValueError(
+                f"{', '.join(moved)}: agent limits are declared once for every harness, in "
+                "execution.limits (max_turns, max_tokens, max_cost_usd, max_wall_s); harness.params "
+                "keeps only what is specific to the harness"
+            )
     return value
 
 
@@ -68,24 +70,49 @@ class DurableAgentParams(BaseModel):
 
 def fingerprint(plan: ExecutionPlan | None, harness: HarnessConfig, model: ModelConfig) -> dict[str, Any]:
     """What must match for a log to be resumed rather than started over (R-RESUME-1)."""
-    parts = {"plan": plan.persisted_view() if plan is not None else {}, "harness": harness.model_dump(mode="json"),
-             "model": model.model_dump(mode="json")}
-    return {name: hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
-            for name, part in parts.items()}
+    parts = {
+        "plan": plan.persisted_view() if plan is not None else {},
+        "harness": harness.model_dump(mode="json"),
+        "model": model.model_dump(mode="json"),
+    }
+    return {
+        name: hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16] for name, part in parts.items()
+    }
 
 
-def durable_session(env: EnvironmentSession, directory: Path, params: DurableAgentParams, *,
-                    fingerprint: dict[str, Any], command_timeout_s: float, log_redacted: bool = True,
-                    on_record: Callable[[ActivityRecord], None] | None = None) -> DurableSession:
-    return DurableSession(env, directory, fingerprint=fingerprint, command_timeout_s=command_timeout_s,
-                          max_observation_chars=params.max_observation_chars,
-                          replay_safe_commands=params.replay_safe_commands, resume_wait_s=params.resume_wait_s,
-                          checkpoints=params.checkpoints, log_redacted=log_redacted, on_record=on_record)
+def durable_session(
+    env: EnvironmentSession,
+    directory: Path,
+    params: DurableAgentParams,
+    *,
+    fingerprint: dict[str, Any],
+    command_timeout_s: float,
+    log_redacted: bool = True,
+    on_record: Callable[[ActivityRecord], None] | None = None,
+) -> DurableSession:
+    return DurableSession(
+        env,
+        directory,
+        fingerprint=fingerprint,
+        command_timeout_s=command_timeout_s,
+        max_observation_chars=params.max_observation_chars,
+        replay_safe_commands=params.replay_safe_commands,
+        resume_wait_s=params.resume_wait_s,
+        checkpoints=params.checkpoints,
+        log_redacted=log_redacted,
+        on_record=on_record,
+    )
 
 
-async def call_model(session: DurableSession, model: Model, messages: list[dict[str, Any]],
-                     tools: list[dict[str, Any]], context: CallContext,
-                     budget: SweepBudget | None = None, record: dict[str, Any] | None = None) -> tuple[ModelTurn, Usage]:
+async def call_model(
+    session: DurableSession,
+    model: Model,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    context: CallContext,
+    budget: SweepBudget | None = None,
+    record: dict[str, Any] | None = None,
+) -> tuple[ModelTurn, Usage]:
     """One model call, admitted by the sweep's budget first (BudgetExhausted when it is spent; nothing
     is logged then, so the attempt can run later from where it stopped), through the activity log: in
     flight before it is sent, completed with its response and usage, or aborted with why (the endpoint
@@ -102,16 +129,26 @@ async def call_model(session: DurableSession, model: Model, messages: list[dict[
     return reply, usage
 
 
-async def _logged_call(session: DurableSession, model: Model, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]], context: CallContext,
-                       record: dict[str, Any]) -> tuple[ModelTurn, Usage]:
+async def _logged_call(
+    session: DurableSession,
+    model: Model,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    context: CallContext,
+    record: dict[str, Any],
+) -> tuple[ModelTurn, Usage]:
     turn = context.turn
     request_id = f"model-{turn}"
 
     def abort(reason: str, tries: list[ModelTry] | None = None, **data: Any) -> None:
-        session.append(ActivityRecord(id=request_id, kind="model_call", status="aborted",
-                                      data={"turn": turn, "error": reason,
-                                            "tries": [t.model_dump(mode="json") for t in tries or []], **data}))
+        session.append(
+            ActivityRecord(
+                id=request_id,
+                kind="model_call",
+                status="aborted",
+                data={"turn": turn, "error": reason, "tries": [t.model_dump(mode="json") for t in tries or []], **data},
+            )
+        )
 
     session.append(ActivityRecord(id=request_id, kind="model_call", status="in_flight", data={"turn": turn}))
     try:
@@ -127,10 +164,20 @@ async def _logged_call(session: DurableSession, model: Model, messages: list[dic
         abort(str(exc), exc.tries)
         raise
     usage = turn_usage(reply.usage, reply.cost_usd, model.price)
-    session.append(ActivityRecord(id=request_id, kind="model_call", status="completed",
-                                  checkpoint_seq=session.log.last_checkpoint_seq(),
-                                  data={"turn": turn, "response": reply.model_dump(mode="json"),
-                                        "usage": usage.model_dump(mode="json"), **record}))
+    session.append(
+        ActivityRecord(
+            id=request_id,
+            kind="model_call",
+            status="completed",
+            checkpoint_seq=session.log.last_checkpoint_seq(),
+            data={
+                "turn": turn,
+                "response": reply.model_dump(mode="json"),
+                "usage": usage.model_dump(mode="json"),
+                **record,
+            },
+        )
+    )
     return reply, usage
 
 

@@ -112,8 +112,9 @@ def load_config(spec: str, declaration: HarnessConfig) -> dict[str, Any]:
     except (OSError, yaml.YAMLError) as exc:
         raise field_error("harness.params.config", spec, str(exc), declaration.file) from None
     if not isinstance(data, dict):
-        raise field_error("harness.params.config", spec, "not a mapping of agent/environment/model sections",
-                          declaration.file)
+        raise field_error(
+            "harness.params.config", spec, "not a mapping of agent/environment/model sections", declaration.file
+        )
     return data
 
 
@@ -128,26 +129,47 @@ def mini_trajectory(messages: list[dict[str, Any]], durations: dict[str, float])
         # An assistant message, or the feedback to a call mini could not parse, carries our model call.
         if "response" in extra:
             response = extra["response"]
-            step = {"type": "model_call", "status": "completed", "turn": extra["turn"],
-                    "content": response.get("content"), "tool_calls": response.get("tool_calls", []),
-                    "usage": extra["usage"], "model_id": response.get("model_id"),
-                    "duration_s": response.get("duration_s"), "tries": response.get("tries", [])}
+            step = {
+                "type": "model_call",
+                "status": "completed",
+                "turn": extra["turn"],
+                "content": response.get("content"),
+                "tool_calls": response.get("tool_calls", []),
+                "usage": extra["usage"],
+                "model_id": response.get("model_id"),
+                "duration_s": response.get("duration_s"),
+                "tries": response.get("tries", []),
+            }
             if extra.get("interrupt_type") == "FormatError":
                 # mini could not use the reply (no tool call, bad JSON, unknown tool): its feedback follows.
                 step["format_error"] = True
             steps.append(step)
             by_id = {call["id"]: call for call in response.get("tool_calls", [])}
             for action in extra.get("actions", []):
-                calls[action["tool_call_id"]] = (extra["turn"], by_id[action["tool_call_id"]], action["command"],
-                                                 action["key"])
+                calls[action["tool_call_id"]] = (
+                    extra["turn"],
+                    by_id[action["tool_call_id"]],
+                    action["command"],
+                    action["key"],
+                )
         if role in ("system", "user"):
             steps.append({"type": "message", "role": role, "content": message.get("content")})
         elif role in ("tool", "exit") and (call_id := message.get("tool_call_id", extra.get("tool_call_id"))) in calls:
             turn, call, command, key = calls[call_id]
             observation = message["content"] if role == "tool" else "submitted"
-            steps.append({"type": "tool_call", "status": "completed", "turn": turn, "call": call, "command": command,
-                          "exit_code": extra.get("returncode"), "output": extra.get("raw_output", ""),
-                          "observation": observation, "duration_s": durations.get(key)})
+            steps.append(
+                {
+                    "type": "tool_call",
+                    "status": "completed",
+                    "turn": turn,
+                    "call": call,
+                    "command": command,
+                    "exit_code": extra.get("returncode"),
+                    "output": extra.get("raw_output", ""),
+                    "observation": observation,
+                    "duration_s": durations.get(key),
+                }
+            )
     return steps
 
 
@@ -156,9 +178,11 @@ def aborted_calls(records: list[ActivityRecord]) -> list[dict[str, Any]]:
     (the call that ends an attempt, so they come last), with the time they took; not those the attempt's
     limits refused, which were never made."""
     durations = open_durations(records)
-    return [{"type": "model_call", "status": "aborted", **record.data, "duration_s": durations.get(record.id)}
-            for record in records
-            if record.kind == "model_call" and record.status == "aborted" and not record.data.get("refused")]
+    return [
+        {"type": "model_call", "status": "aborted", **record.data, "duration_s": durations.get(record.id)}
+        for record in records
+        if record.kind == "model_call" and record.status == "aborted" and not record.data.get("refused")
+    ]
 
 
 def durable_agent_class() -> type:
@@ -184,26 +208,34 @@ class MiniSweSession(DurableAgentSession):
         try:
             with quiet_import():
                 from minisweagent.environments.local import LocalEnvironmentConfig
+
                 agent_class = durable_agent_class()
         except ImportError as exc:
-            raise UserError(f"harness {self.harness.id!r} needs mini-swe-agent ({exc}): "
-                            "pip install 'agentcompass-dagster[miniswe]'") from None
+            raise UserError(
+                f"harness {self.harness.id!r} needs mini-swe-agent ({exc}): pip install 'agentcompass-dagster[miniswe]'"
+            ) from None
         harness, plan, env = self.harness, self.plan, self.env
         params = harness.params
         spec = params.config or DEFAULT_CONFIG
         data = load_config(spec, harness.config)
         where = f"harness.params.config={spec!r}"
-        model_config = validate_declaration(MiniModelConfig, {**(data.get("model") or {}),
-                                                              "model_name": self.model.id}, f"{where} model")
+        model_config = validate_declaration(
+            MiniModelConfig, {**(data.get("model") or {}), "model_name": self.model.id}, f"{where} model"
+        )
         environment = data.get("environment") or {}
-        timeout = (params.command_timeout_s or environment.get("timeout")
-                   or LocalEnvironmentConfig.model_fields["timeout"].default)
-        env_config = validate_declaration(MiniEnvironmentConfig, {**environment, "cwd": env.workdir, "timeout": timeout},
-                                          f"{where} environment")
+        timeout = (
+            params.command_timeout_s
+            or environment.get("timeout")
+            or LocalEnvironmentConfig.model_fields["timeout"].default
+        )
+        env_config = validate_declaration(
+            MiniEnvironmentConfig, {**environment, "cwd": env.workdir, "timeout": timeout}, f"{where} environment"
+        )
         agent_kwargs = {**(data.get("agent") or {}), **{mini: 0 for mini in MINI_LIMITS}}
 
-        session = durable_session(env, self.durable_dir(), params, fingerprint=self.fingerprint(),
-                                  command_timeout_s=timeout)
+        session = durable_session(
+            env, self.durable_dir(), params, fingerprint=self.fingerprint(), command_timeout_s=timeout
+        )
         resumed = None
         if session.log.records():
             decision = await prepare_resume(session)
@@ -213,10 +245,12 @@ class MiniSweSession(DurableAgentSession):
         session.begin(resumed)
         self.session = session
         self.bridge = bridge = Bridge(asyncio.get_running_loop())
-        steps = Steps(session, bridge, self.model, task_id=self.prepared.task.id, attempt=plan.attempt,
-                      budget=plan.budget)
-        self.agent = agent = agent_class(MiniModel(steps, model_config),
-                                         MiniEnvironment(steps, env_config, await uname(env)), **agent_kwargs)
+        steps = Steps(
+            session, bridge, self.model, task_id=self.prepared.task.id, attempt=plan.attempt, budget=plan.budget
+        )
+        self.agent = agent = agent_class(
+            MiniModel(steps, model_config), MiniEnvironment(steps, env_config, await uname(env)), **agent_kwargs
+        )
         self.usages = steps.usages
         started = time.monotonic()
         error = None
@@ -229,8 +263,9 @@ class MiniSweSession(DurableAgentSession):
             bridge.stop()
             raise
         result = self._result(error, time.monotonic() - started)
-        session.end(result.status, result.error, result.final_answer,
-                    result.limit.model_dump() if result.limit else None)
+        session.end(
+            result.status, result.error, result.final_answer, result.limit.model_dump() if result.limit else None
+        )
         result.artifacts["agent"] = {"turns": len(steps.usages), "resumed": resumed}
         return result
 
@@ -244,8 +279,11 @@ class MiniSweSession(DurableAgentSession):
         if error is None and not submitted and limit is None:
             # The model's own failure (format errors in a row, a length cut): scored 0, not an error.
             status = extra.get("exit_status")
-            detail = (f"{agent.config.max_consecutive_format_errors} replies in a row without a usable tool call"
-                      if status == "RepeatedFormatError" else exit_message.get("content"))
+            detail = (
+                f"{agent.config.max_consecutive_format_errors} replies in a row without a usable tool call"
+                if status == "RepeatedFormatError"
+                else exit_message.get("content")
+            )
             failure = f"mini-swe-agent exited: {status}: {detail}"
         return RunResult(
             status="completed" if error is None else "error",
@@ -253,8 +291,14 @@ class MiniSweSession(DurableAgentSession):
             error=error,
             failure=failure,
             limit=limit,
-            trajectory=mini_trajectory(list(agent.messages), {r.id: r.data["duration_s"] for r in self.session.log.records()
-                                                         if r.kind == "tool_call" and "duration_s" in r.data})
+            trajectory=mini_trajectory(
+                list(agent.messages),
+                {
+                    r.id: r.data["duration_s"]
+                    for r in self.session.log.records()
+                    if r.kind == "tool_call" and "duration_s" in r.data
+                },
+            )
             + aborted_calls(self.session.log.records()),
             usage=usage_totals(self.usages)[0],
             duration_s=duration_s,

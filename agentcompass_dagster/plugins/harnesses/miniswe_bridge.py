@@ -92,16 +92,29 @@ def limits_exit(hit: LimitHit) -> Any:
     """mini's own exit for a limit, naming it (mini's says only 'LimitsExceeded')."""
     from minisweagent.exceptions import LimitsExceeded
 
-    return LimitsExceeded({"role": "exit", "content": hit.message,
-                           "extra": {"exit_status": "LimitsExceeded", "submission": "", "limit": hit.model_dump()}})
+    return LimitsExceeded(
+        {
+            "role": "exit",
+            "content": hit.message,
+            "extra": {"exit_status": "LimitsExceeded", "submission": "", "limit": hit.model_dump()},
+        }
+    )
 
 
 class Steps:
     """The attempt's durable steps as mini meets them: recorded ones come back from the log, new ones
     run on the event loop through the DurableSession (so every log write happens on the loop)."""
 
-    def __init__(self, session: DurableSession, bridge: Bridge, model: Model, *,
-                 task_id: str, attempt: int, budget: SweepBudget | None = None) -> None:
+    def __init__(
+        self,
+        session: DurableSession,
+        bridge: Bridge,
+        model: Model,
+        *,
+        task_id: str,
+        attempt: int,
+        budget: SweepBudget | None = None,
+    ) -> None:
         self.session = session
         self.budget = budget
         self.bridge = bridge
@@ -118,8 +131,9 @@ class Steps:
         if record is not None:
             return ModelTurn.model_validate(record.data["response"]), Usage.model_validate(record.data["usage"])
         context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=turn)
-        model_turn, usage = self.bridge.run(call_model(self.session, self.model, chat, [BASH_TOOL], context,
-                                                       self.budget))
+        model_turn, usage = self.bridge.run(
+            call_model(self.session, self.model, chat, [BASH_TOOL], context, self.budget)
+        )
         self.usages.append(usage)
         return model_turn, usage
 
@@ -135,8 +149,14 @@ class Steps:
     async def _command(self, action: dict[str, Any], script: str, timeout: float) -> tuple[int | None, str, bool]:
         key, turn = action["key"], action["turn"]
         call = {"id": action["tool_call_id"], "name": "bash", "arguments": action["arguments"]}
-        self.session.append(ActivityRecord(id=key, kind="tool_call", status="in_flight",
-                                           data={"turn": turn, "call": call, "command": action["command"]}))
+        self.session.append(
+            ActivityRecord(
+                id=key,
+                kind="tool_call",
+                status="in_flight",
+                data={"turn": turn, "call": call, "command": action["command"]},
+            )
+        )
         data = await self.session.execute(key, script, timeout)
         # The record names the agent's command; the script is that command with mini's environment setup.
         data["command"] = action["command"]
@@ -162,8 +182,13 @@ class MiniModel:
         chat = [{k: v for k, v in m.items() if k in CHAT_KEYS} for m in messages if m.get("role") != "exit"]
         turn, usage = self.steps.model_turn(turn_index, chat)
         # mini counts cost as a number; an unknown cost counts 0 there and None in our usage.
-        extra = {"turn": turn_index, "response": turn.model_dump(mode="json"), "usage": usage.model_dump(mode="json"),
-                 "cost": usage.cost_usd or 0.0, "timestamp": time.time()}
+        extra = {
+            "turn": turn_index,
+            "response": turn.model_dump(mode="json"),
+            "usage": usage.model_dump(mode="json"),
+            "cost": usage.cost_usd or 0.0,
+            "timestamp": time.time(),
+        }
         try:
             # mini's own parser, so a bad call gets exactly the feedback mini's toolcall models give.
             actions = parse_toolcall_actions(
@@ -177,8 +202,9 @@ class MiniModel:
             raise
         by_id = {call.id: call for call in turn.tool_calls}
         for index, action in enumerate(actions):
-            action.update(key=f"{turn_index}.{index}", turn=turn_index,
-                          arguments=by_id[action["tool_call_id"]].arguments)
+            action.update(
+                key=f"{turn_index}.{index}", turn=turn_index, arguments=by_id[action["tool_call_id"]].arguments
+            )
         return {**turn.assistant_message(), "extra": {"actions": actions, **extra}}
 
     def format_message(self, **kwargs: Any) -> dict[str, Any]:
@@ -202,8 +228,14 @@ class MiniModel:
         return self.config.model_dump()
 
     def serialize(self) -> dict[str, Any]:
-        return {"info": {"config": {"model": self.config.model_dump(mode="json"),
-                                    "model_type": f"{__name__}.{type(self).__name__}"}}}
+        return {
+            "info": {
+                "config": {
+                    "model": self.config.model_dump(mode="json"),
+                    "model_type": f"{__name__}.{type(self).__name__}",
+                }
+            }
+        }
 
 
 class MiniEnvironment:
@@ -229,24 +261,41 @@ class MiniEnvironment:
             raise limits_exit(exc.hit) from None
         output: dict[str, Any] = {"output": text, "returncode": exit_code, "exception_info": ""}
         if timed_out:
-            output.update(returncode=-1,
-                          exception_info=f"An error occurred while executing the command: timed out after {timeout}s")
+            output.update(
+                returncode=-1,
+                exception_info=f"An error occurred while executing the command: timed out after {timeout}s",
+            )
         lines = text.lstrip().splitlines(keepends=True)
         if lines and lines[0].strip() == SUBMIT_MARKER and output["returncode"] == 0:
             submission = "".join(lines[1:])
             # The submitting command gets no observation message; its extra keeps it in the trajectory.
-            raise Submitted({"role": "exit", "content": submission,
-                             "extra": {"exit_status": "Submitted", "submission": submission,
-                                       "tool_call_id": action.get("tool_call_id"), "raw_output": text,
-                                       "returncode": output["returncode"]}})
+            raise Submitted(
+                {
+                    "role": "exit",
+                    "content": submission,
+                    "extra": {
+                        "exit_status": "Submitted",
+                        "submission": submission,
+                        "tool_call_id": action.get("tool_call_id"),
+                        "raw_output": text,
+                        "returncode": output["returncode"],
+                    },
+                }
+            )
         return output
 
     def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
         return {**self.config.model_dump(), **self.uname, **kwargs}
 
     def serialize(self) -> dict[str, Any]:
-        return {"info": {"config": {"environment": self.config.model_dump(mode="json"),
-                                    "environment_type": f"{__name__}.{type(self).__name__}"}}}
+        return {
+            "info": {
+                "config": {
+                    "environment": self.config.model_dump(mode="json"),
+                    "environment_type": f"{__name__}.{type(self).__name__}",
+                }
+            }
+        }
 
 
 def _as_openai_call(call: ToolCall) -> SimpleNamespace:
@@ -259,5 +308,3 @@ async def uname(session: EnvironmentSession) -> dict[str, str]:
     result = await session.exec("uname -s; uname -r; uname -v; uname -m", timeout_s=30)
     values = result.stdout.splitlines() if result.exit_code == 0 else []
     return dict(zip(("system", "release", "version", "machine"), values + [""] * 4))
-
-

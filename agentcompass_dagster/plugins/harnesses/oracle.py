@@ -36,8 +36,12 @@ async def run_reference(prepared: PreparedTask, env: EnvironmentSession, benchma
             await env.write_file(path, (solution.script or "").encode(), 0o755)
             command = f"bash {shlex.quote(path)}"
         # The reference sees the framework's private files (a solution's data); no agent ever does.
-        outcome = await env.exec(command, timeout_s=SOLUTION_TIMEOUT_S, caller=Caller.reference,
-                                 env={SCRATCH_VARIABLE: env.scratch, **solution.env})
+        outcome = await env.exec(
+            command,
+            timeout_s=SOLUTION_TIMEOUT_S,
+            caller=Caller.reference,
+            env={SCRATCH_VARIABLE: env.scratch, **solution.env},
+        )
         trajectory.append(
             {"type": "command", "command": command, "exit_code": outcome.exit_code, "output": outcome.output[-4000:]}
         )

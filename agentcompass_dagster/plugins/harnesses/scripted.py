@@ -117,8 +117,14 @@ class ScriptedHarness(Harness):
         trajectory = list(step.trajectory)
         if step.command is not None:
             outcome = await env.exec(step.command)
-            trajectory.append({"type": "command", "command": step.command, "exit_code": outcome.exit_code,
-                               "output": outcome.output[-4000:]})
+            trajectory.append(
+                {
+                    "type": "command",
+                    "command": step.command,
+                    "exit_code": outcome.exit_code,
+                    "output": outcome.output[-4000:],
+                }
+            )
         usage = step.usage or Usage()
         if step.succeed_on is not None and tried < step.succeed_on:
             return RunResult(status="error", error=step.error or "scripted failure", trajectory=trajectory, usage=usage)
@@ -138,8 +144,13 @@ class ScriptedSession(HarnessSession):
     harness: ScriptedHarness
 
     def __init__(
-        self, harness: ScriptedHarness, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark,
-        plan: ExecutionPlan, step: ScriptStep,
+        self,
+        harness: ScriptedHarness,
+        prepared: PreparedTask,
+        env: EnvironmentSession,
+        benchmark: Benchmark,
+        plan: ExecutionPlan,
+        step: ScriptStep,
     ) -> None:
         super().__init__(harness, prepared, env, benchmark, plan)
         self.step = step

@@ -39,8 +39,10 @@ class EndpointParams(BaseModel):
 
 def refuse_key_param(params: Mapping[str, Any]) -> None:
     if "api_key" in params:
-        raise UserError("model.params.api_key: keys are not accepted in declarations, which are copied into "
-                        "run records; put the key in an environment variable and name it in model.api_key_env")
+        raise UserError(
+            "model.params.api_key: keys are not accepted in declarations, which are copied into "
+            "run records; put the key in an environment variable and name it in model.api_key_env"
+        )
 
 
 def refuse_credentials(base_url: str | None) -> None:
@@ -53,9 +55,12 @@ def refuse_credentials(base_url: str | None) -> None:
     user, has_password, _ = userinfo.partition(":")
     # A user without a password may itself be the token (https://TOKEN@host).
     shown = f"{user}:***@{host}" if has_password else f"***@{host}"
-    raise field_error("model.base_url", parts._replace(netloc=shown).geturl(),
-                      "credentials in the URL are not accepted: they would be sent instead of the key and stored; "
-                      "put the key in an environment variable and name it in model.api_key_env")
+    raise field_error(
+        "model.base_url",
+        parts._replace(netloc=shown).geturl(),
+        "credentials in the URL are not accepted: they would be sent instead of the key and stored; "
+        "put the key in an environment variable and name it in model.api_key_env",
+    )
 
 
 def read_key(variable: str | None, where: str | None = None) -> str | None:
@@ -64,8 +69,9 @@ def read_key(variable: str | None, where: str | None = None) -> str | None:
         return None
     key = os.environ.get(variable, "").strip()
     if not key:
-        raise field_error("model.api_key_env", variable, f"the environment variable {variable} is not set or empty",
-                          where)
+        raise field_error(
+            "model.api_key_env", variable, f"the environment variable {variable} is not set or empty", where
+        )
     register_secret(key)
     return key
 

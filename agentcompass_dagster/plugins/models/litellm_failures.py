@@ -49,23 +49,30 @@ def failure_of(exc: Exception, litellm: ModuleType, timeout_s: float) -> Failure
     if isinstance(exc, litellm.ContextWindowExceededError):
         return Failure(status=400, error=None, problem=f"HTTP 400: {_detail(exc)}", transient=False, overflow=True)
     if isinstance(exc, litellm.Timeout):
-        return Failure(status=None, error="Timeout", problem=f"no response within timeout_s={timeout_s:g}",
-                       transient=True)
+        return Failure(
+            status=None, error="Timeout", problem=f"no response within timeout_s={timeout_s:g}", transient=True
+        )
     transport = _transport_error(exc)
     if transport is not None:
         problem = "cannot connect" if isinstance(transport, httpx.ConnectError) else f"no response: {transport}"
         return Failure(status=None, error=type(transport).__name__, problem=problem, transient=True)
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int) or isinstance(status, bool):
-        return Failure(status=None, error=type(exc).__name__, problem=f"unusable response: {_detail(exc)}",
-                       transient=False)
+        return Failure(
+            status=None, error=type(exc).__name__, problem=f"unusable response: {_detail(exc)}", transient=False
+        )
     headers = _headers(exc)
     should_retry = str(headers.get("x-should-retry", "")).lower()
     transient = status in (408, 409, 429) or status >= 500
     if should_retry in ("true", "false"):
         transient = should_retry == "true"
-    return Failure(status=status, error=None, problem=f"HTTP {status}: {_detail(exc)}", transient=transient,
-                   retry_after_s=_retry_after_s(headers))
+    return Failure(
+        status=status,
+        error=None,
+        problem=f"HTTP {status}: {_detail(exc)}",
+        transient=transient,
+        retry_after_s=_retry_after_s(headers),
+    )
 
 
 def _detail(exc: Exception) -> str:

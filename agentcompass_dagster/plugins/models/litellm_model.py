@@ -69,10 +69,19 @@ if TYPE_CHECKING:
     from agentcompass_dagster.plugins.models.litellm_failures import Failure
 
 # Arguments of litellm.acompletion the declaration sets elsewhere (or never: the retries are ours).
-RESERVED = {"model": "model.model", "messages": None, "tools": None, "stream": None,
-            "api_base": "model.base_url", "base_url": "model.base_url", "timeout": "model.params.timeout_s",
-            "num_retries": "model.params.max_retries", "max_retries": "model.params.max_retries",
-            "temperature": "model.params.temperature", "max_tokens": "model.params.max_tokens"}
+RESERVED = {
+    "model": "model.model",
+    "messages": None,
+    "tools": None,
+    "stream": None,
+    "api_base": "model.base_url",
+    "base_url": "model.base_url",
+    "timeout": "model.params.timeout_s",
+    "num_retries": "model.params.max_retries",
+    "max_retries": "model.params.max_retries",
+    "temperature": "model.params.temperature",
+    "max_tokens": "model.params.max_tokens",
+}
 # Providers that sign requests with cloud credentials: a placeholder key would replace the signature.
 CLOUD_SIGNED = frozenset({"bedrock", "bedrock_converse", "sagemaker", "sagemaker_chat", "vertex_ai", "vertex_ai_beta"})
 _LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
@@ -133,8 +142,9 @@ class LiteLLMModel(Model):
                     response = await self.litellm.acompletion(**request)
             except Exception as exc:  # LiteLLM raises its provider's every failure as some exception
                 failure = failure_of(exc, self.litellm, self.params.timeout_s)
-                tries.append(ModelTry(status=failure.status, error=failure.error,
-                                      duration_s=time.monotonic() - try_started))
+                tries.append(
+                    ModelTry(status=failure.status, error=failure.error, duration_s=time.monotonic() - try_started)
+                )
                 _mark_answered(failure.status)
                 if not failure.transient or retry >= self.params.max_retries:
                     raise self._error(failure, tries, key) from None
@@ -146,8 +156,14 @@ class LiteLLMModel(Model):
             return self._turn(response, context, time.monotonic() - started, tries)
 
     def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], key: str | None) -> dict[str, Any]:
-        request: dict[str, Any] = {**self.params.extra, "model": self.config.model, "messages": messages,
-                                   "timeout": self.params.timeout_s, "num_retries": 0, "max_retries": 0}
+        request: dict[str, Any] = {
+            **self.params.extra,
+            "model": self.config.model,
+            "messages": messages,
+            "timeout": self.params.timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,
+        }
         if tools:
             request["tools"] = tools
         if self.config.base_url:
@@ -229,8 +245,13 @@ def _provider(config: ModelConfig, litellm: ModuleType) -> str:
         return prefix
     near = difflib.get_close_matches(prefix, known, n=1) if slash else []
     hint = f"; did you mean '{near[0]}/{name}'?" if near else ""
-    raise field_error("model.model", config.model, "provider 'litellm' needs LiteLLM's '<provider>/<model>' with a "
-                      f"provider it knows (anthropic/, gemini/, bedrock/, vertex_ai/, openai/ ...){hint}", config.file)
+    raise field_error(
+        "model.model",
+        config.model,
+        "provider 'litellm' needs LiteLLM's '<provider>/<model>' with a "
+        f"provider it knows (anthropic/, gemini/, bedrock/, vertex_ai/, openai/ ...){hint}",
+        config.file,
+    )
 
 
 def _in_price_table(litellm: ModuleType, model: str | None) -> bool:
@@ -246,8 +267,13 @@ def _in_price_table(litellm: ModuleType, model: str | None) -> bool:
 def _check_extra(extra: dict[str, Any], where: str | None) -> None:
     for name in extra:
         if is_secret_key(name):
-            raise field_error(f"model.params.extra.{name}", "***", "credentials are not accepted in declarations, "
-                              "which are copied into run records; name the key's variable in model.api_key_env", where)
+            raise field_error(
+                f"model.params.extra.{name}",
+                "***",
+                "credentials are not accepted in declarations, "
+                "which are copied into run records; name the key's variable in model.api_key_env",
+                where,
+            )
         if name in RESERVED:
             owner = RESERVED[name]
             problem = f"set it in {owner}" if owner else "the harness sets it"

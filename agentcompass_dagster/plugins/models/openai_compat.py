@@ -70,8 +70,11 @@ if TYPE_CHECKING:
 # How long an endpoint has to answer GET /models once a call of an attempt cut by its time had no response.
 PROBE_S = 5.0
 # How OpenAI, vLLM, llama.cpp, Ollama and proxies word a 400 for a conversation longer than the context.
-OVERFLOW = re.compile(r"context[ _-](length|window|size)|maximum context|too many tokens|prompt is too long|"
-                      r"exceeds? the (available )?context", re.IGNORECASE)
+OVERFLOW = re.compile(
+    r"context[ _-](length|window|size)|maximum context|too many tokens|prompt is too long|"
+    r"exceeds? the (available )?context",
+    re.IGNORECASE,
+)
 
 
 class OpenAICompatParams(EndpointParams):
@@ -148,8 +151,9 @@ class OpenAICompatModel(Model):
             # its parameter types (chat.completions.create), which costs more CPU than the call itself.
             response = await self._client().post("/chat/completions", body=request, cast_to=ChatCompletion)
         except openai.APITimeoutError:
-            raise self._error(f"no response within timeout_s={self.params.timeout_s:g}{self._tries()}",
-                              tries=tries) from None
+            raise self._error(
+                f"no response within timeout_s={self.params.timeout_s:g}{self._tries()}", tries=tries
+            ) from None
         except openai.APIConnectionError:
             raise self._error(f"cannot connect{self._tries()}", tries=tries) from None
         except openai.APIStatusError as exc:
@@ -157,8 +161,9 @@ class OpenAICompatModel(Model):
             if exc.status_code == 400 and OVERFLOW.search(problem):
                 raise self._error(problem, status=400, overflow=True, tries=tries) from None
             transient = exc.status_code in (408, 409, 429) or exc.status_code >= 500
-            raise self._error(problem + (self._tries() if transient else ""), status=exc.status_code,
-                              tries=tries) from None
+            raise self._error(
+                problem + (self._tries() if transient else ""), status=exc.status_code, tries=tries
+            ) from None
         except (openai.OpenAIError, ValueError) as exc:
             # ValueError: the SDK lets a body that is not JSON escape as json.JSONDecodeError.
             raise self._error(f"unusable response: {exc}", tries=tries) from None
@@ -198,14 +203,17 @@ class OpenAICompatModel(Model):
             return None  # it answered, with a body the SDK cannot read
         else:
             return None
-        return (f"model endpoint {self.base_url} gave no response in {waited_s:.1f}s, when the attempt's time ran "
-                f"out (model {self.id!r}, {self.config.model}); GET /models: {outcome}")
+        return (
+            f"model endpoint {self.base_url} gave no response in {waited_s:.1f}s, when the attempt's time ran "
+            f"out (model {self.id!r}, {self.config.model}); GET /models: {outcome}"
+        )
 
     def _tool_call(self, call: ChatCompletionMessageToolCallUnion, index: int, context: CallContext) -> ToolCall:
         function = getattr(call, "function", None)
         if function is None:
-            raise self._error(f"tool call {index} is of type {getattr(call, 'type', None)!r}; only function tools "
-                              "are sent")
+            raise self._error(
+                f"tool call {index} is of type {getattr(call, 'type', None)!r}; only function tools are sent"
+            )
         arguments = function.arguments
         if not isinstance(arguments, str):
             # Some servers send the arguments as a JSON object instead of its text.
@@ -218,15 +226,17 @@ class OpenAICompatModel(Model):
         retries = self.params.max_retries
         return f" ({retries + 1} tries: max_retries={retries})" if retries else ""
 
-    def _error(self, problem: str, *, status: int | None = None, overflow: bool = False,
-               tries: list[ModelTry] | None = None) -> ModelError:
+    def _error(
+        self, problem: str, *, status: int | None = None, overflow: bool = False, tries: list[ModelTry] | None = None
+    ) -> ModelError:
         problem = scrub(problem, self._api_key)
         hint = ""
         if status in (401, 403) and not self.config.api_key_env:
             hint = " (no api_key_env is declared, so no key was sent)"
         error = ContextOverflow if overflow else ModelError
-        return error(f"model {self.id!r} ({self.config.model} at {self.base_url}): {problem}{hint}", status=status,
-                     tries=tries)
+        return error(
+            f"model {self.id!r} ({self.config.model} at {self.base_url}): {problem}{hint}", status=status, tries=tries
+        )
 
 
 def _status_problem(exc: APIStatusError) -> str:
@@ -242,4 +252,3 @@ def _provider_cost(usage: dict[str, Any]) -> float | None:
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0:
         return None
     return float(cost)
-

@@ -93,8 +93,10 @@ class ScriptedModel(Model):
         self._record(context)
         script = self.script(context.task_id, tools)
         if context.turn >= len(script):
-            raise ModelError(f"scripted model {self.id!r} has no turn {context.turn + 1} for task {context.task_id!r} "
-                             f"(its script has {len(script)})")
+            raise ModelError(
+                f"scripted model {self.id!r} has no turn {context.turn + 1} for task {context.task_id!r} "
+                f"(its script has {len(script)})"
+            )
         turn = script[context.turn]
         if turn.sleep:
             await asyncio.sleep(turn.sleep)
@@ -104,13 +106,22 @@ class ScriptedModel(Model):
         if turn.fail is not None:
             raise ModelError(turn.fail)
         calls = [
-            ToolCall(id=f"call_{context.turn}_{i}", name=c.name,
-                     arguments=c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments))
+            ToolCall(
+                id=f"call_{context.turn}_{i}",
+                name=c.name,
+                arguments=c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments),
+            )
             for i, c in enumerate(turn.tool_calls)
         ]
-        return ModelTurn(content=turn.content, tool_calls=calls, usage=dict(turn.usage), cost_usd=turn.cost_usd,
-                         model_id=self.config.model or self.id, stop_reason="tool_calls" if calls else "stop",
-                         duration_s=time.monotonic() - started)
+        return ModelTurn(
+            content=turn.content,
+            tool_calls=calls,
+            usage=dict(turn.usage),
+            cost_usd=turn.cost_usd,
+            model_id=self.config.model or self.id,
+            stop_reason="tool_calls" if calls else "stop",
+            duration_s=time.monotonic() - started,
+        )
 
     def _record(self, context: CallContext) -> None:
         if self.params.record is None:

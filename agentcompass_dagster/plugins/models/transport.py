@@ -22,7 +22,9 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
 
     def __init__(self) -> None:
         # The SDK's own connection limits (openai's DEFAULT_CONNECTION_LIMITS).
-        self._inner = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100))
+        self._inner = httpx2.AsyncHTTPTransport(
+            limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+        )
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         tries, started = TRIES.get(), time.monotonic()

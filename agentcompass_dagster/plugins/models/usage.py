@@ -45,8 +45,11 @@ def flat_usage(usage: BaseModel | None) -> dict[str, Any]:
         return {}
     raw = usage.model_dump(exclude_none=True)
     flat = {key: value for key, value in raw.items() if not isinstance(value, (dict, list))}
-    for details, key in (("prompt_tokens_details", "cached_tokens"), ("prompt_tokens_details", "cache_write_tokens"),
-                         ("completion_tokens_details", "reasoning_tokens")):
+    for details, key in (
+        ("prompt_tokens_details", "cached_tokens"),
+        ("prompt_tokens_details", "cache_write_tokens"),
+        ("completion_tokens_details", "reasoning_tokens"),
+    ):
         section = raw.get(details)
         if isinstance(section, dict) and section.get(key) is not None:
             flat[key] = section[key]

@@ -65,11 +65,17 @@ class AttemptLimits:
         continues that log or sets it aside and starts over (``durable.resume``). Records written before
         this attempt began here are the earlier processes' (or a fork's seed)."""
         if self._before is None:
-            earlier = [r for r in read_activity(self.activity_log) if r.at < self._started_at] \
-                if self.activity_log is not None else []
+            earlier = (
+                [r for r in read_activity(self.activity_log) if r.at < self._started_at]
+                if self.activity_log is not None
+                else []
+            )
             self._before = earlier[-1].elapsed_s if earlier else 0.0
-            self.usages[:0] = [Usage.model_validate(r.data["usage"]) for r in earlier
-                               if r.kind == "model_call" and r.status == "completed"]
+            self.usages[:0] = [
+                Usage.model_validate(r.data["usage"])
+                for r in earlier
+                if r.kind == "model_call" and r.status == "completed"
+            ]
             self._reschedule()
         return self._before
 
@@ -84,8 +90,12 @@ class AttemptLimits:
         used: dict[LimitName, float] = {"max_wall_s": self.elapsed()}
         if calls:
             total = usage_totals(self.usages)[0]
-            used = {"max_turns": len(self.usages), "max_tokens": total.input_tokens + total.output_tokens,
-                    "max_cost_usd": sum(u.cost_usd or 0.0 for u in self.usages), **used}
+            used = {
+                "max_turns": len(self.usages),
+                "max_tokens": total.input_tokens + total.output_tokens,
+                "max_cost_usd": sum(u.cost_usd or 0.0 for u in self.usages),
+                **used,
+            }
         for name, amount in used.items():
             allowance = getattr(self.limits, name)
             if allowance is not None and amount >= allowance:
@@ -198,9 +208,16 @@ class LimitedEnvironment(DelegatingSession):
         super().__init__(inner)
         self.limits = limits
 
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None,
-                   env: Mapping[str, str] | None = None) -> ExecResult:
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        caller: Caller = Caller.agent,
+        label: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
         left = await self.limits.admit(call=False)
         cut = left is not None and (timeout_s is None or left < timeout_s)
         if cut:

@@ -88,8 +88,14 @@ class _Try:
 class TaskRunner:
     """Runs the attempts of one request's tasks; one instance per request, shared by the workers."""
 
-    def __init__(self, request: EvalRequest, plugins: Plugins, run_dir: RunDir, analyzers: list[Analyzer],
-                 permits: PermitSource = PROCESS_PERMITS) -> None:
+    def __init__(
+        self,
+        request: EvalRequest,
+        plugins: Plugins,
+        run_dir: RunDir,
+        analyzers: list[Analyzer],
+        permits: PermitSource = PROCESS_PERMITS,
+    ) -> None:
         self.request = request
         self.plugins = plugins
         self.run_dir = run_dir
@@ -102,8 +108,11 @@ class TaskRunner:
         with the same plan are restored, not run again (R-RETRY-4)."""
         config = self.request.execution.attempts
         done = STRATEGIES[config.strategy]
-        finished = (await asyncio.to_thread(self.run_dir.finished.load, task, config.k)
-                       if config.k > 1 and self.run_dir.finished.may_hold(task) else {})
+        finished = (
+            await asyncio.to_thread(self.run_dir.finished.load, task, config.k)
+            if config.k > 1 and self.run_dir.finished.may_hold(task)
+            else {}
+        )
         attempts: dict[int, EvaluatedAttempt] = {}
         for index in range(1, config.k + 1):
             if done(attempts):
@@ -130,26 +139,51 @@ class TaskRunner:
         while True:
             async with self.permits.hold(environment.id, environment.capacity):
                 attempt, site = await self._attempt_once(task, plan, retries)
-            whole = WHOLE_ATTEMPT_SITES | ({"evaluation"} if plan.evaluation_environment_mode is EvaluationMode.reuse else set())
+            whole = WHOLE_ATTEMPT_SITES | (
+                {"evaluation"} if plan.evaluation_environment_mode is EvaluationMode.reuse else set()
+            )
             matched = retries.take(attempt.error) if site in whole else None
             if matched is None:
                 attempt.retries = retries.used
                 analyze_attempt(self.analyzers, task, attempt)
                 return attempt
-            await self._discard(task, plan, retries.used, site or "general", "attempt", matched, attempt.error,
-                                attempt.model_dump(mode="json"))
+            await self._discard(
+                task,
+                plan,
+                retries.used,
+                site or "general",
+                "attempt",
+                matched,
+                attempt.error,
+                attempt.model_dump(mode="json"),
+            )
             await asyncio.to_thread(self.run_dir.set_attempt_aside, task, plan.attempt)
 
     async def _discard(
-        self, task: TaskSpec, plan: ExecutionPlan, retry: int, phase: str, scope: str, matched: str,
-        error: str | None, discarded: dict[str, Any] | None = None,
+        self,
+        task: TaskSpec,
+        plan: ExecutionPlan,
+        retry: int,
+        phase: str,
+        scope: str,
+        matched: str,
+        error: str | None,
+        discarded: dict[str, Any] | None = None,
     ) -> None:
         """R-RETRY-3: the discarded try goes to retry_details/, outside the countable details."""
-        record = {"phase": phase, "scope": scope, "matched_pattern": matched, "error": error,
-                  "plan": self.planner.persisted(plan).view, "discarded": discarded}
+        record = {
+            "phase": phase,
+            "scope": scope,
+            "matched_pattern": matched,
+            "error": error,
+            "plan": self.planner.persisted(plan).view,
+            "discarded": discarded,
+        }
         await asyncio.to_thread(self.run_dir.save_retry_detail, task.id, plan.attempt, retry, record)
-        self.run_dir.log(f"retry {retry} of {task.id} attempt {plan.attempt} ({phase}, scope {scope}): "
-                         f"{(error or '').splitlines()[-1][:200] if error else ''}")
+        self.run_dir.log(
+            f"retry {retry} of {task.id} attempt {plan.attempt} ({phase}, scope {scope}): "
+            f"{(error or '').splitlines()[-1][:200] if error else ''}"
+        )
 
     async def _attempt_once(
         self, task: TaskSpec, plan: ExecutionPlan, retries: RetryAllowance
@@ -159,7 +193,9 @@ class TaskRunner:
         log has their time), not this one's alone."""
         started_at, started = utcnow(), time.monotonic()
         if self.plugins.harness.durable:
-            earlier = await asyncio.to_thread(ActivityLog(self.run_dir.durable_dir(task.id, plan.attempt) / ACTIVITY_FILE).records)
+            earlier = await asyncio.to_thread(
+                ActivityLog(self.run_dir.durable_dir(task.id, plan.attempt) / ACTIVITY_FILE).records
+            )
             if earlier:
                 started_at = datetime.fromtimestamp(earlier[0].at, timezone.utc).isoformat(timespec="milliseconds")
                 started -= earlier[-1].elapsed_s
@@ -228,8 +264,10 @@ class TaskRunner:
         session = tried.session
         assert session is not None
         if plan.evaluation_environment_mode is not EvaluationMode.reuse:
-            raise TaskRefused(f"task {prepared.task.id!r} has steps, each verified in the environment the next "
-                              "step goes on in: declare execution.evaluation_environment_mode: reuse")
+            raise TaskRefused(
+                f"task {prepared.task.id!r} has steps, each verified in the environment the next "
+                "step goes on in: declare execution.evaluation_environment_mode: reuse"
+            )
         done: list[StepOutcome] = []
         tried.result = RunResult()
         for step in prepared.task.steps:
@@ -256,8 +294,9 @@ class TaskRunner:
                 await self._judged(tried, evaluation)
                 return
             tried.files += await asyncio.to_thread(self._keep_files, plan, evaluation)
-            done.append(StepOutcome(name=step.name, evaluation=evaluation, status=result.status,
-                                    failure=evaluation.failure))
+            done.append(
+                StepOutcome(name=step.name, evaluation=evaluation, status=result.status, failure=evaluation.failure)
+            )
         await self._judged(tried, benchmark.combine_steps(prepared, done))
 
     async def _judged(self, tried: _Try, evaluation: Evaluation) -> None:
@@ -278,7 +317,8 @@ class TaskRunner:
         scored = evaluation is not None and evaluation.error is None and failure is None
         return EvaluatedAttempt(
             attempt=plan.attempt,
-            status=("error" if error else "failed" if failure else result.status) if result.status == "completed"
+            status=("error" if error else "failed" if failure else result.status)
+            if result.status == "completed"
             else result.status,
             correct=bool(scored and evaluation and evaluation.correct),
             score=evaluation.score if scored and evaluation else 0.0,
@@ -295,15 +335,18 @@ class TaskRunner:
             limit=result.limit,
             started_at=started_at,
             finished_at=utcnow(),
-            meta={"resolved_execution_plan": self.planner.persisted(plan).view,
-                  **({"failure_site": site} if site else {}),
-                  **({"environment": tried.environment} if tried.environment else {}),
-                  **({"files": tried.files} if tried.files else {}),
-                  **({"lineage": self.request.lineage.model_dump(mode="json")} if self.request.lineage else {})},
+            meta={
+                "resolved_execution_plan": self.planner.persisted(plan).view,
+                **({"failure_site": site} if site else {}),
+                **({"environment": tried.environment} if tried.environment else {}),
+                **({"files": tried.files} if tried.files else {}),
+                **({"lineage": self.request.lineage.model_dump(mode="json")} if self.request.lineage else {}),
+            },
         )
 
-    async def _run(self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan,
-                   step: str | None = None) -> RunResult:
+    async def _run(
+        self, prepared: PreparedTask, session: EnvironmentSession, plan: ExecutionPlan, step: str | None = None
+    ) -> RunResult:
         """R-ATT-2: the harness path (a harness-free benchmark's own run through harness ``none``), under
         the run policy; one step's run, in a multi-step task."""
         harness = self.plugins.harness
@@ -319,7 +362,8 @@ class TaskRunner:
         # The harness is held to the attempt's limits by what its session is handed, not by its own checks.
         limits = AttemptLimits(plan.agent_limits, plan.durable_dir / ACTIVITY_FILE if plan.durable_dir else None)
         harness_session = await limited_harness(harness, limits).start_session(
-            prepared, LimitedEnvironment(session, limits), benchmark, plan)
+            prepared, LimitedEnvironment(session, limits), benchmark, plan
+        )
         try:
             await session.set_network_policy(plan.run_network_policy)
             return await timed_run(harness_session.run(), plan, harness_session, limits)
@@ -372,8 +416,9 @@ class TaskRunner:
             matched = retries.take(evaluation.error)
             if matched is None:
                 return evaluation
-            await self._discard(task, plan, retries.used, "evaluation", "evaluation_environment", matched,
-                                evaluation.error)
+            await self._discard(
+                task, plan, retries.used, "evaluation", "evaluation_environment", matched, evaluation.error
+            )
 
     async def _close_quietly(self, resource: Any, what: str) -> None:
         """R-CLEAN-1: a close failure is a warning and never hides the task's own failure; cancellation,

@@ -86,8 +86,10 @@ def consolidate(
             merged[source.run_id] = sorted(tasks[p].id for p in set(scores.reused_positions()) - before)
         run_dir.set_reused_from(newest, merged[newest.run_id])
         run_dir.set_merged_from(extra, merged)
-        run_dir.log(f"consolidated {len(scores)} details of {len(extra) + 1} runs: {newest.run_id} and "
-                    f"{', '.join(source.run_id for source in extra)}")
+        run_dir.log(
+            f"consolidated {len(scores)} details of {len(extra) + 1} runs: {newest.run_id} and "
+            f"{', '.join(source.run_id for source in extra)}"
+        )
         finalize_request(request, plugins, analyzers, run_dir, scores, "completed")
     except BaseException as exc:
         run_dir.write_terminal_status("failed", str(exc))

@@ -22,8 +22,9 @@ from agentcompass_dagster.contracts.records import MetricResult, TaskSpec
 from agentcompass_dagster.runtime.store.outcomes import RequestResult, RunDirStatus, TerminalStatus
 
 
-def write_summary(request: EvalRequest, benchmark: Any, run_dir: RunDir, scores: TaskScores,
-                  status: RunDirStatus) -> tuple[MetricResult, str]:
+def write_summary(
+    request: EvalRequest, benchmark: Any, run_dir: RunDir, scores: TaskScores, status: RunDirStatus
+) -> tuple[MetricResult, str]:
     """R-FIN-1: merge reused and new tasks in selected order, aggregate through the benchmark, write
     summary.md, .summary_counts.json, metrics.parquet and task_results.parquet."""
     metrics = benchmark.aggregate_metrics(scores, len(scores.tasks)) or standard_metrics(scores, len(scores.tasks))
@@ -33,21 +34,41 @@ def write_summary(request: EvalRequest, benchmark: Any, run_dir: RunDir, scores:
     lineage = request.lineage
     if lineage:
         # Forks are shown apart: their turns are not a from-scratch sample (R-FORK-1).
-        title = (f"{lineage.kind} of run {lineage.parent_run_id} (task {lineage.task_id}, checkpoint "
-                 f"{lineage.checkpoint_seq}, model {lineage.parent_model} -> {lineage.model}) · {title}")
-    markdown = summary.render(title, run_dir.run_id, status, counts, list(scores.error_lines()),
-                              list(scores.failure_lines()), [(t.id, t.reason) for t in run_dir.info.not_loaded],
-                              scores.replay_lines())
+        title = (
+            f"{lineage.kind} of run {lineage.parent_run_id} (task {lineage.task_id}, checkpoint "
+            f"{lineage.checkpoint_seq}, model {lineage.parent_model} -> {lineage.model}) · {title}"
+        )
+    markdown = summary.render(
+        title,
+        run_dir.run_id,
+        status,
+        counts,
+        list(scores.error_lines()),
+        list(scores.failure_lines()),
+        [(t.id, t.reason) for t in run_dir.info.not_loaded],
+        scores.replay_lines(),
+    )
     run_dir.save_results(markdown, counts)
-    identity = {"sweep": request.sweep, "benchmark": request.benchmark.id, "model": request.model.id,
-                "harness": request.harness.id, "run_id": run_dir.run_id,
-                "started_at": datetime.fromisoformat(run_dir.info.started_at)}
+    identity = {
+        "sweep": request.sweep,
+        "benchmark": request.benchmark.id,
+        "model": request.model.id,
+        "harness": request.harness.id,
+        "run_id": run_dir.run_id,
+        "started_at": datetime.fromisoformat(run_dir.info.started_at),
+    }
     write_run_parquet(run_dir.path, identity, metrics, scores, analysis_columns(request.execution.analyzers))
     return metrics, markdown
 
 
-def finalize_request(request: EvalRequest, plugins: Plugins, analyzers: list[Analyzer], run_dir: RunDir,
-                     scores: TaskScores, status: TerminalStatus) -> RequestResult:
+def finalize_request(
+    request: EvalRequest,
+    plugins: Plugins,
+    analyzers: list[Analyzer],
+    run_dir: RunDir,
+    scores: TaskScores,
+    status: TerminalStatus,
+) -> RequestResult:
     """R-FIN-1: summary, optional analysis artifacts, terminal status; the result of the whole request."""
     metrics, markdown = write_summary(request, plugins.benchmark, run_dir, scores, status)
     analysis = summarize_analysis(analyzers, scores)
@@ -74,8 +95,9 @@ def rerender_summary(path: Path) -> tuple[MetricResult, str]:
     benchmark = registry.benchmarks.get(request.benchmark.id, "benchmark.id")(request.benchmark)
     results = run_dir.load_all_details()
     order = run_dir.info.selected_tasks or sorted(results)
-    tasks = [TaskSpec(id=task_id, category=results[task_id].category if task_id in results else None)
-             for task_id in order]
+    tasks = [
+        TaskSpec(id=task_id, category=results[task_id].category if task_id in results else None) for task_id in order
+    ]
     reused = set(run_dir.info.reused_from.task_ids) if run_dir.info.reused_from else set()
     scores = TaskScores(tasks)
     for position, task in enumerate(tasks):

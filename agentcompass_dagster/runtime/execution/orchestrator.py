@@ -49,7 +49,15 @@ from agentcompass_dagster.runtime.store.run_dir import RunDir
 from agentcompass_dagster.runtime.store.run_records import ReuseSource
 from agentcompass_dagster.runtime.store.run_store import RunStore
 from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec, utcnow
-from agentcompass_dagster.runtime.store.outcomes import BudgetOutcome, OrchestrationResult, RequestOutcome, RequestResult, RequestStatus, TaskDetail, TerminalStatus
+from agentcompass_dagster.runtime.store.outcomes import (
+    BudgetOutcome,
+    OrchestrationResult,
+    RequestOutcome,
+    RequestResult,
+    RequestStatus,
+    TaskDetail,
+    TerminalStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +138,8 @@ class Orchestrator:
         self.task_concurrency = task_concurrency or max(lim.task_concurrency for lim in limits)
         timeouts = [lim.orchestration_timeout_s for lim in limits if lim.orchestration_timeout_s]
         self.timeout_s = timeout_s if timeout_s is not None else (max(timeouts) if timeouts else None)
-        self.cleanup_grace_s = cleanup_grace_s if cleanup_grace_s is not None else max(
-            lim.cleanup_grace_seconds for lim in limits
+        self.cleanup_grace_s = (
+            cleanup_grace_s if cleanup_grace_s is not None else max(lim.cleanup_grace_seconds for lim in limits)
         )
         self.observer = observer or OrchestrationObserver()
         self.resolved = resolved or {}
@@ -175,8 +183,9 @@ class Orchestrator:
                     )
                 implicit[state.root] = state.request.name
             for run_id in state.store.fail_dead_runs(state.root):
-                log.warning("run %s of %s was left running by a process that is gone: marked failed", run_id,
-                            state.request.name)
+                log.warning(
+                    "run %s of %s was left running by a process that is gone: marked failed", run_id, state.request.name
+                )
             state.reuse_source = state.store.find_reuse_source(state.root, output)
 
     # running
@@ -263,18 +272,20 @@ class Orchestrator:
             finished = run_dir.finished.link(
                 state.reuse_source, [t for position, t in enumerate(state.tasks) if not scores.holds(position)]
             )
-            run_dir.set_reused_from(state.reuse_source,
-                                    sorted(state.tasks[position].id for position in scores.reused_positions()),
-                                    finished)
-            run_dir.log(f"reused {reused} details and {finished} finished-attempt records from "
-                        f"{state.reuse_source.path}")
+            run_dir.set_reused_from(
+                state.reuse_source, sorted(state.tasks[position].id for position in scores.reused_positions()), finished
+            )
+            run_dir.log(
+                f"reused {reused} details and {finished} finished-attempt records from {state.reuse_source.path}"
+            )
         if request.dagster_run_id:
             run_dir.set_dagster_run_id(request.dagster_run_id)
         run_dir.log(f"environment {request.environment.id!r}: {state.plugins.environment.describe()}")
         state.runner = TaskRunner(request, state.plugins, run_dir, state.analyzers, self.permits)
         wanted = set(request.run_only) if request.run_only is not None else None
         state.pending = deque(
-            position for position, t in enumerate(state.tasks)
+            position
+            for position, t in enumerate(state.tasks)
             if not scores.holds(position) and (wanted is None or t.id in wanted)
         )
         state.status = "running"
@@ -347,10 +358,15 @@ class Orchestrator:
         assert state.run_dir is not None and state.runner is not None
         try:
             if state.runner.planner.budget is not None:
-                state.run_dir.set_budget(BudgetOutcome(status=budget_status(state.runner.planner.budget), not_run=sorted(
-                    state.tasks[position].id for position in state.budget_stopped)))
-            state.result = finalize_request(state.request, state.plugins, state.analyzers, state.run_dir,
-                                            state.scores, "completed")
+                state.run_dir.set_budget(
+                    BudgetOutcome(
+                        status=budget_status(state.runner.planner.budget),
+                        not_run=sorted(state.tasks[position].id for position in state.budget_stopped),
+                    )
+                )
+            state.result = finalize_request(
+                state.request, state.plugins, state.analyzers, state.run_dir, state.scores, "completed"
+            )
             state.status = "completed"
         except Exception as exc:
             state.status, state.error = "failed", _traceback(exc)

@@ -26,10 +26,15 @@ class Planner:
         self._persisted: dict[str, PersistedPlan] = {}
 
     def plan(self, task: TaskSpec, attempt: int) -> ExecutionPlan:
-        return self._template.model_copy(update={"task_id": task.id, "attempt": attempt,
-                                                 "benchmark_plan": self.plugins.benchmark.plan(task),
-                                                 "mounts": self.plugins.harness.mounts(task, self.request.environment),
-                                                 **self.task_asks(task)})
+        return self._template.model_copy(
+            update={
+                "task_id": task.id,
+                "attempt": attempt,
+                "benchmark_plan": self.plugins.benchmark.plan(task),
+                "mounts": self.plugins.harness.mounts(task, self.request.environment),
+                **self.task_asks(task),
+            }
+        )
 
     def task_asks(self, task: TaskSpec) -> dict[str, Any]:
         """What the task narrows of the sweep's plan: no network in any phase where it may reach none
@@ -37,8 +42,11 @@ class Planner:
         cap it, never extend it)."""
         asks: dict[str, Any] = {}
         if task.environment is not None and task.environment.network is NetworkPolicy.none:
-            asks.update(baseline_network_policy=NetworkPolicy.none, run_network_policy=NetworkPolicy.none,
-                        evaluation_network_policy=NetworkPolicy.none)
+            asks.update(
+                baseline_network_policy=NetworkPolicy.none,
+                run_network_policy=NetworkPolicy.none,
+                evaluation_network_policy=NetworkPolicy.none,
+            )
         limits = self._template.agent_limits
         if task.agent_timeout_s is not None and (limits.max_wall_s is None or task.agent_timeout_s < limits.max_wall_s):
             asks["agent_limits"] = limits.model_copy(update={"max_wall_s": task.agent_timeout_s})
@@ -47,8 +55,17 @@ class Planner:
     def persisted(self, plan: ExecutionPlan) -> PersistedPlan:
         """The plan's persisted view and digest, made once per distinct plan of this request (plans
         differ only in their benchmark plan and what a task narrows, most of them in nothing)."""
-        key = json.dumps([plan.benchmark_plan, plan.baseline_network_policy, plan.run_network_policy,
-                          plan.evaluation_network_policy, plan.agent_limits.max_wall_s], sort_keys=True, default=str)
+        key = json.dumps(
+            [
+                plan.benchmark_plan,
+                plan.baseline_network_policy,
+                plan.run_network_policy,
+                plan.evaluation_network_policy,
+                plan.agent_limits.max_wall_s,
+            ],
+            sort_keys=True,
+            default=str,
+        )
         found = self._persisted.get(key)
         if found is None:
             view = plan.persisted_view()
@@ -83,8 +100,9 @@ class Planner:
 
     def preflight(self, probe_task: TaskSpec) -> None:
         """Refuse, before anything runs, a plan the benchmark or environment cannot honour."""
-        plan = self._build(probe_task, 1, {}).model_copy(update={
-            "mounts": self.plugins.harness.mounts(probe_task, self.request.environment, make=False)})
+        plan = self._build(probe_task, 1, {}).model_copy(
+            update={"mounts": self.plugins.harness.mounts(probe_task, self.request.environment, make=False)}
+        )
         modes = self.plugins.benchmark.supported_evaluation_modes
         if plan.evaluation_environment_mode not in modes:
             raise field_error(

@@ -63,8 +63,9 @@ def build_environment(config: EnvironmentConfig) -> Environment:
     return construct_plugin(f"environment {config.id!r}", environment_cls, config)
 
 
-def resolve_plugins(request: EvalRequest, harness: HarnessBuilder | None = None,
-                       environment: EnvironmentBuilder | None = None) -> Plugins:
+def resolve_plugins(
+    request: EvalRequest, harness: HarnessBuilder | None = None, environment: EnvironmentBuilder | None = None
+) -> Plugins:
     """Look every plugin up in its registry and build it; unknown ids, bad params and plugins that do not
     fit together (a model the harness needs, a benchmark that runs itself) are UserErrors. ``harness``
     and ``environment`` build those two instead of the request's declarations, which they must match
@@ -75,8 +76,9 @@ def resolve_plugins(request: EvalRequest, harness: HarnessBuilder | None = None,
     benchmark_cls = registry.benchmarks.get(request.benchmark.id, "benchmark.id")
     registry.environments.get(request.environment.provider_id, "environment.provider")
     model_cls = registry.models.get(request.model.provider, "model.provider")
-    harness_cls = registry.harnesses.get(request.harness.provider_id,
-                                          "harness.provider" if request.harness.provider else "harness.id")
+    harness_cls = registry.harnesses.get(
+        request.harness.provider_id, "harness.provider" if request.harness.provider else "harness.id"
+    )
     runs_itself = issubclass(benchmark_cls, HarnessFreeBenchmark)
     if runs_itself != harness_cls.runs_the_benchmark:
         problem = "is harness-free: declare harness none" if runs_itself else "needs a harness"

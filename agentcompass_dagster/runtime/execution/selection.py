@@ -43,8 +43,9 @@ def check_declared_tasks(request: EvalRequest, tasks: list[TaskSpec], not_loaded
         return
     near = difflib.get_close_matches(unknown, known, n=1)
     hint = f"; did you mean {near[0]!r}?" if near else ""
-    raise field_error(request.benchmark_field("tasks"), unknown,
-                      f"no such task in benchmark {request.benchmark.id!r}{hint}")
+    raise field_error(
+        request.benchmark_field("tasks"), unknown, f"no such task in benchmark {request.benchmark.id!r}{hint}"
+    )
 
 
 def load_selected_tasks(request: EvalRequest, benchmark: Benchmark) -> Selection:

@@ -11,15 +11,19 @@ def step_plan(plan: ExecutionPlan, step: TaskStep) -> ExecutionPlan:
     wall = plan.agent_limits.max_wall_s
     if step.agent_timeout_s is None or (wall is not None and wall <= step.agent_timeout_s):
         return plan
-    return plan.model_copy(update={"agent_limits": plan.agent_limits.model_copy(update={"max_wall_s": step.agent_timeout_s})})
+    return plan.model_copy(
+        update={"agent_limits": plan.agent_limits.model_copy(update={"max_wall_s": step.agent_timeout_s})}
+    )
 
 
 def joined(before: RunResult, step: RunResult, name: str) -> RunResult:
     """The runs of a multi-step task's steps so far as one: their trajectories in order, each after a
     step marker, usage and time added up, the last step's outcome."""
-    return step.model_copy(update={
-        "trajectory": [*before.trajectory, {"type": "step", "name": name}, *step.trajectory],
-        "usage": before.usage + step.usage,
-        "duration_s": before.duration_s + step.duration_s,
-        "artifacts": {**before.artifacts, **({name: step.artifacts} if step.artifacts else {})},
-    })
+    return step.model_copy(
+        update={
+            "trajectory": [*before.trajectory, {"type": "step", "name": name}, *step.trajectory],
+            "usage": before.usage + step.usage,
+            "duration_s": before.duration_s + step.duration_s,
+            "artifacts": {**before.artifacts, **({name: step.artifacts} if step.artifacts else {})},
+        }
+    )

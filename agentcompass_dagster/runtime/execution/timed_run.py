@@ -14,8 +14,9 @@ from agentcompass_dagster.contracts.records import ExecutionPlan, RunResult
 from agentcompass_dagster.runtime.execution.agent_limits import AttemptLimits
 
 
-async def timed_run(run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession,
-                    limits: AttemptLimits) -> RunResult:
+async def timed_run(
+    run: Awaitable[RunResult], plan: ExecutionPlan, session: HarnessSession, limits: AttemptLimits
+) -> RunResult:
     """What the harness recorded until it was stopped (its trajectory) stays in the result, and the
     limit hit is recorded on it."""
     started = time.monotonic()
@@ -34,8 +35,11 @@ async def timed_run(run: Awaitable[RunResult], plan: ExecutionPlan, session: Har
         result.error, result.failure, result.limit, result.status = silence, None, None, "error"
     elif timed_out:
         hit = limits.overrun()
-        error = hit.message if hit is not None else (
-            f"attempt timed out after {plan.attempt_timeout_s:g}s (execution.limits.attempt_timeout_s)")
+        error = (
+            hit.message
+            if hit is not None
+            else (f"attempt timed out after {plan.attempt_timeout_s:g}s (execution.limits.attempt_timeout_s)")
+        )
         result = session.stopped(error) or RunResult(error=error)
         result.status = "timeout"
     elif result is None:

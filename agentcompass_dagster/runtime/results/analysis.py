@@ -72,8 +72,9 @@ class AttemptResults(Sequence[AttemptResult]):
 
     def __init__(self, scores: TaskScores, rows: np.ndarray, analyses: list[dict[str, Any] | None], name: str) -> None:
         self._scores, self._rows, self._analyses, self._name = scores, rows, analyses, name
-        self._positions = np.fromiter((i for i, analysis in enumerate(analyses) if analysis and name in analysis),
-                                      dtype=np.int64)
+        self._positions = np.fromiter(
+            (i for i, analysis in enumerate(analyses) if analysis and name in analysis), dtype=np.int64
+        )
 
     def __len__(self) -> int:
         return len(self._positions)

@@ -51,8 +51,9 @@ def standard_metrics(scores: TaskScores, total: int) -> MetricResult:
                 continue
             per_task[f"pass@{j}"] = _pass_at_each(tried, solved, j)
     per_task.update(_reward_means(scores, evaluated))
-    metrics: dict[str, float | None] = {name: float(values.mean()) if len(values) else None
-                                        for name, values in per_task.items()}
+    metrics: dict[str, float | None] = {
+        name: float(values.mean()) if len(values) else None for name, values in per_task.items()
+    }
     metrics["error_rate"] = errors / total if total else None
     uncertainty = {}
     for name, values in per_task.items():
@@ -90,8 +91,11 @@ def _reward_means(scores: TaskScores, evaluated: np.ndarray) -> dict[str, np.nda
 def _by_category(scores: TaskScores, rows: np.ndarray) -> list[tuple[str, np.ndarray]]:
     """(category, indices into ``rows`` of its tasks, in order), categories sorted by name."""
     codes: dict[str, int] = {}
-    code = np.fromiter((codes.setdefault(scores.task(int(row)).category or "uncategorized", len(codes))
-                        for row in rows), dtype=np.int64, count=len(rows))
+    code = np.fromiter(
+        (codes.setdefault(scores.task(int(row)).category or "uncategorized", len(codes)) for row in rows),
+        dtype=np.int64,
+        count=len(rows),
+    )
     order = np.argsort(code, kind="stable")
     groups = np.split(order, np.flatnonzero(np.diff(code[order])) + 1) if len(order) else []
     names = {number: name for name, number in codes.items()}

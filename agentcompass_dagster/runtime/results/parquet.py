@@ -22,6 +22,7 @@ from agentcompass_dagster.contracts.records import MetricResult
 if TYPE_CHECKING:
     import pyarrow as pa
 
+
 def pyarrow_with_system_allocator() -> None:
     """Two small files are written once at the end of a run: Arrow's default memory pool (mimalloc or
     jemalloc) keeps ~25 MB of arenas for the rest of the process, the system allocator returns them. Only
@@ -33,13 +34,25 @@ def pyarrow_with_system_allocator() -> None:
 def metrics_schema() -> pa.Schema:
     import pyarrow as pa
 
-    return pa.schema([
-        ("sweep", pa.string()), ("benchmark", pa.string()), ("model", pa.string()), ("harness", pa.string()),
-        ("run_id", pa.string()), ("metric", pa.string()), ("value", pa.float64()), ("n", pa.int64()),
-        ("total", pa.int64()), ("errors", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("stderr", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
-        ("started_at", pa.timestamp("us", tz="UTC")),
-    ])
+    return pa.schema(
+        [
+            ("sweep", pa.string()),
+            ("benchmark", pa.string()),
+            ("model", pa.string()),
+            ("harness", pa.string()),
+            ("run_id", pa.string()),
+            ("metric", pa.string()),
+            ("value", pa.float64()),
+            ("n", pa.int64()),
+            ("total", pa.int64()),
+            ("errors", pa.int64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+            ("stderr", pa.float64()),
+            ("ci_low", pa.float64()),
+            ("ci_high", pa.float64()),
+            ("started_at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
 
 
 def analysis_columns(named: list[str] | None = None) -> list[tuple[str, AnalysisColumn]]:
@@ -56,19 +69,34 @@ def task_results_schema(analysis: list[tuple[str, AnalysisColumn]]) -> pa.Schema
     import pyarrow as pa
 
     types = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
-    return pa.schema([
-        ("sweep", pa.string()), ("benchmark", pa.string()), ("model", pa.string()), ("harness", pa.string()),
-        ("run_id", pa.string()), ("task_id", pa.string()), ("category", pa.string()), ("attempt", pa.int64()),
-        ("correct", pa.bool_()), ("score", pa.float64()), ("input_tokens", pa.int64()),
-        ("output_tokens", pa.int64()), ("cost_usd", pa.float64()), ("duration_s", pa.float64()),
-        ("error", pa.string()), ("failure", pa.string()), ("reused", pa.bool_()), ("started_at", pa.timestamp("us", tz="UTC")),
-        # The limit the attempt hit (LimitHit.message), null where it hit none.
-        ("limit", pa.string()),
-        # The attempt's named rewards (Harbor's reward.json), null where its benchmark gave none.
-        ("rewards", pa.map_(pa.string(), pa.float64())),
-        # The analyzers' figures, null where one did not run.
-        *((column.name, types[column.type]) for _, column in analysis),
-    ])
+    return pa.schema(
+        [
+            ("sweep", pa.string()),
+            ("benchmark", pa.string()),
+            ("model", pa.string()),
+            ("harness", pa.string()),
+            ("run_id", pa.string()),
+            ("task_id", pa.string()),
+            ("category", pa.string()),
+            ("attempt", pa.int64()),
+            ("correct", pa.bool_()),
+            ("score", pa.float64()),
+            ("input_tokens", pa.int64()),
+            ("output_tokens", pa.int64()),
+            ("cost_usd", pa.float64()),
+            ("duration_s", pa.float64()),
+            ("error", pa.string()),
+            ("failure", pa.string()),
+            ("reused", pa.bool_()),
+            ("started_at", pa.timestamp("us", tz="UTC")),
+            # The limit the attempt hit (LimitHit.message), null where it hit none.
+            ("limit", pa.string()),
+            # The attempt's named rewards (Harbor's reward.json), null where its benchmark gave none.
+            ("rewards", pa.map_(pa.string(), pa.float64())),
+            # The analyzers' figures, null where one did not run.
+            *((column.name, types[column.type]) for _, column in analysis),
+        ]
+    )
 
 
 def write_table(path: Path, table: pa.Table) -> None:
@@ -84,13 +112,16 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """The table in the current schema; columns added since it was written are null (R-COMPAT-1)."""
     import pyarrow as pa
 
-    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
-               for f in schema]
+    columns = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+        for f in schema
+    ]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
 # Columns are built from their buffers: pa.array() and pa.scalar() import pandas on first use, 50 MB
 # of a 100,000-task run's peak memory for a library these files do not need.
+
 
 def _validity(missing: np.ndarray) -> pa.Buffer | None:
     import pyarrow as pa
@@ -116,10 +147,12 @@ def _string_array(n: int, offsets: np.ndarray, data: bytes, validity: pa.Buffer 
     import pyarrow as pa
 
     if offsets[-1] < 2**31:
-        return pa.Array.from_buffers(pa.string(), n, [validity, pa.py_buffer(offsets.astype(np.int32)),
-                                                      pa.py_buffer(data)])
-    return pa.Array.from_buffers(pa.large_string(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
-                                 ).cast(pa.string())
+        return pa.Array.from_buffers(
+            pa.string(), n, [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+        )
+    return pa.Array.from_buffers(pa.large_string(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)]).cast(
+        pa.string()
+    )
 
 
 def _strings(values: list[str | None]) -> pa.Array:
@@ -158,8 +191,12 @@ def _rewards(values: list[dict[str, float] | None]) -> pa.Array:
     keys = _strings([name for value in values for name in (value or {})])
     items = _fixed(np.array([v for value in values for v in (value or {}).values()], dtype=np.float64), pa.float64())
     missing = np.fromiter((not value for value in values), dtype=bool, count=len(values))
-    return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)]),
-                                   keys, items, mask=_fixed(missing, pa.bool_()) if missing.any() else None)
+    return pa.MapArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)]),
+        keys,
+        items,
+        mask=_fixed(missing, pa.bool_()) if missing.any() else None,
+    )
 
 
 def _repeated(value: object, type_: pa.DataType, n: int) -> pa.Array:
@@ -183,8 +220,13 @@ def _table(columns: dict[str, pa.Array], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([columns[field.name] for field in schema], schema=schema)
 
 
-def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: MetricResult, scores: TaskScores,
-                      analysis: list[tuple[str, AnalysisColumn]]) -> None:
+def write_run_parquet(
+    run_dir: Path,
+    identity: dict[str, object],
+    metrics: MetricResult,
+    scores: TaskScores,
+    analysis: list[tuple[str, AnalysisColumn]],
+) -> None:
     """``identity`` holds sweep, benchmark, model, harness, run_id and the run's started_at (what "newest"
     is ordered by), repeated on every row. task_results has one row per attempt (attempt 0 for a task
     that ended before any), built column by column from the scores; ``analysis``: analysis_columns()."""
@@ -194,9 +236,11 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
     names = list(metrics.metrics)
     schema = metrics_schema()
     per_metric: dict[str, list[object]] = {
-        "metric": list(names), "value": [metrics.metrics[name] for name in names],
+        "metric": list(names),
+        "value": [metrics.metrics[name] for name in names],
         "n": [uncertainty.get(name, {}).get("n", counts.evaluated) for name in names],
-        "total": [counts.total] * len(names), "errors": [counts.error] * len(names),
+        "total": [counts.total] * len(names),
+        "errors": [counts.error] * len(names),
         "timestamp": [datetime.now(timezone.utc)] * len(names),
         **{key: [uncertainty.get(name, {}).get(key) for name in names] for key in ("stderr", "ci_low", "ci_high")},
     }
@@ -219,8 +263,10 @@ def write_run_parquet(run_dir: Path, identity: dict[str, object], metrics: Metri
         "limit": _strings([scores.attempt_limits.get(int(row)) for row in rows]),
         "rewards": _rewards([scores.attempt_rewards.get(int(row)) for row in rows]),
         "reused": _column(scores.column("reused")[task_rows], schema.field("reused").type),
-        **{name: _column(scores.column(name)[rows], schema.field(name).type)
-           for name in ("attempt", "input_tokens", "output_tokens", "cost_usd", "duration_s")},
+        **{
+            name: _column(scores.column(name)[rows], schema.field(name).type)
+            for name in ("attempt", "input_tokens", "output_tokens", "cost_usd", "duration_s")
+        },
     }
     columns |= {name: _repeated(value, schema.field(name).type, len(rows)) for name, value in identity.items()}
     analyses = scores.decoded_analysis(rows)

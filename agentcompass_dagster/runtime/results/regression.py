@@ -101,23 +101,45 @@ def complete_runs(runs_newest_first: list[ReuseSource]) -> Iterator[tuple[ReuseS
     for run in runs_newest_first:
         path = Path(run.path)
         info, params = read_json(path / RUN_INFO), read_params(path)
-        if (info is None or info.get("status") != "completed" or (params is not None and params.lineage is not None)
-                or not (path / TASK_RESULTS_FILE).is_file()):
+        if (
+            info is None
+            or info.get("status") != "completed"
+            or (params is not None and params.lineage is not None)
+            or not (path / TASK_RESULTS_FILE).is_file()
+        ):
             continue
         scores = read_task_scores(path)
         if set(info.get("selected_tasks") or []) <= set(scores):
             yield run, finished_scores(scores)
 
 
-def judge(new: tuple[str, dict[str, float]], old: tuple[str, dict[str, float]] | None, *, sweep: str,
-          benchmark: str, model: str, alpha: float, min_drop: float, baseline_model: str | None = None,
-          missing: str = "no earlier complete run") -> RegressionVerdict:
+def judge(
+    new: tuple[str, dict[str, float]],
+    old: tuple[str, dict[str, float]] | None,
+    *,
+    sweep: str,
+    benchmark: str,
+    model: str,
+    alpha: float,
+    min_drop: float,
+    baseline_model: str | None = None,
+    missing: str = "no earlier complete run",
+) -> RegressionVerdict:
     """The verdict on run ``new`` against run ``old`` (run id, task -> score each; ``old`` None: skipped,
     saying ``missing``): failed when the newer is worse on the tasks both finished, with the paired
     test's p < ``alpha`` and a drop in mean score larger than ``min_drop``."""
-    verdict = RegressionVerdict(sweep=sweep, benchmark=benchmark, model=model, run_id=new[0],
-                                baseline_model=baseline_model, status="skipped", reason=missing, alpha=alpha,
-                                min_drop=min_drop, checked_at=time.time())
+    verdict = RegressionVerdict(
+        sweep=sweep,
+        benchmark=benchmark,
+        model=model,
+        run_id=new[0],
+        baseline_model=baseline_model,
+        status="skipped",
+        reason=missing,
+        alpha=alpha,
+        min_drop=min_drop,
+        checked_at=time.time(),
+    )
     if old is None:
         return verdict
     verdict.baseline_run_id = old[0]
@@ -126,14 +148,28 @@ def judge(new: tuple[str, dict[str, float]], old: tuple[str, dict[str, float]] |
         verdict.reason = "no task finished in both runs"
         return verdict
     failed = result.diff < 0 and result.p_value < alpha and -result.diff > min_drop
-    figures = (f"{result.diff:+.4f} on {result.n} tasks ({result.only_b} worse, {result.only_a} better), "
-               f"p = {result.p_value:.3g} ({result.test})")
-    return verdict.model_copy(update={
-        "status": "failed" if failed else "passed", "n": result.n, "mean_new": result.mean_a,
-        "mean_baseline": result.mean_b, "diff": result.diff, "ci_low": result.ci_low, "ci_high": result.ci_high,
-        "p_value": result.p_value, "test": result.test,
-        "reason": (f"worse: {figures} < alpha {alpha} and a drop > {min_drop}" if failed
-                   else f"no significant drop: {figures}; fails at p < {alpha} with a drop > {min_drop}")})
+    figures = (
+        f"{result.diff:+.4f} on {result.n} tasks ({result.only_b} worse, {result.only_a} better), "
+        f"p = {result.p_value:.3g} ({result.test})"
+    )
+    return verdict.model_copy(
+        update={
+            "status": "failed" if failed else "passed",
+            "n": result.n,
+            "mean_new": result.mean_a,
+            "mean_baseline": result.mean_b,
+            "diff": result.diff,
+            "ci_low": result.ci_low,
+            "ci_high": result.ci_high,
+            "p_value": result.p_value,
+            "test": result.test,
+            "reason": (
+                f"worse: {figures} < alpha {alpha} and a drop > {min_drop}"
+                if failed
+                else f"no significant drop: {figures}; fails at p < {alpha} with a drop > {min_drop}"
+            ),
+        }
+    )
 
 
 def append_alert(results_dir: Path, sweep_dir: str, alert: RegressionAlert) -> None:

@@ -99,8 +99,9 @@ def _headline(text: str) -> str:
 def _replay_line(replay: dict[str, Any]) -> str:
     line = f"replayed {replay.get('replayed')} of {replay.get('recorded')} recorded turns"
     diverged = replay.get("diverged_at")
-    return line + (f"; the request of turn {diverged} differed: live from there" if diverged is not None
-                   else "; live after them")
+    return line + (
+        f"; the request of turn {diverged} differed: live from there" if diverged is not None else "; live after them"
+    )
 
 
 def _last_line(text: str) -> str:
@@ -178,17 +179,40 @@ class TaskScores:
         for a in attempts:
             if a.rewards:
                 self.attempt_rewards[len(self.attempt)] = a.rewards
-            self._add_attempt(row, a.attempt, a.correct and a.error is None, a.score, a.usage.input_tokens,
-                              a.usage.output_tokens, math.nan if a.usage.cost_usd is None else a.usage.cost_usd,
-                              a.duration_s, a.error, a.failure, a.limit, a.analysis_result)
+            self._add_attempt(
+                row,
+                a.attempt,
+                a.correct and a.error is None,
+                a.score,
+                a.usage.input_tokens,
+                a.usage.output_tokens,
+                math.nan if a.usage.cost_usd is None else a.usage.cost_usd,
+                a.duration_s,
+                a.error,
+                a.failure,
+                a.limit,
+                a.analysis_result,
+            )
             self.analysis_failures += len(a.analysis_errors)
             replay = a.artifacts.get("replay")
             if isinstance(replay, dict):
                 self.replays.append((position, f"{self.task(position).id}@{a.attempt}", _replay_line(replay)))
 
-    def _add_attempt(self, row: int, index: int, correct: bool, score: float, input_tokens: int, output_tokens: int,
-                     cost: float, duration: float, error: str | None, failure: str | None, limit: LimitHit | None,
-                     analysis: dict[str, Any] | None) -> None:
+    def _add_attempt(
+        self,
+        row: int,
+        index: int,
+        correct: bool,
+        score: float,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float,
+        duration: float,
+        error: str | None,
+        failure: str | None,
+        limit: LimitHit | None,
+        analysis: dict[str, Any] | None,
+    ) -> None:
         if error:
             self.attempt_errors[len(self.attempt)] = _last_line(error)
         if failure:

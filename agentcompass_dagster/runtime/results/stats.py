@@ -56,15 +56,17 @@ class Comparison(BaseModel):
     test: PairedTest
 
     def verdict(self, name_a: str, name_b: str, alpha: float = 0.05) -> str:
-        """"A better" only when the test rejects at ``alpha`` and the interval lies on A's side of 0."""
+        """ "A better" only when the test rejects at ``alpha`` and the interval lies on A's side of 0."""
         rejects = self.p_value < alpha and self.diff != 0
         excludes = self.ci_low > 0 or self.ci_high < 0
         if rejects and excludes:
             return f"{name_a} better" if self.diff > 0 else f"{name_b} better"
         if not rejects and not excludes:
             return "no detectable difference"
-        return (f"inconclusive: the {self.test} test gives p = {self.p_value:.3g} but the 95% interval "
-                f"{'excludes' if excludes else 'includes'} 0 over {self.n} tasks")
+        return (
+            f"inconclusive: the {self.test} test gives p = {self.p_value:.3g} but the 95% interval "
+            f"{'excludes' if excludes else 'includes'} 0 over {self.n} tasks"
+        )
 
 
 def _percentiles(samples: np.ndarray) -> tuple[float, float]:
@@ -103,8 +105,13 @@ def bootstrap_mean(values: Sequence[float] | np.ndarray, n_boot: int = N_BOOT, s
         return None
     means = resampled_means(data, n_boot, seed)
     low, high = _percentiles(means)
-    return Interval(mean=float(data.mean()), stderr=float(means.std(ddof=1)) if n_boot > 1 else 0.0,
-                    ci_low=low, ci_high=high, n=int(data.size))
+    return Interval(
+        mean=float(data.mean()),
+        stderr=float(means.std(ddof=1)) if n_boot > 1 else 0.0,
+        ci_low=low,
+        ci_high=high,
+        n=int(data.size),
+    )
 
 
 def mcnemar_exact(only_a: int, only_b: int) -> float:
@@ -154,5 +161,15 @@ def paired_comparison(
     binary = bool(np.isin(x, (0.0, 1.0)).all() and np.isin(y, (0.0, 1.0)).all())
     test: PairedTest = "mcnemar" if binary else "sign-flip"
     p_value = mcnemar_exact(only_a, only_b) if binary else sign_flip_p_value(differences, seed)
-    return Comparison(n=len(common), mean_a=float(x.mean()), mean_b=float(y.mean()), diff=float(differences.mean()),
-                      ci_low=low, ci_high=high, only_a=only_a, only_b=only_b, p_value=p_value, test=test)
+    return Comparison(
+        n=len(common),
+        mean_a=float(x.mean()),
+        mean_b=float(y.mean()),
+        diff=float(differences.mean()),
+        ci_low=low,
+        ci_high=high,
+        only_a=only_a,
+        only_b=only_b,
+        p_value=p_value,
+        test=test,
+    )

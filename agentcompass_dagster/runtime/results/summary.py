@@ -50,7 +50,9 @@ class SummaryCounts(StoredRecord):
     budget_not_run: int = 0
 
 
-def count(scores: TaskScores, selected: int, metrics: MetricResult, budget: BudgetOutcome | None = None) -> SummaryCounts:
+def count(
+    scores: TaskScores, selected: int, metrics: MetricResult, budget: BudgetOutcome | None = None
+) -> SummaryCounts:
     """The counts of ``selected`` tasks, of which ``scores`` holds the finished ones; ``budget``: what the
     sweep's budget left unrun, when it has one."""
     categories: dict[str, CategoryCounts] = {}
@@ -66,10 +68,13 @@ def count(scores: TaskScores, selected: int, metrics: MetricResult, budget: Budg
     # Attempt rows numbered 0 stand for tasks that ended before any attempt: they used nothing.
     real = scores.column("attempt") > 0
     cost = scores.column("cost_usd")[real]
-    usage = {"input_tokens": int(scores.column("input_tokens")[real].sum()),
-             "output_tokens": int(scores.column("output_tokens")[real].sum()),
-             "cost_usd": float(np.nansum(cost)), "cost_complete": not bool(np.isnan(cost).any()),
-             "duration_s": float(scores.column("duration_s")[real].sum())}
+    usage = {
+        "input_tokens": int(scores.column("input_tokens")[real].sum()),
+        "output_tokens": int(scores.column("output_tokens")[real].sum()),
+        "cost_usd": float(np.nansum(cost)),
+        "cost_complete": not bool(np.isnan(cost).any()),
+        "duration_s": float(scores.column("duration_s")[real].sum()),
+    }
     errors = int(is_error.sum())
     reused = int(scores.column("reused").sum())
     return SummaryCounts(
@@ -111,15 +116,28 @@ def _attempts_line(counts: SummaryCounts) -> list[str]:
     if not _several_attempts(counts):
         return []
     ran = counts.attempts - counts.attempts_reused
-    where = (f"{counts.attempts} · {ran} run in this run · {counts.attempts_reused} reused from earlier runs"
-             if counts.attempts_reused else f"{counts.attempts} run")
-    return ["", f"Attempts: {where} · {counts.correct_attempts} correct "
-                f"({counts.correct_attempts / counts.attempts:.2f} of them; the metrics average each task's attempts)"]
+    where = (
+        f"{counts.attempts} · {ran} run in this run · {counts.attempts_reused} reused from earlier runs"
+        if counts.attempts_reused
+        else f"{counts.attempts} run"
+    )
+    return [
+        "",
+        f"Attempts: {where} · {counts.correct_attempts} correct "
+        f"({counts.correct_attempts / counts.attempts:.2f} of them; the metrics average each task's attempts)",
+    ]
 
 
-def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: list[tuple[str, str]],
-           failures: list[tuple[str, str]], not_loaded: Sequence[tuple[str, str]] = (),
-           replays: Sequence[tuple[str, str]] = ()) -> str:
+def render(
+    title: str,
+    run_id: str,
+    status: str,
+    counts: SummaryCounts,
+    errors: list[tuple[str, str]],
+    failures: list[tuple[str, str]],
+    not_loaded: Sequence[tuple[str, str]] = (),
+    replays: Sequence[tuple[str, str]] = (),
+) -> str:
     """``errors``: (task id, first line of its error) of the tasks that ended in an infrastructure error
     (left out of accuracy, run again); ``failures``: those the agent failed on its own (scored 0);
     ``not_loaded``: (task id, why) of the benchmark's tasks it could not load (left out of the run);
@@ -131,7 +149,8 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
         "",
         f"Tasks: {counts.total} selected · {counts.evaluated} evaluated · {_correct(counts)} · "
         f"{counts.evaluated - counts.correct - counts.failed} wrong · "
-        f"{counts.failed} failed by the agent · {counts.error} errors · {counts.missing} missing · {counts.new} run in this run · "
+        f"{counts.failed} failed by the agent · {counts.error} errors · {counts.missing} missing · "
+        f"{counts.new} run in this run · "
         f"{counts.reused} reused from earlier runs",
         *_attempts_line(counts),
         "",
@@ -139,28 +158,49 @@ def render(title: str, run_id: str, status: str, counts: SummaryCounts, errors: 
     ]
     usage = counts.usage
     if usage.get("input_tokens") or usage.get("output_tokens") or usage.get("cost_usd"):
-        cost = f"${usage['cost_usd']:.4f}" if usage.get("cost_complete", True) else (
-            f"${usage['cost_usd']:.4f} known, incomplete (some model turns had no price)")
-        lines += ["", f"Usage: {usage['input_tokens']:,} input tokens · {usage['output_tokens']:,} output tokens · "
-                      f"cost {cost} · {usage.get('duration_s', 0.0):.1f}s in attempts"]
+        cost = (
+            f"${usage['cost_usd']:.4f}"
+            if usage.get("cost_complete", True)
+            else (f"${usage['cost_usd']:.4f} known, incomplete (some model turns had no price)")
+        )
+        lines += [
+            "",
+            f"Usage: {usage['input_tokens']:,} input tokens · {usage['output_tokens']:,} output tokens · "
+            f"cost {cost} · {usage.get('duration_s', 0.0):.1f}s in attempts",
+        ]
     if counts.budget is not None:
-        lines += ["", f"Budget of the sweep: {counts.budget.message}"
-                      + (f"; {counts.budget_not_run} tasks not run (they run when the budget is raised)"
-                         if counts.budget_not_run else "")]
+        lines += [
+            "",
+            f"Budget of the sweep: {counts.budget.message}"
+            + (
+                f"; {counts.budget_not_run} tasks not run (they run when the budget is raised)"
+                if counts.budget_not_run
+                else ""
+            ),
+        ]
     if counts.uncertainty:
-        lines += ["", markdown_table(
-            ["metric", "stderr", "95% CI (bootstrap over tasks)", "tasks"],
-            [(name, f"{u['stderr']:.4f}", f"[{u['ci_low']:.4f}, {u['ci_high']:.4f}]", int(u["n"]))
-             for name, u in counts.uncertainty.items()])]
+        lines += [
+            "",
+            markdown_table(
+                ["metric", "stderr", "95% CI (bootstrap over tasks)", "tasks"],
+                [
+                    (name, f"{u['stderr']:.4f}", f"[{u['ci_low']:.4f}, {u['ci_high']:.4f}]", int(u["n"]))
+                    for name, u in counts.uncertainty.items()
+                ],
+            ),
+        ]
     if counts.categories:
-        lines += ["", markdown_table(["category", "tasks", "evaluated", "correct", "errors"],
-                                     [(name, c.total, c.evaluated, c.correct, c.error)
-                                      for name, c in counts.categories.items()])]
+        lines += [
+            "",
+            markdown_table(
+                ["category", "tasks", "evaluated", "correct", "errors"],
+                [(name, c.total, c.evaluated, c.correct, c.error) for name, c in counts.categories.items()],
+            ),
+        ]
     lines += _listed("Failed by the agent (scored 0: a limit, a timeout, no verdict)", failures)
     lines += _listed("Errors (the infrastructure's: left out of accuracy, run again by a re-run)", errors)
     lines += _listed("Not loaded (the benchmark could not read these tasks: not selected, not run)", not_loaded)
-    lines += _listed("Resumed by replay (a rerun after a crash: recorded turns answered again, no model call)",
-                     replays)
+    lines += _listed("Resumed by replay (a rerun after a crash: recorded turns answered again, no model call)", replays)
     return "\n".join(lines) + "\n"
 
 

@@ -69,8 +69,11 @@ def sweep_budget(request: EvalRequest, run_id: str | None = None) -> SweepBudget
     """The request's budget; ``run_id``: the run directory whose calls it is to charge."""
     if request.budget is None:
         return None
-    return SweepBudget(limits=request.budget, ledger=sweep_root(request.output) / BUDGET_LEDGER,
-                       run=f"{request.name}/{run_id}" if run_id else None)
+    return SweepBudget(
+        limits=request.budget,
+        ledger=sweep_root(request.output) / BUDGET_LEDGER,
+        run=f"{request.name}/{run_id}" if run_id else None,
+    )
 
 
 class Ledger:
@@ -145,9 +148,13 @@ class Ledger:
         self._apply(record)
 
     def _status(self, limits: BudgetConfig) -> BudgetStatus:
-        return BudgetStatus(max_cost_usd=limits.max_cost_usd, max_tokens=limits.max_tokens,
-                            spent_usd=self._spent_usd, spent_tokens=self._spent_tokens,
-                            cost_complete=self._cost_complete)
+        return BudgetStatus(
+            max_cost_usd=limits.max_cost_usd,
+            max_tokens=limits.max_tokens,
+            spent_usd=self._spent_usd,
+            spent_tokens=self._spent_tokens,
+            cost_complete=self._cost_complete,
+        )
 
     def status(self, limits: BudgetConfig) -> BudgetStatus:
         with self._locked():
@@ -161,8 +168,10 @@ class Ledger:
             if status.exhausted:
                 raise BudgetExhausted(status)
             in_flight = sum(1 for worker in self._open.values() if _alive(worker))
-            if in_flight and not (_room(limits.max_cost_usd, self._spent_usd, self._largest_usd, in_flight)
-                                  and _room(limits.max_tokens, self._spent_tokens, self._largest_tokens, in_flight)):
+            if in_flight and not (
+                _room(limits.max_cost_usd, self._spent_usd, self._largest_usd, in_flight)
+                and _room(limits.max_tokens, self._spent_tokens, self._largest_tokens, in_flight)
+            ):
                 return None
             worker = str(ProcessId.this())
             call = f"{worker}#{next(self._calls)}"
@@ -173,8 +182,16 @@ class Ledger:
         """The call ended: what it spent (None: it failed before the endpoint answered, nothing known)."""
         spent = usage or Usage()
         with self._locked() as fd:
-            self._append(fd, LedgerRecord(kind="settle", call=call, run=run, cost_usd=spent.cost_usd,
-                                          tokens=spent.input_tokens + spent.output_tokens))
+            self._append(
+                fd,
+                LedgerRecord(
+                    kind="settle",
+                    call=call,
+                    run=run,
+                    cost_usd=spent.cost_usd,
+                    tokens=spent.input_tokens + spent.output_tokens,
+                ),
+            )
 
 
 def _room(allowance: float | None, spent: float, largest: float | None, in_flight: int) -> bool:
@@ -223,9 +240,13 @@ def budget_figures(budget: SweepBudget) -> dict[str, str | float | int]:
     """What the budget allows and what every run of the sweep has spent, as the metrics asset shows it."""
     status = budget_status(budget)
     limits = {"budget max usd": status.max_cost_usd, "budget max tokens": status.max_tokens}
-    return {"budget": status.message, "budget spent usd": status.spent_usd, "budget spent tokens": status.spent_tokens,
-            **{name: value for name, value in limits.items() if value is not None},
-            "budget ledger": str(budget.ledger.resolve())}
+    return {
+        "budget": status.message,
+        "budget spent usd": status.spent_usd,
+        "budget spent tokens": status.spent_tokens,
+        **{name: value for name, value in limits.items() if value is not None},
+        "budget ledger": str(budget.ledger.resolve()),
+    }
 
 
 def check_budget(budget: SweepBudget) -> None:

@@ -56,8 +56,9 @@ class DetailWriter:
         with self._lock:
             if self._queue is None:
                 self._queue = queue.SimpleQueue()
-                self._thread = threading.Thread(target=self._run, args=(self._queue,), daemon=True,
-                                                name=f"details-{self.run_dir.run_id}")
+                self._thread = threading.Thread(
+                    target=self._run, args=(self._queue,), daemon=True, name=f"details-{self.run_dir.run_id}"
+                )
                 self._thread.start()
             self._queue.put(_Waiting(detail, loop, future))
         return future

@@ -57,8 +57,10 @@ class FinishedAttempts:
         the resumed attempt appends to) are copied."""
         wanted = {file_stem(task.id) for task in tasks}
         run = Path(source.path)
-        origin = next((run / name for name in (FINISHED_ATTEMPTS_DIR, OLDER_FINISHED_ATTEMPTS_DIR)
-                       if (run / name).is_dir()), run / FINISHED_ATTEMPTS_DIR)
+        origin = next(
+            (run / name for name in (FINISHED_ATTEMPTS_DIR, OLDER_FINISHED_ATTEMPTS_DIR) if (run / name).is_dir()),
+            run / FINISHED_ATTEMPTS_DIR,
+        )
         names = os.listdir(origin) if origin.is_dir() else []
         linked = 0
         for name in names:

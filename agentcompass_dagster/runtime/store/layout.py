@@ -69,7 +69,11 @@ def detail_names(task_id: str, category: str | None) -> list[str]:
 def run_root(output: OutputConfig, benchmark_id: str, model_id: str) -> Path:
     """Where the runs of one benchmark x model lie (R-STORE-1), user-named parts made safe; the runtime
     and the Dagster layer both find them here."""
-    return sweep_root(output) / normalize_component(benchmark_id, "benchmark.id") / normalize_component(model_id, "model.id")
+    return (
+        sweep_root(output)
+        / normalize_component(benchmark_id, "benchmark.id")
+        / normalize_component(model_id, "model.id")
+    )
 
 
 def request_root(request: EvalRequest) -> Path:

@@ -41,12 +41,13 @@ class BudgetStatus(StoredRecord):
 
     @property
     def exhausted(self) -> bool:
-        return ((self.max_cost_usd is not None and self.spent_usd >= self.max_cost_usd)
-                or (self.max_tokens is not None and self.spent_tokens >= self.max_tokens))
+        return (self.max_cost_usd is not None and self.spent_usd >= self.max_cost_usd) or (
+            self.max_tokens is not None and self.spent_tokens >= self.max_tokens
+        )
 
     @property
     def message(self) -> str:
-        """"spent $0.42 of $0.50 (exhausted)", with tokens beside or instead of dollars as declared."""
+        """ "spent $0.42 of $0.50 (exhausted)", with tokens beside or instead of dollars as declared."""
         parts = []
         if self.max_cost_usd is not None:
             known = "" if self.cost_complete else " known (some calls had no price)"

@@ -31,8 +31,10 @@ REDACTED = "[REDACTED]"
 _ESCAPED_BREAK = r"(?<=\\[nrt])"
 _NAME_START = r"(?:(?<![A-Za-z0-9])|" + _ESCAPED_BREAK + r"|(?-i:(?<=[a-z0-9])(?=[A-Z])))"
 # Whole names only, so tokenizer, token_type, max_tokens, secretary, pwd and api_key_env are not secrets.
-_NAMES = (r"(?:(?:api|access|secret|session|private|signing|encryption)[ _-]?key|apikey|secrets?|passw(?:or)?ds?"
-          r"|passphrase|token|auth|authorization|auth[ _-]?header|cookies?|credentials?|bearer)")
+_NAMES = (
+    r"(?:(?:api|access|secret|session|private|signing|encryption)[ _-]?key|apikey|secrets?|passw(?:or)?ds?"
+    r"|passphrase|token|auth|authorization|auth[ _-]?header|cookies?|credentials?|bearer)"
+)
 _SECRET_KEY = re.compile(_NAME_START + _NAMES + r"\Z", re.IGNORECASE)
 # A secret shape starts at a boundary of its own, never inside a word or a base64url run ("disk-usage").
 _SECRET_VALUE = re.compile(
@@ -86,8 +88,9 @@ _FOLD = str.maketrans({"\u017f": "s", "\u0131": "i"})
 
 # A host variable whose name has a secret word among its parts, not only at its end (is_secret_key):
 # SECRET_KEY_BASE, GITHUB_TOKEN_READONLY, or ends in _KEY (STRIPE_KEY); TOKENIZERS_PARALLELISM has none.
-_SECRET_VARIABLE = re.compile(r"(?:^|_)(?:API_?KEY|TOKEN|SECRETS?|PASSW(?:OR)?DS?|PASSPHRASE)(?:_|$)|(?:^|_)KEY$",
-                              re.IGNORECASE)
+_SECRET_VARIABLE = re.compile(
+    r"(?:^|_)(?:API_?KEY|TOKEN|SECRETS?|PASSW(?:OR)?DS?|PASSPHRASE)(?:_|$)|(?:^|_)KEY$", re.IGNORECASE
+)
 
 _known: set[str] = set()
 _known_forms: secret_forms.FormFinder | None = None

@@ -101,7 +101,9 @@ class RunDir:
 
     # run_info.json and params.json
 
-    def write_run_info(self, request: EvalRequest, selected: list[str], not_loaded: list[NotLoaded] | None = None) -> None:
+    def write_run_info(
+        self, request: EvalRequest, selected: list[str], not_loaded: list[NotLoaded] | None = None
+    ) -> None:
         self.info = RunInfo(
             run_id=self.run_id,
             request_name=request.name,
@@ -121,16 +123,26 @@ class RunDir:
         unfinished tasks' attempts (finished-attempt records, agent attempt logs) it handed on."""
         with self._lock:
             self._require_info().reused_from = ReusedFrom(
-                run_id=source.run_id, path=source.path, started_at=source.started_at, tasks=len(task_ids),
-                task_ids=task_ids, attempts=attempts,
+                run_id=source.run_id,
+                path=source.path,
+                started_at=source.started_at,
+                tasks=len(task_ids),
+                task_ids=task_ids,
+                attempts=attempts,
             )
         self._flush_info()
 
     def set_merged_from(self, sources: list[ReuseSource], task_ids: dict[str, list[str]]) -> None:
         with self._lock:
-            self._require_info().merged_from = [ReusedFrom(
-                run_id=source.run_id, path=source.path, tasks=len(task_ids[source.run_id]),
-                task_ids=task_ids[source.run_id]) for source in sources]
+            self._require_info().merged_from = [
+                ReusedFrom(
+                    run_id=source.run_id,
+                    path=source.path,
+                    tasks=len(task_ids[source.run_id]),
+                    task_ids=task_ids[source.run_id],
+                )
+                for source in sources
+            ]
         self._flush_info()
 
     def set_budget(self, outcome: BudgetOutcome) -> None:
@@ -261,9 +273,13 @@ class RunDir:
                 tmp.unlink(missing_ok=True)
             results.append(path if created else None)
         self._details_sync.sync()
-        stale = [error for detail in details
-                 if (error := self.detail_path(detail.task_id, detail.category, error=True))
-                 and (self._error_names is None or error.name in self._error_names) and error.exists()]
+        stale = [
+            error
+            for detail in details
+            if (error := self.detail_path(detail.task_id, detail.category, error=True))
+            and (self._error_names is None or error.name in self._error_names)
+            and error.exists()
+        ]
         for error in stale:
             error.unlink(missing_ok=True)
         if stale:
@@ -331,8 +347,9 @@ class RunDir:
     @overload
     def load_all_details(self, model: type[DetailT]) -> dict[str, DetailT]: ...
 
-    def load_all_details(self, model: type[DetailT] | type[TaskDetail] = TaskDetail
-                         ) -> Mapping[str, DetailT | TaskDetail]:
+    def load_all_details(
+        self, model: type[DetailT] | type[TaskDetail] = TaskDetail
+    ) -> Mapping[str, DetailT | TaskDetail]:
         """Every readable detail in details/ (read as ``model``), by task id; a normal detail wins over
         an ``_error_`` one."""
         found: dict[str, DetailT | TaskDetail] = {}

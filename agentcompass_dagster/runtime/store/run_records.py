@@ -84,10 +84,14 @@ class RunParams(StoredRecord):
 
     @classmethod
     def of(cls, request: EvalRequest, started_at: str) -> RunParams:
-        return cls(benchmark={"id": request.benchmark.id, "params": request.benchmark.params},
-                   model={"id": request.model.id, "provider": request.model.provider, "model": request.model.model},
-                   output=request.output.model_dump(mode="json"), lineage=request.lineage,
-                   dagster_run_id=request.dagster_run_id, started_at=started_at)
+        return cls(
+            benchmark={"id": request.benchmark.id, "params": request.benchmark.params},
+            model={"id": request.model.id, "provider": request.model.provider, "model": request.model.model},
+            output=request.output.model_dump(mode="json"),
+            lineage=request.lineage,
+            dagster_run_id=request.dagster_run_id,
+            started_at=started_at,
+        )
 
 
 def read_params(run_dir: str | Path) -> RunParams | None:

@@ -47,7 +47,9 @@ class RunStore:
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
-            raise UserError(f"output.results_dir={str(self.results_dir)!r}: not writable: {exc.strerror or exc}") from None
+            raise UserError(
+                f"output.results_dir={str(self.results_dir)!r}: not writable: {exc.strerror or exc}"
+            ) from None
 
     def check_run_id_free(self, root: Path, run_id: str | None) -> None:
         """R-STORE-2: an explicit run_id whose directory exists is refused."""
@@ -81,8 +83,11 @@ class RunStore:
             if owner is None or owner.alive():
                 continue
             run_dir = open_run_dir(candidate)
-            if run_dir.stop("failed", f"its process {owner.pid} on {owner.host} is gone (killed?); marked failed by a "
-                                      "later run, its finished tasks are kept"):
+            if run_dir.stop(
+                "failed",
+                f"its process {owner.pid} on {owner.host} is gone (killed?); marked failed by a "
+                "later run, its finished tasks are kept",
+            ):
                 failed.append(candidate.name)
             (candidate / OWNER).unlink(missing_ok=True)
         return failed
@@ -119,13 +124,17 @@ class RunStore:
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UserError(f"output.results_dir={str(self.results_dir)!r}: cannot create {root}: {exc.strerror}") from None
+            raise UserError(
+                f"output.results_dir={str(self.results_dir)!r}: cannot create {root}: {exc.strerror}"
+            ) from None
         if run_id is not None:
             path = root / normalize_component(run_id, "output.run_id")
             try:
                 os.mkdir(path)
             except FileExistsError:
-                raise UserError(f"output.run_id={run_id!r}: {path} already exists; choose a new run_id or leave it empty") from None
+                raise UserError(
+                    f"output.run_id={run_id!r}: {path} already exists; choose a new run_id or leave it empty"
+                ) from None
         else:
             base = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
             for n in range(100_000):
@@ -168,6 +177,8 @@ def load_run_request(path: Path) -> tuple[RunDir, EvalRequest, Path]:
     try:
         request = unredacted(EvalRequest.model_validate(run_dir.info.request))
     except ValidationError as exc:
-        raise UserError(f"RUN_DIR={str(path)!r}: its run_info.json request cannot be read back: "
-                        f"{exc.errors(include_url=False)[0]['msg']}") from None
+        raise UserError(
+            f"RUN_DIR={str(path)!r}: its run_info.json request cannot be read back: "
+            f"{exc.errors(include_url=False)[0]['msg']}"
+        ) from None
     return run_dir, request, results_dir_of(path, request.output)

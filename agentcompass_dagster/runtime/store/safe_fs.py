@@ -68,8 +68,11 @@ def _openat2(dir_fd: int, rel: str, flags: int, mode: int) -> int | None:
     if _openat2_works is False:
         return None
     # A mode without O_CREAT is EINVAL for openat2.
-    how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0,
-                   _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+    how = _OpenHow(
+        flags | os.O_CLOEXEC,
+        mode if flags & os.O_CREAT else 0,
+        _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS,
+    )
     fd = _libc.syscall(_SYS_OPENAT2, dir_fd, os.fsencode(rel), ctypes.byref(how), ctypes.sizeof(how))
     if fd >= 0:
         _openat2_works = True
@@ -144,8 +147,9 @@ def read_beneath(root: Path, path: str | os.PathLike[str], limit: int | None = N
         os.close(fd)
 
 
-def makedirs_beneath(root: Path, path: str | os.PathLike[str], mode: int = 0o755,
-                     owner: tuple[int, int] | None = None) -> None:
+def makedirs_beneath(
+    root: Path, path: str | os.PathLike[str], mode: int = 0o755, owner: tuple[int, int] | None = None
+) -> None:
     """Create ``path`` and its missing parents beneath ``root``; an existing symlink on the way is refused."""
     rel = relative(root, path)
     for depth in range(1, len(rel.parts) + 1):
@@ -165,8 +169,9 @@ def makedirs_beneath(root: Path, path: str | os.PathLike[str], mode: int = 0o755
             os.close(parent_fd)
 
 
-def write_beneath(root: Path, path: str | os.PathLike[str], data: bytes, mode: int = 0o644,
-                  owner: tuple[int, int] | None = None) -> None:
+def write_beneath(
+    root: Path, path: str | os.PathLike[str], data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None
+) -> None:
     """Write a regular file beneath ``root`` whole: a temp file beside it, renamed over the target (a
     symlink or directory in its place is replaced, never followed). Parents are created as needed."""
     rel = relative(root, path)
@@ -181,7 +186,7 @@ def write_beneath(root: Path, path: str | os.PathLike[str], data: bytes, mode: i
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fchmod(fd, mode)
             if owner is not None:
                 os.fchown(fd, *owner)

@@ -83,8 +83,9 @@ class FormFinder:
     def scrub(self, text: str, replacement: str) -> str:
         # Splitting costs least on short text, translating on long text (its table is set up per call).
         squeezed = "".join(text.split()) if len(text) < 2048 else text.translate(_NO_WHITESPACE)
-        if self._any.search(squeezed) is None and ("\\" not in squeezed
-                                                   or self._any.search(_ESCAPED_BREAKS.sub("", squeezed)) is None):
+        if self._any.search(squeezed) is None and (
+            "\\" not in squeezed or self._any.search(_ESCAPED_BREAKS.sub("", squeezed)) is None
+        ):
             return text
         out, done = [], 0
         for start, end in _merged(self._spans(text)):
@@ -109,7 +110,7 @@ def _without(separators: re.Pattern[str], text: str, to_text: Callable[[int], in
     (through ``to_text``, the map of ``text`` itself)."""
     kept, starts, shifts, removed, done = [], [0], [0], 0, 0
     for match in separators.finditer(text):
-        kept.append(text[done:match.start()])
+        kept.append(text[done : match.start()])
         removed += match.end() - match.start()
         starts.append(match.end() - removed)
         shifts.append(removed)
@@ -154,7 +155,7 @@ def _alternatives(node: dict[str, dict]) -> str:
         parts = [re.escape(char)]
         child = node[char]
         while len(child) == 1 and "" not in child:
-            (char, child), = child.items()
+            ((char, child),) = child.items()
             parts.append(re.escape(char))
         rest = {key: value for key, value in child.items() if key}
         if rest:

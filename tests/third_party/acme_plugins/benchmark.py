@@ -4,7 +4,13 @@ is compared with it as data: nothing the agent produced is run."""
 from __future__ import annotations
 
 from agentcompass_dagster.contracts import (
-    Benchmark, EnvironmentSession, Evaluation, PreparedTask, ReferenceSolution, RunResult, TaskSpec,
+    Benchmark,
+    EnvironmentSession,
+    Evaluation,
+    PreparedTask,
+    ReferenceSolution,
+    RunResult,
+    TaskSpec,
 )
 
 # id: (category, question, answer)
@@ -18,8 +24,12 @@ QUESTIONS = {
 class ArithBenchmark(Benchmark):
     def load_tasks(self) -> list[TaskSpec]:
         return [
-            TaskSpec(id=task_id, category=category, input=f"What is {question}? Answer with the number only.",
-                     metadata={"answer": answer})
+            TaskSpec(
+                id=task_id,
+                category=category,
+                input=f"What is {question}? Answer with the number only.",
+                metadata={"answer": answer},
+            )
             for task_id, (category, question, answer) in QUESTIONS.items()
         ]
 

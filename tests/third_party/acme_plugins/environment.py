@@ -17,22 +17,42 @@ class TempDirSession(EnvironmentSession):
         self.root = tempfile.TemporaryDirectory(prefix="acme-local-", ignore_cleanup_errors=True)
         self.workdir, self.scratch, self.commands_dir = (tempfile.mkdtemp(dir=self.root.name) for _ in range(3))
 
-    async def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None,
-                   caller: Caller = Caller.agent, label: str | None = None, env: dict | None = None) -> ExecResult:
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        caller: Caller = Caller.agent,
+        label: str | None = None,
+        env: dict | None = None,
+    ) -> ExecResult:
         variables = {**os.environ, **(env or {})}
         if caller is Caller.verifier:  # a HOME and TMPDIR of its own, where the agent wrote nothing; system PATH
-            variables = verifier_env({**variables, "PATH": VERIFIER_PATH}, tempfile.mkdtemp(dir=self.scratch),
-                                     tempfile.mkdtemp(dir=self.scratch))
+            variables = verifier_env(
+                {**variables, "PATH": VERIFIER_PATH},
+                tempfile.mkdtemp(dir=self.scratch),
+                tempfile.mkdtemp(dir=self.scratch),
+            )
         with tempfile.TemporaryFile(dir=self.commands_dir) as out, tempfile.TemporaryFile(dir=self.commands_dir) as err:
-            proc = await asyncio.create_subprocess_exec("bash", "-c", command, cwd=cwd or self.workdir, stdout=out,
-                                                        stderr=err, start_new_session=True, env=variables)
+            proc = await asyncio.create_subprocess_exec(
+                "bash",
+                "-c",
+                command,
+                cwd=cwd or self.workdir,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                env=variables,
+            )
             try:
                 done, _ = await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=timeout_s)
             finally:  # timed out or cancelled: the command's whole process group goes, not only bash
                 if proc.returncode is None:
                     os.killpg(proc.pid, signal.SIGKILL)
-            return ExecResult.captured(await proc.wait(), capture_file(out.fileno()), capture_file(err.fileno()),
-                                       0.0, timed_out=not done)
+            return ExecResult.captured(
+                await proc.wait(), capture_file(out.fileno()), capture_file(err.fileno()), 0.0, timed_out=not done
+            )
 
     async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         (target := Path(self.workdir, path)).parent.mkdir(parents=True, exist_ok=True)  # relative: the workdir's
@@ -47,9 +67,11 @@ class TempDirSession(EnvironmentSession):
 
 
 class TempDirEnvironment(Environment):
-    gives_up = {"verifier_uid": "every command runs as this process's user",
-                "scratch_hidden": "the agent's commands run as the user who owns scratch",
-                "verifier_context": "run as root, the agent's commands can write the verifier's PATH"}
+    gives_up = {
+        "verifier_uid": "every command runs as this process's user",
+        "scratch_hidden": "the agent's commands run as the user who owns scratch",
+        "verifier_context": "run as root, the agent's commands can write the verifier's PATH",
+    }
 
     async def open(self, plan: ExecutionPlan, task: TaskSpec) -> EnvironmentSession:
         return TempDirSession()

@@ -75,16 +75,22 @@ def facts(task: TaskSpec) -> TaskFacts:
 
 class HarborTasksBenchmark(Benchmark):
     supported_evaluation_modes = frozenset({EvaluationMode.reuse})
-    verifier_executes = ("the task's tests/test.sh, as a program in the working directory, and whatever of the "
-                         "agent's work it runs; the reward it writes to /logs/verifier is the score")
+    verifier_executes = (
+        "the task's tests/test.sh, as a program in the working directory, and whatever of the "
+        "agent's work it runs; the reward it writes to /logs/verifier is the score"
+    )
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
         self.params = validate_declaration(HarborParams, config.params, config.file, "benchmark.params")
         tasks_dir = self.config.resolve_path(self.params.tasks_dir)
         if not tasks_dir.is_dir():
-            raise field_error("benchmark.params.tasks_dir", str(tasks_dir),
-                              "must be a directory of Harbor-format tasks", self.config.file)
+            raise field_error(
+                "benchmark.params.tasks_dir",
+                str(tasks_dir),
+                "must be a directory of Harbor-format tasks",
+                self.config.file,
+            )
         self.tasks_dir = tasks_dir
         self._not_loaded: list[NotLoaded] = []
 
@@ -101,12 +107,22 @@ class HarborTasksBenchmark(Benchmark):
         environment's asks, and what it declares that is not applied here."""
         known = facts(task)
         environment = task.environment
-        asked = {} if environment is None else environment.model_dump(
-            mode="json", include={"image", "build_timeout_s", "workdir", "cpus", "memory_mb", "storage_mb", "network"},
-            exclude_none=True)
-        return {"agent_timeout_s": task.agent_timeout_s, "verifier_timeout_s": known.verifier_timeout_s,
-                "environment": asked, **({"steps": [s.name for s in task.steps]} if task.steps else {}),
-                **({"not_applied": known.not_applied} if known.not_applied else {})}
+        asked = (
+            {}
+            if environment is None
+            else environment.model_dump(
+                mode="json",
+                include={"image", "build_timeout_s", "workdir", "cpus", "memory_mb", "storage_mb", "network"},
+                exclude_none=True,
+            )
+        )
+        return {
+            "agent_timeout_s": task.agent_timeout_s,
+            "verifier_timeout_s": known.verifier_timeout_s,
+            "environment": asked,
+            **({"steps": [s.name for s in task.steps]} if task.steps else {}),
+            **({"not_applied": known.not_applied} if known.not_applied else {}),
+        }
 
     def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
         known = facts(task)
@@ -117,11 +133,13 @@ class HarborTasksBenchmark(Benchmark):
             directory = task_dir / "solution"
         if not (directory / "solve.sh").is_file():
             return None
-        return ReferenceSolution(path=f"{SOLUTION}/solve.sh", upload_from=directory, upload_to=SOLUTION,
-                                 env=known.solution_env)
+        return ReferenceSolution(
+            path=f"{SOLUTION}/solve.sh", upload_from=directory, upload_to=SOLUTION, env=known.solution_env
+        )
 
-    async def prepare_step(self, prepared: PreparedTask, step: TaskStep, session: EnvironmentSession,
-                           done: list[StepOutcome]) -> PreparedTask | None:
+    async def prepare_step(
+        self, prepared: PreparedTask, step: TaskStep, session: EnvironmentSession, done: list[StepOutcome]
+    ) -> PreparedTask | None:
         """Harbor's step: stop where the step before fell short of its min_reward or gave no verdict; else
         its workdir/ files into the working directory and its setup.sh run there."""
         known = facts(prepared.task)
@@ -137,27 +155,43 @@ class HarborTasksBenchmark(Benchmark):
             await session.upload_dir(files, session.workdir)
             if (files / "setup.sh").is_file():
                 # The task's own setup, not the agent's work: run as the reference runs.
-                outcome = await session.exec(f"bash {shlex.quote(session.workdir + '/setup.sh')}",
-                                             caller=Caller.reference, timeout_s=known.verifier_timeout_s)
+                outcome = await session.exec(
+                    f"bash {shlex.quote(session.workdir + '/setup.sh')}",
+                    caller=Caller.reference,
+                    timeout_s=known.verifier_timeout_s,
+                )
                 if outcome.exit_code != 0:
-                    raise RuntimeError(f"step {step.name!r}: setup.sh exited with {outcome.exit_code}: "
-                                       f"{outcome.output[-500:]}")
-        task = dataclasses.replace(prepared.task, input=step.input, metadata={**prepared.task.metadata, "step": step.name})
+                    raise RuntimeError(
+                        f"step {step.name!r}: setup.sh exited with {outcome.exit_code}: {outcome.output[-500:]}"
+                    )
+        task = dataclasses.replace(
+            prepared.task, input=step.input, metadata={**prepared.task.metadata, "step": step.name}
+        )
         return PreparedTask(task=task, input=step.input, data={**prepared.data, "step": step.name})
 
     def combine_steps(self, prepared: PreparedTask, done: list[StepOutcome]) -> Evaluation:
         known = facts(prepared.task)
         combined = harbor_rewards.combine([o.evaluation.rewards or None for o in done], known.reward_strategy)
-        fields: dict[str, Any] = {"steps": [{"name": o.name, "rewards": o.evaluation.rewards, "failure": o.failure,
-                                             **{k: v for k, v in o.evaluation.fields.items() if k != "output"}}
-                                            for o in done],
-                                  "reward_strategy": known.reward_strategy}
+        fields: dict[str, Any] = {
+            "steps": [
+                {
+                    "name": o.name,
+                    "rewards": o.evaluation.rewards,
+                    "failure": o.failure,
+                    **{k: v for k, v in o.evaluation.fields.items() if k != "output"},
+                }
+                for o in done
+            ],
+            "reward_strategy": known.reward_strategy,
+        }
         if combined is None:
             return Evaluation(failure="no step's verifier wrote a usable reward", fields=fields)
         correct, score = harbor_rewards.verdict(combined, self.params.reward_key, self.params.pass_threshold)
         return Evaluation(correct=correct, score=score, rewards=combined, fields={**fields, "rewards": combined})
 
-    async def evaluate(self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession | None) -> Evaluation:
+    async def evaluate(
+        self, prepared: PreparedTask, result: RunResult, session: EnvironmentSession | None
+    ) -> Evaluation:
         assert session is not None
         known = facts(prepared.task)
         step_name = prepared.task.metadata.get("step")
@@ -167,22 +201,34 @@ class HarborTasksBenchmark(Benchmark):
         # What the agent left, before anything of the verifier's runs.
         for directory, name in ((AGENT_LOGS, "agent"), (ARTIFACT_LOGS, "artifacts")):
             files.update(await _collect(session, directory, f"{prefix}{name}"))
-        for source in (step.artifacts if step else known.artifacts):
+        for source in step.artifacts if step else known.artifacts:
             files.update(await _collect(session, source, f"{prefix}artifacts{source}"))
         script = await self._upload_tests(session, Path(prepared.task.metadata["dir"]), step_name)
         timeout = step.verifier_timeout_s if step else known.verifier_timeout_s
-        run = await run_tests(session, prepared.task.id, script, f"{VERIFIER_LOGS}/test-stdout.txt", timeout,
-                              step.verifier_env if step else known.verifier_env)
+        run = await run_tests(
+            session,
+            prepared.task.id,
+            script,
+            f"{VERIFIER_LOGS}/test-stdout.txt",
+            timeout,
+            step.verifier_env if step else known.verifier_env,
+        )
         read = await _rewards(session)
         kept = await _collect(session, VERIFIER_LOGS, f"{prefix}verifier")
         files.update(kept)
         output = kept.get(f"{prefix}verifier/test-stdout.txt", b"").decode(errors="replace")
-        fields: dict[str, Any] = {"verifier_exit_code": run.exit_code, "verifier_confined": run.confined,
-                                  "output": output[-2000:]}
+        fields: dict[str, Any] = {
+            "verifier_exit_code": run.exit_code,
+            "verifier_confined": run.confined,
+            "output": output[-2000:],
+        }
         if run.timed_out:
             # The verifier ran out of its time on what the agent left: no verdict, the agent's failure.
-            return Evaluation(failure=f"the verifier timed out after {timeout:g}s ([verifier] timeout_sec)",
-                              fields={**fields, "rewards": None}, files=files)
+            return Evaluation(
+                failure=f"the verifier timed out after {timeout:g}s ([verifier] timeout_sec)",
+                fields={**fields, "rewards": None},
+                files=files,
+            )
         if run.problem is not None:
             # The agent's code, run by the tests, ended the verifier or outlived it: whatever reward is
             # there may be its own. No verdict, the agent's failure.
@@ -191,11 +237,15 @@ class HarborTasksBenchmark(Benchmark):
         if rewards is None:
             # What the agent left gave the verifier no verdict (it crashed, or found a planted link): the
             # agent's failure, scored 0 — never an error that leaves the denominator.
-            return Evaluation(failure=f"the verifier wrote no usable reward: {problem}",
-                              fields={**fields, "rewards": None}, files=files)
+            return Evaluation(
+                failure=f"the verifier wrote no usable reward: {problem}",
+                fields={**fields, "rewards": None},
+                files=files,
+            )
         correct, score = harbor_rewards.verdict(rewards, self.params.reward_key, self.params.pass_threshold)
-        return Evaluation(correct=correct, score=score, rewards=rewards, fields={**fields, "rewards": rewards},
-                          files=files)
+        return Evaluation(
+            correct=correct, score=score, rewards=rewards, fields={**fields, "rewards": rewards}, files=files
+        )
 
     async def _upload_tests(self, session: EnvironmentSession, task_dir: Path, step: str | None) -> str:
         """A clean /tests and /logs/verifier, then the task's tests (a step's over the shared ones, as
@@ -251,7 +301,10 @@ async def _collect(session: EnvironmentSession, path: str, name: str) -> dict[st
     each kept as its head and tail, under ``name``; nothing where there is none."""
     listing = await session.exec(
         f"if [ -d {shlex.quote(path)} ]; then cd {shlex.quote(path)} && find . -type f | head -n {MAX_KEPT_FILES + 1};"
-        f" elif [ -f {shlex.quote(path)} ]; then echo .; fi", caller=Caller.verifier, timeout_s=LIST_TIMEOUT_S)
+        f" elif [ -f {shlex.quote(path)} ]; then echo .; fi",
+        caller=Caller.verifier,
+        timeout_s=LIST_TIMEOUT_S,
+    )
     entries = [line for line in listing.stdout.splitlines() if line][:MAX_KEPT_FILES]
     kept: dict[str, bytes] = {}
     for entry in entries:

@@ -12,9 +12,20 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from agentcompass_dagster.contracts.environment import resolve_host_env
-from agentcompass_dagster.contracts.records import NetworkPolicy, NotLoaded, TaskDir, TaskEnvironment, TaskSpec, TaskStep
+from agentcompass_dagster.contracts.records import (
+    NetworkPolicy,
+    NotLoaded,
+    TaskDir,
+    TaskEnvironment,
+    TaskSpec,
+    TaskStep,
+)
 from agentcompass_dagster.contracts.errors import UserError
-from agentcompass_dagster.plugins.benchmarks.harbor.task_config import DEFAULT_VERIFIER_TIMEOUT_S, ArtifactEntry, TaskConfig
+from agentcompass_dagster.plugins.benchmarks.harbor.task_config import (
+    DEFAULT_VERIFIER_TIMEOUT_S,
+    ArtifactEntry,
+    TaskConfig,
+)
 from agentcompass_dagster.runtime.store.redact import register_secret
 from agentcompass_dagster.contracts.validation import validate_declaration
 
@@ -22,10 +33,19 @@ from agentcompass_dagster.contracts.validation import validate_declaration
 # verifier once the agent's processes are gone; the solution, for the oracle only; the verifier's
 # rewards and logs; the agent's logs and artifacts, which every command sees.
 TESTS, SOLUTION, VERIFIER_LOGS, AGENT_LOGS, ARTIFACT_LOGS = (
-    "/tests", "/solution", "/logs/verifier", "/logs/agent", "/logs/artifacts")
-DIRS = (TaskDir(path=TESTS, visible_to="verifier"), TaskDir(path=VERIFIER_LOGS, visible_to="verifier"),
-        TaskDir(path=SOLUTION, visible_to="reference"), TaskDir(path=AGENT_LOGS, visible_to="agent"),
-        TaskDir(path=ARTIFACT_LOGS, visible_to="agent"))
+    "/tests",
+    "/solution",
+    "/logs/verifier",
+    "/logs/agent",
+    "/logs/artifacts",
+)
+DIRS = (
+    TaskDir(path=TESTS, visible_to="verifier"),
+    TaskDir(path=VERIFIER_LOGS, visible_to="verifier"),
+    TaskDir(path=SOLUTION, visible_to="reference"),
+    TaskDir(path=AGENT_LOGS, visible_to="agent"),
+    TaskDir(path=ARTIFACT_LOGS, visible_to="agent"),
+)
 # Harbor's canary lines (HTML or # comments naming a canary) lead some instructions; agents never see them.
 _CANARY = re.compile(r"^(<!--.*canary.*-->|#.*canary.*)$", re.IGNORECASE)
 
@@ -87,8 +107,9 @@ def load_task(task_dir: Path, max_verifier_timeout_s: float | None) -> TaskSpec 
 
 
 def _load(task_dir: Path, max_verifier_timeout_s: float | None) -> TaskSpec:
-    config = validate_declaration(TaskConfig, tomllib.loads((task_dir / "task.toml").read_text()),
-                                  str(task_dir / "task.toml"))
+    config = validate_declaration(
+        TaskConfig, tomllib.loads((task_dir / "task.toml").read_text()), str(task_dir / "task.toml")
+    )
     _check_supported(config, task_dir)
 
     def capped(timeout: float | None) -> float:
@@ -104,9 +125,12 @@ def _load(task_dir: Path, max_verifier_timeout_s: float | None) -> TaskSpec:
     facts = TaskFacts(
         verifier_timeout_s=capped(config.verifier.timeout_sec),
         verifier_env=_resolved(config.verifier.env, "verifier.env"),
-        solution_env=_resolved(config.solution.env, "solution.env"), artifacts=_artifacts(config.artifacts),
-        steps=tuple(step_facts), reward_strategy=config.multi_step_reward_strategy or "mean",
-        not_applied=_not_applied(config))
+        solution_env=_resolved(config.solution.env, "solution.env"),
+        artifacts=_artifacts(config.artifacts),
+        steps=tuple(step_facts),
+        reward_strategy=config.multi_step_reward_strategy or "mean",
+        not_applied=_not_applied(config),
+    )
     category = config.metadata.get("category")
     return TaskSpec(
         id=task_dir.name,
@@ -127,12 +151,16 @@ def _check_supported(config: TaskConfig, task_dir: Path) -> None:
     if environment.gpus:
         raise ValueError(f"task.toml: environment.gpus={environment.gpus}: no GPU is offered here")
     if (task_dir / "environment" / "docker-compose.yaml").is_file() and environment.docker_image is None:
-        raise ValueError("environment/docker-compose.yaml: environments of several containers are not supported; "
-                         "a task runs in the one container its environment/Dockerfile builds")
+        raise ValueError(
+            "environment/docker-compose.yaml: environments of several containers are not supported; "
+            "a task runs in the one container its environment/Dockerfile builds"
+        )
     verifiers = [config.verifier, *(step.verifier for step in config.steps or [])]
     if any(v.environment is not None or v.environment_mode == "separate" for v in verifiers):
-        raise ValueError("task.toml: verifier.environment_mode='separate': a verifier in a container of its own "
-                         "is not supported; the verifier runs in the task's environment")
+        raise ValueError(
+            "task.toml: verifier.environment_mode='separate': a verifier in a container of its own "
+            "is not supported; the verifier runs in the task's environment"
+        )
 
 
 def _resolved(table: dict[str, str], where: str) -> dict[str, str]:
@@ -147,8 +175,11 @@ def _resolved(table: dict[str, str], where: str) -> dict[str, str]:
     return values
 
 
-def _steps(config: TaskConfig, task_dir: Path, capped: Callable[[float | None], float],
-           ) -> tuple[list[TaskStep], list[StepFacts]]:
+def _steps(
+    config: TaskConfig,
+    task_dir: Path,
+    capped: Callable[[float | None], float],
+) -> tuple[list[TaskStep], list[StepFacts]]:
     """A multi-step task's steps (none for a task of one), each with its instruction and a test."""
     steps: list[TaskStep] = []
     facts: list[StepFacts] = []
@@ -157,14 +188,25 @@ def _steps(config: TaskConfig, task_dir: Path, capped: Callable[[float | None], 
         if not (step_dir / "instruction.md").is_file():
             raise ValueError(f"steps/{step.name}/instruction.md is missing")
         if not (step_dir / "tests" / "test.sh").is_file() and not (task_dir / "tests" / "test.sh").is_file():
-            raise ValueError(f"step {step.name!r} has no test: neither steps/{step.name}/tests/test.sh "
-                             "nor tests/test.sh exists")
-        steps.append(TaskStep(name=step.name, input=instruction(step_dir / "instruction.md"),
-                              agent_timeout_s=step.agent.timeout_sec or config.agent.timeout_sec))
-        facts.append(StepFacts(
-            name=step.name, verifier_timeout_s=capped(step.verifier.timeout_sec or config.verifier.timeout_sec),
-            verifier_env=_resolved({**config.verifier.env, **step.verifier.env}, f"steps.{step.name}.verifier.env"),
-            min_reward=step.min_reward, artifacts=_artifacts(step.artifacts)))
+            raise ValueError(
+                f"step {step.name!r} has no test: neither steps/{step.name}/tests/test.sh nor tests/test.sh exists"
+            )
+        steps.append(
+            TaskStep(
+                name=step.name,
+                input=instruction(step_dir / "instruction.md"),
+                agent_timeout_s=step.agent.timeout_sec or config.agent.timeout_sec,
+            )
+        )
+        facts.append(
+            StepFacts(
+                name=step.name,
+                verifier_timeout_s=capped(step.verifier.timeout_sec or config.verifier.timeout_sec),
+                verifier_env=_resolved({**config.verifier.env, **step.verifier.env}, f"steps.{step.name}.verifier.env"),
+                min_reward=step.min_reward,
+                artifacts=_artifacts(step.artifacts),
+            )
+        )
     if len({s.name for s in steps}) != len(steps):
         raise ValueError("task.toml: [[steps]] names are not unique")
     return steps, facts

@@ -36,8 +36,11 @@ def parse_rewards(reward_json: bytes | None, reward_txt: bytes | None) -> tuple[
             return None, f"reward.json holds {text[:80]!r}, not JSON"
         if not isinstance(parsed, dict):
             return None, f"reward.json holds {text[:80]!r}, not an object of named rewards"
-        rewards = {key: float(value) for key, value in parsed.items()
-                   if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)}
+        rewards = {
+            key: float(value)
+            for key, value in parsed.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        }
         if "reward" not in rewards and reward_txt is not None:
             scalar, _ = _number(reward_txt)
             if scalar is not None:

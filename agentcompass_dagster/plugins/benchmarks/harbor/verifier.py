@@ -34,21 +34,30 @@ class TestRun(BaseModel):
     confined: bool = False
 
 
-async def run_tests(session: EnvironmentSession, task_id: str, script: str, output: str, timeout_s: float,
-                    env: dict[str, str]) -> TestRun:
+async def run_tests(
+    session: EnvironmentSession, task_id: str, script: str, output: str, timeout_s: float, env: dict[str, str]
+) -> TestRun:
     """Run ``script`` as a program from the working directory, as the verifier, its output into ``output``."""
     probe = await session.exec("command -v python3", caller=Caller.verifier, timeout_s=PROBE_TIMEOUT_S)
     if probe.exit_code != 0:
-        outcome = await session.exec(f"({shlex.quote(script)}) > {shlex.quote(output)} 2>&1", timeout_s=timeout_s,
-                                     caller=Caller.verifier, env=env)
+        outcome = await session.exec(
+            f"({shlex.quote(script)}) > {shlex.quote(output)} 2>&1",
+            timeout_s=timeout_s,
+            caller=Caller.verifier,
+            env=env,
+        )
         return TestRun(timed_out=outcome.timed_out, exit_code=outcome.exit_code)
     # Through bash, which runs a script without a #! line as a shell script, as `(script)` did.
-    verdict = await run_judge(session, task_id, "harbor", [output, "bash", "-c", shlex.quote(script)], timeout_s,
-                              env=env)
+    verdict = await run_judge(
+        session, task_id, "harbor", [output, "bash", "-c", shlex.quote(script)], timeout_s, env=env
+    )
     if verdict.timed_out:
         return TestRun(timed_out=True, confined=verdict.confined)
-    exit_codes = [line.removeprefix(judge.EXIT_CODE).strip() for line in verdict.output.splitlines()
-                  if line.startswith(judge.EXIT_CODE)]
+    exit_codes = [
+        line.removeprefix(judge.EXIT_CODE).strip()
+        for line in verdict.output.splitlines()
+        if line.startswith(judge.EXIT_CODE)
+    ]
     exit_code = int(exit_codes[-1]) if exit_codes and exit_codes[-1].lstrip("-").isdigit() else None
     problem = None if verdict.passed else verdict.reason.removeprefix("failed: ")
     return TestRun(problem=problem, exit_code=exit_code, confined=verdict.confined)

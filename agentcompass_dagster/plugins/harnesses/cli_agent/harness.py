@@ -57,8 +57,11 @@ class SharedGateway:
             self.directory = Path(tempfile.mkdtemp(prefix="agentcompass-gateway-"))
             self.directory.chmod(0o755)
             install_forwarder(self.directory)
-            self.server = ModelGateway(self.directory, max_request_bytes=self.params.max_request_bytes,
-                                       max_calls_per_s=self.params.max_calls_per_s)
+            self.server = ModelGateway(
+                self.directory,
+                max_request_bytes=self.params.max_request_bytes,
+                max_calls_per_s=self.params.max_calls_per_s,
+            )
         return HostMount(host_path=self.directory, path=GATEWAY_DIR)
 
     async def close(self) -> None:
@@ -76,8 +79,12 @@ class CliAgentHarness(DurableAgentHarness):
     def __init__(self, config: HarnessConfig, model: Model) -> None:
         super().__init__(config, model)
         if self.params.api is None:
-            raise field_error("harness.params.api", None, f"harness {config.id!r} cannot run through the model "
-                              f"gateway: {self.params.unsupported}", config.file)
+            raise field_error(
+                "harness.params.api",
+                None,
+                f"harness {config.id!r} cannot run through the model gateway: {self.params.unsupported}",
+                config.file,
+            )
         packages = config.resolve_path(self.params.packages) if self.params.packages is not None else None
         if packages is not None and not packages.is_dir():
             raise field_error("harness.params.packages", str(packages), "is not a directory", config.file)
@@ -95,8 +102,11 @@ class CliAgentHarness(DurableAgentHarness):
     def mounts(self, task: TaskSpec, environment: EnvironmentConfig, *, make: bool = True) -> list[HostMount]:
         packages = [HostMount(host_path=self.packages, path=PACKAGES_DIR)] if self.packages is not None else []
         if not make:  # where they would be: a first attempt's installation is writable
-            return [HostMount(host_path=self.cache.root, path=GATEWAY_DIR),
-                    HostMount(host_path=self.cache.root, path=AGENT_DIR, read_only=False), *packages]
+            return [
+                HostMount(host_path=self.cache.root, path=GATEWAY_DIR),
+                HostMount(host_path=self.cache.root, path=AGENT_DIR, read_only=False),
+                *packages,
+            ]
         key = self.cache.key(environment, task)
         agent = self.cache.mount(key)
         if not agent.read_only:
@@ -125,8 +135,9 @@ class CliAgentHarness(DurableAgentHarness):
         packages = f" AGENTCOMPASS_PACKAGES={PACKAGES_DIR}" if self.packages is not None else ""
         return f'export AGENTCOMPASS_AGENT_DIR={AGENT_DIR} PATH="{AGENT_DIR}/bin:$PATH"{packages};'
 
-    async def start_session(self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark,
-                            plan: ExecutionPlan) -> HarnessSession:
+    async def start_session(
+        self, prepared: PreparedTask, env: EnvironmentSession, benchmark: Benchmark, plan: ExecutionPlan
+    ) -> HarnessSession:
         await self.gateway.start()
         session = CliAgentSession(self, prepared, env, benchmark, plan)
         await session.install()

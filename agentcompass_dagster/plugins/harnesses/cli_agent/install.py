@@ -41,8 +41,11 @@ class InstallCache:
     def key(self, environment: EnvironmentConfig, task: TaskSpec) -> str:
         """The installation's identity: the agent's install commands and packages, and the environment
         image they ran in (the provider's declaration, and the task's own image where it has one)."""
-        image = {"provider": environment.provider_id, "params": environment.params,
-                 "task": task.environment.model_dump(mode="json") if task.environment is not None else None}
+        image = {
+            "provider": environment.provider_id,
+            "params": environment.params,
+            "task": task.environment.model_dump(mode="json") if task.environment is not None else None,
+        }
         text = json.dumps([self.install, str(self.packages), image], sort_keys=True, default=str)
         return f"{self.agent_id}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
@@ -54,8 +57,9 @@ class InstallCache:
             return HostMount(host_path=ready, path=AGENT_DIR, read_only=True)
         staging = self.root / ".staging"
         staging.mkdir(parents=True, exist_ok=True)
-        return HostMount(host_path=Path(tempfile.mkdtemp(prefix=f"{key}.", dir=staging)), path=AGENT_DIR,
-                         read_only=False)
+        return HostMount(
+            host_path=Path(tempfile.mkdtemp(prefix=f"{key}.", dir=staging)), path=AGENT_DIR, read_only=False
+        )
 
     def publish(self, staging: Path, key: str) -> None:
         """Keep what the install commands put in ``staging`` as the image's installation."""

@@ -21,10 +21,12 @@ def pack_command(paths: list[str], tar: str) -> str:
     the declaration's own text), at most MAX_TAR_BYTES of it."""
     # Each declared path is expanded by the shell on purpose ("$HOME/.claude"), then quoted as a word.
     words = " ".join(f'"{path}"' for path in paths)
-    return (f"set -- ; for p in {words}; do [ -e \"$p\" ] && set -- \"$@\" \"$p\"; done; "
-            f"mkdir -p \"$(dirname {shlex.quote(tar)})\"; [ $# -gt 0 ] || exit 0; "
-            f"find \"$@\" -type f -size -{MAX_FILE_BYTES // 1024}k -print0 2>/dev/null "
-            f"| tar --null -T - -cf - 2>/dev/null | head -c {MAX_TAR_BYTES} > {shlex.quote(tar)}")
+    return (
+        f'set -- ; for p in {words}; do [ -e "$p" ] && set -- "$@" "$p"; done; '
+        f'mkdir -p "$(dirname {shlex.quote(tar)})"; [ $# -gt 0 ] || exit 0; '
+        f'find "$@" -type f -size -{MAX_FILE_BYTES // 1024}k -print0 2>/dev/null '
+        f"| tar --null -T - -cf - 2>/dev/null | head -c {MAX_TAR_BYTES} > {shlex.quote(tar)}"
+    )
 
 
 def unpack(data: bytes) -> dict[str, bytes]:

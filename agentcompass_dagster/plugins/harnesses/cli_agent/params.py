@@ -12,9 +12,22 @@ Api = Literal["chat_completions", "responses", "anthropic_messages"]
 # The host's variables that say how it reaches the package registries (a proxy, the certificate authority
 # of one that intercepts TLS, a mirror): the install commands get those the host has, the agent none.
 REGISTRY_VARIABLES = (
-    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE",
-    "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "PIP_CERT", "PIP_INDEX_URL",
-    "PIP_EXTRA_INDEX_URL", "NPM_CONFIG_REGISTRY", "NPM_CONFIG_CAFILE", "UV_INDEX_URL",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "PIP_CERT",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "NPM_CONFIG_REGISTRY",
+    "NPM_CONFIG_CAFILE",
+    "UV_INDEX_URL",
 )
 # The placeholders an ``env`` value may hold, filled for each attempt.
 PLACEHOLDERS = ("gateway_url", "token", "model")
@@ -51,8 +64,10 @@ class CliAgentParams(BaseModel):
         for name, value in env.items():
             unknown = sorted(set(_PLACEHOLDER.findall(value)) - set(PLACEHOLDERS))
             if unknown:
-                raise ValueError(f"env.{name}={value!r}: unknown placeholder {{{unknown[0]}}} "
-                                 f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})")
+                raise ValueError(
+                    f"env.{name}={value!r}: unknown placeholder {{{unknown[0]}}} "
+                    f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})"
+                )
         return env
 
     @model_validator(mode="after")

@@ -47,12 +47,17 @@ class CliAgentSession(DurableAgentSession):
         if staging is None:
             return
         script = " && ".join(f"( {command} )" for command in self.harness.params.install)
-        result = await self.env.exec(f"set -o pipefail; {self.harness.prelude()} {script}",
-                                     timeout_s=self.harness.params.install_timeout_s, label="install",
-                                     env=self.harness.registry_env())
+        result = await self.env.exec(
+            f"set -o pipefail; {self.harness.prelude()} {script}",
+            timeout_s=self.harness.params.install_timeout_s,
+            label="install",
+            env=self.harness.registry_env(),
+        )
         if result.exit_code != 0:
-            raise InstallFailed(f"harness {self.harness.id!r}: install failed (exit code {result.exit_code}"
-                                f"{', timed out' if result.timed_out else ''}): {result.output[-2000:]}")
+            raise InstallFailed(
+                f"harness {self.harness.id!r}: install failed (exit code {result.exit_code}"
+                f"{', timed out' if result.timed_out else ''}): {result.output[-2000:]}"
+            )
         await asyncio.to_thread(self.harness.cache.publish, staging, self.harness.cache_key(staging))
 
     async def check_forwarder(self) -> None:
@@ -63,11 +68,19 @@ class CliAgentSession(DurableAgentSession):
             raise ForwarderFailed(f"harness {self.harness.id!r}: {result.stderr.strip() or result.stdout.strip()}")
 
     async def run(self) -> RunResult:
-        durable = DurableSession(self.env, self.durable_dir(), fingerprint=self.fingerprint(), command_timeout_s=0,
-                                 max_observation_chars=20_000, replay_safe_commands=[], resume_wait_s=0,
-                                 checkpoints=False)
-        turns = AttemptTurns(durable, self.model, self.prepared.task.id, self.plan.attempt, self.plan.budget,
-                             self._earlier(durable))
+        durable = DurableSession(
+            self.env,
+            self.durable_dir(),
+            fingerprint=self.fingerprint(),
+            command_timeout_s=0,
+            max_observation_chars=20_000,
+            replay_safe_commands=[],
+            resume_wait_s=0,
+            checkpoints=False,
+        )
+        turns = AttemptTurns(
+            durable, self.model, self.prepared.task.id, self.plan.attempt, self.plan.budget, self._earlier(durable)
+        )
         self._durable, self._turns = durable, turns
         durable.begin("replay" if turns.replay is not None else None)
         token = self.harness.gateway.admit(turns)
@@ -87,16 +100,24 @@ class CliAgentSession(DurableAgentSession):
             durable.reset()
             return []
         for record in durable.log.in_flight():
-            durable.append(ActivityRecord(id=record.id, kind=record.kind, status="aborted",
-                                          data={**record.data, "error": "the process running the attempt stopped"}))
+            durable.append(
+                ActivityRecord(
+                    id=record.id,
+                    kind=record.kind,
+                    status="aborted",
+                    data={**record.data, "error": "the process running the attempt stopped"},
+                )
+            )
         return recorded_turns(current_run(records))
 
     async def _execute(self, token: str) -> ExecResult:
         params = self.harness.params
         port = 20000 + secrets.randbelow(40000)
-        variables = {**params.agent_env(f"http://127.0.0.1:{port}", token, self.harness.model_name()),
-                     "AGENTCOMPASS_INSTRUCTION": self.prepared.input,
-                     "AGENTCOMPASS_INSTRUCTION_FILE": f"{self.env.commands_dir}/{INSTRUCTION_FILE}"}
+        variables = {
+            **params.agent_env(f"http://127.0.0.1:{port}", token, self.harness.model_name()),
+            "AGENTCOMPASS_INSTRUCTION": self.prepared.input,
+            "AGENTCOMPASS_INSTRUCTION_FILE": f"{self.env.commands_dir}/{INSTRUCTION_FILE}",
+        }
         await self.env.write_file(variables["AGENTCOMPASS_INSTRUCTION_FILE"], self.prepared.input.encode())
         pack = pack_command(params.logs, f"{self.env.commands_dir}/{LOGS_TAR}") if params.logs else "true"
         agent = f"{self.harness.prelude()} {params.run}"
@@ -116,22 +137,35 @@ class CliAgentSession(DurableAgentSession):
     def _usage(self) -> Usage:
         """What the attempt's model calls spent, in every process that ran it (a replayed turn: nothing)."""
         assert self._durable is not None
-        return usage_totals(Usage.model_validate(r.data["usage"]) for r in self._durable.log.records()
-                            if r.kind == "model_call" and r.status == "completed")[0]
+        return usage_totals(
+            Usage.model_validate(r.data["usage"])
+            for r in self._durable.log.records()
+            if r.kind == "model_call" and r.status == "completed"
+        )[0]
 
     def _result(self, executed: ExecResult, logs: list[str]) -> RunResult:
         turns = self._turns
         assert self._durable is not None
         total = self._usage()
         error = turns.model_error
-        result = RunResult(status="error" if error else "completed", final_answer=executed.stdout[-ANSWER_CHARS:].strip(),
-                           trajectory=self._trajectory(executed), usage=total,
-                           error=error, duration_s=executed.duration_s,
-                           artifacts={"exit_code": executed.exit_code, "timed_out": executed.timed_out,
-                                      "agent_logs": logs, **turns.summary()})
+        result = RunResult(
+            status="error" if error else "completed",
+            final_answer=executed.stdout[-ANSWER_CHARS:].strip(),
+            trajectory=self._trajectory(executed),
+            usage=total,
+            error=error,
+            duration_s=executed.duration_s,
+            artifacts={
+                "exit_code": executed.exit_code,
+                "timed_out": executed.timed_out,
+                "agent_logs": logs,
+                **turns.summary(),
+            },
+        )
         if turns.replay is not None:
-            self._durable.append(ActivityRecord(id="replay", kind="phase", status="completed",
-                                                data=turns.replay.model_dump()))
+            self._durable.append(
+                ActivityRecord(id="replay", kind="phase", status="completed", data=turns.replay.model_dump())
+            )
         self._durable.end(result.status, error, result.final_answer, None)
         return result
 
@@ -139,13 +173,25 @@ class CliAgentSession(DurableAgentSession):
         assert self._durable is not None
         steps = cli_trajectory(self._durable.log.records(), self.prepared.input)
         if executed is not None:
-            steps.append({"type": "command", "command": self.harness.params.run, "exit_code": executed.exit_code,
-                          "output": (executed.stdout + executed.stderr)[-20_000:], "timed_out": executed.timed_out,
-                          "duration_s": executed.duration_s})
+            steps.append(
+                {
+                    "type": "command",
+                    "command": self.harness.params.run,
+                    "exit_code": executed.exit_code,
+                    "output": (executed.stdout + executed.stderr)[-20_000:],
+                    "timed_out": executed.timed_out,
+                    "duration_s": executed.duration_s,
+                }
+            )
         return steps
 
     def stopped(self, error: str) -> RunResult | None:
         if self._durable is None:
             return None
-        return RunResult(status="failed", trajectory=self._trajectory(None), usage=self._usage(), error=error,
-                         artifacts=self._turns.summary())
+        return RunResult(
+            status="failed",
+            trajectory=self._trajectory(None),
+            usage=self._usage(),
+            error=error,
+            artifacts=self._turns.summary(),
+        )

@@ -13,7 +13,7 @@ from agentcompass_dagster.durable.activity import ActivityRecord
 def current_run(records: list[ActivityRecord]) -> list[ActivityRecord]:
     """The records of the newest run of the attempt (a rerun logs after the crashed run's records)."""
     starts = [i for i, r in enumerate(records) if r.kind == "session" and r.status == "in_flight"]
-    return records[starts[-1]:] if starts else records
+    return records[starts[-1] :] if starts else records
 
 
 def cli_trajectory(records: list[ActivityRecord], instruction: str) -> list[dict[str, Any]]:
@@ -25,15 +25,31 @@ def cli_trajectory(records: list[ActivityRecord], instruction: str) -> list[dict
         for message in record.data.get("request", []):
             if message.get("role") == "tool":
                 call = names.get(str(message.get("tool_call_id")), {"name": "?", "id": message.get("tool_call_id")})
-                steps.append({"type": "tool_call", "turn": record.data.get("turn"), "call": call,
-                              "command": _command(call), "output": message.get("content")})
-        step: dict[str, Any] = {"type": "model_call", "status": record.status, "seq": record.seq,
-                                **{k: v for k, v in record.data.items() if k not in ("response", "request", "digest")}}
+                steps.append(
+                    {
+                        "type": "tool_call",
+                        "turn": record.data.get("turn"),
+                        "call": call,
+                        "command": _command(call),
+                        "output": message.get("content"),
+                    }
+                )
+        step: dict[str, Any] = {
+            "type": "model_call",
+            "status": record.status,
+            "seq": record.seq,
+            **{k: v for k, v in record.data.items() if k not in ("response", "request", "digest")},
+        }
         response = record.data.get("response")
         if isinstance(response, dict):
-            step.update(content=response.get("content"), tool_calls=response.get("tool_calls", []),
-                        model_id=response.get("model_id"), duration_s=response.get("duration_s"),
-                        stop_reason=response.get("stop_reason"), tries=response.get("tries", []))
+            step.update(
+                content=response.get("content"),
+                tool_calls=response.get("tool_calls", []),
+                model_id=response.get("model_id"),
+                duration_s=response.get("duration_s"),
+                stop_reason=response.get("stop_reason"),
+                tries=response.get("tries", []),
+            )
             names.update({c["id"]: c for c in response.get("tool_calls", [])})
         steps.append(step)
     return steps
@@ -41,8 +57,12 @@ def cli_trajectory(records: list[ActivityRecord], instruction: str) -> list[dict
 
 def _command(call: dict[str, Any]) -> str | None:
     """The shell command of a tool call that carries one (Claude Code's Bash, Codex's shell, ...)."""
-    arguments = ToolCall.model_validate({"id": str(call.get("id")), "name": str(call.get("name")),
-                                         "arguments": str(call.get("arguments") or "")}).parsed_arguments() or {}
+    arguments = (
+        ToolCall.model_validate(
+            {"id": str(call.get("id")), "name": str(call.get("name")), "arguments": str(call.get("arguments") or "")}
+        ).parsed_arguments()
+        or {}
+    )
     command = arguments.get("command") or arguments.get("cmd")
     if isinstance(command, list):
         return " ".join(str(part) for part in command)

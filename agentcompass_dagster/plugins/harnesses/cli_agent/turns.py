@@ -44,8 +44,11 @@ class RerunReplay(BaseModel):
 
 def recorded_turns(records: list[ActivityRecord]) -> list[Recorded]:
     """The turns an earlier run completed, in order (those it replayed itself included)."""
-    return [Recorded(digest=r.data["digest"], response=r.data["response"]) for r in records
-            if r.kind == "model_call" and r.status == "completed" and "digest" in r.data]
+    return [
+        Recorded(digest=r.data["digest"], response=r.data["response"])
+        for r in records
+        if r.kind == "model_call" and r.status == "completed" and "digest" in r.data
+    ]
 
 
 def request_tail(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -63,8 +66,15 @@ class AttemptTurns:
     """The gateway's Answer for one attempt. The gateway hands a token's calls over one at a time, in the
     order they came (``ModelGateway``), so turns are numbered as the agent made them."""
 
-    def __init__(self, durable: DurableSession, model: Model, task_id: str, attempt: int,
-                 budget: SweepBudget | None, recorded: list[Recorded]) -> None:
+    def __init__(
+        self,
+        durable: DurableSession,
+        model: Model,
+        task_id: str,
+        attempt: int,
+        budget: SweepBudget | None,
+        recorded: list[Recorded],
+    ) -> None:
         self.durable = durable
         self.model = model
         self.task_id = task_id
@@ -81,16 +91,27 @@ class AttemptTurns:
         extra = {"api": call.api, "digest": call.digest, "request": request_tail(call.messages)}
         replayed = self._replayed(turn, call.digest)
         if replayed is not None:
-            self.durable.append(ActivityRecord(
-                id=f"model-{turn}", kind="model_call", status="completed",
-                data={"turn": turn, "response": replayed.model_dump(mode="json"), "replayed": True,
-                      "usage": Usage().model_dump(mode="json"), **extra}))
+            self.durable.append(
+                ActivityRecord(
+                    id=f"model-{turn}",
+                    kind="model_call",
+                    status="completed",
+                    data={
+                        "turn": turn,
+                        "response": replayed.model_dump(mode="json"),
+                        "replayed": True,
+                        "usage": Usage().model_dump(mode="json"),
+                        **extra,
+                    },
+                )
+            )
             self.turns += 1
             return replayed
         context = CallContext(task_id=self.task_id, attempt=self.attempt, turn=turn)
         try:
-            reply, _ = await call_model(self.durable, self.model, call.messages, call.tools, context,
-                                        self.budget, record=extra)
+            reply, _ = await call_model(
+                self.durable, self.model, call.messages, call.tools, context, self.budget, record=extra
+            )
         except ModelError as exc:
             self.model_error = f"model {self.model.id!r}: {exc}"
             raise

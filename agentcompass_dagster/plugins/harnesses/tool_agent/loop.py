@@ -80,9 +80,19 @@ class AgentRun:
     ``env`` are the attempt's, under its limits (runtime/execution/agent_limits.py)."""
 
     def __init__(
-        self, model: Model, params: ToolAgentParams, env: EnvironmentSession, *, task_id: str,
-        attempt: int, prompt: str, durable_dir: Path, fingerprint: dict[str, Any], log_redacted: bool = True,
-        on_record: Callable[[ActivityRecord], None] | None = None, budget: SweepBudget | None = None,
+        self,
+        model: Model,
+        params: ToolAgentParams,
+        env: EnvironmentSession,
+        *,
+        task_id: str,
+        attempt: int,
+        prompt: str,
+        durable_dir: Path,
+        fingerprint: dict[str, Any],
+        log_redacted: bool = True,
+        on_record: Callable[[ActivityRecord], None] | None = None,
+        budget: SweepBudget | None = None,
     ) -> None:
         self.model = model
         self.budget = budget
@@ -90,9 +100,15 @@ class AgentRun:
         self.task_id = task_id
         self.attempt = attempt
         self.prompt = prompt
-        self.session = durable_session(env, durable_dir, params, fingerprint=fingerprint,
-                                       command_timeout_s=params.command_timeout_s, log_redacted=log_redacted,
-                                       on_record=on_record)
+        self.session = durable_session(
+            env,
+            durable_dir,
+            params,
+            fingerprint=fingerprint,
+            command_timeout_s=params.command_timeout_s,
+            log_redacted=log_redacted,
+            on_record=on_record,
+        )
         # Built from the log once the run starts; every record appended after that advances it, so the
         # state always equals a rebuild from the log without re-reading the whole log at every step.
         self.state: AgentState | None = None
@@ -160,17 +176,27 @@ class AgentRun:
     async def _tool_step(self, key: str, call: ToolCall, turn: int) -> None:
         arguments = call.parsed_arguments()
         command = arguments.get("command") if call.name == "bash" and arguments else None
-        self.session.append(ActivityRecord(id=key, kind="tool_call", status="in_flight",
-                                           data={"turn": turn, "call": call.model_dump(), "command": command}))
+        self.session.append(
+            ActivityRecord(
+                id=key,
+                kind="tool_call",
+                status="in_flight",
+                data={"turn": turn, "call": call.model_dump(), "command": command},
+            )
+        )
         data: dict[str, Any] = {"turn": turn, "call": call.model_dump()}
         wanted = TOOL_ARGUMENT.get(call.name)
         if wanted is None:
-            data.update(error=f"model called unknown tool {call.name!r} (tools: {', '.join(TOOL_ARGUMENT)})",
-                        observation=f"error: unknown tool {call.name!r}")
+            data.update(
+                error=f"model called unknown tool {call.name!r} (tools: {', '.join(TOOL_ARGUMENT)})",
+                observation=f"error: unknown tool {call.name!r}",
+            )
         elif arguments is None or not isinstance(arguments.get(wanted), str):
-            data.update(error=f"model sent malformed arguments for {call.name!r}: {call.arguments[:200]!r} "
-                              f"(expected a JSON object with a string {wanted!r})",
-                        observation=f"error: malformed arguments for {call.name!r}")
+            data.update(
+                error=f"model sent malformed arguments for {call.name!r}: {call.arguments[:200]!r} "
+                f"(expected a JSON object with a string {wanted!r})",
+                observation=f"error: malformed arguments for {call.name!r}",
+            )
         elif call.name == "submit":
             data.update(answer=arguments["answer"], observation="submitted")
         else:
@@ -192,9 +218,15 @@ class AgentRun:
         if end - start < 2:
             return False
         summary = summarize(state.messages[start:end])
-        self.session.append(ActivityRecord(id=f"compaction-{state.compactions}", kind="compaction",
-                                           status="completed", checkpoint_seq=self.session.log.last_checkpoint_seq(),
-                                           data={"start": start, "count": end - start, "summary": summary}))
+        self.session.append(
+            ActivityRecord(
+                id=f"compaction-{state.compactions}",
+                kind="compaction",
+                status="completed",
+                checkpoint_seq=self.session.log.last_checkpoint_seq(),
+                data={"start": start, "count": end - start, "summary": summary},
+            )
+        )
         return True
 
     # --- the result ------------------------------------------------------------------------------
@@ -213,8 +245,11 @@ class AgentRun:
             cost_complete=complete,
             duration_s=self.session.elapsed(),
             resumed=resumed,
-            model_ids=[r.data["response"].get("model_id") for r in records
-                       if r.kind == "model_call" and r.status == "completed"],
+            model_ids=[
+                r.data["response"].get("model_id")
+                for r in records
+                if r.kind == "model_call" and r.status == "completed"
+            ],
             shared_prefix_usage=usage_totals(state.inherited_usages)[0] if state.inherited_usages else None,
             limit=state.limit,
             model_failed=bool(error and error.startswith("model call failed")),
@@ -230,9 +265,17 @@ class ToolAgentSession(DurableAgentSession):
 
     async def run(self) -> RunResult:
         harness = self.harness
-        self.agent = AgentRun(self.model, harness.params, self.env,
-                              task_id=self.prepared.task.id, attempt=self.plan.attempt, prompt=self.prepared.input,
-                              durable_dir=self.durable_dir(), fingerprint=self.fingerprint(), budget=self.plan.budget)
+        self.agent = AgentRun(
+            self.model,
+            harness.params,
+            self.env,
+            task_id=self.prepared.task.id,
+            attempt=self.plan.attempt,
+            prompt=self.prepared.input,
+            durable_dir=self.durable_dir(),
+            fingerprint=self.fingerprint(),
+            budget=self.plan.budget,
+        )
         return outcome_result(await self.agent.run())
 
     def stopped(self, error: str) -> RunResult | None:
@@ -262,8 +305,17 @@ def outcome_result(outcome: AgentOutcome) -> RunResult:
         error=None if own else outcome.error,
         failure=outcome.error if own else None,
         limit=outcome.limit,
-        artifacts={"agent": {"turns": len(outcome.turns), "tool_calls": len(outcome.tool_calls),
-                             "cost_complete": outcome.cost_complete, "resumed": outcome.resumed,
-                             **({"shared_prefix_usage": outcome.shared_prefix_usage.model_dump(mode="json")}
-                                if outcome.shared_prefix_usage else {})}},
+        artifacts={
+            "agent": {
+                "turns": len(outcome.turns),
+                "tool_calls": len(outcome.tool_calls),
+                "cost_complete": outcome.cost_complete,
+                "resumed": outcome.resumed,
+                **(
+                    {"shared_prefix_usage": outcome.shared_prefix_usage.model_dump(mode="json")}
+                    if outcome.shared_prefix_usage
+                    else {}
+                ),
+            }
+        },
     )

@@ -55,23 +55,26 @@ class AgentState:
             if not turn.tool_calls and turn.stop_reason == "length":
                 # A reply cut at the token limit is not an answer, however it reads (a small model that
                 # never stops fills it with text): the attempt ends as the model's failure.
-                self.error = ("the model's reply was cut at its token limit (finish_reason 'length') without a "
-                              f"tool call; {len(turn.content or '')} characters of text were not taken as the answer")
+                self.error = (
+                    "the model's reply was cut at its token limit (finish_reason 'length') without a "
+                    f"tool call; {len(turn.content or '')} characters of text were not taken as the answer"
+                )
                 self.finished = True
             elif not turn.tool_calls:
                 self.final_answer = turn.content or ""
                 self.finished = True
         elif record.kind == "tool_call" and record.status in ("completed", "interrupted"):
             self.pending = [(key, call) for key, call in self.pending if key != record.id]
-            self.messages.append({"role": "tool", "tool_call_id": record.data["call"]["id"],
-                                  "content": tool_observation(record.data)})
+            self.messages.append(
+                {"role": "tool", "tool_call_id": record.data["call"]["id"], "content": tool_observation(record.data)}
+            )
             if record.data.get("error"):
                 self.error, self.finished = record.data["error"], True
             elif record.data["call"]["name"] == "submit":
                 self.final_answer, self.finished = record.data.get("answer", ""), True
         elif record.kind == "compaction" and record.status == "completed":
             start, count = record.data["start"], record.data["count"]
-            self.messages[start:start + count] = [{"role": "user", "content": record.data["summary"]}]
+            self.messages[start : start + count] = [{"role": "user", "content": record.data["summary"]}]
             self.compactions += 1
         elif record.kind == "session" and record.status == "completed":
             self.finished = True
@@ -106,8 +109,10 @@ def summarize(messages: list[dict[str, Any]]) -> str:
 def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[dict[str, Any]]:
     """Every message, model call (with usage, duration and stop reason), tool call (with observation) and
     compaction, in order; a call the attempt's limits refused was never made, so it is none of them."""
-    steps: list[dict[str, Any]] = [{"type": "message", "role": "system", "content": system},
-                                   {"type": "message", "role": "user", "content": prompt}]
+    steps: list[dict[str, Any]] = [
+        {"type": "message", "role": "system", "content": system},
+        {"type": "message", "role": "user", "content": prompt},
+    ]
     durations = open_durations(records)
     for record in records:
         if record.status == "in_flight" or record.kind in ("session", "phase") or record.data.get("refused"):
@@ -117,9 +122,14 @@ def trajectory(records: list[ActivityRecord], system: str, prompt: str) -> list[
             step["duration_s"] = durations.get(record.id)
         if record.kind == "model_call" and "response" in record.data:
             response = record.data["response"]
-            step.update(content=response.get("content"), tool_calls=response.get("tool_calls", []),
-                        model_id=response.get("model_id"), duration_s=response.get("duration_s"),
-                        stop_reason=response.get("stop_reason"), tries=response.get("tries", []))
+            step.update(
+                content=response.get("content"),
+                tool_calls=response.get("tool_calls", []),
+                model_id=response.get("model_id"),
+                duration_s=response.get("duration_s"),
+                stop_reason=response.get("stop_reason"),
+                tries=response.get("tries", []),
+            )
             del step["response"]
         elif record.kind == "tool_call" and "call" in record.data:
             step["observation"] = tool_observation(record.data)

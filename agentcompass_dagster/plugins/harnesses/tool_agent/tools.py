@@ -21,10 +21,14 @@ TOOL_ARGUMENT = {"bash": "command", "submit": "answer"}
 
 def _tool(name: str, description: str) -> dict[str, Any]:
     argument = TOOL_ARGUMENT[name]
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": {argument: {"type": "string"}}, "required": [argument]},
-    }}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": {argument: {"type": "string"}}, "required": [argument]},
+        },
+    }
 
 
 BASH_TOOL = _tool("bash", "Run a bash command in the task's working directory; returns exit code and output.")

@@ -5,6 +5,7 @@ Usage: python3 wordcount.py FILE
 Prints the number of words in FILE. Words are separated by any amount of
 whitespace (spaces, tabs, newlines).
 """
+
 import sys
 
 
