@@ -201,8 +201,18 @@ LEVELS = [
     ("cli",),
     ("definitions",),
 ]
-# What the reporting modules were when they sat loose at the package's top beside runtime/results/.
-REPORTING = {"results", "report", "report_data", "diagnosis", "plots", "trajectory", "history", "show"}
+# The reporting modules (before issue 40 they sat loose at the package's top beside runtime/results/).
+REPORTING = {
+    "results",
+    "report",
+    "report_data",
+    "diagnosis",
+    "plots",
+    "trajectory",
+    "trajectory_data",
+    "history",
+    "show",
+}
 
 
 def room_of(module: str) -> str:

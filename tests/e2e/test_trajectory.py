@@ -23,12 +23,8 @@ from scripted_agent import SOLUTION, bash, submit, sweep_file
 from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.reporting.report import write_report
 from agentcompass_dagster.runtime.store.layout import TASK_RESULTS_FILE
-from agentcompass_dagster.reporting.trajectory import (
-    EDGE_CHARS,
-    load_trajectory,
-    trajectory_page_path,
-    write_trajectory_pages,
-)
+from agentcompass_dagster.reporting.trajectory import trajectory_page_path, write_trajectory_pages
+from agentcompass_dagster.reporting.trajectory_data import EDGE_CHARS, load_trajectory
 
 SECRET = "sk-proj-" + "Q7x" * 12
 LONG = "seq 1 30000; echo OPENAI_API_KEY=" + SECRET
