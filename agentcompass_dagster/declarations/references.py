@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 DEFAULT_RESOURCES = Path("resources")
 # The declarations shipped with the package (a link to the repository's resources/): what a directory
 # without resources/ of its own runs and shows, whichever directory `dagster dev` was started from.
-PACKAGED_RESOURCES = Path(__file__).resolve().parent / "resources"
+PACKAGED_RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 
 
 def default_resources() -> Path:

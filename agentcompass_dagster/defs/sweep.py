@@ -26,7 +26,7 @@ from agentcompass_dagster.defs.partitions import (
 from agentcompass_dagster.defs.resources import SweepResources
 from agentcompass_dagster.runtime.store.budget import sweep_budget
 from agentcompass_dagster.runtime.execution.plugins import Plugins, resolve_plugins
-from agentcompass_dagster.runtime.execution.orchestrator import ResolvedRequest
+from agentcompass_dagster.runtime.execution.request_state import ResolvedRequest
 from agentcompass_dagster.runtime.execution.selection import Selection, load_selected_tasks
 from agentcompass_dagster.runtime.store.layout import run_root
 from agentcompass_dagster.runtime.store.run_records import ReuseSource

@@ -10,7 +10,7 @@ from typing import Any
 import dagster as dg
 
 from agentcompass_dagster.defs.sweep import SweepBenchmark
-from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState
+from agentcompass_dagster.runtime.execution.request_state import OrchestrationObserver, RequestState
 from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 from agentcompass_dagster.reporting.trajectory import trajectory_page_name, trajectory_pages_dir
 

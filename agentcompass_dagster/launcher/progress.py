@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState
+from agentcompass_dagster.runtime.execution.request_state import OrchestrationObserver, RequestState
 from agentcompass_dagster.contracts.records import TaskSpec
 from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 

@@ -56,10 +56,14 @@ if TYPE_CHECKING:
     import jinja2
 
 # A page is made from its detail file, the run's run_info.json, analysis summary and replays directory
-# (a replay report added to it changes the directory's mtime), and by this module and its template: a
+# (a replay report added to it changes the directory's mtime), and by these modules and the template: a
 # page older than any of them is rendered again. The attempt's activity log (checkpoints, output blobs)
 # is complete before its detail is written, so the detail stands for it.
-_RENDERER = (Path(__file__), Path(__file__).parents[1] / "templates" / "trajectory.html.j2")
+_RENDERER = (
+    Path(__file__),
+    Path(__file__).with_name("trajectory_data.py"),
+    Path(__file__).parents[1] / "templates" / "trajectory.html.j2",
+)
 
 
 def trajectory_page_path(out_dir: Path, run_dir: Path, task_id: str, attempt: int) -> Path:

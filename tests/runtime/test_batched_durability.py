@@ -16,7 +16,8 @@ from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.store import atomic
 from agentcompass_dagster.runtime.store import run_dir
 from agentcompass_dagster.runtime.store.detail_writer import DetailWriter
-from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, RequestState, orchestrate
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
+from agentcompass_dagster.runtime.execution.request_state import OrchestrationObserver, RequestState
 from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 CONCURRENCY = 8
@@ -128,7 +129,8 @@ CHILD = r"""
 import sys
 
 from agentcompass_dagster.contracts.request import EvalRequest
-from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, orchestrate
+from agentcompass_dagster.runtime.execution.orchestrator import orchestrate
+from agentcompass_dagster.runtime.execution.request_state import OrchestrationObserver
 
 
 class Report(OrchestrationObserver):

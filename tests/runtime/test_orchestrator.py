@@ -17,7 +17,8 @@ from agentcompass_dagster.plugins.benchmarks.synthetic import SyntheticBenchmark
 from agentcompass_dagster.contracts.declarations import BenchmarkConfig, EnvironmentConfig, HarnessConfig, ModelConfig
 from agentcompass_dagster.contracts.request import ExecutionConfig, OutputConfig, EvalRequest
 from agentcompass_dagster.contracts.errors import UserError
-from agentcompass_dagster.runtime.execution.orchestrator import OrchestrationObserver, Orchestrator, orchestrate
+from agentcompass_dagster.runtime.execution.orchestrator import Orchestrator, orchestrate
+from agentcompass_dagster.runtime.execution.request_state import OrchestrationObserver
 from agentcompass_dagster.contracts.records import TaskSpec
 
 

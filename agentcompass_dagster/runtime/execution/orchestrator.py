@@ -29,32 +29,26 @@ import traceback
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentcompass_dagster.contracts.request import EvalRequest
-from agentcompass_dagster.contracts.analyzer import Analyzer
 from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.runtime.results.analysis import check_analyzer_names, select_analyzers
 from agentcompass_dagster.runtime.execution.attempt import TaskRunner
 from agentcompass_dagster.runtime.store.budget import BudgetExhausted, budget_status
-from agentcompass_dagster.runtime.execution.plugins import Plugins, resolve_plugins
+from agentcompass_dagster.runtime.execution.plugins import resolve_plugins
 from agentcompass_dagster.runtime.execution.finalize import finalize_request
 from agentcompass_dagster.runtime.execution.permits import PROCESS_PERMITS, PermitSource
 from agentcompass_dagster.runtime.execution.plan import Planner
-from agentcompass_dagster.runtime.results.scores import TaskScores
-from agentcompass_dagster.runtime.execution.selection import Selection, load_selected_tasks
+from agentcompass_dagster.runtime.execution.selection import load_selected_tasks
 from agentcompass_dagster.runtime.store.layout import request_root
-from agentcompass_dagster.runtime.store.run_dir import RunDir
-from agentcompass_dagster.runtime.store.run_records import ReuseSource
 from agentcompass_dagster.runtime.store.run_store import RunStore
-from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec, utcnow
+from agentcompass_dagster.contracts.records import TaskSpec, utcnow
+from agentcompass_dagster.runtime.execution.request_state import OrchestrationObserver, RequestState, ResolvedRequest
 from agentcompass_dagster.runtime.store.outcomes import (
     BudgetOutcome,
     OrchestrationResult,
     RequestOutcome,
-    RequestResult,
-    RequestStatus,
     TaskDetail,
     TerminalStatus,
 )
@@ -62,58 +56,8 @@ from agentcompass_dagster.runtime.store.outcomes import (
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class RequestState:
-    request: EvalRequest
-    plugins: Plugins
-    analyzers: list[Analyzer]
-    store: RunStore
-    root: Path
-    tasks: list[TaskSpec]
-    not_loaded: list[NotLoaded] = field(default_factory=list)
-    reuse_source: ReuseSource | None = None
-    run_dir: RunDir | None = None
-    runner: TaskRunner | None = None
-    pending: deque[int] = field(default_factory=deque)  # positions in ``tasks`` of the tasks still to run
-    active: int = 0
-    scores: TaskScores = field(init=False)
-    status: RequestStatus = "pending"
-    finalizing: bool = False
-    error: str | None = None
-    result: RequestResult | None = None
-    budget_stopped: list[int] = field(default_factory=list)  # positions of tasks the spent budget left out
-
-    def __post_init__(self) -> None:
-        self.scores = TaskScores(self.tasks)
-
-    @property
-    def started(self) -> bool:
-        return self.status != "pending"
-
-
-class OrchestrationObserver:
-    """Hooks for progress displays; called on the event loop, so they must be quick."""
-
-    def request_started(self, state: RequestState) -> None: ...
-
-    def task_started(self, state: RequestState, task: TaskSpec) -> None: ...
-
-    def task_finished(self, state: RequestState, detail: TaskDetail) -> None: ...
-
-    def request_finished(self, state: RequestState) -> None: ...
-
-
 def _traceback(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, UserError) else "".join(traceback.format_exception(exc)).strip()
-
-
-@dataclass(frozen=True)
-class ResolvedRequest:
-    """Plugins and selected tasks a caller already built for a request (the Dagster layer resolves a
-    sweep once per process), so preflight checks them without building or loading them again."""
-
-    plugins: Plugins
-    selection: Selection
 
 
 class Orchestrator:

@@ -156,6 +156,17 @@ def render(
         "",
         markdown_table(["metric", "value"], [(name, _fmt(value)) for name, value in counts.metrics.items()]),
     ]
+    lines += _spending(counts) + _breakdowns(counts)
+    lines += _listed("Failed by the agent (scored 0: a limit, a timeout, no verdict)", failures)
+    lines += _listed("Errors (the infrastructure's: left out of accuracy, run again by a re-run)", errors)
+    lines += _listed("Not loaded (the benchmark could not read these tasks: not selected, not run)", not_loaded)
+    lines += _listed("Resumed by replay (a rerun after a crash: recorded turns answered again, no model call)", replays)
+    return "\n".join(lines) + "\n"
+
+
+def _spending(counts: SummaryCounts) -> list[str]:
+    """The attempts' usage and cost, and the sweep's budget: lines only when there is something to say."""
+    lines: list[str] = []
     usage = counts.usage
     if usage.get("input_tokens") or usage.get("output_tokens") or usage.get("cost_usd"):
         cost = (
@@ -178,6 +189,12 @@ def render(
                 else ""
             ),
         ]
+    return lines
+
+
+def _breakdowns(counts: SummaryCounts) -> list[str]:
+    """The metrics' uncertainty and the per-category counts, as tables."""
+    lines: list[str] = []
     if counts.uncertainty:
         lines += [
             "",
@@ -197,11 +214,7 @@ def render(
                 [(name, c.total, c.evaluated, c.correct, c.error) for name, c in counts.categories.items()],
             ),
         ]
-    lines += _listed("Failed by the agent (scored 0: a limit, a timeout, no verdict)", failures)
-    lines += _listed("Errors (the infrastructure's: left out of accuracy, run again by a re-run)", errors)
-    lines += _listed("Not loaded (the benchmark could not read these tasks: not selected, not run)", not_loaded)
-    lines += _listed("Resumed by replay (a rerun after a crash: recorded turns answered again, no model call)", replays)
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _listed(heading: str, entries: Sequence[tuple[str, str]]) -> list[str]:

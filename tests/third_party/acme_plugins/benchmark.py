@@ -3,15 +3,8 @@ is compared with it as data: nothing the agent produced is run."""
 
 from __future__ import annotations
 
-from agentcompass_dagster.contracts import (
-    Benchmark,
-    EnvironmentSession,
-    Evaluation,
-    PreparedTask,
-    ReferenceSolution,
-    RunResult,
-    TaskSpec,
-)
+from agentcompass_dagster.contracts import Benchmark, Evaluation, ReferenceSolution, TaskSpec
+from agentcompass_dagster.contracts import EnvironmentSession, PreparedTask, RunResult
 
 # id: (category, question, answer)
 QUESTIONS = {

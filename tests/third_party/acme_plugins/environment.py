@@ -29,22 +29,12 @@ class TempDirSession(EnvironmentSession):
     ) -> ExecResult:
         variables = {**os.environ, **(env or {})}
         if caller is Caller.verifier:  # a HOME and TMPDIR of its own, where the agent wrote nothing; system PATH
-            variables = verifier_env(
-                {**variables, "PATH": VERIFIER_PATH},
-                tempfile.mkdtemp(dir=self.scratch),
-                tempfile.mkdtemp(dir=self.scratch),
-            )
+            home, tmp = (tempfile.mkdtemp(dir=self.scratch) for _ in range(2))
+            variables = verifier_env({**variables, "PATH": VERIFIER_PATH}, home, tmp)
         with tempfile.TemporaryFile(dir=self.commands_dir) as out, tempfile.TemporaryFile(dir=self.commands_dir) as err:
-            proc = await asyncio.create_subprocess_exec(
-                "bash",
-                "-c",
-                command,
-                cwd=cwd or self.workdir,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                env=variables,
-            )
+            # A session of its own: a cancelled command's whole process group can be killed.
+            options = dict(cwd=cwd or self.workdir, stdout=out, stderr=err, start_new_session=True, env=variables)
+            proc = await asyncio.create_subprocess_exec("bash", "-c", command, **options)
             try:
                 done, _ = await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=timeout_s)
             finally:  # timed out or cancelled: the command's whole process group goes, not only bash

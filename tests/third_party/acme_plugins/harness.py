@@ -18,30 +18,14 @@ class OneShotSession(HarnessSession):
         context = CallContext(task_id=self.prepared.task.id, attempt=self.plan.attempt, turn=0)
         turn = await self.harness.model.complete(messages, [], context)
         steps: list[dict[str, Any]] = [{"type": "message", **message} for message in messages]
-        steps.append(
-            {
-                "type": "model_call",
-                "turn": 0,
-                "content": turn.content,
-                "stop_reason": turn.stop_reason,
-                "duration_s": turn.duration_s,
-            }
-        )
+        call = dict(content=turn.content, stop_reason=turn.stop_reason, duration_s=turn.duration_s)
+        steps.append({"type": "model_call", "turn": 0, **call})
         command = (turn.content or "").strip()
         if not command:
             return RunResult(status="failed", failure="the model replied without a command", trajectory=steps)
         ran = await self.env.exec(command, timeout_s=COMMAND_TIMEOUT_S)
-        steps.append(
-            {
-                "type": "command",
-                "turn": 0,
-                "command": command,
-                "exit_code": ran.exit_code,
-                "output": ran.output,
-                "timed_out": ran.timed_out,
-                "duration_s": ran.duration_s,
-            }
-        )
+        done = dict(exit_code=ran.exit_code, output=ran.output, timed_out=ran.timed_out, duration_s=ran.duration_s)
+        steps.append({"type": "command", "turn": 0, "command": command, **done})
         return RunResult(final_answer=ran.stdout.strip(), trajectory=steps)
 
 
