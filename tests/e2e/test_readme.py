@@ -152,7 +152,9 @@ def test_the_readme_run_commands_run_as_written(tmp_path: Path) -> None:
         if command.endswith(" run demo-nop"):
             # Issue #40: a sweep that answers nothing right says so, not only "0 correct".
             assert "18 evaluated · 0 correct · 18 wrong · 0 failed by the agent" in proc.stdout, proc.stdout[:800]
-    assert (cwd / "results" / "report.html").is_file()
+    report = (cwd / "results" / "report.html").read_text()
+    # Issue 40: the model-free demo's report said "1 model(s): none."
+    assert "model(s)" not in report and "No model: the harness ran without one." in report, report[:3000]
 
     readme = (REPO / "README.md").read_text()
     line = next(line for line in readme.splitlines() if line.startswith('load_metrics("results", latest=True)'))
