@@ -5,7 +5,7 @@ of a third-party package, named by the id, in the group ``agentcompass.benchmark
 ``agentcompass.harnesses``, ``agentcompass.environments``, ``agentcompass.models`` or
 ``agentcompass.analyzers``); the registry refuses a class that does not. The records a plugin receives and
 returns (``TaskSpec``, ``PreparedTask``, ``ExecutionPlan``, ``RunResult``, ``Evaluation``, ...) are in
-``records.py``; nothing here imports the runtime.
+``records.py``, the steps of a trajectory in ``trajectory.py``; nothing here imports the runtime.
 
 One attempt, in order (R-ATT-1..R-ATT-4):
 
@@ -59,6 +59,13 @@ from agentcompass_dagster.contracts.records import (
     TaskSpec,
     Usage,
 )
+from agentcompass_dagster.contracts.trajectory import (
+    CommandStep,
+    MessageStep,
+    ModelCallStep,
+    ToolCallStep,
+    TrajectoryStep,
+)
 
 __all__ = [
     "AgentHarness",
@@ -67,6 +74,7 @@ __all__ = [
     "Benchmark",
     "CallContext",
     "Caller",
+    "CommandStep",
     "ContextOverflow",
     "DelegatingSession",
     "Environment",
@@ -80,8 +88,10 @@ __all__ = [
     "HarnessFreeBenchmark",
     "HarnessSession",
     "LimitExceeded",
+    "MessageStep",
     "MetricResult",
     "Model",
+    "ModelCallStep",
     "ModelError",
     "ModelTurn",
     "NetworkPolicy",
@@ -91,5 +101,7 @@ __all__ = [
     "Scores",
     "TaskSpec",
     "ToolCall",
+    "ToolCallStep",
+    "TrajectoryStep",
     "Usage",
 ]

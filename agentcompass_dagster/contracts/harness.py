@@ -58,8 +58,8 @@ class HarnessSession(ABC):
     @abstractmethod
     async def run(self) -> RunResult:
         """Run the agent on ``self.prepared`` in ``self.env`` (commands as ``Caller.agent``), calling
-        ``self.model``, and return what it produced: its final answer and trajectory (the step shapes of
-        ``RunResult``). The agent's failure (it gave up, its reply could not be used) is ``failure``, a
+        ``self.model``, and return what it produced: its final answer and trajectory (the typed steps of
+        contracts/trajectory.py). The agent's failure (it gave up, its reply could not be used) is ``failure``, a
         scored result; the runtime enforces the limits and the wall time around this call.
 
         Example::
@@ -70,9 +70,9 @@ class HarnessSession(ABC):
                 turn = await self.model.complete(messages, [], context)
                 ran = await self.env.exec(turn.content or "true", timeout_s=120)
                 return RunResult(final_answer=ran.stdout.strip(), trajectory=[
-                    {"type": "message", "role": "user", "content": self.prepared.input},
-                    {"type": "model_call", "turn": 0, "content": turn.content},
-                    {"type": "command", "command": turn.content, "exit_code": ran.exit_code, "output": ran.output}])
+                    MessageStep(role="user", content=self.prepared.input),
+                    ModelCallStep(turn=0, content=turn.content),
+                    CommandStep(command=turn.content, exit_code=ran.exit_code, output=ran.output)])
         """
 
     def stopped(self, error: str) -> RunResult | None:

@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from agentcompass_dagster.contracts.trajectory import TrajectoryStep
+
 SCHEMA_VERSION = 1
 
 
@@ -265,8 +267,9 @@ class LimitHit(StoredRecord):
 
 class RunResult(StoredRecord):
     """Raw outcome of running a harness on a task: no score yet. ``trajectory`` is the attempt's steps in
-    order, each a JSON object; the analyzers and the trajectory pages read these shapes (any other is
-    kept, and shown as its JSON):
+    order, kept as JSON objects; a harness gives the typed steps of contracts/trajectory.py (MessageStep,
+    ModelCallStep, CommandStep, ToolCallStep) or objects of their shapes, which the analyzers and the
+    trajectory pages read (a step of another type is kept, and shown as its JSON):
 
         {"type": "message", "role": "system", "content": "..."}   (the first two: instructions, then prompt)
         {"type": "model_call", "turn": 0, "content": "...", "tool_calls": [...], "stop_reason": "stop"}
@@ -287,6 +290,13 @@ class RunResult(StoredRecord):
     # a scored failure, not an error; the attempt is not evaluated.
     failure: str | None = None
     limit: LimitHit | None = None
+
+    @field_validator("trajectory", mode="before")
+    @classmethod
+    def _steps_as_json(cls, steps: Any) -> Any:
+        if not isinstance(steps, list):
+            return steps
+        return [step.as_json() if isinstance(step, TrajectoryStep) else step for step in steps]
 
 
 class Evaluation(StoredRecord):
