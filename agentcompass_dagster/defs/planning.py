@@ -237,4 +237,4 @@ def fail_run_dirs(sweep_benchmark: SweepBenchmark, dagster_run_id: str, message:
             run_dir = open_run_dir(Path(source.path))
             assert run_dir.info is not None
             if run_dir.info.status == "running":
-                run_dir.write_terminal_status("failed", f"Dagster run {dagster_run_id} failed: {message}")
+                run_dir.record.write_terminal_status("failed", f"Dagster run {dagster_run_id} failed: {message}")

@@ -67,7 +67,7 @@ if existing == "-":
         harness=HarnessConfig(id="nop"),
         environment=EnvironmentConfig(id="local"),
     )
-    run_dir.write_run_info(request, [f"t{i:05d}" for i in range(RANGE * WRITERS)])
+    run_dir.record.write(request, [f"t{i:05d}" for i in range(RANGE * WRITERS)], run_dir.paths)
 else:
     run_dir = RunDir(Path(existing))
 print("dir", run_dir.path, flush=True)

@@ -119,7 +119,7 @@ class TaskRunner:
                 break
             plan = self.planner.plan(task, index)
             persisted = self.planner.persisted(plan)
-            self.run_dir.record_resolved_execution_plan(task.id, index, persisted)
+            self.run_dir.record.keep_plan(task.id, index, persisted)
             earlier = finished.get(index)
             if earlier is not None and earlier.meta.get("resolved_execution_plan") == persisted.view:
                 attempts[index] = earlier

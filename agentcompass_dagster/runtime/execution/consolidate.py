@@ -76,23 +76,23 @@ def consolidate(
         return None
     run_dir = store.reserve(root, None)
     try:
-        run_dir.write_run_info(request, [t.id for t in tasks])
-        run_dir.write_params(request)
+        run_dir.record.write(request, [t.id for t in tasks], run_dir.paths)
+        run_dir.record.write_params(request)
         scores = TaskScores(tasks)
         merged: dict[str, list[str]] = {}
         for source in (newest, *extra):
             before = set(scores.reused_positions())
             run_dir.link_reused_details(source, scores)
             merged[source.run_id] = sorted(tasks[p].id for p in set(scores.reused_positions()) - before)
-        run_dir.set_reused_from(newest, merged[newest.run_id])
-        run_dir.set_merged_from(extra, merged)
+        run_dir.record.set_reused_from(newest, merged[newest.run_id])
+        run_dir.record.set_merged_from(extra, merged)
         run_dir.log(
             f"consolidated {len(scores)} details of {len(extra) + 1} runs: {newest.run_id} and "
             f"{', '.join(source.run_id for source in extra)}"
         )
         finalize_request(request, plugins, analyzers, run_dir, scores, "completed")
     except BaseException as exc:
-        run_dir.write_terminal_status("failed", str(exc))
+        run_dir.record.write_terminal_status("failed", str(exc))
         raise
     finally:
         run_dir.close()

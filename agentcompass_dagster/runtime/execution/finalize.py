@@ -74,7 +74,7 @@ def finalize_request(
     analysis = summarize_analysis(analyzers, scores)
     if analysis is not None:
         run_dir.save_analysis_summary(*analysis)
-    run_dir.write_terminal_status(status)
+    run_dir.record.write_terminal_status(status)
     return RequestResult(
         name=request.name,
         run_id=run_dir.run_id,

@@ -193,7 +193,7 @@ class Orchestrator:
             except Exception as exc:
                 state.status, state.error = "failed", _traceback(exc)
                 if state.run_dir is not None:
-                    await asyncio.to_thread(state.run_dir.write_terminal_status, "failed", state.error)
+                    await asyncio.to_thread(state.run_dir.record.write_terminal_status, "failed", state.error)
             else:
                 self.observer.request_started(state)
             async with self._cond:
@@ -208,22 +208,22 @@ class Orchestrator:
         request = state.request
         run_dir = state.store.reserve(state.root, request.output.run_id)
         state.run_dir = run_dir
-        run_dir.write_run_info(request, [t.id for t in state.tasks], state.not_loaded)
-        run_dir.write_params(request)
+        run_dir.record.write(request, [t.id for t in state.tasks], run_dir.paths, state.not_loaded)
+        run_dir.record.write_params(request)
         scores = state.scores
         if state.reuse_source is not None:
             reused = run_dir.link_reused_details(state.reuse_source, scores)
             finished = run_dir.finished.link(
                 state.reuse_source, [t for position, t in enumerate(state.tasks) if not scores.holds(position)]
             )
-            run_dir.set_reused_from(
+            run_dir.record.set_reused_from(
                 state.reuse_source, sorted(state.tasks[position].id for position in scores.reused_positions()), finished
             )
             run_dir.log(
                 f"reused {reused} details and {finished} finished-attempt records from {state.reuse_source.path}"
             )
         if request.dagster_run_id:
-            run_dir.set_dagster_run_id(request.dagster_run_id)
+            run_dir.record.set_dagster_run_id(request.dagster_run_id)
         run_dir.log(f"environment {request.environment.id!r}: {state.plugins.environment.describe()}")
         state.runner = TaskRunner(request, state.plugins, run_dir, state.analyzers, self.permits)
         wanted = set(request.run_only) if request.run_only is not None else None
@@ -302,7 +302,7 @@ class Orchestrator:
         assert state.run_dir is not None and state.runner is not None
         try:
             if state.runner.planner.budget is not None:
-                state.run_dir.set_budget(
+                state.run_dir.record.set_budget(
                     BudgetOutcome(
                         status=budget_status(state.runner.planner.budget),
                         not_run=sorted(state.tasks[position].id for position in state.budget_stopped),
@@ -314,7 +314,7 @@ class Orchestrator:
             state.status = "completed"
         except Exception as exc:
             state.status, state.error = "failed", _traceback(exc)
-            state.run_dir.write_terminal_status("failed", state.error)
+            state.run_dir.record.write_terminal_status("failed", state.error)
         finally:
             state.run_dir.close()
 
@@ -345,7 +345,7 @@ class Orchestrator:
                 continue
             # A finalization still running after the grace may never end (the process is stopping): the run
             # says now how it ended; one that completes after all writes its own status, and closes.
-            if state.run_dir.stop(status, reason):
+            if state.run_dir.record.stop(status, reason):
                 state.run_dir.log(f"{status}: {reason}; {len(state.scores)} of {len(state.tasks)} tasks have details")
             if not state.finalizing:
                 state.run_dir.close()
@@ -355,7 +355,7 @@ class Orchestrator:
         stop whose wait ran out): every run directory with no terminal status yet is marked cancelled, so
         what `show` and `resume` read later is how the run ended. Safe from any thread."""
         for state in self.states:
-            if state.run_dir is not None and state.run_dir.stop("cancelled", reason):
+            if state.run_dir is not None and state.run_dir.record.stop("cancelled", reason):
                 state.run_dir.log(f"cancelled: {reason}; {len(state.scores)} of {len(state.tasks)} tasks have details")
 
 

@@ -1,6 +1,7 @@
-"""A run directory and the writers of what it holds: run_info.json, params.json, details, retry details,
-finished-attempt records, durable attempt directories, summary, analysis and run.log. Every write goes through
-runtime.atomic (temp file, fsync, rename) and redaction."""
+"""A run directory and the writers of what it holds: its record (run_info.json and params.json, in
+run_info_file.py), details, retry details, finished-attempt records, durable attempt directories,
+summary, analysis and run.log. Every write goes through runtime.atomic (temp file, fsync, rename) and
+redaction."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, overload
 
-from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.runtime.store.atomic import (
     DirectorySync,
     atomic_write_bytes,
@@ -21,7 +21,6 @@ from agentcompass_dagster.runtime.store.atomic import (
     fsync_dir,
     open_temp,
     rename_noreplace,
-    to_json_bytes,
 )
 from agentcompass_dagster.runtime.store.attempt_files import AttemptFiles
 from agentcompass_dagster.runtime.store.detail_writer import DetailWriter
@@ -34,7 +33,6 @@ from agentcompass_dagster.runtime.store.layout import (
     ERROR_PREFIX,
     PARAMS,
     RETRY_DETAILS,
-    OWNER,
     RUN_INFO,
     RUN_LOG,
     SUMMARY,
@@ -42,21 +40,19 @@ from agentcompass_dagster.runtime.store.layout import (
     detail_names,
 )
 from agentcompass_dagster.runtime.store.naming import file_stem
-from agentcompass_dagster.runtime.store.processes import ProcessId
-from agentcompass_dagster.runtime.store.redact import redact, redact_text
+from agentcompass_dagster.runtime.store.redact import redact_text
 from agentcompass_dagster.runtime.store.run_files import link_or_copy, set_aside
+from agentcompass_dagster.runtime.store.run_info_file import RunInfoFile
 from agentcompass_dagster.runtime.store.run_records import (
     DetailT,
-    ReusedFrom,
     ReuseSource,
     RunInfo,
-    RunParams,
     read_detail,
 )
 from agentcompass_dagster.runtime.results.scores import DetailView, TaskScores
 from agentcompass_dagster.runtime.results.summary import SummaryCounts
-from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec, utcnow
-from agentcompass_dagster.runtime.store.outcomes import BudgetOutcome, PersistedPlan, TaskDetail, TerminalStatus
+from agentcompass_dagster.contracts.records import TaskSpec, utcnow
+from agentcompass_dagster.runtime.store.outcomes import TaskDetail
 
 
 class RunDir:
@@ -68,11 +64,7 @@ class RunDir:
         self.retry_dir = self.path / RETRY_DETAILS
         self.attempt_files = AttemptFiles(self.path)
         self.finished = FinishedAttempts(self.path, restorable)
-        self.info: RunInfo | None = None
-        # task -> its plan's digest when attempt 1 is its only recorded attempt (one shared string, not a
-        # dict per task: 18 MB at 100,000 tasks), else attempt -> digest; written out as run_info's
-        # task_plans.
-        self._plan_refs: dict[str, str | dict[str, str]] = {}
+        self.record = RunInfoFile(self.path)
         self._details_sync = DirectorySync(self.details_dir)
         self._writer: DetailWriter | None = None
         # The ``_error_`` files this run wrote, in a directory it reserved (so there were none before);
@@ -84,6 +76,15 @@ class RunDir:
     @property
     def run_id(self) -> str:
         return self.path.name
+
+    @property
+    def info(self) -> RunInfo | None:
+        """run_info.json as this run holds it (None before it is written)."""
+        return self.record.info
+
+    @info.setter
+    def info(self, info: RunInfo) -> None:
+        self.record.info = info
 
     @property
     def paths(self) -> dict[str, str]:
@@ -98,122 +99,6 @@ class RunDir:
             "analysis_summary": str(self.path / ANALYSIS_MD),
             "log": str(self.path / RUN_LOG),
         }
-
-    # run_info.json and params.json
-
-    def write_run_info(
-        self, request: EvalRequest, selected: list[str], not_loaded: list[NotLoaded] | None = None
-    ) -> None:
-        self.info = RunInfo(
-            run_id=self.run_id,
-            request_name=request.name,
-            request=request.to_task_payload(),
-            selected_tasks=selected,
-            paths=self.paths,
-            not_loaded=not_loaded or [],
-        )
-        self._flush_info()
-        atomic_write_bytes(self.path / OWNER, str(ProcessId.this()).encode())
-
-    def write_params(self, request: EvalRequest) -> None:
-        atomic_write_json(self.path / PARAMS, RunParams.of(request, self._require_info().started_at))
-
-    def set_reused_from(self, source: ReuseSource, task_ids: list[str], attempts: int = 0) -> None:
-        """R-REUSE-5: record the source (id, path, start), which tasks came from it and how many
-        unfinished tasks' attempts (finished-attempt records, agent attempt logs) it handed on."""
-        with self._lock:
-            self._require_info().reused_from = ReusedFrom(
-                run_id=source.run_id,
-                path=source.path,
-                started_at=source.started_at,
-                tasks=len(task_ids),
-                task_ids=task_ids,
-                attempts=attempts,
-            )
-        self._flush_info()
-
-    def set_merged_from(self, sources: list[ReuseSource], task_ids: dict[str, list[str]]) -> None:
-        with self._lock:
-            self._require_info().merged_from = [
-                ReusedFrom(
-                    run_id=source.run_id,
-                    path=source.path,
-                    tasks=len(task_ids[source.run_id]),
-                    task_ids=task_ids[source.run_id],
-                )
-                for source in sources
-            ]
-        self._flush_info()
-
-    def set_budget(self, outcome: BudgetOutcome) -> None:
-        with self._lock:
-            self._require_info().budget = outcome
-        self._flush_info()
-
-    def set_dagster_run_id(self, run_id: str) -> None:
-        with self._lock:
-            self._require_info().dagster_run_id = run_id
-        self._flush_info()
-
-    def record_resolved_execution_plan(self, task_id: str, attempt: int, plan: PersistedPlan) -> None:
-        """Keep the plan's allow-listed view for run_info.json. It reaches disk with the terminal status
-        (rewriting an O(N) run_info.json per task would make a sweep quadratic); each detail carries its
-        own plan as well, so a crash loses none."""
-        with self._lock:
-            info = self._require_info()
-            if plan.digest not in info.plans:
-                info.plans[plan.digest] = plan.view
-            known = self._plan_refs.get(task_id)
-            if known is None and attempt == 1:
-                self._plan_refs[task_id] = plan.digest
-            else:
-                by_attempt = {"1": known} if isinstance(known, str) else (known or {})
-                by_attempt[str(attempt)] = plan.digest
-                self._plan_refs[task_id] = by_attempt
-
-    def write_terminal_status(self, status: TerminalStatus, error: str | None = None) -> None:
-        with self._lock:
-            info = self._require_info()
-            info.status = status
-            info.error = error
-            info.finished_at = utcnow()
-        self._flush_info()
-        (self.path / OWNER).unlink(missing_ok=True)
-
-    def stop(self, status: TerminalStatus, error: str) -> bool:
-        """The terminal status of a run that ended before it finished (cancelled, timed out), unless it
-        has one already: a finalization that completed meanwhile keeps its own. Safe from any thread."""
-        with self._lock:
-            if self.info is None or self.info.status != "running":
-                return False
-            self.info.status, self.info.error, self.info.finished_at = status, error, utcnow()
-        self._flush_info()
-        (self.path / OWNER).unlink(missing_ok=True)
-        return True
-
-    def _require_info(self) -> RunInfo:
-        if self.info is None:
-            raise RuntimeError("run_info.json has not been written yet")
-        return self.info
-
-    def _flush_info(self) -> None:
-        with self._lock:
-            info = self._require_info()
-            data = redact(info.model_dump(mode="json", exclude={"task_plans"}))
-            data["task_plans"] = self._task_plans(info.task_plans)
-            atomic_write_bytes(self.path / RUN_INFO, to_json_bytes(data))
-
-    def _task_plans(self, loaded: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-        """run_info's task_plans: what the directory held when read back (``loaded``) with this run's plans.
-        Kept out of the dump and its redaction, which would copy a dict per task twice (30 MB at 100,000
-        tasks): digests need no redaction, each id is redacted on its own, and the tasks whose only
-        attempt is attempt 1 share one ``{"1": digest}`` per digest."""
-        shared: dict[str, dict[str, str]] = {}
-        plans = {redact_text(task_id): refs for task_id, refs in loaded.items() if task_id not in self._plan_refs}
-        for task_id, refs in self._plan_refs.items():
-            by_attempt = shared.setdefault(refs, {"1": refs}) if isinstance(refs, str) else refs
-            plans[redact_text(task_id)] = {**loaded[task_id], **by_attempt} if task_id in loaded else by_attempt
-        return plans
 
     # details
 

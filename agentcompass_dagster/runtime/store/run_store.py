@@ -83,7 +83,7 @@ class RunStore:
             if owner is None or owner.alive():
                 continue
             run_dir = open_run_dir(candidate)
-            if run_dir.stop(
+            if run_dir.record.stop(
                 "failed",
                 f"its process {owner.pid} on {owner.host} is gone (killed?); marked failed by a "
                 "later run, its finished tasks are kept",
