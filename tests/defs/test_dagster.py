@@ -160,7 +160,7 @@ def test_agentcompass_ui_without_a_workspace_file_serves_the_one_location(
     one it serves the location agentcompass_dagster.definitions (./resources, else the shipped sweeps), as
     `dagster dev` of that module would; a project's workspace.yaml is still the one it serves there."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("agentcompass_dagster.cli.subprocess.Popen", Started)
+    monkeypatch.setattr("agentcompass_dagster.cli.main.subprocess.Popen", Started)
     Started.commands.clear()
     assert run_cli("ui") == 0
     (tmp_path / "workspace.yaml").write_text((REPO / "workspace.yaml").read_text())
