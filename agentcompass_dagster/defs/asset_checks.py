@@ -118,38 +118,15 @@ def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefiniti
     alerts.blocking), and a check with nothing to compare yet yields no result, which Dagster shows as
     skipped (the reason is in the step's log, and for a run without an earlier one in its regression.json)."""
     sweep, benchmark = sweep_benchmark.sweep, sweep_benchmark.benchmark.id
-    alerts, metrics = sweep.alerts, sweep_benchmark.key("metrics")
+    alerts = sweep.alerts
     models = list(sweep_benchmark.model_keys.values())  # contestants: the models, with one harness
     rule = f"fails when worse with p < {alerts.alpha} (paired test of per-task scores) and a drop > {alerts.min_drop}"
-    specs = [
-        dg.AssetCheckSpec(
-            regression_check_name(model),
-            asset=metrics,
-            blocking=alerts.blocking,
-            automation_condition=with_the_metrics(),
-            description=f"{model}'s newest complete run of {benchmark!r} against its previous one, "
-            f"on the tasks both finished: {rule}. {COMPLETE_RUN}",
-        )
-        for model in models
-    ]
     baseline = alerts.baseline_model
     others = [model for model in models if baseline is not None and model != baseline]
-    specs += [
-        dg.AssetCheckSpec(
-            baseline_check_name(model, baseline),
-            asset=metrics,
-            blocking=alerts.blocking,
-            automation_condition=with_the_metrics(),
-            description=f"{model}'s newest complete run of {benchmark!r} against the baseline "
-            f"model {baseline}'s, on the tasks both finished: {rule}. {COMPLETE_RUN}",
-        )
-        for model in others
-        if baseline is not None
-    ]  # (others is empty without a baseline)
 
     # Subsettable, so that a check with nothing to compare may yield nothing (and the UI can run one).
     @dg.multi_asset_check(
-        specs=specs,
+        specs=_regression_specs(sweep_benchmark, models, others, rule),
         name=dagster_name(sweep.name, benchmark, "regression"),
         can_subset=True,
         description=f"Regression checks of {benchmark!r}: {rule}.",
@@ -191,6 +168,39 @@ def regression_checks(sweep_benchmark: SweepBenchmark) -> dg.AssetChecksDefiniti
             yield from _result(context, baseline_check_name(model, baseline), verdict)
 
     return regression
+
+
+def _regression_specs(
+    sweep_benchmark: SweepBenchmark, models: list[str], others: list[str], rule: str
+) -> list[dg.AssetCheckSpec]:
+    """A check per model against its previous run, and one per other model against the baseline model."""
+    benchmark, alerts = sweep_benchmark.benchmark.id, sweep_benchmark.sweep.alerts
+    metrics = sweep_benchmark.key("metrics")
+    specs = [
+        dg.AssetCheckSpec(
+            regression_check_name(model),
+            asset=metrics,
+            blocking=alerts.blocking,
+            automation_condition=with_the_metrics(),
+            description=f"{model}'s newest complete run of {benchmark!r} against its previous one, "
+            f"on the tasks both finished: {rule}. {COMPLETE_RUN}",
+        )
+        for model in models
+    ]
+    baseline = alerts.baseline_model
+    specs += [
+        dg.AssetCheckSpec(
+            baseline_check_name(model, baseline),
+            asset=metrics,
+            blocking=alerts.blocking,
+            automation_condition=with_the_metrics(),
+            description=f"{model}'s newest complete run of {benchmark!r} against the baseline "
+            f"model {baseline}'s, on the tasks both finished: {rule}. {COMPLETE_RUN}",
+        )
+        for model in others
+        if baseline is not None
+    ]  # (others is empty without a baseline)
+    return specs
 
 
 def _result(

@@ -182,6 +182,17 @@ class Dispatch:
         if problem is not None:
             return self.failed(RUN_ID_INVALID, f"run_id={run_id!r}: {problem}", EXIT_SPEC_INVALID)
         self.identity["runDir"] = str(run_dir)
+        refused = self._reserve(run_id, run_dir)
+        if refused is not None:
+            return refused
+        self.run_dir, self.ledger = run_dir, EventLedger(run_dir / "events.jsonl")
+        unrecorded = self._record_inputs(resolved, run_dir, self.ledger)
+        if unrecorded is not None:
+            return unrecorded
+        return await self._execute(resolved, run_dir, self.ledger)
+
+    def _reserve(self, run_id: str, run_dir: Path) -> tuple[dict[str, Any], int] | None:
+        """Create the run directory, which reserves the run id; the failure's receipt if it cannot be."""
         try:
             run_dir.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -203,7 +214,12 @@ class Dispatch:
             return self.failed(
                 AUDIT_WRITE_FAILED, f"{run_dir}: cannot create: {exc.strerror or exc}", EXIT_EVIDENCE_FAILED
             )
-        self.run_dir, self.ledger = run_dir, EventLedger(run_dir / "events.jsonl")
+        return None
+
+    def _record_inputs(
+        self, resolved: ResolvedSpec, run_dir: Path, ledger: EventLedger
+    ) -> tuple[dict[str, Any], int] | None:
+        """The run's inputs written and ``run.started`` in the ledger; the failure's receipt if not."""
         try:
             atomic_write_text(run_dir / "spec.yaml", resolved.text)
             atomic_write_text(run_dir / "system.txt", resolved.params.system_prompt)
@@ -215,14 +231,14 @@ class Dispatch:
                 EXIT_EVIDENCE_FAILED,
             )
         try:
-            self.ledger.append("run.started", "ok", dict(self.identity))
+            ledger.append("run.started", "ok", dict(self.identity))
         except OSError as exc:
             return self.failed(
                 EVIDENCE_PERSIST_FAILED,
                 f"run.started could not be recorded ({type(exc).__name__})",
                 EXIT_EVIDENCE_FAILED,
             )
-        return await self._execute(resolved, run_dir, self.ledger)
+        return None
 
     async def _execute(self, resolved: ResolvedSpec, run_dir: Path, ledger: EventLedger) -> tuple[dict[str, Any], int]:
         agent_dir = run_dir / AGENT_DIR
@@ -313,22 +329,7 @@ class Dispatch:
                 f"the run's results could not be written ({type(exc).__name__})",
                 EXIT_EVIDENCE_FAILED,
             )
-        usage, total_cost, cost_complete = usage_summary(outcome.turns)
-        receipt = Receipt(
-            status="completed",
-            errorCode=None,
-            error=None,
-            **self.identity,
-            usage=usage,
-            totalCostUsd=total_cost,
-            costComplete=cost_complete,
-            turns=len(outcome.turns),
-            toolCallCount=len(outcome.tool_calls),
-            modelCallCount=sum(1 for r in records if r.kind == "model_call" and r.status == "in_flight"),
-            actualModelIds=outcome.model_ids,
-            finalMessageSha256=hashlib.sha256(final_answer.encode()).hexdigest(),
-            durationMs=round(outcome.duration_s * 1000),
-        )
+        receipt = self._completed_receipt(outcome, records, final_answer)
         try:
             ledger.append(
                 "run.completed",
@@ -355,6 +356,26 @@ class Dispatch:
                 EXIT_EVIDENCE_FAILED,
             )
         return self.finish(receipt, EXIT_OK)
+
+    def _completed_receipt(self, outcome: AgentOutcome, records: list[ActivityRecord], final_answer: str) -> Receipt:
+        """The receipt of a completed run: its identity, usage and cost totals, counts and final message's
+        digest."""
+        usage, total_cost, cost_complete = usage_summary(outcome.turns)
+        return Receipt(
+            status="completed",
+            errorCode=None,
+            error=None,
+            **self.identity,
+            usage=usage,
+            totalCostUsd=total_cost,
+            costComplete=cost_complete,
+            turns=len(outcome.turns),
+            toolCallCount=len(outcome.tool_calls),
+            modelCallCount=sum(1 for r in records if r.kind == "model_call" and r.status == "in_flight"),
+            actualModelIds=outcome.model_ids,
+            finalMessageSha256=hashlib.sha256(final_answer.encode()).hexdigest(),
+            durationMs=round(outcome.duration_s * 1000),
+        )
 
 
 async def _agent_outcome(

@@ -124,16 +124,8 @@ def _load_schema(spec: DispatchSpec, base: Path, where: str) -> tuple[Any, str |
     return schema, declared_id if isinstance(declared_id, str) else f"sha256:{hashlib.sha256(raw).hexdigest()}"
 
 
-def load_spec(path: Path) -> ResolvedSpec:
-    """Validate the spec and build what it names; every problem is a one-line UserError."""
-    where = str(path)
-    data = load_yaml(path)
-    if not isinstance(data, dict):
-        raise UserError(f"{where}: expected a mapping of dispatch fields, got {type(data).__name__}")
-    spec = validate_declaration(DispatchSpec, data, where)
-    raw = path.read_bytes()
-    base = path.resolve().parent
-    root = base.parent if base.name == "dispatch" else base
+def _model_config(spec: DispatchSpec, root: Path, where: str) -> ModelConfig:
+    """The model declared inline or by id under ``root``: one a dispatch can call."""
     model_config = (
         spec.model
         if isinstance(spec.model, ModelConfig)
@@ -143,22 +135,25 @@ def load_spec(path: Path) -> ResolvedSpec:
     )
     if model_config.provider == "none":
         raise field_error("model.provider", model_config.provider, "a dispatch needs a model it can call", where)
-    env_config = (
-        spec.environment
-        if isinstance(spec.environment, EnvironmentConfig)
-        else validate_declaration(
-            EnvironmentConfig,
-            resolve_reference(root, "environments", spec.environment, "environment", where)[0],
-            f"{where}: environment",
-        )
+    return model_config
+
+
+def _environment_config(spec: DispatchSpec, root: Path, where: str) -> EnvironmentConfig:
+    """The environment declared inline or by id under ``root``."""
+    if isinstance(spec.environment, EnvironmentConfig):
+        return spec.environment
+    return validate_declaration(
+        EnvironmentConfig,
+        resolve_reference(root, "environments", spec.environment, "environment", where)[0],
+        f"{where}: environment",
     )
-    register_declared_secrets(env_config.env, env_config, model_config)
-    environment = construct_plugin(
-        f"environment {env_config.id!r}",
-        registry.environments.get(env_config.provider_id, "environment.provider"),
-        env_config,
-    )
-    plan = ExecutionPlan(
+
+
+def _plan(
+    spec: DispatchSpec, model_config: ModelConfig, env_config: EnvironmentConfig, environment: Environment
+) -> ExecutionPlan:
+    """The dispatch's one attempt, under the spec's limits and the environment's default network policies."""
+    return ExecutionPlan(
         task_id=TASK_ID,
         attempt=1,
         benchmark_id="dispatch",
@@ -170,6 +165,27 @@ def load_spec(path: Path) -> ResolvedSpec:
         run_network_policy=environment.default_policy("run"),
         evaluation_network_policy=environment.default_policy("evaluation"),
     )
+
+
+def load_spec(path: Path) -> ResolvedSpec:
+    """Validate the spec and build what it names; every problem is a one-line UserError."""
+    where = str(path)
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: expected a mapping of dispatch fields, got {type(data).__name__}")
+    spec = validate_declaration(DispatchSpec, data, where)
+    raw = path.read_bytes()
+    base = path.resolve().parent
+    root = base.parent if base.name == "dispatch" else base
+    model_config = _model_config(spec, root, where)
+    env_config = _environment_config(spec, root, where)
+    register_declared_secrets(env_config.env, env_config, model_config)
+    environment = construct_plugin(
+        f"environment {env_config.id!r}",
+        registry.environments.get(env_config.provider_id, "environment.provider"),
+        env_config,
+    )
+    plan = _plan(spec, model_config, env_config, environment)
     environment.validate_plan(plan)
     files = base / spec.files if spec.files is not None else None
     if files is not None and not files.is_dir():

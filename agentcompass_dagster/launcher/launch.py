@@ -205,21 +205,26 @@ def launch_sweep(
             launch.metrics_runs += len(metrics_runs)
             launch.launched += [run.run_id for run in metrics_runs]
             execute(metrics_runs, follower)
-        launch.failed = follower.failures()
-        for sweep_benchmark in sweep_benchmark_list:
-            launch.newest.update(
-                {
-                    (sweep_benchmark.benchmark.id, model): run
-                    for model, run in sweep_benchmark.newest_runs(SUMMARY).items()
-                }
-            )
-        budget = sweep_benchmark_list[0].budget
-        if budget is not None:
-            launch.budget = budget_status(budget)
-            launch.without_result = sum(
-                _without_result(sweep_benchmark, instance) for sweep_benchmark in sweep_benchmark_list
-            )
+        _record_end(launch, sweep_benchmark_list, instance, follower)
     return launch
+
+
+def _record_end(
+    launch: SweepLaunch, sweep_benchmark_list: list[SweepBenchmark], instance: dg.DagsterInstance, follower: RunFollower
+) -> None:
+    """Record what the followed runs came to: the failed ones, each model's newest complete run, and the
+    sweep's budget with the partitions still without a result."""
+    launch.failed = follower.failures()
+    for sweep_benchmark in sweep_benchmark_list:
+        launch.newest.update(
+            {(sweep_benchmark.benchmark.id, model): run for model, run in sweep_benchmark.newest_runs(SUMMARY).items()}
+        )
+    budget = sweep_benchmark_list[0].budget
+    if budget is not None:
+        launch.budget = budget_status(budget)
+        launch.without_result = sum(
+            _without_result(sweep_benchmark, instance) for sweep_benchmark in sweep_benchmark_list
+        )
 
 
 def _without_result(sweep_benchmark: SweepBenchmark, instance: dg.DagsterInstance) -> int:
