@@ -4,7 +4,7 @@
 Layout below the store root::
 
     blobs/<2 hex>/<62 hex>     zlib-compressed content, named by the SHA-256 of the (filtered) content
-    manifests/<seq:08d>.json   one Manifest per checkpoint
+    manifests/<seq:08d>.json   one Manifest (durable/manifest.py) per checkpoint
     clock                      a marker touched to read the filesystem clock (Manifest.clock_ns)
 
 A blob is created once (no-clobber link of a finished temp file) and never changed, so checkpoints share
@@ -45,16 +45,15 @@ from pathlib import Path
 from stat import S_IMODE, S_ISREG
 from typing import Final, Literal
 
-from pydantic import Field
-
 from agentcompass_dagster.durable import file_tree
 from agentcompass_dagster.durable.file_tree import CHUNK
+from agentcompass_dagster.durable.manifest import FileEntry, Manifest, same_files
 from agentcompass_dagster.runtime.store.atomic import (
     TMP_SUFFIX,
     atomic_write_bytes,
     fsync_dir,
 )
-from agentcompass_dagster.contracts.records import StoredRecord, utcnow
+from agentcompass_dagster.contracts.records import utcnow
 
 BLOBS = "blobs"
 MANIFESTS = "manifests"
@@ -70,33 +69,6 @@ class CheckpointError(Exception):
     """A checkpoint cannot be captured or restored as asked; restore leaves the roots untouched."""
 
 
-class FileEntry(StoredRecord):
-    digest: str
-    size: int  # bytes stored and restored: after redaction in a redacted root
-    mode: int  # permission bits
-    mtime_ns: int
-    # size, mtime_ns, inode, ctime_ns of the file as it was read: a file still showing them is unchanged
-    stat: tuple[int, int, int, int]
-    # A sparse file: its data extents (offset, length), stored back to back, and its apparent size; the
-    # holes are restored as holes.
-    extents: list[tuple[int, int]] | None = None
-    apparent_size: int | None = None
-
-
-class Manifest(StoredRecord):
-    seq: int
-    created_at: str
-    roots: dict[str, dict[str, FileEntry]]  # root name -> path relative to the root -> file
-    dirs: dict[str, dict[str, int]] = Field(default_factory=dict)  # root name -> relative path -> mode
-    redacted_roots: list[str] = Field(default_factory=list)
-    excluded: int = 0  # credential paths and paths naming a secret left out (a directory counts once)
-    skipped: int = 0  # symlinks, special files and non-UTF-8 names left out
-    too_large: list[str] = Field(default_factory=list)  # files with more than MAX_FILE_BYTES of data, left out
-    # The store's filesystem clock once every file was read. A file whose ctime is not older may have
-    # changed again within the same clock tick without its stat changing, so the next capture reads it.
-    clock_ns: int = 0
-
-
 @dataclass
 class CaptureStats:
     files_read: int = 0
@@ -104,21 +76,6 @@ class CaptureStats:
     bytes_read: int = 0
     blobs_written: int = 0
     bytes_written: int = 0  # compressed bytes of the new blobs
-
-
-def _same_files(a: Manifest, b: Manifest) -> bool:
-    """Whether two manifests restore the same trees (the stat data their files were read with aside)."""
-
-    def restored(m: Manifest) -> tuple[object, ...]:
-        files = {
-            name: {
-                rel: (e.digest, e.size, e.mode, e.mtime_ns, e.extents, e.apparent_size) for rel, e in entries.items()
-            }
-            for name, entries in m.roots.items()
-        }
-        return m.dirs, m.redacted_roots, m.excluded, m.skipped, m.too_large, files
-
-    return restored(a) == restored(b)
 
 
 class CheckpointStore:
@@ -189,7 +146,7 @@ class CheckpointStore:
             self._capture_root(manifest, name, Path(root), redacted, known, clock, stats, touched)
         manifest.clock_ns = self._clock()
         self.last_capture_stats = stats
-        if reference is not None and _same_files(manifest, reference) and not self._manifest_path(seq).exists():
+        if reference is not None and same_files(manifest, reference) and not self._manifest_path(seq).exists():
             self._reference = manifest.model_copy(update={"seq": reference.seq})
             return self._reference
         for subdir in touched:

@@ -84,6 +84,19 @@ async def prepare_resume(run: DurableSession) -> ResumeDecision:
         return ResumeDecision("finished")
     if decision.classification == "busy":
         return decision
+    await settle_in_flight(run, in_flight, finished, partial)
+    return decision
+
+
+async def settle_in_flight(
+    run: DurableSession,
+    in_flight: list[ActivityRecord],
+    finished: dict[str, tuple[int, str]],
+    partial: dict[str, str],
+) -> None:
+    """Settle every step the crash left in flight: a model call is aborted, to be sent again; a tool call
+    is completed with its exit code and output when it finished after the crash (``finished``), aborted to
+    run again when replay-safe, else completed as interrupted with the output it had produced (``partial``)."""
     for record in in_flight:
         if record.kind == "model_call":
             run.append(
@@ -133,7 +146,6 @@ async def prepare_resume(run: DurableSession) -> ResumeDecision:
                 },
                 status="interrupted",
             )
-    return decision
 
 
 async def classify_environment(

@@ -42,11 +42,13 @@ import struct
 import sys
 
 # The judge runs once per check: the modules only it or its types need are not imported (pathlib,
-# subprocess, typing and signal cost a third of its start).
+# subprocess, typing and signal cost a third of its start; judge_types.py is not even in the environment).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import IO, Any
+
+    from agentcompass_dagster.plugins.benchmarks.judge_types import Encoded, Plain
 
 VERDICT = "AGENTCOMPASS-VERDICT"
 EXIT_CODE = "verifier exit code"
@@ -65,22 +67,6 @@ LANDLOCK_CREATE_RULESET_VERSION = 1
 # something on every ABI (a domain with rights left is what the kernel's tracing rule needs).
 LANDLOCK_ACCESS_FS_MAKE_DEVICES = (1 << 6) | (1 << 11)
 LANDLOCK_SCOPE_SIGNAL = 1 << 1
-
-Plain = (
-    None
-    | bool
-    | int
-    | float
-    | complex
-    | str
-    | bytes
-    | list["Plain"]
-    | tuple["Plain", ...]
-    | dict["Plain", "Plain"]
-    | set["Plain"]
-    | frozenset["Plain"]
-)
-Encoded = None | bool | int | float | str | list["Encoded"] | dict[str, "Encoded"]
 
 
 class NotPlain(Exception):

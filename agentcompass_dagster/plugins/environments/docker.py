@@ -11,7 +11,7 @@ names, with the image's WORKDIR (or the task's) as the working directory, given 
 filesystem as under Harbor, its directories at their paths owned by whom they are for, its resources over
 the declared ones; what was applied is the session's record (``describe``). Any other task runs in the
 declared ``image``, read-only, its files in the /work volume. How each container is laid out, and what
-bounds the directories the agent writes, is docker_setup.py's.
+bounds the directories the agent writes, is docker_setup.py's; docker_container.py creates it on the engine.
 The plan's mounts (a harness's gateway socket, its agent program) are binds of the
 container, hidden from the verifier's commands as docker_mounts.py says.
 
@@ -39,7 +39,6 @@ import io
 import os
 import secrets
 import shlex
-import socket
 import tarfile
 import time
 from collections.abc import Iterator, Mapping
@@ -58,7 +57,8 @@ from agentcompass_dagster.contracts.environment import (
 )
 from agentcompass_dagster.plugins.environments.cgroups import Cgroup
 from agentcompass_dagster.plugins.environments.docker_exec import run_command
-from agentcompass_dagster.plugins.environments.docker_limits import CLEAR, KEEPER, full_mounts, stop
+from agentcompass_dagster.plugins.environments.docker_container import create_container, first_line, remove_container
+from agentcompass_dagster.plugins.environments.docker_limits import CLEAR, full_mounts, stop
 from agentcompass_dagster.plugins.environments.docker_setup import (
     BUILD_LOG,
     COMMANDS,
@@ -73,13 +73,12 @@ from agentcompass_dagster.plugins.environments.docker_setup import (
 )
 from agentcompass_dagster.plugins.environments.docker_mounts import HiddenMounts
 from agentcompass_dagster.plugins.environments.host_mounts import give_writable
-from agentcompass_dagster.plugins.environments.leftovers import LABEL, sweep_dead_containers
+from agentcompass_dagster.plugins.environments.leftovers import sweep_dead_containers
 from agentcompass_dagster.plugins.environments.images import BuiltImage, ensure_image, prebuilt_image
 from agentcompass_dagster.contracts.errors import UserError
 from agentcompass_dagster.contracts.capture import OUTPUT_LIMIT, READ_CHUNK, Capture
-from agentcompass_dagster.contracts.records import ExecutionPlan, HostMount, NetworkPolicy, TaskSpec
+from agentcompass_dagster.contracts.records import ExecutionPlan, NetworkPolicy, TaskSpec
 
-CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"]
 # The most of one file streamed from the engine for read_output (a sparse terabyte costs the agent nothing).
 STREAM_LIMIT = 256 * OUTPUT_LIMIT
 # After the setup: the container's own command (docker_limits.KEEPER), the one child of its init.
@@ -257,7 +256,7 @@ class DockerSession(EnvironmentSession):
         if self._closed:
             return
         self._closed = True
-        await asyncio.shield(asyncio.to_thread(_remove, self.container))
+        await asyncio.shield(asyncio.to_thread(remove_container, self.container))
 
 
 class _Chunks(io.RawIOBase):
@@ -303,15 +302,6 @@ def _succeeded(result: Any, container: Any, what: str) -> None:
         )
 
 
-def _remove(container: Any) -> None:
-    import docker.errors
-
-    try:
-        container.remove(force=True, v=True)
-    except docker.errors.NotFound:
-        pass
-
-
 class DockerEnvironment(Environment):
     supported_policies = frozenset({NetworkPolicy.none, NetworkPolicy.host})
     can_switch_network = False
@@ -342,7 +332,7 @@ class DockerEnvironment(Environment):
             self.client.ping()
         except Exception as exc:
             raise UserError(
-                f"environment.id={self.config.id!r}: no Docker engine answers at {engine}: {_first_line(exc)}"
+                f"environment.id={self.config.id!r}: no Docker engine answers at {engine}: {first_line(exc)}"
             ) from None
         if self.params.image is None:
             return
@@ -351,7 +341,7 @@ class DockerEnvironment(Environment):
         except Exception as exc:
             raise UserError(
                 f"environment.params.image={self.params.image!r}: not usable on the Docker engine at "
-                f"{engine}: {_first_line(exc)}"
+                f"{engine}: {first_line(exc)}"
             ) from None
 
     def refusal(self, task: TaskSpec) -> str | None:
@@ -378,7 +368,9 @@ class DockerEnvironment(Environment):
         name = f"agentcompass-{os.getpid()}-{secrets.token_hex(4)}"
         container = None
         try:
-            container = self._create(setup, name, plan.baseline_network_policy, plan.mounts)
+            container = create_container(
+                client, params, self.config.id, setup, name, plan.baseline_network_policy, plan.mounts
+            )
             container.start()
             prepared = container.exec_run(["sh", "-c", f"{setup.prepare} && {KEEPER_PID}"], user="0:0")
             output = (prepared.output or b"").decode(errors="replace").strip()
@@ -398,71 +390,8 @@ class DockerEnvironment(Environment):
             )
         except BaseException:
             if container is not None:
-                _remove(container)
+                remove_container(container)
             raise
-
-    def _create(self, setup: Setup, name: str, policy: NetworkPolicy, binds: list[HostMount]) -> Any:
-        """The container of a session; a storage bound the engine cannot hold (only some storage drivers
-        can) is recorded as not enforced instead of failing the task."""
-        import docker.errors
-        from docker.types import DriverConfig, Mount
-
-        params = self.params
-        options: dict[str, Any] = dict(
-            # Under the engine's init, which reaps the agent's orphans (docker_limits.py).
-            command=KEEPER,
-            init=True,
-            name=name,
-            network_mode=policy.value,
-            labels={
-                LABEL: "1",
-                f"{LABEL}.host": socket.gethostname(),
-                f"{LABEL}.pid": str(os.getpid()),
-                f"{LABEL}.environment": self.config.id,
-            },
-            mem_limit=f"{setup.memory_mb}m" if setup.memory_mb else None,
-            memswap_limit=f"{setup.memory_mb}m" if setup.memory_mb else None,
-            nano_cpus=int(setup.cpus * 1e9) if setup.cpus else None,
-            pids_limit=params.max_processes,
-            read_only=setup.read_only,
-            # What root in the container may do: own, read and write any file, run as another user (package
-            # managers drop to theirs), kill, bind a low port; nothing more, and nothing gained by exec.
-            cap_drop=["ALL"],
-            cap_add=CAPABILITIES,
-            security_opt=["no-new-privileges"],
-            volumes=[
-                *setup.volumes,
-                *(f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}" for m in params.mounts),
-            ],
-            mounts=[
-                *(
-                    Mount(
-                        path,
-                        None,
-                        type="volume",
-                        driver_config=DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": options}),
-                    )
-                    for path, options in setup.bounded.items()
-                ),
-                *(Mount(m.path, str(m.host_path), type="bind", read_only=m.read_only) for m in binds),
-            ],
-            tmpfs=setup.tmpfs,
-            working_dir=setup.workdir,
-            environment=setup.env,
-        )
-        if setup.storage_mb is None:
-            return self.client.containers.create(setup.image, **options)
-        try:
-            return self.client.containers.create(setup.image, storage_opt={"size": f"{setup.storage_mb}M"}, **options)
-        except docker.errors.APIError as exc:
-            if "storage" not in str(exc).lower():
-                raise
-            asked = setup.record.get("storage_mb", setup.storage_mb)
-            setup.record["storage_mb"] = (
-                f"{asked} asked, not enforced: this engine's storage driver cannot bound "
-                f"a container's disk ({_first_line(exc)})"
-            )
-            return self.client.containers.create(setup.image, **options)
 
     def _image(self, plan: ExecutionPlan, task: TaskSpec) -> BuiltImage:
         asks = task.environment
@@ -485,7 +414,3 @@ class DockerEnvironment(Environment):
         if self._cpus is None:
             self._cpus = int(self.client.info().get("NCPU") or os.cpu_count() or 1)
         return self._cpus
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:200]

@@ -10,7 +10,8 @@ commands run for the reference solution or the verifier (``Caller``); a verifier
 /tmp of its own, not the one the agent's commands shared.
 
 Every command runs under the seccomp filter of environments/seccomp.py (no keyrings, no new user
-namespaces, no io_uring, ptrace, perf_event_open or bpf).
+namespaces, no io_uring, ptrace, perf_event_open or bpf). bwrap's command line is sandbox_bwrap.py's;
+the session's disk image and /tmp, and their release, are sandbox_storage.py's.
 
 Limits, enforced by the kernel and fail closed (a plan declaring one this machine cannot enforce is
 refused before it runs); hitting one ends the attempt with an error that names it:
@@ -30,13 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import errno
 import os
 import platform
 import secrets
 import shlex
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,7 +50,6 @@ from agentcompass_dagster.contracts.environment import (
     EnvironmentLimitExceeded,
     EnvironmentSession,
     ExecResult,
-    visible_dirs,
 )
 from agentcompass_dagster.plugins.environments import seccomp
 from agentcompass_dagster.plugins.environments.cgroups import Cgroup, CgroupUnavailable, stale
@@ -59,13 +57,18 @@ from agentcompass_dagster.plugins.environments.dockerfile import Expressed, Unsu
 from agentcompass_dagster.plugins.environments.host_mounts import give_writable
 from agentcompass_dagster.plugins.environments.hostdir import HostDirSession
 from agentcompass_dagster.plugins.environments.leftovers import sweep_dead_sessions
+from agentcompass_dagster.plugins.environments.sandbox_bwrap import SYSTEM_DIRS, bwrap_command
+from agentcompass_dagster.plugins.environments.sandbox_storage import (
+    dead_files,
+    is_full,
+    mount_image,
+    mount_tmp,
+    release_root,
+)
 from agentcompass_dagster.contracts.errors import UserError
-from agentcompass_dagster.runtime.store.safe_fs import remove_tree, write_beneath
+from agentcompass_dagster.runtime.store.safe_fs import write_beneath
 from agentcompass_dagster.contracts.records import ExecutionPlan, HostMount, NetworkPolicy, TaskEnvironment, TaskSpec
 
-SYSTEM_DIRS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64")
-# A disk image left with less than this free is full: the task wrote all it may.
-DISK_FULL_BYTES = 1 << 20
 # Its cgroups are named for it, so the sweeps of other kinds leave them alone.
 OWNER = "sandbox"
 # The read end of the lifeline of the command exec() is starting (argv).
@@ -176,76 +179,9 @@ class SandboxSession(HostDirSession):
         return ["bash", "-c", watcher + f"exec {shlex.join(self.bwrap(command, cwd, caller, fds))}"]
 
     def bwrap(self, command: str, cwd: str, caller: Caller, fds: list[int]) -> list[str]:
-        """bwrap's command line running ``command`` in this session's sandbox (fds: child_fds())."""
-        args = ["bwrap"]
-        for name in SYSTEM_DIRS:
-            host = Path("/") / name
-            if host.is_symlink():
-                args += ["--symlink", os.readlink(host), str(host)]
-            elif host.is_dir():
-                args += ["--ro-bind", str(host), str(host)]
-        args += ["--dev", "/dev", "--proc", "/proc"]
-        if self.host_tmp and caller is not Caller.verifier:
-            args += ["--bind", str(self.root / "tmp"), "/tmp"]
-        else:
-            # 1777: bwrap run by root makes it root's, and the command runs as the sandbox user.
-            args += ["--perms", "1777", "--size", str(self.params.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
-        # After /tmp, which would hide those below it.
-        for path in self.params.read_only:
-            args += ["--ro-bind", path, path]
-        # The session's directory as a plain 0755 directory of the sandbox's root (bwrap makes the parents
-        # of a bind 0700 otherwise, closed to the unprivileged user), holding only the binds below.
-        args += ["--perms", "0755", "--dir", str(self.root)]
-        private = [self.scratch] if caller is not Caller.agent else []
-        for directory in (self.home, self.commands_dir, *private):
-            args += ["--bind", directory, directory]
-        shown = visible_dirs(self.task_dirs, caller)
-        mounts = self.host_mounts if caller is not Caller.verifier else ()
-        # The parents of the task's paths (/logs of /logs/verifier) and mounts, open like the session's directory.
-        for parent in sorted(
-            {
-                str(p)
-                for path in [self.workdir, *(d.path for d in shown), *(m.path for m in mounts)]
-                for p in Path(path).parents
-                if str(p) != "/"
-            }
-            - {str(self.root), *map(str, self.root.parents)}
-        ):
-            args += ["--perms", "0755", "--dir", parent]
-        args += ["--bind", self.work, self.workdir]
-        for task_dir in shown:
-            args += ["--bind", self.mounts[task_dir.path], task_dir.path]
-        for mount in mounts:
-            args += ["--ro-bind" if mount.read_only else "--bind", str(mount.host_path), mount.path]
-        args += [
-            "--remount-ro",
-            "/",
-            "--chdir",
-            cwd,
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--die-with-parent",
-            "--new-session",
-        ]
-        if self.policy is NetworkPolicy.none:
-            args.append("--unshare-net")
-        args += ["--seccomp", str(fds[0]), "--"]
-        if self.owner is not None:
-            # bwrap as root keeps every capability: drop to the sandbox user with none left, for good.
-            args += [
-                "setpriv",
-                f"--reuid={self.params.uid}",
-                f"--regid={self.params.gid}",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--bounding-set=-all",
-                "--no-new-privs",
-                "--",
-            ]
-        # The lifeline's watcher inside the namespace (see argv).
-        lifeline = f"{{ read -r -u {fds[1]} _; kill -KILL -1; }} </dev/null >/dev/null 2>&1 & exec {fds[1]}<&-; "
-        return [*args, "bash", "-c", lifeline + command]
+        """bwrap's command line running ``command`` in this session's sandbox (fds: child_fds()), as
+        sandbox_bwrap.py builds it."""
+        return bwrap_command(self, command, cwd, caller, fds)
 
     async def exec(
         self,
@@ -277,11 +213,11 @@ class SandboxSession(HostDirSession):
     def _limits_hit(self) -> list[str]:
         hits = self.cgroup.limits_hit() if self.cgroup is not None else []
         disk = self.applied.disk_mb
-        if disk is not None and _full(self.root):
+        if disk is not None and is_full(self.root):
             hits.append(f"disk_mb={disk}: the task's files filled all {disk} MB")
         if self.params.max_files is not None and os.statvfs(self.root).f_favail == 0:
             hits.append(f"max_files={self.params.max_files}: the task made all {self.params.max_files} files it may")
-        if self.host_tmp and _full(self.root / "tmp"):
+        if self.host_tmp and is_full(self.root / "tmp"):
             hits.append(f"tmp_mb={self.params.tmp_mb}: the attempt filled all {self.params.tmp_mb} MB of /tmp")
         return hits
 
@@ -289,43 +225,17 @@ class SandboxSession(HostDirSession):
         self.policy = policy
 
     def remove_files(self) -> list[str]:
-        return _release_root(self.root, self.image)
+        return release_root(self.root, self.image)
 
     def release_old(self, root: Path) -> list[str]:
         return _release_dead(root)
-
-
-def _full(mount: Path) -> bool:
-    disk = os.statvfs(mount)
-    return disk.f_bavail * disk.f_frsize < DISK_FULL_BYTES
 
 
 def _release_dead(root: Path) -> list[str]:
     """What a dead session left at ``root``: its cgroup, mounts, directory and disk image."""
     for group in stale(OWNER, root.name):
         group.remove()
-    return _dead_files(root)
-
-
-def _dead_files(entry: Path) -> list[str]:
-    """A dead session's directory (with its mounts and disk image), or a disk image whose directory is gone."""
-    if entry.name.endswith(".img"):
-        if not entry.with_name(entry.name[:-4]).exists():
-            entry.unlink(missing_ok=True)
-        return []
-    image = entry.with_name(f"{entry.name}.img")
-    return _release_root(entry, image if image.exists() else None)
-
-
-def _release_root(root: Path, image: Path | None) -> list[str]:
-    """Unmount what a session mounted below ``root`` (its /tmp, then its disk image), then remove it."""
-    for mount in (root / "tmp", root):
-        if os.path.ismount(mount):
-            subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-    problems = remove_tree(root)
-    if image is not None:
-        image.unlink(missing_ok=True)
-    return problems
+    return dead_files(root)
 
 
 class SandboxEnvironment(Environment):
@@ -440,7 +350,7 @@ class SandboxEnvironment(Environment):
         params = self.params
         root_dir = params.root_dir
         root_dir.mkdir(parents=True, exist_ok=True)
-        sweep_dead_sessions(root_dir, "", OWNER, _dead_files)
+        sweep_dead_sessions(root_dir, "", OWNER, dead_files)
         name = f"{os.getpid()}-{secrets.token_hex(6)}"
         root = root_dir / name
         root.mkdir(mode=0o711)
@@ -451,21 +361,10 @@ class SandboxEnvironment(Environment):
         try:
             if applied.disk_mb is not None:
                 image = root_dir / f"{name}.img"
-                _mount_image(image, root, applied.disk_mb, params.max_files)
+                mount_image(image, root, applied.disk_mb, params.max_files)
                 os.chmod(root, 0o711)
             if _privileged():
-                (root / "tmp").mkdir()
-                _run(
-                    [
-                        "mount",
-                        "-t",
-                        "tmpfs",
-                        "-o",
-                        f"size={params.tmp_mb}m,mode=1777,nosuid,nodev",
-                        "tmpfs",
-                        str(root / "tmp"),
-                    ]
-                )
+                mount_tmp(root, params.tmp_mb)
             if applied.memory_mb is not None or params.max_processes is not None:
                 try:
                     cgroup = Cgroup.create(OWNER, name, applied.memory_mb, params.max_processes)
@@ -479,7 +378,7 @@ class SandboxEnvironment(Environment):
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
-            _release_root(root, image)
+            release_root(root, image)
             raise
 
     def _applied(self, asks: TaskEnvironment | None, expressed: Expressed | None) -> Applied:
@@ -513,19 +412,3 @@ class SandboxEnvironment(Environment):
                 "image; its Dockerfile's WORKDIR, ENV and COPY are applied)"
             )
         return Applied(memory_mb=memory, disk_mb=disk, record=record)
-
-
-def _mount_image(image: Path, target: Path, size_mb: int, max_files: int | None) -> None:
-    """A sparse ext4 image of ``size_mb`` with at most ``max_files`` inodes, mounted at ``target`` (no
-    setuid, no devices)."""
-    with open(image, "xb") as out:
-        out.truncate(size_mb * 1024 * 1024)
-    inodes = ["-N", str(max_files)] if max_files is not None else []
-    _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "lazy_itable_init=1", *inodes, str(image)])
-    _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(target)])
-
-
-def _run(command: list[str]) -> None:
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise OSError(errno.EIO, f"{' '.join(command[:2])} failed: {done.stderr.strip()[:300]}")

@@ -214,27 +214,12 @@ class MiniSweSession(DurableAgentSession):
             raise UserError(
                 f"harness {self.harness.id!r} needs mini-swe-agent ({exc}): pip install 'agentcompass-dagster[miniswe]'"
             ) from None
-        harness, plan, env = self.harness, self.plan, self.env
-        params = harness.params
-        spec = params.config or DEFAULT_CONFIG
-        data = load_config(spec, harness.config)
-        where = f"harness.params.config={spec!r}"
-        model_config = validate_declaration(
-            MiniModelConfig, {**(data.get("model") or {}), "model_name": self.model.id}, f"{where} model"
+        plan, env = self.plan, self.env
+        model_config, env_config, agent_kwargs, timeout = self._configs(
+            LocalEnvironmentConfig.model_fields["timeout"].default
         )
-        environment = data.get("environment") or {}
-        timeout = (
-            params.command_timeout_s
-            or environment.get("timeout")
-            or LocalEnvironmentConfig.model_fields["timeout"].default
-        )
-        env_config = validate_declaration(
-            MiniEnvironmentConfig, {**environment, "cwd": env.workdir, "timeout": timeout}, f"{where} environment"
-        )
-        agent_kwargs = {**(data.get("agent") or {}), **{mini: 0 for mini in MINI_LIMITS}}
-
         session = durable_session(
-            env, self.durable_dir(), params, fingerprint=self.fingerprint(), command_timeout_s=timeout
+            env, self.durable_dir(), self.harness.params, fingerprint=self.fingerprint(), command_timeout_s=timeout
         )
         resumed = None
         if session.log.records():
@@ -268,6 +253,24 @@ class MiniSweSession(DurableAgentSession):
         )
         result.artifacts["agent"] = {"turns": len(steps.usages), "resumed": resumed}
         return result
+
+    def _configs(self, default_timeout: float) -> tuple[MiniModelConfig, MiniEnvironmentConfig, dict[str, Any], float]:
+        """mini's model and environment configs, its agent's arguments and the commands' timeout, from the
+        declared config (``default_timeout``: mini's local environment's, where neither declares one)."""
+        params = self.harness.params
+        spec = params.config or DEFAULT_CONFIG
+        data = load_config(spec, self.harness.config)
+        where = f"harness.params.config={spec!r}"
+        model_config = validate_declaration(
+            MiniModelConfig, {**(data.get("model") or {}), "model_name": self.model.id}, f"{where} model"
+        )
+        environment = data.get("environment") or {}
+        timeout = params.command_timeout_s or environment.get("timeout") or default_timeout
+        env_config = validate_declaration(
+            MiniEnvironmentConfig, {**environment, "cwd": self.env.workdir, "timeout": timeout}, f"{where} environment"
+        )
+        agent_kwargs = {**(data.get("agent") or {}), **{mini: 0 for mini in MINI_LIMITS}}
+        return model_config, env_config, agent_kwargs, timeout
 
     def _result(self, error: str | None, duration_s: float) -> RunResult:
         agent = self.agent
