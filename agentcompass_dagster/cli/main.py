@@ -9,7 +9,6 @@ its end (a run failed, timed out or was refused), 130 when interrupted.
 from __future__ import annotations
 
 import argparse
-import difflib
 import logging
 import os
 import signal
@@ -20,7 +19,7 @@ from typing import Any
 
 from agentcompass_dagster.cli.parser import build_parser
 from agentcompass_dagster.declarations.references import DEFAULT_RESOURCES, PACKAGED_RESOURCES
-from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError, did_you_mean
 
 DEFAULT_SWEEP = "demo"
 
@@ -37,8 +36,7 @@ def find_sweep(sweep: Path | None) -> Path:
         if place.is_file():
             return place
     known = sorted({path.stem for folder in folders for path in folder.glob("*.yaml")})
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; known sweeps: {', '.join(known)}" if known else ""
+    hint = did_you_mean(name, known) or (f"; known sweeps: {', '.join(known)}" if known else "")
     raise UserError(f"sweep {name!r}: no such file, and no {' or '.join(map(str, places))}{hint}")
 
 

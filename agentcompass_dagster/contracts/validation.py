@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 import typing
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError, did_you_mean
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -51,14 +50,12 @@ def _problem(model: type[BaseModel], error: Any, within: str) -> str:
     if error["type"] == "missing":
         return f"{field}: missing"
     if error["type"] == "extra_forbidden":
-        near = difflib.get_close_matches(str(error["loc"][-1]), _field_names(model, error["loc"][:-1]), n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
+        hint = did_you_mean(str(error["loc"][-1]), _field_names(model, error["loc"][:-1]))
         return f"{field}={error['input']!r}: not a field here{hint}"
     if error["type"] in ("literal_error", "enum"):
         # pydantic lists the allowed values as "'a', 'b' or 'c'".
         known = re.findall(r"'([^']*)'", error.get("ctx", {}).get("expected", ""))
-        near = difflib.get_close_matches(str(error["input"]), known, n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
+        hint = did_you_mean(str(error["input"]), known)
         return f"{field}={error['input']!r}: not one of {', '.join(known)}{hint}"
     message = error["msg"].removeprefix("Value error, ")
     # A check across a declaration's fields names the fields and values itself, not the whole declaration.

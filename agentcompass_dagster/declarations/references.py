@@ -4,13 +4,12 @@ the files a declaration written out by the framework was read from."""
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError, did_you_mean
 
 if TYPE_CHECKING:
     from agentcompass_dagster.declarations.sweep import SweepConfig
@@ -68,8 +67,7 @@ def resolve_reference(roots: Path | list[Path], kind: str, ref: Any, field: str,
     plugins = registry.harnesses if kind == "harnesses" else registry.environments
     if kind == "models" or ref in plugins.ids() or registry.is_class_path(ref):
         return {"id": ref}, None
-    near = difflib.get_close_matches(ref, sorted({*declared, *plugins.ids()}), n=1, cutoff=0.6)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
+    hint = did_you_mean(ref, sorted({*declared, *plugins.ids()}))
     raise UserError(
         f"{where}: {field}={ref!r}: no declaration {' or '.join(map(str, paths))} and no "
         f"{plugins.kind} plugin of that id{hint}"

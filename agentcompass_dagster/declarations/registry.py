@@ -18,13 +18,12 @@ is loaded, Dagster's run workers and step processes included.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import re
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from agentcompass_dagster.contracts.errors import UserError
+from agentcompass_dagster.contracts.errors import UserError, did_you_mean
 
 if TYPE_CHECKING:
     from agentcompass_dagster.contracts import Analyzer, Benchmark, Environment, Harness, Model
@@ -91,8 +90,7 @@ class Registry(Generic[T]):
     def unknown(self, plugin_id: str, field: str) -> str:
         """``field=id: unknown kind``, with the nearest known id when one is close, and the known ids."""
         known = self.ids()
-        near = difflib.get_close_matches(plugin_id, known, n=1, cutoff=0.6)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
+        hint = did_you_mean(plugin_id, known)
         return f"{field}={plugin_id!r}: unknown {self.kind}{hint} (known: {', '.join(known)})"
 
     def _target(self, plugin_id: str) -> str | type[T] | None:

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import NamedTuple
 
 from agentcompass_dagster.contracts.request import EvalRequest
 from agentcompass_dagster.contracts.benchmark import Benchmark
-from agentcompass_dagster.contracts.errors import UserError, field_error
+from agentcompass_dagster.contracts.errors import UserError, did_you_mean, field_error
 from agentcompass_dagster.runtime.store.naming import task_id_problem
 from agentcompass_dagster.contracts.records import NotLoaded, TaskSpec
 
@@ -41,8 +40,7 @@ def check_declared_tasks(request: EvalRequest, tasks: list[TaskSpec], not_loaded
     unknown = next((task_id for task_id in request.benchmark.tasks or [] if task_id not in ids), None)
     if unknown is None:
         return
-    near = difflib.get_close_matches(unknown, known, n=1)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
+    hint = did_you_mean(unknown, known)
     raise field_error(
         request.benchmark_field("tasks"), unknown, f"no such task in benchmark {request.benchmark.id!r}{hint}"
     )
